@@ -15,6 +15,8 @@ it behind the same `install`.
 
 from __future__ import annotations
 
+import time
+
 from numba import cuda
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
@@ -22,6 +24,36 @@ from numba.cuda.simulator import kernel as sim_kernel
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 
 from . import ptx
+
+class SimulatedEvent:
+    """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
+
+    def __init__(self, timing: bool = True):
+        self.timing = timing
+        self.time = None
+
+    def record(self, stream=0):
+        self.time = time.perf_counter()
+
+    def wait(self, stream=0):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, later: "SimulatedEvent") -> float:
+        """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
+        if self.time is None or later.time is None:
+            raise RuntimeError("record() both events before asking for the time between them")
+        return (later.time - self.time) * 1000.0
+
+
+def event_elapsed_time(start: SimulatedEvent, stop: SimulatedEvent) -> float:
+    return start.elapsed_time(stop)
+
 
 # Host API functions of numba.cuda that need a device, and their simulator twins.
 _HOST_API = {
@@ -34,7 +66,8 @@ _HOST_API = {
     "pinned": sim_arrays.pinned,
     "stream": sim_api.stream,
     "default_stream": sim_api.stream,
-    "event": sim_api.Event,
+    "event": SimulatedEvent,
+    "event_elapsed_time": event_elapsed_time,
     "synchronize": sim_api.synchronize,
 }
 

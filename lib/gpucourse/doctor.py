@@ -38,6 +38,10 @@ def show_device() -> None:
     print(f"gpucourse {_version('gpucourse')}: {BACKEND.describe()}{hint}")
 
 
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:240]
+
+
 def _gpu_lines() -> list[str]:
     from numba import cuda
 
@@ -46,7 +50,7 @@ def _gpu_lines() -> list[str]:
         driver = cuda.cudadrv.driver.driver.get_version()
         lines.append(f"CUDA driver supports: {driver[0]}.{driver[1]}")
     except Exception as exc:
-        lines.append(f"CUDA driver: not usable ({type(exc).__name__}: {str(exc).strip()[:200]})")
+        lines.append(f"CUDA driver: not usable ({_one_line(exc)})")
         return lines
     try:
         device = cuda.get_current_device()
@@ -54,7 +58,7 @@ def _gpu_lines() -> list[str]:
         cc = device.compute_capability
         lines.append(f"GPU: {name}, compute capability {cc[0]}.{cc[1]}")
     except Exception as exc:
-        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).strip()[:200]})")
+        lines.append(f"GPU: none usable ({_one_line(exc)})")
     return lines
 
 

@@ -1,0 +1,211 @@
+"""Which thread touches which element: the index explorer of module 1.
+
+`thread_map` works out, for a 1-D or 2-D launch over a row-major array, the
+indices of every thread and the element it touches, following the course's
+convention: x (``threadIdx.x``, ``cuda.grid``'s first value) runs along
+columns, the contiguous axis, and y along rows. A 1-D launch over a 2-D array
+walks it in row-major order (element ``i`` is ``divmod(i, ncols)``).
+`draw_launch` draws that map; `index_explorer` puts it under sliders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import to_rgba
+
+Pair = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One thread: its ``blockIdx``, ``threadIdx`` and ``cuda.grid`` values as (x, y), its element as (row, col)."""
+
+    block: Pair
+    thread: Pair
+    index: Pair
+    element: Pair
+    in_bounds: bool
+
+
+@dataclass(frozen=True)
+class ThreadMap:
+    """Every thread of a launch over an array of ``shape`` rows x cols (a 1-D array is one row)."""
+
+    ndim: int
+    grid: Pair
+    block: Pair
+    shape: Pair
+    threads: list[Thread]
+
+    @property
+    def total(self) -> int:
+        return len(self.threads)
+
+    @property
+    def in_bounds(self) -> int:
+        return sum(t.in_bounds for t in self.threads)
+
+    @property
+    def tail(self) -> int:
+        """Threads past the array's edge: without a guard they read or write out of bounds."""
+        return self.total - self.in_bounds
+
+    @property
+    def uncovered(self) -> int:
+        """Elements no thread touches: the launch is too small."""
+        return self.shape[0] * self.shape[1] - self.in_bounds
+
+    def summary(self) -> str:
+        rows, cols = self.shape
+        if self.ndim == 1:
+            launch = f"{self.grid[0]} blocks of {self.block[0]} threads"
+            array = f"{cols} elements" if rows == 1 else f"a {rows} x {cols} array"
+        else:
+            launch = f"grid {self.grid} of blocks {self.block}"
+            array = f"a {rows} x {cols} array"
+        text = f"{launch} = {self.total} threads over {array}: {self.in_bounds} in bounds, "
+        text += f"{self.tail} tail threads need a guard" if self.tail else "no tail threads"
+        if self.uncovered:
+            text += f", {self.uncovered} elements not covered (launch too small)"
+        return text
+
+
+def _sizes(value) -> tuple[int, ...]:
+    values = tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),)
+    if not 1 <= len(values) <= 2 or min(values) < 1:
+        raise ValueError(f"expected an int or a tuple of 1 or 2 positive ints, got {value!r}")
+    return values
+
+
+def thread_map(grid, block, shape) -> ThreadMap:
+    """Map ``kernel[grid, block]`` over an array of ``shape`` (int or tuple, 1-D or 2-D)."""
+    grid, block, shape = _sizes(grid), _sizes(block), _sizes(shape)
+    ndim = max(len(grid), len(block))
+    (gx, gy), (bx, by) = grid + (1,) * (2 - len(grid)), block + (1,) * (2 - len(block))
+    rows, cols = shape if len(shape) == 2 else (1, shape[0])
+    threads = []
+    for block_y in range(gy):
+        for block_x in range(gx):
+            for thread_y in range(by):
+                for thread_x in range(bx):
+                    x, y = block_x * bx + thread_x, block_y * by + thread_y
+                    row, col = (y, x) if ndim == 2 else divmod(x, cols)
+                    threads.append(Thread((block_x, block_y), (thread_x, thread_y), (x, y),
+                                          (row, col), row < rows and col < cols))
+    return ThreadMap(ndim, (gx, gy), (bx, by), (rows, cols), threads)
+
+
+_TAIL, _TAIL_FILL, _UNCOVERED = "#d62728", "#f7c6c6", "#ffd400"
+# tab20 without its reds (kept for tail threads), pale and strong shades alternating.
+_BLOCK_COLOURS = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (6, 7)]
+_BLOCK_COLOURS = _BLOCK_COLOURS[1::2] + _BLOCK_COLOURS[0::2]
+
+
+def draw_launch(grid, block, shape, ax=None):
+    """Draw the array coloured by block, each cell labelled with its thread's ``cuda.grid`` index.
+
+    Tail threads appear as hatched red cells past the array's edge; elements no thread
+    covers are yellow. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection, PatchCollection
+    from matplotlib.patches import Patch, Rectangle
+
+    tmap = thread_map(grid, block, shape)
+    rows, cols = tmap.shape
+    height = max([rows] + [t.element[0] + 1 for t in tmap.threads])
+    width = max([cols] + [t.element[1] + 1 for t in tmap.threads])
+    cell = min(0.5, 9 / width, 6 / height)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(width * cell + 1, height * cell + 1.6))
+    owner = np.full((height, width), -1)
+    image = np.ones((height, width, 4))
+    for t in tmap.threads:
+        r, c = t.element
+        owner[r, c] = t.block[1] * tmap.grid[0] + t.block[0]
+        image[r, c] = to_rgba(_BLOCK_COLOURS[owner[r, c] % len(_BLOCK_COLOURS)] if t.in_bounds else _TAIL_FILL)
+    image[:rows, :cols][owner[:rows, :cols] < 0] = to_rgba(_UNCOVERED)
+    ax.imshow(image, extent=(0, width, height, 0), interpolation="nearest")
+    tails = [Rectangle(t.element[::-1], 1, 1) for t in tmap.threads if not t.in_bounds]
+    ax.add_collection(PatchCollection(tails, facecolor="none", edgecolor=_TAIL, hatch="//", lw=0.5))
+    # Thin lines between cells, thick ones between blocks, and the array's edge.
+    padded = np.pad(owner, 1, constant_values=-1)
+    segments, thick = [], []
+    for r in range(height + 1):
+        for c in range(width + 1):
+            vertical = (padded[r + 1, c], padded[r + 1, c + 1]), [(c, r), (c, r + 1)]
+            horizontal = (padded[r, c + 1], padded[r + 1, c + 1]), [(c, r), (c + 1, r)]
+            for (a, b), segment in (vertical, horizontal):
+                if max(a, b) >= 0:
+                    (thick if a != b else segments).append(segment)
+    ax.add_collection(LineCollection(segments, colors="white", linewidths=0.6))
+    ax.add_collection(LineCollection(thick, colors="0.25", linewidths=1.2))
+    ax.add_patch(Rectangle((0, 0), cols, rows, fill=False, edgecolor="black", lw=2.5))
+    label = (lambda t: f"{t.index[0]}") if tmap.ndim == 1 else (lambda t: f"{t.index[0]},{t.index[1]}")
+    longest = max(len(label(t)) for t in tmap.threads)
+    size = min(9.0, 72 * cell / (0.62 * longest + 0.4))
+    if size >= 5:
+        for t in tmap.threads:
+            ax.text(t.element[1] + 0.5, t.element[0] + 0.5, label(t), ha="center", va="center",
+                    fontsize=size, color=_TAIL if not t.in_bounds else "black")
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.set_xticks(np.arange(width) + 0.5, [str(c) if width <= 32 or c % 4 == 0 else "" for c in range(width)],
+                  fontsize=7)
+    ax.set_yticks(np.arange(height) + 0.5, [str(r) if height <= 32 or r % 4 == 0 else "" for r in range(height)],
+                  fontsize=7)
+    ax.set_xlabel("col (x)")
+    ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
+    ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
+    ax.xaxis.set_label_position("top")
+    ax.set_title(tmap.summary(), fontsize=9, wrap=True)
+    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block"),
+              Patch(facecolor=_TAIL_FILL, edgecolor=_TAIL, hatch="//", label="tail thread: needs a guard"),
+              Patch(facecolor=_UNCOVERED, label="element no thread covers")]
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=3, fontsize=7,
+              frameon=False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    return ax.figure
+
+
+def index_explorer():
+    """Sliders for the launch and the array; redraws `draw_launch` and the summary. Returns the widget."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    def slider(description, value, high):
+        return w.IntSlider(value=value, min=1, max=high, description=description, continuous_update=False,
+                           style={"description_width": "7em"})
+
+    mode = w.ToggleButtons(options=["1-D", "2-D"], value="2-D", description="launch")
+    gx, gy = slider("grid x (blocks)", 2, 8), slider("grid y (blocks)", 2, 8)
+    bx, by = slider("block x (threads)", 4, 32), slider("block y (threads)", 4, 16)
+    rows, cols = slider("array rows", 5, 32), slider("array cols", 7, 32)
+    summary, figure = w.HTML(), w.Output()
+
+    def redraw(_=None):
+        one_d = mode.value == "1-D"
+        for widget in (gy, by, rows):
+            widget.disabled = one_d
+        cols.description = "elements" if one_d else "array cols"
+        if one_d:
+            grid, block, shape = gx.value, bx.value, cols.value
+        else:
+            grid, block, shape = (gx.value, gy.value), (bx.value, by.value), (rows.value, cols.value)
+        summary.value = f"<b>{thread_map(grid, block, shape).summary()}</b>"
+        with figure:
+            figure.clear_output(wait=True)
+            fig = draw_launch(grid, block, shape)
+            display(fig)
+            plt.close(fig)
+
+    for widget in (mode, gx, gy, bx, by, rows, cols):
+        widget.observe(redraw, names="value")
+    redraw()
+    controls = w.HBox([w.VBox([mode, gx, gy]), w.VBox([bx, by]), w.VBox([rows, cols])])
+    return w.VBox([controls, summary, figure])

@@ -1,0 +1,13 @@
+"""Device functions defined in another module than the kernels that call them."""
+
+from numba import cuda
+
+
+@cuda.jit(device=True)
+def square(x):
+    return x * x
+
+
+@cuda.jit(device=True)
+def square_plus_one(x):
+    return square(x) + 1

@@ -1,0 +1,41 @@
+"""Execute a notebook in a fresh kernel, as a student would, and collect what went wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+# Appended to every executed notebook: kernels it defines but never launched were never
+# compiled for the GPU, so the suite would not notice simulator-only code in them.
+PTX_COVERAGE_CELL = (
+    "from gpucourse.ptx import unchecked_kernels as _unchecked\n"
+    "print('UNCHECKED_KERNELS', _unchecked(globals()))"
+)
+
+
+def execute(path: Path, timeout: int = 600):
+    """Run ``path`` top to bottom in its folder; return the executed notebook."""
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(PTX_COVERAGE_CELL))
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    return notebook
+
+
+def stderr_outputs(notebook) -> list[str]:
+    return [
+        out.get("text", "")
+        for cell in notebook.cells if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream" and out.get("name") == "stderr"
+    ]
+
+
+def unchecked_kernels(notebook) -> str:
+    text = "".join(out.get("text", "") for out in notebook.cells[-1].outputs)
+    return text.split("UNCHECKED_KERNELS", 1)[1].strip()

@@ -1,0 +1,64 @@
+"""nbgrader round trip in a temporary course directory, for every assignment.
+
+The committed release is exactly what ``generate_assignment`` makes from the
+source; the solution scores full marks; the untouched release scores zero and
+grading completes without crashing.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from conftest import ROOT
+
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
+NBGRADER = [sys.executable, "-m", "nbgrader"]
+
+
+def nbgrader(course: Path, *args: str) -> None:
+    result = subprocess.run([*NBGRADER, *args], cwd=course, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    return course
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_is_generated_from_solutions(course, assignment):
+    nbgrader(course, "generate_assignment", assignment, "--force")
+    generated = course / "assignments" / assignment
+    committed = ROOT / "assignments" / assignment
+    names = sorted(p.relative_to(generated) for p in generated.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+    for name in names:
+        assert (generated / name).read_bytes() == (committed / name).read_bytes(), (
+            f"assignments/{assignment}/{name} is out of date: run `make release`"
+        )
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(course, assignment):
+    nbgrader(course, "generate_assignment", assignment, "--force")
+    submissions = {"solver": course / "solutions" / assignment, "untouched": ROOT / "assignments" / assignment}
+    for student, source in submissions.items():
+        nbgrader(course, "db", "student", "add", student)
+        target = course / "submitted" / student / assignment
+        target.mkdir(parents=True)
+        for notebook in source.glob("*.ipynb"):
+            shutil.copy(notebook, target)
+    nbgrader(course, "autograde", assignment)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        solved = gradebook.find_submission(assignment, "solver")
+        untouched = gradebook.find_submission(assignment, "untouched")
+        assert solved.max_score > 0
+        assert solved.score == solved.max_score, f"the solution scored {solved.score}/{solved.max_score}"
+        assert untouched.score == 0

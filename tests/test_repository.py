@@ -1,0 +1,103 @@
+"""The repository's own rules: layout, pins, clean notebooks, one setup cell, git hygiene."""
+
+import re
+import subprocess
+import tomllib
+
+import nbformat
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from conftest import ROOT
+from gpucourse.setup_cell import first_code_cell, render
+
+NOTEBOOKS = sorted(
+    p for folder in ("lectures", "solutions", "assignments") for p in (ROOT / folder).rglob("*.ipynb")
+    if ".ipynb_checkpoints" not in p.parts
+)
+LECTURES = sorted((ROOT / "lectures").glob("*.ipynb"))
+
+
+def notebook_id(path):
+    return str(path.relative_to(ROOT))
+
+
+def test_layout():
+    for name in ("README.md", "environment.yml", "pyproject.toml", "Makefile", "nbgrader_config.py",
+                 "lectures", "solutions", "assignments", "lib/gpucourse", "tests", "benchmarks", ".ci/run"):
+        assert (ROOT / name).exists(), f"missing {name}"
+
+
+def git_ignores(path: str) -> bool:
+    return subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0
+
+
+def test_gitignore_keeps_lib_and_drops_grading_folders():
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert not git_ignores("lib/gpucourse/__init__.py")
+    for path in ("submitted/alice/x.ipynb", "autograded/a", "feedback/a", "gradebook.db"):
+        assert git_ignores(path), f"{path} should be ignored by git"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
+def test_notebooks_are_committed_without_outputs(path):
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, (
+                f"{path.name} has outputs; clear them before committing"
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
+def test_first_code_cell_is_the_setup_cell(path):
+    cell = first_code_cell(nbformat.read(path, as_version=4))
+    assert cell is not None and cell.source == render(ROOT / "pyproject.toml"), (
+        f"{path.name}: run `make setup-cells`"
+    )
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=notebook_id)
+def test_lecture_cells_carry_slide_metadata(path):
+    kinds = {"slide", "subslide", "fragment", "-", "skip", "notes"}
+    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        assert cell.metadata.get("slideshow", {}).get("slide_type") in kinds, f"cell {index}"
+
+
+def pyproject_requirements() -> dict[str, Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    requirements = [Requirement(r) for r in project["dependencies"] + extras["course"] + extras["cu13"]]
+    return {r.name: r for r in requirements}
+
+
+def conda_specifier(spec: str) -> tuple[str, SpecifierSet]:
+    """'numba=0.68' (conda's 0.68.*) and 'numpy<2.5' as pip specifiers."""
+    name, version = re.match(r"([A-Za-z0-9_.\-\[\]]+)\s*(.*)", spec).groups()
+    if re.fullmatch(r"=[\d.]+", version):
+        version = f"=={version[1:]}.*"
+    return name, SpecifierSet(version)
+
+
+def test_environment_yml_has_the_same_pins_as_pyproject():
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda, pip = {}, {}
+    for entry in environment["dependencies"]:
+        if isinstance(entry, dict):
+            for line in entry["pip"]:
+                if not line.startswith("-"):
+                    requirement = Requirement(line)
+                    pip[requirement.name] = requirement
+        elif not entry.startswith(("python", "pip")):
+            name, specifier = conda_specifier(entry)
+            conda[name] = specifier
+    for name, requirement in pyproject_requirements().items():
+        if name in pip:
+            assert pip[name].specifier == requirement.specifier and pip[name].extras <= requirement.extras | {"cu13"}
+        else:
+            assert name in conda, f"environment.yml lacks {name}"
+            assert conda[name] == requirement.specifier, f"{name}: {conda[name]} != {requirement.specifier}"
+    assert set(conda) | set(pip) <= set(pyproject_requirements()), "environment.yml pins a package pyproject does not"

@@ -157,3 +157,19 @@ def test_float32_rounding_passes_but_real_errors_do_not():
 def test_spec_with_wrong_shape_is_a_clear_error():
     with pytest.raises(ValueError, match="spec returned shape"):
         check_kernel(zip_guarded, lambda a, b: (a + b)[:-1], one_block([4], inputs=2))
+
+
+def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch):
+    """On a GPU an unguarded write lands after `out` without an error: the canary shows it."""
+    from gpucourse import checks
+
+    real_launch = checks._launch
+
+    def launch_then_scribble_past_the_end(*args):
+        out, canary, inputs = real_launch(*args)
+        canary[0] = 1.0
+        return out, canary, inputs
+
+    monkeypatch.setattr(checks, "_launch", launch_then_scribble_past_the_end)
+    with pytest.raises(CheckFailed, match="wrote past the end of `out`.*needs a guard"):
+        check_kernel(zip_guarded, add, one_block([4], inputs=2))

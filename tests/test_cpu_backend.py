@@ -1,5 +1,7 @@
 """The CPU backend runs ordinary numba.cuda code: launches, host API, device functions."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -104,3 +106,27 @@ def test_unchecked_kernels_lists_kernels_never_launched():
     namespace = {"never_launched": never_launched, "shifted_squares": shifted_squares}
     shifted_squares[1, 32](np.zeros(8, np.float32), np.ones(8, np.float32))
     assert ptx.unchecked_kernels(namespace) == ["never_launched"]
+
+
+def test_launches_beyond_gpu_limits_are_refused():
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="2048 threads; a GPU runs at most 1024"):
+        shifted_squares[1, 2048](a, a)
+    with pytest.raises(ValueError, match="blockDim.z = 65"):
+        shifted_squares[1, (1, 1, 65)](a, a)
+    assert cuda.get_current_device().MAX_THREADS_PER_BLOCK == 1024
+
+
+@cuda.jit
+def unguarded_copy(out, a):
+    i = cuda.grid(1)
+    out[i] = a[i]
+
+
+def test_out_of_bounds_names_the_thread_in_cuda_terms():
+    a = np.zeros(5, np.float32)
+    with pytest.raises(IndexError) as error:
+        unguarded_copy[2, 4](a, a)
+    message = str(error.value)
+    assert re.search(r"thread threadIdx=\(\d, 0, 0\) of block blockIdx=\(1, 0, 0\): index \d+ is out of bounds", message)
+    assert "tid=" not in message

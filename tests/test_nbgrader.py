@@ -5,6 +5,7 @@ source; the solution scores full marks; the untouched release scores zero and
 grading completes without crashing.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,9 @@ NBGRADER = [sys.executable, "-m", "nbgrader"]
 
 
 def nbgrader(course: Path, *args: str) -> None:
-    result = subprocess.run([*NBGRADER, *args], cwd=course, capture_output=True, text=True, timeout=1200)
+    # nbgrader runs `alembic` to set up its database: the environment's bin/ must be on PATH.
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    result = subprocess.run([*NBGRADER, *args], cwd=course, env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 

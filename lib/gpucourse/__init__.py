@@ -8,7 +8,10 @@ from .device import select_backend as _select_backend
 
 BACKEND = _select_backend()
 
+from . import feedback as _feedback  # noqa: E402
 from .doctor import doctor, show_device  # noqa: E402
+
+_feedback.install()
 
 __version__ = "0.1.0"
 __all__ = ["BACKEND", "doctor", "show_device", "__version__"]

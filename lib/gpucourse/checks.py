@@ -14,7 +14,6 @@ expected and the actual value.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -61,8 +60,8 @@ def case(grid, block, inputs: Iterable, out=None) -> Case:
 
 
 def blocks_needed(size: int, threads_per_block: int) -> int:
-    """Blocks of ``threads_per_block`` threads that cover ``size`` elements."""
-    return math.ceil(size / threads_per_block)
+    """Blocks of ``threads_per_block`` threads that cover ``size`` elements (integer ceiling)."""
+    return -(-size // threads_per_block)
 
 
 # ---------------------------------------------------------------- launch plans
@@ -153,13 +152,21 @@ def _index(ix) -> str:
     return "[" + ", ".join(str(int(i)) for i in ix) + "]"
 
 
-def _launch(kernel, kase: Case, out: np.ndarray, inputs: list[np.ndarray]):
-    """Launch on device copies; return the output and the inputs as the kernel left them."""
-    d_out = cuda.to_device(out)
+# Poisoned elements after the end of ``out``: on a GPU an unguarded write past the end
+# does not fault, it lands here and shows.
+CANARY = 64
+
+
+def _launch(kernel, kase: Case, dtype, inputs: list[np.ndarray]):
+    """Launch on device copies; return out, the canary after it, and the inputs as left."""
+    size = int(np.prod(kase.out))
+    d_buffer = cuda.to_device(poison((size + CANARY,), dtype))
+    d_out = d_buffer[:size].reshape(kase.out)
     d_inputs = [cuda.to_device(a) for a in inputs]
     kernel[kase.grid, kase.block](d_out, *d_inputs)
     cuda.synchronize()
-    return d_out.copy_to_host(), [d.copy_to_host() for d in d_inputs]
+    buffer = d_buffer.copy_to_host()
+    return buffer[:size].reshape(kase.out), buffer[size:], [d.copy_to_host() for d in d_inputs]
 
 
 def _explain_exception(name: str, kase: Case, exc: BaseException) -> str:
@@ -169,7 +176,8 @@ def _explain_exception(name: str, kase: Case, exc: BaseException) -> str:
             "Replace `raise NotImplementedError()` with your code."
         )
     detail = str(exc).strip() or type(exc).__name__
-    return f"{name} failed with {kase.describe()}:\n  {type(exc).__name__}: {detail}"
+    hint = "\n  A thread past the end of the array needs a guard." if isinstance(exc, IndexError) else ""
+    return f"{name} failed with {kase.describe()}:\n  {type(exc).__name__}: {detail}{hint}"
 
 
 def _explain_mismatch(name, kase, got, expected, bad) -> str:
@@ -206,9 +214,14 @@ def check_kernel(
         if expected.shape != kase.out:
             raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
         try:
-            got, inputs_after = _launch(kernel, kase, poison(kase.out, dtype), inputs)
+            got, canary, inputs_after = _launch(kernel, kase, dtype, inputs)
         except Exception as exc:
             raise CheckFailed(_explain_exception(name, kase, exc)) from None
+        if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
+            raise CheckFailed(
+                f"{name} wrote past the end of `out` with {kase.describe()}: "
+                "a thread past the end of the array needs a guard."
+            )
         for position, (before, after) in enumerate(zip(inputs, inputs_after)):
             if not np.array_equal(before, after):
                 raise CheckFailed(
@@ -219,4 +232,4 @@ def check_kernel(
         if len(bad):
             raise CheckFailed(_explain_mismatch(name, kase, got, expected, bad))
     if not quiet:
-        print(f"✓ {name}: correct on {len(cases)} launches")
+        print(f"✓ {name}: correct on {len(cases)} launch{'es' if len(cases) != 1 else ''}")

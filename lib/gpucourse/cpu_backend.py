@@ -15,7 +15,9 @@ it behind the same `install`.
 
 from __future__ import annotations
 
+import re
 import time
+from types import SimpleNamespace
 
 from numba import cuda
 from numba.cuda.dispatcher import CUDADispatcher
@@ -55,6 +57,60 @@ def event_elapsed_time(start: SimulatedEvent, stop: SimulatedEvent) -> float:
     return start.elapsed_time(stop)
 
 
+# What the simulator reports as its device: the limits of every GPU since compute capability 7.5.
+SIMULATED_DEVICE = SimpleNamespace(
+    name="CPU simulator",
+    compute_capability=(7, 5),
+    MAX_THREADS_PER_BLOCK=1024,
+    MAX_BLOCK_DIM_X=1024,
+    MAX_BLOCK_DIM_Y=1024,
+    MAX_BLOCK_DIM_Z=64,
+    MAX_GRID_DIM_X=2**31 - 1,
+    MAX_GRID_DIM_Y=65535,
+    MAX_GRID_DIM_Z=65535,
+    MAX_SHARED_MEMORY_PER_BLOCK=48 * 1024,
+    WARP_SIZE=32,
+)
+
+
+def get_current_device():
+    return SIMULATED_DEVICE
+
+
+def check_launch_limits(grid: tuple, block: tuple) -> None:
+    """Refuse, as a GPU would, a launch outside the hardware's limits."""
+    d = SIMULATED_DEVICE
+    threads = block[0] * block[1] * block[2]
+    if threads > d.MAX_THREADS_PER_BLOCK:
+        raise ValueError(
+            f"a block of {block} is {threads} threads; a GPU runs at most "
+            f"{d.MAX_THREADS_PER_BLOCK} threads per block: use smaller blocks and more of them"
+        )
+    for axis, size, limit in zip("xyz", block, (d.MAX_BLOCK_DIM_X, d.MAX_BLOCK_DIM_Y, d.MAX_BLOCK_DIM_Z)):
+        if size > limit:
+            raise ValueError(f"blockDim.{axis} = {size} is over the GPU's limit of {limit}")
+    for axis, size, limit in zip("xyz", grid, (d.MAX_GRID_DIM_X, d.MAX_GRID_DIM_Y, d.MAX_GRID_DIM_Z)):
+        if size > limit:
+            raise ValueError(f"gridDim.{axis} = {size} is over the GPU's limit of {limit}")
+
+
+_SIMULATOR_THREAD = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:\s*")
+
+
+def _in_course_terms(exc: Exception) -> Exception:
+    """numba's simulator names the failing thread tid/ctaid; say threadIdx/blockIdx."""
+    message = str(exc)
+    match = _SIMULATOR_THREAD.search(message)
+    if not match or len(exc.args) != 1:
+        return exc
+    t, b = match.groups()[:3], match.groups()[3:]
+    where = f"thread threadIdx=({', '.join(t)}) of block blockIdx=({', '.join(b)}): "
+    try:
+        return type(exc)(_SIMULATOR_THREAD.sub(where, message, count=1))
+    except Exception:
+        return exc
+
+
 # Host API functions of numba.cuda that need a device, and their simulator twins.
 _HOST_API = {
     "to_device": sim_arrays.to_device,
@@ -69,6 +125,7 @@ _HOST_API = {
     "event": SimulatedEvent,
     "event_elapsed_time": event_elapsed_time,
     "synchronize": sim_api.synchronize,
+    "get_current_device": get_current_device,
 }
 
 _installed = False
@@ -99,9 +156,17 @@ class SimulatedLaunch:
         self.configuration = configuration
 
     def __call__(self, *args):
-        ptx.check_compiles(self.dispatcher, args)
         engine = sim_kernel.FakeCUDAKernel(self.dispatcher.py_func, device=False)
-        engine[self.configuration](*args)
+        engine = engine[self.configuration]
+        check_launch_limits(engine.grid_dim, engine.block_dim)
+        ptx.check_compiles(self.dispatcher, args)
+        try:
+            engine(*args)
+        except Exception as exc:
+            translated = _in_course_terms(exc)
+            if translated is exc:
+                raise
+            raise translated from None
 
 
 def _launch(self, configuration):

@@ -21,7 +21,8 @@ Pair = tuple[int, int]
 
 @dataclass(frozen=True)
 class Thread:
-    """One thread: its ``blockIdx``, ``threadIdx`` and ``cuda.grid`` values as (x, y), its element as (row, col)."""
+    """One thread: ``blockIdx``, ``threadIdx`` and ``cuda.grid`` values as (x, y) (y = 0 in a 1-D
+    launch), the element it touches as (row, col), and whether that element is in the array."""
 
     block: Pair
     thread: Pair
@@ -86,22 +87,35 @@ def thread_map(grid, block, shape) -> ThreadMap:
     ndim = max(len(grid), len(block))
     (gx, gy), (bx, by) = grid + (1,) * (2 - len(grid)), block + (1,) * (2 - len(block))
     rows, cols = shape if len(shape) == 2 else (1, shape[0])
+    flat = ndim == 1 and len(shape) == 2  # a 1-D launch walks a 2-D array row by row
     threads = []
     for block_y in range(gy):
         for block_x in range(gx):
             for thread_y in range(by):
                 for thread_x in range(bx):
                     x, y = block_x * bx + thread_x, block_y * by + thread_y
-                    row, col = (y, x) if ndim == 2 else divmod(x, cols)
+                    row, col = divmod(x, cols) if flat else (y, x)
                     threads.append(Thread((block_x, block_y), (thread_x, thread_y), (x, y),
                                           (row, col), row < rows and col < cols))
     return ThreadMap(ndim, (gx, gy), (bx, by), (rows, cols), threads)
 
 
-_TAIL, _TAIL_FILL, _UNCOVERED = "#d62728", "#f7c6c6", "#ffd400"
-# tab20 without its reds (kept for tail threads), pale and strong shades alternating.
+_TAIL, _TAIL_FILL, _HATCH, _UNCOVERED = "#b71c1c", "#f7c6c6", "#e57373", "#ffd400"
+# tab20 without its reds (kept for tail threads), pale shades first: neighbouring blocks differ in hue.
 _BLOCK_COLOURS = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (6, 7)]
 _BLOCK_COLOURS = _BLOCK_COLOURS[1::2] + _BLOCK_COLOURS[0::2]
+
+
+def _boundaries(a, b, along_x: bool):
+    """Segments of cell edges between owners ``a`` and ``b`` that differ (one of them a block)."""
+    r, c = np.nonzero((a != b) & (np.maximum(a, b) >= 0))
+    start = np.stack([c, r], axis=1)
+    return np.stack([start, start + ((1, 0) if along_x else (0, 1))], axis=1)
+
+
+def _ticks(axis_set, n: int):
+    step = -(-n // 32)
+    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=7)
 
 
 def draw_launch(grid, block, shape, ax=None):
@@ -116,59 +130,63 @@ def draw_launch(grid, block, shape, ax=None):
 
     tmap = thread_map(grid, block, shape)
     rows, cols = tmap.shape
-    height = max([rows] + [t.element[0] + 1 for t in tmap.threads])
-    width = max([cols] + [t.element[1] + 1 for t in tmap.threads])
+    where = np.array([t.element for t in tmap.threads])
+    tail = np.array([not t.in_bounds for t in tmap.threads])
+    height, width = np.maximum(where.max(axis=0) + 1, (rows, cols))
     cell = min(0.5, 9 / width, 6 / height)
     if ax is None:
         _, ax = plt.subplots(figsize=(width * cell + 1, height * cell + 1.6))
+
     owner = np.full((height, width), -1)
+    owner[where[:, 0], where[:, 1]] = [t.block[1] * tmap.grid[0] + t.block[0] for t in tmap.threads]
+    palette = np.array([to_rgba(c) for c in _BLOCK_COLOURS])
     image = np.ones((height, width, 4))
-    for t in tmap.threads:
-        r, c = t.element
-        owner[r, c] = t.block[1] * tmap.grid[0] + t.block[0]
-        image[r, c] = to_rgba(_BLOCK_COLOURS[owner[r, c] % len(_BLOCK_COLOURS)] if t.in_bounds else _TAIL_FILL)
+    image[owner >= 0] = palette[owner[owner >= 0] % len(palette)]
+    image[where[tail, 0], where[tail, 1]] = to_rgba(_TAIL_FILL)
     image[:rows, :cols][owner[:rows, :cols] < 0] = to_rgba(_UNCOVERED)
     ax.imshow(image, extent=(0, width, height, 0), interpolation="nearest")
-    tails = [Rectangle(t.element[::-1], 1, 1) for t in tmap.threads if not t.in_bounds]
-    ax.add_collection(PatchCollection(tails, facecolor="none", edgecolor=_TAIL, hatch="//", lw=0.5))
-    # Thin lines between cells, thick ones between blocks, and the array's edge.
+
+    # Hatch the tail threads, one rectangle per run of them along a row.
+    is_tail = np.zeros((height, width + 2), dtype=int)
+    is_tail[where[tail, 0], where[tail, 1] + 1] = 1
+    starts, ends = np.nonzero(np.diff(is_tail) == 1), np.nonzero(np.diff(is_tail) == -1)
+    runs = [Rectangle((c0, r), c1 - c0, 1) for r, c0, c1 in zip(starts[0], starts[1], ends[1])]
+    ax.add_collection(PatchCollection(runs, facecolor="none", edgecolor=_HATCH, hatch="//", lw=0))
+
+    # Thin white lines between cells, dark ones between blocks, a black frame for the array.
+    ax.vlines(range(width + 1), 0, height, colors="white", lw=0.6)
+    ax.hlines(range(height + 1), 0, width, colors="white", lw=0.6)
     padded = np.pad(owner, 1, constant_values=-1)
-    segments, thick = [], []
-    for r in range(height + 1):
-        for c in range(width + 1):
-            vertical = (padded[r + 1, c], padded[r + 1, c + 1]), [(c, r), (c, r + 1)]
-            horizontal = (padded[r, c + 1], padded[r + 1, c + 1]), [(c, r), (c + 1, r)]
-            for (a, b), segment in (vertical, horizontal):
-                if max(a, b) >= 0:
-                    (thick if a != b else segments).append(segment)
-    ax.add_collection(LineCollection(segments, colors="white", linewidths=0.6))
-    ax.add_collection(LineCollection(thick, colors="0.25", linewidths=1.2))
+    edges = np.concatenate([_boundaries(padded[1:-1, :-1], padded[1:-1, 1:], along_x=False),
+                            _boundaries(padded[:-1, 1:-1], padded[1:, 1:-1], along_x=True)])
+    ax.add_collection(LineCollection(edges, colors="0.25", lw=1.2))
     ax.add_patch(Rectangle((0, 0), cols, rows, fill=False, edgecolor="black", lw=2.5))
-    label = (lambda t: f"{t.index[0]}") if tmap.ndim == 1 else (lambda t: f"{t.index[0]},{t.index[1]}")
-    longest = max(len(label(t)) for t in tmap.threads)
-    size = min(9.0, 72 * cell / (0.62 * longest + 0.4))
-    if size >= 5:
+
+    def label(t):
+        return str(t.index[0]) if tmap.ndim == 1 else f"{t.index[0]},{t.index[1]}"
+
+    size = min(9.0, 72 * cell / (0.62 * max(len(label(t)) for t in tmap.threads) + 0.4))
+    if size >= 5:  # smaller text is unreadable: leave the colours alone
         for t in tmap.threads:
             ax.text(t.element[1] + 0.5, t.element[0] + 0.5, label(t), ha="center", va="center",
                     fontsize=size, color=_TAIL if not t.in_bounds else "black")
+
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
-    ax.set_xticks(np.arange(width) + 0.5, [str(c) if width <= 32 or c % 4 == 0 else "" for c in range(width)],
-                  fontsize=7)
-    ax.set_yticks(np.arange(height) + 0.5, [str(r) if height <= 32 or r % 4 == 0 else "" for r in range(height)],
-                  fontsize=7)
-    ax.set_xlabel("col (x)")
-    ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
+    _ticks(ax.set_xticks, width)
+    _ticks(ax.set_yticks, height)
     ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
+    ax.set_xlabel("col (x)")
     ax.xaxis.set_label_position("top")
+    ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
     ax.set_title(tmap.summary(), fontsize=9, wrap=True)
-    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block"),
-              Patch(facecolor=_TAIL_FILL, edgecolor=_TAIL, hatch="//", label="tail thread: needs a guard"),
-              Patch(facecolor=_UNCOVERED, label="element no thread covers")]
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=3, fontsize=7,
-              frameon=False)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block")]
+    if tmap.tail:
+        legend.append(Patch(facecolor=_TAIL_FILL, edgecolor=_HATCH, hatch="//", label="tail thread: needs a guard"))
+    if tmap.uncovered:
+        legend.append(Patch(facecolor=_UNCOVERED, label="element no thread covers"))
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=3, fontsize=7, frameon=False)
+    ax.set_frame_on(False)
     return ax.figure
 
 

@@ -1,0 +1,34 @@
+"""In a notebook, the course's own errors show as their message, not as a traceback.
+
+A failed check or a kernel the GPU compiler rejects is the student's to fix: the
+lines of `gpucourse` it passed through (and, under nbgrader, the hidden tests
+next to the failing line) would only get in the way. The cell still fails, so
+nbgrader still scores it zero.
+"""
+
+from __future__ import annotations
+
+from .checks import CheckFailed
+from .ptx import KernelCompileError
+
+COURSE_ERRORS = (CheckFailed, KernelCompileError)
+
+
+def _message_only(shell, etype, value, tb, tb_offset=None):
+    """IPython ignores a custom handler's return value: show the error here, as an error output."""
+    message = [f"{etype.__name__}: {value}"]
+    shell._showtraceback(etype, value, message)
+    return message
+
+
+def install() -> bool:
+    """Register the handler with the running IPython shell; False outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.set_custom_exc(COURSE_ERRORS, _message_only)
+    return True

@@ -10,6 +10,8 @@ walks it in row-major order (element ``i`` is ``divmod(i, ncols)``).
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,6 +197,11 @@ def index_explorer():
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display
+
+    if "google.colab" in sys.modules:  # Colab shows ipywidgets 8 only with its custom widget manager
+        from google.colab import output
+
+        output.enable_custom_widget_manager()
 
     def slider(description, value, high):
         return w.IntSlider(value=value, min=1, max=high, description=description, continuous_update=False,

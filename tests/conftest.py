@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("GPUCOURSE_PTX_CHECK", "require")
-os.environ.setdefault("MPLBACKEND", "Agg")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -81,3 +81,15 @@ def test_deck_is_self_contained(tmp_path):
     theme = next(local_file(html, u) for u in local if "/theme/" in u)
     for imported in re.findall(r"""@import\s+url\(['"]?([^'")]+)""", theme.read_text()):
         assert not imported.startswith(("http", "//")) and (theme.parent / imported).is_file(), imported
+
+
+def test_lectures_export_executed_with_their_figures(tmp_path, root):
+    """What `make slides` does: run every lecture, export it; widgets become a note."""
+    assert main([str(root / "lectures"), str(tmp_path)]) == 0
+    for lecture in sorted((root / "lectures").glob("*.ipynb")):
+        text = (tmp_path / f"{lecture.stem}.slides.html").read_text(encoding="utf-8")
+        page = References()
+        page.feed(text)
+        scripts = [u for u in page.urls if not u.startswith(("#", "data:"))]
+        assert all(not u.startswith(("http:", "https:", "//")) for u in scripts if "reveal" in u or "MathJax" in u)
+        assert 'src="data:image/png' in text, f"{lecture.name}: no figure in the deck"

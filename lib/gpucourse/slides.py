@@ -106,7 +106,7 @@ def exporter() -> SlidesExporter:
 def execute(notebook, cwd: Path, timeout: int = 600) -> None:
     """Run ``notebook`` in place in a fresh python3 kernel whose working directory is ``cwd``."""
     NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", store_widget_state=False,
+        notebook, timeout=timeout, kernel_name="python3",
         resources={"metadata": {"path": str(cwd)}},
     ).execute()
 

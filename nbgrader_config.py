@@ -15,3 +15,10 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "
 c.ExecutePreprocessor.timeout = 300
 c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# Feedback shows each test cell as the student saw it: without the hidden tests
+# (nbgrader 0.9 would otherwise print them in the feedback, jupyter/nbgrader#917).
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -5,7 +5,10 @@ source; the solution scores full marks; the untouched release scores zero and
 grading completes without crashing.
 """
 
+import html
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,3 +68,30 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(cour
         assert solved.max_score > 0
         assert solved.score == solved.max_score, f"the solution scored {solved.score}/{solved.max_score}"
         assert untouched.score == 0
+
+    nbgrader(course, "generate_feedback", assignment)
+    hidden = hidden_test_lines(course / "solutions" / assignment)
+    assert hidden, "every assignment has hidden tests"
+    for student in submissions:
+        for page in (course / "feedback" / student / assignment).glob("*.html"):
+            text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+            shown = {line.strip() for line in text.splitlines()}
+            leaked = [line for line in hidden if line in shown]
+            assert not leaked, f"{student}'s feedback shows hidden tests: {leaked[:3]}"
+
+
+def hidden_test_lines(folder: Path) -> list[str]:
+    """Lines that appear only inside ### BEGIN/END HIDDEN TESTS regions of the sources."""
+    hidden, visible = set(), set()
+    for notebook in folder.glob("*.ipynb"):
+        inside = False
+        for cell in json.loads(notebook.read_text())["cells"]:
+            for line in "".join(cell["source"]).splitlines():
+                line = line.strip()
+                if line.startswith("### BEGIN HIDDEN TESTS"):
+                    inside = True
+                elif line.startswith("### END HIDDEN TESTS"):
+                    inside = False
+                elif line:
+                    (hidden if inside else visible).add(line)
+    return sorted(hidden - visible)

@@ -16,9 +16,9 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-* && touch $@
 
-## Open JupyterLab on the course's start page.
+## Open JupyterLab on the whole course, with the first lecture open.
 lab: $(INSTALLED)
-	$(VENV)/bin/jupyter lab lectures/01_threads_blocks_grids.ipynb
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
 
 ## The whole test suite (what CI runs).
 test: $(INSTALLED)

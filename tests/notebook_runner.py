@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+
+from gpucourse.slides import execute as execute_in_folder
 
 # Appended to every executed notebook: kernels it defines but never launched were never
 # compiled for the GPU, so the suite would not notice simulator-only code in them.
@@ -19,11 +20,7 @@ def execute(path: Path, timeout: int = 600):
     """Run ``path`` top to bottom in its folder; return the executed notebook."""
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PTX_COVERAGE_CELL))
-    client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute()
+    execute_in_folder(notebook, path.parent, timeout)
     return notebook
 
 

@@ -17,7 +17,6 @@ import os
 from types import SimpleNamespace
 
 import numba
-import numpy as np
 from numba import cuda
 
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
@@ -53,11 +52,7 @@ def toolchain_problem() -> str | None:
 def argument_type(value):
     """The numba type a launch argument has on a real GPU."""
     host = getattr(value, "_ary", None)  # a simulator device array wraps a host array
-    if host is not None:
-        value = host
-    if isinstance(value, np.ndarray):
-        return numba.typeof(value)
-    return numba.typeof(value)
+    return numba.typeof(value if host is None else host)
 
 
 @contextlib.contextmanager

@@ -111,7 +111,8 @@ def test_missing_guard_names_the_launch_and_the_index():
         check_kernel(zip_unguarded, add, one_block([5], inputs=2, extra_threads=3))
     message = str(failure.value)
     assert "zip_unguarded failed with grid=(1,), block=(8,)" in message
-    assert re.search(r"IndexError: .*index [567] is out of bounds for axis 0 with size 5", message)
+    assert "thread threadIdx=(5, 0, 0) of block blockIdx=(0, 0, 0): index 5 is out of bounds for `a`" in message
+    assert "needs a guard" in message
 
 
 def test_unwritten_element_is_reported_as_poison():

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -27,12 +28,16 @@ assert (out == 2 * a).all(), out
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    """Run ``code`` as a script file (the simulator reads kernels' source, which ``python -c`` lacks)."""
     environment = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM", "GPUCOURSE_DEVICE")}
     environment.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, env=environment, timeout=120,
-    )
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "script.py")
+        with open(script, "w") as file:
+            file.write(textwrap.dedent(code))
+        return subprocess.run(
+            [sys.executable, script], capture_output=True, text=True, env=environment, timeout=120,
+        )
 
 
 def test_forced_cpu_runs_kernels_on_the_simulator_silently():

@@ -175,9 +175,15 @@ def _explain_exception(name: str, kase: Case, exc: BaseException) -> str:
             f"{name} is not written yet: it raised NotImplementedError. "
             "Replace `raise NotImplementedError()` with your code."
         )
+    from .simulator import KernelFault  # noqa: PLC0415 (the simulator's trace imports this module)
+
     detail = str(exc).strip() or type(exc).__name__
-    hint = "\n  A thread past the end of the array needs a guard." if isinstance(exc, IndexError) else ""
-    return f"{name} failed with {kase.describe()}:\n  {type(exc).__name__}: {detail}{hint}"
+    if isinstance(exc, KernelFault):
+        detail = detail.replace("\n", "\n  ")
+    else:
+        detail = f"{type(exc).__name__}: {detail}"
+    hint = "\n  A thread past the end of the array needs a guard." if "past the end" in detail else ""
+    return f"{name} failed with {kase.describe()}:\n  {detail}{hint}"
 
 
 def _explain_mismatch(name, kase, got, expected, bad) -> str:

@@ -4,28 +4,28 @@ numba stays in its normal (GPU) mode, so ``@cuda.jit`` gives real dispatchers
 that can still be compiled to PTX. `install` reroutes what needs a device:
 
 - a launch ``kernel[grid, block](...)`` (with optional stream and dynamic
-  shared memory size) runs the kernel's Python source on numba's simulator
-  engine, after checking that it compiles for a real GPU (`gpucourse.ptx`);
+  shared memory size) runs on the course simulator (`gpucourse.simulator`),
+  after checking that the kernel compiles for a real GPU (`gpucourse.ptx`);
 - the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns simulator objects backed by host memory.
+  ``synchronize``) returns numba's simulator arrays, backed by host memory.
 
-The engine is numba's simulator for now; the course's own simulator replaces
-it behind the same `install`.
+On a GPU machine `simulated_launches` does the launch part for a while (a
+``with gpucourse.simulator.trace():`` block), copying device arrays to the host
+and back.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
 import time
 from types import SimpleNamespace
 
 from numba import cuda
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
-from numba.cuda.simulator import kernel as sim_kernel
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 
-from . import ptx
+from . import ptx, simulator
 
 class SimulatedEvent:
     """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
@@ -94,23 +94,6 @@ def check_launch_limits(grid: tuple, block: tuple) -> None:
             raise ValueError(f"gridDim.{axis} = {size} is over the GPU's limit of {limit}")
 
 
-_SIMULATOR_THREAD = re.compile(r"tid=\[(\d+), (\d+), (\d+)\] ctaid=\[(\d+), (\d+), (\d+)\]:\s*")
-
-
-def _in_course_terms(exc: Exception) -> Exception:
-    """numba's simulator names the failing thread tid/ctaid; say threadIdx/blockIdx."""
-    message = str(exc)
-    match = _SIMULATOR_THREAD.search(message)
-    if not match or len(exc.args) != 1:
-        return exc
-    t, b = match.groups()[:3], match.groups()[3:]
-    where = f"thread threadIdx=({', '.join(t)}) of block blockIdx=({', '.join(b)}): "
-    try:
-        return type(exc)(_SIMULATOR_THREAD.sub(where, message, count=1))
-    except Exception:
-        return exc
-
-
 # Host API functions of numba.cuda that need a device, and their simulator twins.
 _HOST_API = {
     "to_device": sim_arrays.to_device,
@@ -129,44 +112,51 @@ _HOST_API = {
 }
 
 _installed = False
-_original_call = CUDADispatcher.__call__
-_simulated_device_functions: dict[int, sim_kernel.FakeCUDAKernel] = {}
+_original_launch = CUDADispatcher.__getitem__
 
 
-def _call(self, *args, **kwargs):
-    """A device function called while a simulated kernel runs executes on the simulator."""
-    if self.targetoptions.get("device") and sim_kernel._get_kernel_context() is not None:
-        key = id(self)
-        if key not in _simulated_device_functions:
-            _simulated_device_functions[key] = sim_kernel.FakeCUDAKernel(self.py_func, device=True)
-        return _simulated_device_functions[key](*args)
-    return _original_call(self, *args, **kwargs)
+def _configuration(configuration) -> tuple:
+    """(grid, block, stream, shared_bytes) of ``kernel[...]``, or a message saying how to launch."""
+    if not isinstance(configuration, tuple) or not 2 <= len(configuration) <= 4:
+        raise ValueError(
+            "launch a kernel as kernel[blocks_per_grid, threads_per_block](...), "
+            f"optionally with a stream and a shared memory size; got kernel[{configuration!r}]"
+        )
+    grid, block, stream, shared_bytes = configuration + (0, 0)[: 4 - len(configuration)]
+    return grid, block, stream, shared_bytes
+
+
+def _on_the_host(arguments):
+    """Arguments the simulator can run on, and a function that copies results back to GPU arrays."""
+    copies, host = [], []
+    for value in arguments:
+        if hasattr(value, "__cuda_array_interface__") and not hasattr(value, "_ary"):
+            device = cuda.as_cuda_array(value)
+            value = device.copy_to_host()
+            copies.append((device, value))
+        host.append(value)
+
+    def copy_back():
+        for device, value in copies:
+            device.copy_to_device(value)
+
+    return host, copy_back
 
 
 class SimulatedLaunch:
-    """``kernel[grid, block, stream, shared_bytes]`` on the CPU simulator."""
+    """``kernel[grid, block, stream, shared_bytes]`` on the course simulator."""
 
     def __init__(self, dispatcher: CUDADispatcher, configuration):
-        if not isinstance(configuration, tuple) or not 2 <= len(configuration) <= 4:
-            raise ValueError(
-                "launch a kernel as kernel[blocks_per_grid, threads_per_block](...), "
-                f"optionally with a stream and a shared memory size; got kernel[{configuration!r}]"
-            )
         self.dispatcher = dispatcher
-        self.configuration = configuration
+        self.grid, self.block, self.stream, self.shared_bytes = _configuration(configuration)
 
     def __call__(self, *args):
-        engine = sim_kernel.FakeCUDAKernel(self.dispatcher.py_func, device=False)
-        engine = engine[self.configuration]
-        check_launch_limits(engine.grid_dim, engine.block_dim)
+        grid, block = simulator.geometry.dim3(self.grid), simulator.geometry.dim3(self.block)
+        check_launch_limits(grid, block)
         ptx.check_compiles(self.dispatcher, args)
-        try:
-            engine(*args)
-        except Exception as exc:
-            translated = _in_course_terms(exc)
-            if translated is exc:
-                raise
-            raise translated from None
+        host, copy_back = _on_the_host(args)
+        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
+        copy_back()
 
 
 def _launch(self, configuration):
@@ -185,7 +175,19 @@ def install() -> None:
         return
     CUDADispatcher.__getitem__ = _launch
     CUDADispatcher.forall = _forall
-    CUDADispatcher.__call__ = _call
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
     _installed = True
+
+
+@contextlib.contextmanager
+def simulated_launches():
+    """Inside the block, launches run on the course simulator even when a GPU is in use."""
+    if _installed:
+        yield
+        return
+    CUDADispatcher.__getitem__ = _launch
+    try:
+        yield
+    finally:
+        CUDADispatcher.__getitem__ = _original_launch

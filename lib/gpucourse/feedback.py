@@ -1,6 +1,7 @@
 """In a notebook, the course's own errors show as their message, not as a traceback.
 
-A failed check or a kernel the GPU compiler rejects is the student's to fix: the
+A failed check, a kernel the GPU compiler rejects or a fault the simulator
+found (a race, an index out of bounds) is the student's to fix: the
 lines of `gpucourse` it passed through (and, under nbgrader, the hidden tests
 next to the failing line) would only get in the way. The cell still fails, so
 nbgrader still scores it zero.
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from .checks import CheckFailed
 from .ptx import KernelCompileError
+from .simulator.errors import KernelFault
 
-COURSE_ERRORS = (CheckFailed, KernelCompileError)
+COURSE_ERRORS = (CheckFailed, KernelCompileError, KernelFault)
 
 
 def _message_only(shell, etype, value, tb, tb_offset=None):

@@ -1,0 +1,15 @@
+"""The course's CPU simulator and tracer for numba-cuda kernels.
+
+`run` executes a kernel for every thread of a launch at once (see `transform`
+and `runtime`), deterministically, in warps of 32, and stops at the first
+out-of-bounds index, data race, divergent barrier or read of unwritten shared
+or local memory. `trace` records what each thread did with memory.
+"""
+
+from .errors import (DataRace, DivergentBarrier, KernelFault, OutOfBounds, UninitializedRead,
+                     UnsupportedInKernel, WarpFault)
+from .launch import run
+from .trace import BudgetExceeded, LaunchTrace, Trace, trace
+
+__all__ = ["run", "trace", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
+           "DivergentBarrier", "UninitializedRead", "WarpFault", "UnsupportedInKernel"]

@@ -1,0 +1,129 @@
+"""What a call inside a simulated kernel does: device functions, math, casts and builtins.
+
+Kernel code calls scalar functions (``math.exp``, ``min``, ``float32``) that
+must here work on arrays of one value per lane, with the dtype numba would give.
+Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+
+import numpy as np
+from numba.core import types as numba_types
+from numba.cuda.dispatcher import CUDADispatcher
+from numba.np.numpy_support import as_dtype
+
+from .errors import UnsupportedInKernel, fault
+from .runtime import RUNTIME, UNDEFINED
+from .transform import rewrite
+
+_compiled: dict = {}
+
+
+def _fold(numpy_function, builtin):
+    def folded(*args):
+        if len(args) == 1:  # min(a_tuple)
+            args = tuple(args[0])
+        if any(isinstance(a, np.ndarray) for a in args):
+            return functools.reduce(numpy_function, args)
+        return builtin(*args)
+
+    return folded
+
+
+def _cast(dtype, python_type):
+    def cast(value):
+        if isinstance(value, np.ndarray):
+            return value.astype(dtype)
+        return python_type(value)
+
+    return cast
+
+
+def _to_int(numpy_function, math_function):
+    def rounded(value):
+        if isinstance(value, np.ndarray):
+            return numpy_function(value).astype(np.int64)
+        return math_function(value)
+
+    return rounded
+
+
+def _elementwise(math_function):
+    """A math function without a NumPy twin, lane by lane, keeping a float32 input float32."""
+    vectorised = np.frompyfunc(math_function, 1, 1)
+
+    def apply(value):
+        if isinstance(value, np.ndarray):
+            dtype = value.dtype if value.dtype.kind == "f" else np.float64
+            return vectorised(value).astype(dtype)
+        return math_function(value)
+
+    return apply
+
+
+MATH = {
+    math.sqrt: np.sqrt, math.exp: np.exp, math.expm1: np.expm1, math.log: np.log, math.log2: np.log2,
+    math.log10: np.log10, math.log1p: np.log1p, math.sin: np.sin, math.cos: np.cos, math.tan: np.tan,
+    math.asin: np.arcsin, math.acos: np.arccos, math.atan: np.arctan, math.atan2: np.arctan2,
+    math.sinh: np.sinh, math.cosh: np.cosh, math.tanh: np.tanh, math.asinh: np.arcsinh,
+    math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: np.power,
+    math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
+    math.isinf: np.isinf, math.isfinite: np.isfinite,
+    math.floor: _to_int(np.floor, math.floor), math.ceil: _to_int(np.ceil, math.ceil),
+    math.trunc: _to_int(np.trunc, math.trunc),
+    math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
+    math.gamma: _elementwise(math.gamma), math.lgamma: _elementwise(math.lgamma),
+}
+
+BUILTINS = {
+    builtins.min: _fold(np.minimum, builtins.min),
+    builtins.max: _fold(np.maximum, builtins.max),
+    builtins.abs: lambda x: np.abs(x) if isinstance(x, np.ndarray) else abs(x),
+    builtins.int: _cast(np.int64, int),
+    builtins.float: _cast(np.float64, float),
+    builtins.bool: _cast(np.bool_, bool),
+    builtins.round: _to_int(np.rint, round),
+}
+
+_MAPPED = {**MATH, **BUILTINS}
+
+
+def dispatch(runtime, function, args, kwargs):
+    if isinstance(function, CUDADispatcher):
+        if not function.targetoptions.get("device"):
+            raise fault(UnsupportedInKernel, runtime.where(runtime.site),
+                        f"`{function.py_func.__name__}` is a kernel; a kernel can only call device functions "
+                        "(@cuda.jit(device=True))")
+        return device_function(function.py_func)(*args, **kwargs)
+    try:
+        mapped = _MAPPED.get(function)
+    except TypeError:  # unhashable
+        mapped = None
+    if mapped is not None:
+        return mapped(*args, **kwargs)
+    if isinstance(function, numba_types.Number) or function is numba_types.boolean:
+        return _cast(as_dtype(function), lambda v: as_dtype(function).type(v))(*args)
+    for value in args:
+        if value is UNDEFINED:
+            raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
+    return function(*args, **kwargs)
+
+
+def device_function(py_func):
+    """The rewritten, runnable version of a kernel or device function (cached)."""
+    compiled = _compiled.get(py_func)
+    if compiled is None:
+        from .intrinsics import kernel_globals  # noqa: PLC0415 (intrinsics imports this module)
+
+        module, filename = rewrite(py_func)
+        namespace = kernel_globals(py_func)
+        exec(compile(module, filename, "exec"), namespace)  # noqa: S102 (our own rewrite of the kernel)
+        compiled = _compiled[py_func] = namespace[py_func.__name__]
+    return compiled
+
+
+__all__ = ["dispatch", "device_function", "RUNTIME"]

@@ -1,0 +1,36 @@
+"""The faults the course simulator stops a launch for, each one short message."""
+
+from __future__ import annotations
+
+
+class KernelFault(Exception):
+    """A kernel did something a GPU would not do reliably; the message says who, where and why."""
+
+
+class OutOfBounds(KernelFault, IndexError):
+    """An index outside an array, negative ones included."""
+
+
+class DataRace(KernelFault):
+    """Two threads touch one element, at least one writes, and nothing orders them."""
+
+
+class DivergentBarrier(KernelFault):
+    """A barrier that some live threads of the block (or warp) never reach."""
+
+
+class UninitializedRead(KernelFault):
+    """A read of shared or local memory that no thread has written."""
+
+
+class WarpFault(KernelFault):
+    """A warp primitive that reads from, or names, a lane that is not taking part."""
+
+
+class UnsupportedInKernel(KernelFault):
+    """Python the course simulator cannot run (the GPU compiler may reject it too)."""
+
+
+def fault(kind: type, where: str, detail: str) -> KernelFault:
+    """``kind`` with the standard two-part message: where (kernel, line) and what."""
+    return kind(f"{where}\n  {detail}")

@@ -1,0 +1,423 @@
+"""``cuda`` as a simulated kernel sees it: indices, memory, barriers, warps, atomics, fp16.
+
+A rewritten kernel runs with its globals copied and ``numba.cuda`` (and anything
+imported from it) replaced by `SIM_CUDA`, whose members act on all the lanes the
+runtime currently runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda as numba_cuda
+from numba.core import types as numba_types
+from numba.np.numpy_support import as_dtype
+
+from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
+from .geometry import WARP_SIZE
+from .memory import SimArray
+from .runtime import RUNTIME as rt
+from .runtime import UNDEFINED
+from .transform import SITES
+
+SHARED_MEMORY_PER_BLOCK = 48 * 1024
+
+
+def to_dtype(dtype) -> np.dtype:
+    if isinstance(dtype, numba_types.Type):
+        return np.dtype(as_dtype(dtype))
+    return np.dtype(dtype)
+
+
+def _shape(shape) -> tuple[int, ...]:
+    return tuple(int(s) for s in shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+
+
+def _declared_name(default: str) -> str:
+    site = SITES[rt.site]
+    return site.target or f"{default}@line{site.line}"
+
+
+def _lanes_of(value) -> np.ndarray:
+    """``value`` as one element per lane of the launch."""
+    return np.broadcast_to(np.asarray(value), (rt.geometry.lanes,))
+
+
+# -- memory --------------------------------------------------------------------------------------
+class Shared:
+    @staticmethod
+    def array(shape, dtype):
+        dtype, shape = to_dtype(dtype), _shape(shape)
+        dynamic = shape in ((0,), ())
+        key = ("dynamic", dtype) if dynamic else ("static", rt.site)
+        array = rt.shared.get(key)
+        if array is None:
+            if dynamic:
+                if rt.shared_bytes < dtype.itemsize:
+                    raise fault(UnsupportedInKernel, rt.where(rt.site),
+                                "a dynamic shared array (size 0) needs the launch to give its size in bytes: "
+                                "kernel[blocks, threads, 0, nbytes](...)")
+                shape = (rt.shared_bytes // dtype.itemsize,)
+            used = sum(a.size * a.dtype.itemsize for k, a in rt.shared.items() if k[0] == "static")
+            if used + int(np.prod(shape)) * dtype.itemsize + (0 if dynamic else rt.shared_bytes) > SHARED_MEMORY_PER_BLOCK:
+                raise fault(UnsupportedInKernel, rt.where(rt.site),
+                            f"shared memory over {SHARED_MEMORY_PER_BLOCK} bytes per block: make the arrays smaller")
+            data = np.zeros((rt.geometry.blocks,) + shape, dtype)
+            array = SimArray(data, _declared_name("shared"), "shared", shape, initialised=False)
+            rt.shared[key] = array
+        return array
+
+
+class Local:
+    @staticmethod
+    def array(shape, dtype):
+        dtype, shape = to_dtype(dtype), _shape(shape)
+        data = np.zeros((rt.geometry.lanes,) + shape, dtype)
+        return SimArray(data, _declared_name("local"), "local", shape, initialised=False)
+
+
+class Const:
+    @staticmethod
+    def array_like(ary):
+        key = ("const", rt.site)
+        array = rt.shared.get(key)
+        if array is None:
+            data = np.array(ary)
+            array = rt.shared[key] = SimArray(data, _declared_name("const"), "const", data.shape, readonly=True)
+        return array
+
+
+# -- barriers --------------------------------------------------------------------------------------
+def _barrier(what: str) -> np.ndarray:
+    """Check that every live thread of each block that reaches the barrier is here; returns those blocks."""
+    g = rt.geometry
+    lanes = rt.active_lanes()
+    arrived = np.bincount(g.block_of[lanes], minlength=g.blocks)
+    exited = np.flatnonzero(rt.exited)
+    live = g.threads_per_block - np.bincount(g.block_of[exited], minlength=g.blocks)
+    short = (arrived > 0) & (arrived < live)
+    if short.any():
+        block = int(np.flatnonzero(short)[0])
+        in_block = (g.block_of == block) & ~rt.exited
+        here = int(np.flatnonzero(in_block & rt.mask)[0])
+        missing = int(np.flatnonzero(in_block & ~rt.mask)[0])
+        raise fault(
+            DivergentBarrier, rt.where(rt.site),
+            f"{what} reached by {arrived[block]} of the {live[block]} running threads of block "
+            f"{g.block_name(block)}: thread {g.thread_coordinates(here)} waits at it, thread "
+            f"{g.thread_coordinates(missing)} never gets there. A barrier inside a branch or loop that not every "
+            "thread of the block takes hangs or corrupts memory on a GPU; move it where all threads reach it.",
+        )
+    reached = arrived > 0
+    rt.block_phase[reached] += 1
+    return reached
+
+
+def syncthreads():
+    _barrier("cuda.syncthreads()")
+
+
+def _block_reduce(predicate, reduce):
+    g = rt.geometry
+    lanes = rt.active_lanes()
+    values = _lanes_of(predicate).astype(bool)[lanes]
+    counts = np.bincount(g.block_of[lanes], weights=values, minlength=g.blocks).astype(np.int64)
+    return reduce(counts, g)[g.block_of]
+
+
+def syncthreads_count(predicate):
+    _barrier("cuda.syncthreads_count()")
+    return _block_reduce(predicate, lambda counts, g: counts).astype(np.int32)
+
+
+def syncthreads_and(predicate):
+    arrived = np.bincount(rt.geometry.block_of[rt.active_lanes()], minlength=rt.geometry.blocks)
+    _barrier("cuda.syncthreads_and()")
+    return _block_reduce(predicate, lambda counts, g: (counts == arrived)).astype(np.int32)
+
+
+def syncthreads_or(predicate):
+    _barrier("cuda.syncthreads_or()")
+    return _block_reduce(predicate, lambda counts, g: counts > 0).astype(np.int32)
+
+
+# -- warps -----------------------------------------------------------------------------------------
+def _check_warp_mask(mask, what: str) -> None:
+    """The lanes that execute a ``*_sync`` call must be exactly the ones its mask names."""
+    g = rt.geometry
+    named = ((_lanes_of(mask).astype(np.int64) >> g.laneid) & 1).astype(bool)
+    active = rt.mask
+    outside = active & ~named
+    if outside.any():
+        lane = int(np.flatnonzero(outside)[0])
+        raise fault(WarpFault, rt.where(rt.site),
+                    f"{g.thread_name(lane)} executes {what}, but the mask leaves out its lane {g.laneid[lane]}")
+    warps_here = np.zeros(g.warps, bool)
+    warps_here[g.warp_of[rt.active_lanes()]] = True
+    absent = named & ~active & warps_here[g.warp_of]
+    if absent.any():
+        lane = int(np.flatnonzero(absent)[0])
+        state = "has returned" if rt.exited[lane] else "is not executing this call (it took another branch)"
+        raise fault(WarpFault, rt.where(rt.site),
+                    f"{what} names lane {g.laneid[lane]} in its mask, but {g.thread_name(lane)} {state}; "
+                    "every lane in the mask must take part (use cuda.activemask() or keep all lanes in)")
+
+
+def _shuffle(what: str, mask, value, source):
+    """Each active lane gets ``value`` from lane ``source`` of its warp (its own when out of 0..31)."""
+    g = rt.geometry
+    _check_warp_mask(mask, what)
+    source = _lanes_of(source).astype(np.int64)
+    in_warp = (source >= 0) & (source < WARP_SIZE)
+    source_lane = g.warp_first_lane + np.where(in_warp, source, g.laneid)
+    lanes = rt.active_lanes()
+    missing = in_warp[lanes] & (source[lanes] >= g.warp_size_of[lanes])
+    inactive = ~missing & ~rt.mask[np.minimum(source_lane[lanes], g.lanes - 1)]
+    if missing.any() or inactive.any():
+        k = int(np.flatnonzero(missing | inactive)[0])
+        lane = int(lanes[k])
+        why = (f"the warp has only {g.warp_size_of[lane]} threads" if missing[k]
+               else "that lane is not executing this call")
+        raise fault(WarpFault, rt.where(rt.site),
+                    f"{g.thread_name(lane)} reads lane {source[lane]} of its warp in {what}, but {why} "
+                    "(the value would be undefined on a GPU)")
+    if not isinstance(value, np.ndarray):
+        value = _lanes_of(value)
+    return value[source_lane]
+
+
+def shfl_sync(mask, value, src_lane):
+    return _shuffle("cuda.shfl_sync()", mask, value, _lanes_of(src_lane) % WARP_SIZE)
+
+
+def shfl_up_sync(mask, value, delta):
+    return _shuffle("cuda.shfl_up_sync()", mask, value, rt.geometry.laneid - delta)
+
+
+def shfl_down_sync(mask, value, delta):
+    return _shuffle("cuda.shfl_down_sync()", mask, value, rt.geometry.laneid + delta)
+
+
+def shfl_xor_sync(mask, value, lane_mask):
+    return _shuffle("cuda.shfl_xor_sync()", mask, value, rt.geometry.laneid ^ lane_mask)
+
+
+def _per_warp_bits(bits: np.ndarray) -> np.ndarray:
+    g = rt.geometry
+    lanes = rt.active_lanes()
+    weights = (bits[lanes].astype(np.int64) << g.laneid[lanes]).astype(np.float64)
+    per_warp = np.bincount(g.warp_of[lanes], weights=weights, minlength=g.warps).astype(np.int64)
+    return per_warp[g.warp_of].astype(np.uint32)
+
+
+def ballot_sync(mask, predicate):
+    _check_warp_mask(mask, "cuda.ballot_sync()")
+    return _per_warp_bits(_lanes_of(predicate).astype(bool))
+
+
+def activemask():
+    return _per_warp_bits(rt.mask)
+
+
+def all_sync(mask, predicate):
+    _check_warp_mask(mask, "cuda.all_sync()")
+    return (_per_warp_bits(_lanes_of(predicate).astype(bool)) == _per_warp_bits(rt.mask)).astype(np.int32)
+
+
+def any_sync(mask, predicate):
+    _check_warp_mask(mask, "cuda.any_sync()")
+    return (_per_warp_bits(_lanes_of(predicate).astype(bool)) != 0).astype(np.int32)
+
+
+def syncwarp(mask=0xFFFFFFFF):
+    _check_warp_mask(mask, "cuda.syncwarp()")
+    warps = np.unique(rt.geometry.warp_of[rt.active_lanes()])
+    rt.warp_phase[warps] += 1
+
+
+# -- atomics ---------------------------------------------------------------------------------------
+def _atomic(operation):
+    def apply(ary, idx, val):
+        return rt.atomic(operation, ary, idx, val, rt.site)
+
+    return apply
+
+
+class Atomic:
+    add = staticmethod(_atomic(lambda old, v: old + v))
+    sub = staticmethod(_atomic(lambda old, v: old - v))
+    max = staticmethod(_atomic(np.maximum))
+    min = staticmethod(_atomic(np.minimum))
+    nanmax = staticmethod(_atomic(np.fmax))
+    nanmin = staticmethod(_atomic(np.fmin))
+    exch = staticmethod(_atomic(lambda old, v: v + 0 * old))
+    and_ = staticmethod(_atomic(np.bitwise_and))
+    or_ = staticmethod(_atomic(np.bitwise_or))
+    xor = staticmethod(_atomic(np.bitwise_xor))
+    inc = staticmethod(_atomic(lambda old, v: np.where(old >= v, 0, old + 1).astype(np.asarray(old).dtype)))
+    dec = staticmethod(_atomic(
+        lambda old, v: np.where((old == 0) | (old > v), v, old - 1).astype(np.asarray(old).dtype)))
+
+    @staticmethod
+    def cas(ary, idx, old, val):
+        return rt.atomic(lambda current, expected, new: np.where(current == expected, new, current),
+                         ary, idx, val, rt.site, compare=old)
+
+
+setattr(Atomic, "and", Atomic.and_)
+setattr(Atomic, "or", Atomic.or_)
+
+
+# -- half precision --------------------------------------------------------------------------------
+def _half(function):
+    def apply(*args):
+        return np.asarray(function(*[np.asarray(a, np.float16) for a in args])).astype(np.float16)
+
+    return apply
+
+
+class FP16:
+    hadd = staticmethod(_half(np.add))
+    hsub = staticmethod(_half(np.subtract))
+    hmul = staticmethod(_half(np.multiply))
+    hdiv = staticmethod(_half(np.divide))
+    hneg = staticmethod(_half(np.negative))
+    habs = staticmethod(_half(np.abs))
+    hfma = staticmethod(_half(lambda a, b, c: a * b + c))
+    hmax = staticmethod(_half(np.maximum))
+    hmin = staticmethod(_half(np.minimum))
+    hsqrt = staticmethod(_half(np.sqrt))
+    hrsqrt = staticmethod(_half(lambda a: 1 / np.sqrt(a)))
+    hrcp = staticmethod(_half(lambda a: 1 / a))
+    hexp = staticmethod(_half(np.exp))
+    hexp2 = staticmethod(_half(np.exp2))
+    hexp10 = staticmethod(_half(lambda a: np.power(np.float16(10), a)))
+    hlog = staticmethod(_half(np.log))
+    hlog2 = staticmethod(_half(np.log2))
+    hlog10 = staticmethod(_half(np.log10))
+    hsin = staticmethod(_half(np.sin))
+    hcos = staticmethod(_half(np.cos))
+    hfloor = staticmethod(_half(np.floor))
+    hceil = staticmethod(_half(np.ceil))
+    htrunc = staticmethod(_half(np.trunc))
+    hrint = staticmethod(_half(np.rint))
+
+    @staticmethod
+    def _compare(function):
+        return staticmethod(lambda a, b: function(np.asarray(a, np.float16), np.asarray(b, np.float16)))
+
+
+for _name, _function in dict(heq=np.equal, hne=np.not_equal, hge=np.greater_equal, hgt=np.greater,
+                             hle=np.less_equal, hlt=np.less).items():
+    setattr(FP16, _name, FP16._compare(_function))
+
+
+# -- the namespace ---------------------------------------------------------------------------------
+class _Dim3:
+    """``cuda.threadIdx`` and friends: ``.x``, ``.y``, ``.z`` of the current launch."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    x = property(lambda self: getattr(rt.geometry, self.name).x)
+    y = property(lambda self: getattr(rt.geometry, self.name).y)
+    z = property(lambda self: getattr(rt.geometry, self.name).z)
+
+
+class SimCuda:
+    """What ``cuda`` means inside a simulated kernel."""
+
+    shared = Shared
+    local = Local
+    const = Const
+    atomic = Atomic
+    fp16 = FP16
+    warpsize = WARP_SIZE
+
+    threadIdx = _Dim3("threadIdx")
+    blockIdx = _Dim3("blockIdx")
+    blockDim = _Dim3("blockDim")
+    gridDim = _Dim3("gridDim")
+    laneid = property(lambda self: rt.geometry.laneid)
+
+    syncthreads = staticmethod(syncthreads)
+    syncthreads_count = staticmethod(syncthreads_count)
+    syncthreads_and = staticmethod(syncthreads_and)
+    syncthreads_or = staticmethod(syncthreads_or)
+    syncwarp = staticmethod(syncwarp)
+    shfl_sync = staticmethod(shfl_sync)
+    shfl_up_sync = staticmethod(shfl_up_sync)
+    shfl_down_sync = staticmethod(shfl_down_sync)
+    shfl_xor_sync = staticmethod(shfl_xor_sync)
+    ballot_sync = staticmethod(ballot_sync)
+    activemask = staticmethod(activemask)
+    all_sync = staticmethod(all_sync)
+    any_sync = staticmethod(any_sync)
+    threadfence = threadfence_block = threadfence_system = staticmethod(lambda: None)
+
+    @staticmethod
+    def grid(ndim):
+        index = rt.geometry.grid_index
+        return index[0] if ndim == 1 else index[:ndim]
+
+    @staticmethod
+    def gridsize(ndim):
+        g = rt.geometry
+        sizes = tuple(b * t for b, t in zip(g.grid, g.block))
+        return sizes[0] if ndim == 1 else sizes[:ndim]
+
+    @staticmethod
+    def selp(condition, a, b):
+        return np.where(condition, a, b) if isinstance(condition, np.ndarray) else (a if condition else b)
+
+    @staticmethod
+    def fma(a, b, c):
+        return a * b + c
+
+    @staticmethod
+    def popc(x):
+        if isinstance(x, np.ndarray):
+            return np.array([bin(int(v) & 0xFFFFFFFFFFFFFFFF).count("1") for v in x.tolist()], np.int32)
+        return bin(int(x) & 0xFFFFFFFFFFFFFFFF).count("1")
+
+    @staticmethod
+    def cbrt(x):
+        return np.cbrt(x)
+
+    def __getattr__(self, name):
+        raise AttributeError(f"cuda.{name} is not supported by the course simulator")
+
+
+SIM_CUDA = SimCuda()
+
+# Objects a kernel may have imported from numba.cuda, and what replaces them.
+_REPLACED_NAMES = [n for n in dir(SimCuda) if not n.startswith("_") and n != "laneid" and hasattr(numba_cuda, n)]
+
+
+def _replacements() -> dict[int, object]:
+    table = {id(numba_cuda): SIM_CUDA}
+    for name in _REPLACED_NAMES:
+        original = getattr(numba_cuda, name)
+        if not isinstance(original, (int, float, str)):
+            table[id(original)] = getattr(SIM_CUDA, name)
+    return table
+
+
+_REPLACEMENTS = _replacements()
+
+
+def kernel_globals(py_func) -> dict:
+    """The globals a rewritten function runs with: its own, with numba.cuda swapped for `SIM_CUDA`."""
+    namespace = {}
+    for name, value in py_func.__globals__.items():
+        namespace[name] = _REPLACEMENTS.get(id(value), value)
+    if py_func.__closure__:
+        for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
+            value = cell.cell_contents
+            namespace[name] = _REPLACEMENTS.get(id(value), value)
+    namespace["_g_rt"] = rt
+    namespace["_g_U"] = UNDEFINED
+    namespace.setdefault("__builtins__", __builtins__)
+    return namespace
+
+
+__all__ = ["SIM_CUDA", "kernel_globals", "to_dtype"]

@@ -1,0 +1,59 @@
+"""Run one launch ``kernel[grid, block, stream, shared_bytes](*args)`` on the course simulator."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from . import trace as tracing
+from .calls import device_function
+from .geometry import Geometry
+from .memory import SimArray
+from .runtime import RUNTIME
+
+
+def host_array(value):
+    """The host array behind a kernel argument, or None when it is not an array."""
+    if isinstance(value, np.ndarray):
+        return value
+    inner = getattr(value, "_ary", None)  # numba simulator device array
+    if isinstance(inner, np.ndarray):
+        return inner
+    return None
+
+
+def _wrap_arguments(names, args) -> list:
+    """Arrays become global SimArrays; two arguments over the same memory share one."""
+    wrapped, seen = [], {}
+    for name, value in zip(names, args):
+        array = host_array(value)
+        if array is None:
+            wrapped.append(value)
+            continue
+        key = (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+        if key in seen:
+            seen[key].name += f"/{name}"
+        else:
+            seen[key] = SimArray(array, name, "global", array.shape)
+        wrapped.append(seen[key])
+    return wrapped
+
+
+def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
+    """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place."""
+    if RUNTIME.geometry is not None:
+        raise RuntimeError("a kernel cannot be launched while another simulated kernel runs")
+    function = device_function(py_func)
+    names = list(inspect.signature(py_func).parameters)
+    if len(args) != len(names):
+        raise TypeError(f"{py_func.__name__} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+    geometry = Geometry(grid, block)
+    wrapped = _wrap_arguments(names, args)
+    recorder = tracing.recorder_for(py_func.__name__, geometry, wrapped)
+    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder)
+    try:
+        with np.errstate(all="ignore"):
+            function(*wrapped)
+    finally:
+        RUNTIME.end()

@@ -1,0 +1,529 @@
+"""The runtime a rewritten kernel calls: lane masks, control flow and memory access.
+
+One `Runtime` (``RUNTIME``) runs one launch at a time. Its ``mask`` says which
+lanes (threads) execute the current statement; see `gpucourse.simulator.transform`
+for the code that calls it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
+from .geometry import Geometry
+from .memory import AccessRecord, SimArray, group_by_element, merge_records, unordered
+from .transform import SITES
+
+
+class Undefined:
+    """The value of a local variable before its first assignment."""
+
+    def __repr__(self):
+        return "<unassigned>"
+
+
+UNDEFINED = Undefined()
+_DONE = object()  # a uniform loop's range is exhausted
+
+
+class Frame:
+    """One call of a kernel or device function."""
+
+    __slots__ = ("entry", "returned", "result", "saved_removed", "saved_exits", "live", "name")
+
+
+class Loop:
+    __slots__ = ("broken",)
+
+
+class Runtime:
+    def __init__(self):
+        self.geometry: Geometry | None = None
+        self.trace = None
+
+    # -- launch --------------------------------------------------------------
+    def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None) -> None:
+        self.geometry = g = geometry
+        self.kernel_name = kernel_name
+        self.shared_bytes = shared_bytes
+        self.trace = trace
+        self.lane_ids = np.arange(g.lanes, dtype=np.int64)
+        self.nobody = np.zeros(g.lanes, bool)
+        self.everybody = np.ones(g.lanes, bool)
+        self.block_phase = np.zeros(g.blocks, np.int64)
+        self.warp_phase = np.zeros(g.warps, np.int64)
+        self.removed = self.nobody
+        self.exits = 0
+        self.frames: list[Frame] = []
+        self.loops: list[Loop] = []
+        self.shared: dict = {}
+        self.site = None
+        self.mask = self.everybody
+        self.count = g.lanes
+        self.any = True
+        self.full = True
+        self._lanes = None
+
+    def end(self) -> None:
+        self.geometry = None
+        self.shared = {}
+        self.trace = None
+
+    @property
+    def exited(self) -> np.ndarray:
+        """Lanes whose thread has returned from the kernel."""
+        returned = self.frames[0].returned if self.frames else None
+        return self.nobody if returned is None else returned
+
+    # -- masks ---------------------------------------------------------------
+    def set_mask(self, mask: np.ndarray) -> None:
+        self.mask = mask
+        self.count = int(np.count_nonzero(mask))
+        self.any = self.count > 0
+        self.full = self.count == self.frames[-1].live if self.frames else True
+        self._lanes = None
+
+    def lanes(self) -> np.ndarray | None:
+        """Indices of the active lanes, or None when all lanes of the launch are active."""
+        if self.count == self.geometry.lanes:
+            return None
+        if self._lanes is None:
+            self._lanes = np.flatnonzero(self.mask)
+        return self._lanes
+
+    def active_lanes(self) -> np.ndarray:
+        lanes = self.lanes()
+        return self.lane_ids if lanes is None else lanes
+
+    def push(self):
+        return self.mask, self.exits
+
+    def pop(self, saved) -> None:
+        mask, exits = saved
+        self.set_mask(mask if exits == self.exits else mask & ~self.removed)
+
+    def narrow(self, condition) -> bool:
+        if isinstance(condition, np.ndarray):
+            self.set_mask(self.mask & condition.astype(bool, copy=False))
+        elif not condition:
+            self.set_mask(self.nobody)
+        return self.any
+
+    def narrow_not(self, condition) -> bool:
+        if isinstance(condition, np.ndarray):
+            self.set_mask(self.mask & ~condition.astype(bool, copy=False))
+        elif condition:
+            self.set_mask(self.nobody)
+        return self.any
+
+    def merge(self, old, new):
+        """``new`` in the active lanes, ``old`` elsewhere."""
+        if old is UNDEFINED or self.full:
+            return new
+        if isinstance(old, tuple):
+            return tuple(self.merge(o, n) for o, n in zip(old, new))
+        return np.where(self.mask, new, old)
+
+    # -- frames and exits ----------------------------------------------------
+    def enter(self) -> Frame:
+        frame = Frame()
+        frame.entry = self.mask
+        frame.returned = None
+        frame.result = None
+        frame.saved_removed = self.removed
+        frame.saved_exits = self.exits
+        frame.live = self.count
+        self.frames.append(frame)
+        self.removed = self.nobody
+        self.full = True
+        return frame
+
+    def leave(self, frame: Frame):
+        self.frames.pop()
+        self.removed = frame.saved_removed
+        if self.frames:
+            self.set_mask(frame.entry)
+        return frame.result
+
+    def _remove_active(self) -> None:
+        self.removed = self.removed | self.mask
+        self.exits += 1
+        self.set_mask(self.nobody)
+
+    def ret(self, value) -> None:
+        frame = self.frames[-1]
+        if value is not None:
+            frame.result = value if frame.result is None else self.merge_result(frame.result, value)
+        frame.returned = self.mask if frame.returned is None else frame.returned | self.mask
+        frame.live -= self.count
+        self._remove_active()
+
+    def merge_result(self, old, new):
+        if isinstance(old, tuple):
+            return tuple(self.merge_result(o, n) for o, n in zip(old, new))
+        return np.where(self.mask, new, old)
+
+    def brk(self) -> None:
+        loop = self.loops[-1]
+        loop.broken = self.mask if loop.broken is None else loop.broken | self.mask
+        self._remove_active()
+
+    def cont(self) -> None:
+        self._remove_active()
+
+    # -- loops ---------------------------------------------------------------
+    def _iteration_mask(self, entry, loop: Loop, frame: Frame) -> np.ndarray:
+        mask = entry
+        if loop.broken is not None:
+            mask = mask & ~loop.broken
+        if frame.returned is not None:
+            mask = mask & ~frame.returned
+        return mask
+
+    def _loop(self, condition):
+        """Iterate while some lane is in; ``condition(k)`` narrows the mask of iteration ``k``."""
+        entry, saved_removed, frame = self.mask, self.removed, self.frames[-1]
+        loop = Loop()
+        loop.broken = None
+        self.loops.append(loop)
+        try:
+            k = 0
+            while self.any:
+                if k and (self.mask is not entry or loop.broken is not None):
+                    self.set_mask(self._iteration_mask(entry, loop, frame))
+                    if not self.any:
+                        return
+                self.removed = self.nobody
+                value = condition(k)
+                if value is _DONE or not self.any:
+                    return
+                yield value
+                k += 1
+        finally:
+            self._end_loop(entry, saved_removed, frame)
+
+    def _end_loop(self, entry, saved_removed, frame) -> None:
+        self.loops.pop()
+        if frame.returned is None:
+            self.removed = saved_removed
+            self.set_mask(entry)
+        else:
+            self.removed = saved_removed | frame.returned
+            self.set_mask(entry & ~frame.returned)
+
+    def loop_range(self, *arguments):
+        start, stop, step = (0, arguments[0], 1) if len(arguments) == 1 else (tuple(arguments) + (1,))[:3]
+        if any(isinstance(a, np.ndarray) for a in (start, stop, step)):
+            return self._lane_range(start, stop, step)
+        values = iter(range(start, stop, step))
+        return self._loop(lambda k: next(values, _DONE))
+
+    def _lane_range(self, start, stop, step):
+        value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
+        step = np.asarray(step)
+        state = {"value": value}
+
+        def condition(k):
+            if k:
+                state["value"] = state["value"] + step
+            v = state["value"]
+            running = np.where(step > 0, v < stop, v > stop) if step.ndim else (v < stop if step > 0 else v > stop)
+            self.set_mask(self.mask & running)
+            return v
+
+        return self._loop(condition)
+
+    def loop_while(self):
+        return self._loop(lambda k: None)
+
+    def while_test(self, condition) -> bool:
+        if isinstance(condition, np.ndarray):
+            failing = self.mask & ~condition.astype(bool, copy=False)
+            if failing.any():
+                loop = self.loops[-1]
+                loop.broken = failing if loop.broken is None else loop.broken | failing
+                self.exits += 1
+                self.set_mask(self.mask & ~failing)
+        elif not condition:
+            self.brk()
+        return self.any
+
+    # -- expressions -----------------------------------------------------------
+    def and_(self, first, *rest):
+        value = first
+        for later in rest:
+            if not isinstance(value, np.ndarray):
+                if not value:
+                    return value
+                value = later()
+                continue
+            saved = self.push()
+            if self.narrow(value):
+                right = later()
+                value = value.astype(bool, copy=False) & np.asarray(right).astype(bool, copy=False)
+            self.pop(saved)
+        return value
+
+    def or_(self, first, *rest):
+        value = first
+        for later in rest:
+            if not isinstance(value, np.ndarray):
+                if value:
+                    return value
+                value = later()
+                continue
+            saved = self.push()
+            if self.narrow_not(value):
+                right = later()
+                value = value.astype(bool, copy=False) | np.asarray(right).astype(bool, copy=False)
+            self.pop(saved)
+        return value
+
+    def not_(self, value):
+        if isinstance(value, np.ndarray):
+            return ~value.astype(bool, copy=False)
+        return not value
+
+    def ifexp(self, condition, yes, no):
+        if not isinstance(condition, np.ndarray):
+            return yes() if condition else no()
+        saved = self.push()
+        a = yes() if self.narrow(condition) else None
+        self.pop(saved)
+        b = no() if self.narrow_not(condition) else None
+        self.pop(saved)
+        if a is None or b is None:
+            return b if a is None else a
+        return np.where(condition, a, b)
+
+    def call(self, site, function, *args, **kwargs):
+        self.site = site
+        from .calls import dispatch  # noqa: PLC0415 (calls imports this module)
+
+        return dispatch(self, function, args, kwargs)
+
+    # -- memory ----------------------------------------------------------------
+    def where(self, site: int) -> str:
+        s = SITES[site]
+        function = f"kernel `{self.kernel_name}`"
+        if s.function != self.kernel_name:
+            function += f", device function `{s.function}`"
+        return f"{function}, line {s.line}: {s.source.strip()}"
+
+    def resolve(self, array: SimArray, index, site: int, verb: str):
+        """Active lanes, their index components (bounds-checked) and flat element numbers."""
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != array.ndim:
+            raise fault(
+                UnsupportedInKernel, self.where(site),
+                f"`{SITES[site].expression}` gives {len(index)} index(es) to `{array.name}`, which has "
+                f"{array.ndim} dimension(s) {array.shape}; index every dimension (views are not supported)",
+            )
+        lanes = self.lanes()
+        components = []
+        element = 0
+        for axis, (value, extent, stride) in enumerate(zip(index, array.shape, array.element_strides)):
+            if isinstance(value, np.ndarray):
+                if value.dtype.kind not in "iub":
+                    raise fault(UnsupportedInKernel, self.where(site),
+                                f"index {axis} of `{SITES[site].expression}` is {value.dtype}, not an integer")
+                value = value if lanes is None else value[lanes]
+                low, high = value.min(), value.max()
+            else:
+                value = int(value)
+                low = high = value
+            if low < 0 or high >= extent:
+                self.out_of_bounds(array, index, axis, extent, site, verb)
+            components.append(value)
+            element = element + value * stride
+        if array.copies > 1:  # shared: one copy per block; local: one per lane
+            owner = self.geometry.block_of if array.space == "shared" else self.lane_ids
+            owner = owner if lanes is None else owner[lanes]
+            element = element + owner * array.size
+            components = [owner] + components
+        if not isinstance(element, np.ndarray):
+            element = np.full(self.count, element, np.int64)
+        return lanes, tuple(components), element
+
+    def out_of_bounds(self, array, index, axis, extent, site, verb):
+        lanes = self.active_lanes()
+        values = [np.broadcast_to(v, (self.geometry.lanes,))[lanes] if isinstance(v, np.ndarray)
+                  else np.full(len(lanes), int(v)) for v in index]
+        bad = (values[axis] < 0) | (values[axis] >= extent)
+        first = int(np.flatnonzero(bad)[0])
+        lane = int(lanes[first])
+        shown = ", ".join(str(int(v[first])) for v in values)
+        value = int(values[axis][first])
+        why = (
+            f"negative index {value} (a GPU does not wrap it around like Python)" if value < 0
+            else f"index {value} is past the end"
+        )
+        raise fault(
+            OutOfBounds, self.where(site),
+            f"{self.geometry.thread_name(lane)}: index {shown} is out of bounds for `{array.name}` of shape "
+            f"{array.shape} when it {verb}s `{SITES[site].expression}`: {why} of axis {axis} (size {extent})",
+        ) from None
+
+    def who(self, lanes: np.ndarray) -> tuple:
+        g = self.geometry
+        block, warp = g.block_of[lanes], g.warp_of[lanes]
+        return lanes, block, warp, self.block_phase[block], self.warp_phase[warp]
+
+    def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):
+        first = int(np.flatnonzero(conflict)[0])
+        lane, element = int(lanes[first]), int(elements[first])
+        other, other_block = int(record.lane[element]), int(record.block[element])
+        g = self.geometry
+        them = "several threads" if other < 0 else g.thread_name(other)
+        if other_block != g.block_of[lane]:
+            order = ("threads of different blocks cannot wait for each other: use an atomic, "
+                     "or give each block its own part of the output")
+        elif theirs == "wrote":
+            order = "no barrier orders them: put cuda.syncthreads() after the write and before this read"
+        elif theirs == "read":
+            order = ("no barrier orders them: the readers may still need the old value, so put "
+                     "cuda.syncthreads() after their last read and before this write")
+        else:
+            order = "no barrier orders them: put cuda.syncthreads() between the two"
+        raise fault(
+            DataRace, self.where(site),
+            f"data race on `{array.name}{_element_name(array, element)}`: {g.thread_name(lane)} {mine} it, "
+            f"{them} {theirs} it, and {order}",
+        ) from None
+
+    def check_uninitialised(self, array, lanes, elements, site):
+        unwritten = ~array.written[elements]
+        if unwritten.any():
+            first = int(np.flatnonzero(unwritten)[0])
+            lane = int(self.active_lanes()[first])
+            space = "shared memory starts with leftovers" if array.space == "shared" else "local memory starts undefined"
+            raise fault(
+                UninitializedRead, self.where(site),
+                f"{self.geometry.thread_name(lane)} reads `{array.name}{_element_name(array, int(elements[first]))}`, "
+                f"which no thread has written ({space}; write it, then syncthreads, before reading it)",
+            ) from None
+
+    def load(self, array, index, site: int):
+        if type(array) is not SimArray:
+            return array[index]
+        lanes, components, elements = self.resolve(array, index, site, "read")
+        if array.written is not None:
+            self.check_uninitialised(array, lanes, elements, site)
+        if array.tracked:
+            active = self.active_lanes()
+            who = self.who(active)
+            conflict = unordered(array.writes.at(elements), who)
+            if conflict.any():
+                self.race(array, site, active, array.writes, elements, conflict, "reads", "wrote")
+            if array.atomics is not None:
+                conflict = unordered(array.atomics.at(elements), who)
+                if conflict.any():
+                    self.race(array, site, active, array.atomics, elements, conflict, "reads", "updated atomically")
+            distinct, summary = group_by_element(elements, who)
+            array.reads.put(distinct, merge_records(array.reads.at(distinct), summary))
+        if self.trace is not None:
+            self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
+        values = array.fetch(elements, components)
+        if lanes is None:
+            return values
+        out = np.zeros(self.geometry.lanes, array.dtype)
+        out[lanes] = values
+        return out
+
+    def store(self, array, index, value, site: int):
+        if type(array) is not SimArray:
+            raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(array).__name__}")
+        if array.readonly:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{array.name}` is in constant memory, which kernels can only read")
+        lanes, components, elements = self.resolve(array, index, site, "write")
+        if array.tracked:
+            active = self.active_lanes()
+            who = self.who(active)
+            for record, theirs in ((array.writes, "wrote"), (array.reads, "read"), (array.atomics, "updated atomically")):
+                if record is not None and record.used:
+                    conflict = unordered(record.at(elements), who)
+                    if conflict.any():
+                        self.race(array, site, active, record, elements, conflict, "writes", theirs)
+            self.check_duplicate_writes(array, active, elements, site)
+            array.writes.put(elements, who)
+            array.reads.clear(elements)
+            if array.atomics is not None:
+                array.atomics.clear(elements)
+        if array.written is not None:
+            array.written[elements] = True
+        if self.trace is not None:
+            self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
+        if isinstance(value, np.ndarray) and value.ndim:
+            value = value if lanes is None else value[lanes]
+        array.assign(elements, components, value)
+
+    def check_duplicate_writes(self, array, lanes, elements, site):
+        if len(elements) < 2:
+            return
+        order = np.argsort(elements, kind="stable")
+        ordered = elements[order]
+        same = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if len(same):
+            a, b = int(lanes[order[same[0]]]), int(lanes[order[same[0] + 1]])
+            g = self.geometry
+            raise fault(
+                DataRace, self.where(site),
+                f"data race on `{array.name}{_element_name(array, int(ordered[same[0]]))}`: {g.thread_name(a)} and "
+                f"{g.thread_name(b)} write it in the same instruction (use an atomic, or let one thread write)",
+            )
+
+    def atomic(self, operation, array, index, value, site: int, compare=None):
+        """``operation(old, value)`` applied element by element in lane order; returns the old values."""
+        if type(array) is not SimArray:
+            raise fault(UnsupportedInKernel, self.where(site), "atomics need an array argument")
+        lanes, components, elements = self.resolve(array, index, site, "update")
+        if array.written is not None:
+            self.check_uninitialised(array, lanes, elements, site)
+            array.written[elements] = True
+        active = self.active_lanes()
+        if array.tracked:
+            who = self.who(active)
+            for record, theirs in ((array.writes, "wrote"), (array.reads, "read")):
+                if record.used:
+                    conflict = unordered(record.at(elements), who)
+                    if conflict.any():
+                        self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
+            record = array.atomic_record()
+            distinct, summary = group_by_element(elements, who)
+            record.put(distinct, merge_records(record.at(distinct), summary))
+        if self.trace is not None:
+            self.trace.record(self, array, "atomic", active, elements, components, site)
+        values = _per_lane(value, lanes, len(elements), array.dtype)
+        compares = None if compare is None else _per_lane(compare, lanes, len(elements), array.dtype)
+        data = array.flat if array.flat is not None else None
+        if data is None:
+            raise fault(UnsupportedInKernel, self.where(site), "atomics on non-contiguous arrays")
+        old = np.empty(len(elements), array.dtype)
+        if len(np.unique(elements)) == len(elements):
+            old[:] = data[elements]
+            data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
+        else:
+            for k, e in enumerate(elements.tolist()):
+                old[k] = data[e]
+                data[e] = operation(old[k], values[k]) if compares is None else operation(old[k], compares[k], values[k])
+        if lanes is None:
+            return old
+        out = np.zeros(self.geometry.lanes, array.dtype)
+        out[lanes] = old
+        return out
+
+
+def _per_lane(value, lanes, n, dtype) -> np.ndarray:
+    if isinstance(value, np.ndarray) and value.ndim:
+        value = value if lanes is None else value[lanes]
+    return np.broadcast_to(np.asarray(value).astype(dtype, copy=False), (n,))
+
+
+def _element_name(array: SimArray, element: int) -> str:
+    """``[i, j]`` of a flat element number (the copy of a shared or local array left out)."""
+    position = np.unravel_index(element % max(array.size, 1), array.shape) if array.shape else ()
+    return "[" + ", ".join(str(int(p)) for p in position) + "]"
+
+
+RUNTIME = Runtime()

@@ -1,0 +1,290 @@
+"""What a launch did with memory, counted, and budgets a test can assert in one line.
+
+    with gpucourse.simulator.trace() as t:
+        kernel[grid, block](out, a)
+    t.assert_reads_per_element("a", exactly=1)    # every element read from global memory once
+    t.assert_reads_per_thread("A", at_most=K // T)
+    t.assert_no_bank_conflicts("tile")
+    print(t.summary())
+
+Counted per array and per thread: reads, writes and atomic updates. Per warp
+memory instruction: global memory sectors (32 bytes) touched, which says how
+well the access coalesces, and the shared memory bank-conflict degree (32
+banks of 4 bytes; 1 means no conflict).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import CheckFailed
+from .transform import SITES
+
+KINDS = ("read", "write", "atomic")
+SECTOR_BYTES = 32
+BANKS = 32
+BANK_BYTES = 4
+
+
+class BudgetExceeded(CheckFailed):
+    """A kernel is correct but touches memory more (or worse) than its budget allows."""
+
+
+@dataclass
+class Instructions:
+    """Warp memory instructions of one kind on one array."""
+
+    requests: int = 0  # warp instructions
+    sectors: int = 0  # global: 32-byte sectors; shared: wavefronts (1 per request without conflicts)
+    worst: int = 0  # shared: the largest bank-conflict degree seen
+
+
+class ArrayTrace:
+    """Everything one launch did to one array."""
+
+    def __init__(self, array, lanes: int):
+        self.name = array.name
+        self.space = array.space
+        self.shape = array.shape
+        self.itemsize = array.dtype.itemsize
+        self.per_thread = {k: np.zeros(lanes, np.int64) for k in KINDS}
+        self.per_element = {k: np.zeros(array.size * array.copies, np.int64) for k in KINDS}
+        self.instructions = {k: Instructions() for k in KINDS}
+        self.events: list[tuple] = []  # (kind, lanes, elements, block phase of each lane)
+        self.size = array.size
+
+    def element_counts(self, kind: str) -> np.ndarray:
+        counts = self.per_element[kind]
+        if self.space == "shared":
+            return counts.reshape((-1,) + self.shape)
+        if self.space == "local":
+            return counts.reshape((-1,) + self.shape).sum(axis=0)
+        return counts.reshape(self.shape)
+
+
+class LaunchTrace:
+    """The trace of one launch."""
+
+    def __init__(self, kernel: str, geometry, arrays):
+        self.kernel = kernel
+        self.geometry = geometry
+        self.arrays: dict[str, ArrayTrace] = {}
+        self._by_id: dict[int, ArrayTrace] = {}
+        for array in arrays:
+            self._register(array)
+
+    def _register(self, array) -> ArrayTrace:
+        entry = self._by_id.get(id(array))
+        if entry is None:
+            entry = ArrayTrace(array, self.geometry.lanes)
+            name, k = array.name, 2
+            while name in self.arrays:
+                name, k = f"{array.name}#{k}", k + 1
+            entry.name = name
+            self.arrays[name] = entry
+            self._by_id[id(array)] = entry
+        return entry
+
+    # -- recording (called by the runtime) ----------------------------------------------------------
+    def record(self, runtime, array, kind: str, lanes, elements, components, site: int) -> None:
+        entry = self._register(array)
+        entry.per_thread[kind][lanes] += 1
+        np.add.at(entry.per_element[kind], elements, 1)
+        g = self.geometry
+        warps = g.warp_of[lanes]
+        stats = entry.instructions[kind]
+        if array.space == "global":
+            address = array.byte_offset + sum(
+                np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
+            )
+            address = np.broadcast_to(address, lanes.shape)
+            keys = np.unique(warps * (1 << 40) + address // SECTOR_BYTES)
+            stats.requests += len(np.unique(warps))
+            stats.sectors += len(keys)
+        elif array.space == "shared":
+            words = (elements % array.size) * array.dtype.itemsize // BANK_BYTES
+            distinct = np.unique(warps * (1 << 40) + words)
+            warp, word = distinct >> 40, distinct & ((1 << 40) - 1)
+            banks, per_bank = np.unique(warp * BANKS + word % BANKS, return_counts=True)
+            bank_warp = banks // BANKS
+            starts = np.flatnonzero(np.r_[True, bank_warp[1:] != bank_warp[:-1]])
+            degree = np.maximum.reduceat(per_bank, starts)
+            stats.requests += len(degree)
+            stats.sectors += int(degree.sum())
+            stats.worst = max(stats.worst, int(degree.max()))
+        block = g.block_of[lanes]
+        entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
+
+    # -- questions ------------------------------------------------------------------------------------
+    def array(self, name: str) -> ArrayTrace:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            known = ", ".join(f"`{n}`" for n in self.arrays) or "none"
+            raise KeyError(f"`{self.kernel}` touched no array called `{name}` (it touched {known})") from None
+
+    def reads_per_thread(self, name: str) -> np.ndarray:
+        """How many times each thread read ``name`` (one count per thread, in lane order)."""
+        return self.array(name).per_thread["read"]
+
+    def writes_per_thread(self, name: str) -> np.ndarray:
+        return self.array(name).per_thread["write"]
+
+    def reads_per_element(self, name: str) -> np.ndarray:
+        """How many times each element of ``name`` was read (shared arrays: one copy per block)."""
+        return self.array(name).element_counts("read")
+
+    def writes_per_element(self, name: str) -> np.ndarray:
+        return self.array(name).element_counts("write")
+
+    def sectors_per_request(self, name: str, kind: str = "read") -> float:
+        """Average 32-byte sectors per warp instruction on a global array (4 for coalesced float32)."""
+        stats = self.array(name).instructions[kind]
+        return stats.sectors / stats.requests if stats.requests else 0.0
+
+    def bank_conflicts(self, name: str, kind: str = "read") -> int:
+        """The worst bank-conflict degree of a warp instruction on a shared array (1: none)."""
+        return self.array(name).instructions[kind].worst
+
+    # -- budgets --------------------------------------------------------------------------------------
+    def _fail(self, message: str):
+        raise BudgetExceeded(f"{self.kernel}: {message}")
+
+    def _worst_thread(self, counts: np.ndarray) -> str:
+        return self.geometry.thread_name(int(np.argmax(counts)))
+
+    def assert_reads_per_thread(self, name: str, at_most: int) -> None:
+        counts = self.reads_per_thread(name)
+        if counts.max(initial=0) > at_most:
+            self._fail(
+                f"each thread may read `{name}` at most {at_most} times, but "
+                f"{self._worst_thread(counts)} read it {counts.max()} times"
+            )
+
+    def _assert_per_element(self, name: str, kind: str, exactly, at_most) -> None:
+        counts = self.array(name).element_counts(kind)
+        verb = {"read": "read", "write": "written"}[kind]
+        if exactly is not None:
+            bad = np.argwhere(counts != exactly)
+            if len(bad):
+                where = tuple(int(i) for i in bad[0])
+                self._fail(
+                    f"every element of `{name}` should be {verb} exactly {exactly} time(s), "
+                    f"but `{name}{list(where)}` was {verb} {counts[where]} time(s) "
+                    f"({len(bad)} of {counts.size} elements are off)"
+                )
+        if at_most is not None and counts.max(initial=0) > at_most:
+            where = tuple(int(i) for i in np.unravel_index(np.argmax(counts), counts.shape))
+            self._fail(
+                f"each element of `{name}` may be {verb} at most {at_most} time(s), "
+                f"but `{name}{list(where)}` was {verb} {counts[where]} times"
+            )
+
+    def assert_reads_per_element(self, name: str, *, exactly: int | None = None, at_most: int | None = None) -> None:
+        self._assert_per_element(name, "read", exactly, at_most)
+
+    def assert_writes_per_element(self, name: str, *, exactly: int | None = None, at_most: int | None = None) -> None:
+        self._assert_per_element(name, "write", exactly, at_most)
+
+    def assert_sectors_per_request(self, name: str, at_most: float, kind: str = "read") -> None:
+        value = self.sectors_per_request(name, kind)
+        if value > at_most:
+            self._fail(
+                f"warp {kind}s of `{name}` touch {value:.1f} sectors of 32 bytes each on average, more than "
+                f"{at_most}: neighbouring threads should access neighbouring elements (coalescing)"
+            )
+
+    def assert_no_bank_conflicts(self, name: str | None = None) -> None:
+        names = [name] if name else [n for n, a in self.arrays.items() if a.space == "shared"]
+        for n in names:
+            for kind in KINDS:
+                worst = self.array(n).instructions[kind].worst
+                if worst > 1:
+                    self._fail(
+                        f"{kind}s of shared array `{n}` have {worst}-way bank conflicts: {worst} threads of a "
+                        "warp hit different words in the same bank (pad the array, or change the index order)"
+                    )
+
+    # -- report ---------------------------------------------------------------------------------------
+    def summary(self) -> str:
+        g = self.geometry
+        lines = [
+            f"{self.kernel}[{g.grid}, {g.block}]: {g.lanes} threads",
+            f"{'array':<12}{'space':<8}{'reads':>8}{'writes':>8}{'atomics':>8}{'max/thread':>11}"
+            f"{'sectors/req':>12}{'conflicts':>10}",
+        ]
+        for name, a in self.arrays.items():
+            reads = a.instructions["read"]
+            total = {k: int(a.per_thread[k].sum()) for k in KINDS}
+            most = int(max(a.per_thread[k].max(initial=0) for k in ("read", "write")))
+            sectors = f"{reads.sectors / reads.requests:.1f}" if a.space == "global" and reads.requests else "-"
+            worst = max(a.instructions[k].worst for k in KINDS)
+            conflicts = f"{worst}-way" if a.space == "shared" and worst else "-"
+            lines.append(
+                f"{name:<12}{a.space:<8}{total['read']:>8}{total['write']:>8}{total['atomic']:>8}{most:>11}"
+                f"{sectors:>12}{conflicts:>10}"
+            )
+        return "\n".join(lines)
+
+    def sites(self) -> list[tuple[str, str, int]]:
+        """(source line, array, kind) of every recorded access site, in line order."""
+        seen = set()
+        for a in self.arrays.values():
+            for kind, *_, site in a.events:
+                seen.add((SITES[site].line, SITES[site].source.strip(), a.name, kind))
+        return sorted(seen)
+
+
+class Trace:
+    """The launches run inside one ``with trace():`` block; questions go to the last one."""
+
+    def __init__(self):
+        self.launches: list[LaunchTrace] = []
+
+    def __len__(self) -> int:
+        return len(self.launches)
+
+    def __getitem__(self, k: int) -> LaunchTrace:
+        return self.launches[k]
+
+    @property
+    def last(self) -> LaunchTrace:
+        if not self.launches:
+            raise RuntimeError("no kernel was launched inside `with trace():`, so there is nothing to ask")
+        return self.launches[-1]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.last, name)
+
+
+_active: list[Trace] = []
+
+
+@contextlib.contextmanager
+def trace():
+    """Record every launch inside the block (on the course simulator, also on a GPU machine)."""
+    from .. import cpu_backend  # noqa: PLC0415 (cpu_backend imports the simulator)
+
+    recorded = Trace()
+    _active.append(recorded)
+    try:
+        with cpu_backend.simulated_launches():
+            yield recorded
+    finally:
+        _active.remove(recorded)
+
+
+def recorder_for(kernel: str, geometry, arguments) -> LaunchTrace | None:
+    """A new LaunchTrace when a trace is being recorded, else None."""
+    if not _active:
+        return None
+    from .memory import SimArray  # noqa: PLC0415
+
+    launch = LaunchTrace(kernel, geometry, [a for a in arguments if isinstance(a, SimArray)])
+    _active[-1].launches.append(launch)
+    return launch

@@ -1,0 +1,354 @@
+"""Rewrite a kernel's Python so one call runs every thread of a launch at once.
+
+Each statement of the rewritten function runs once for all threads, with values
+held as NumPy arrays of one element per thread (lane) and a mask of the lanes
+that execute it. The rewrite makes control flow and memory access go through
+the runtime (``_g_rt``), which keeps that mask:
+
+- ``if`` narrows the mask for each branch; loops iterate while any lane is in;
+  ``return``, ``break`` and ``continue`` take lanes out, and the statements after
+  one that may have done so run only while some lane is left;
+- assignments inside branches and loops merge into the lanes that execute them;
+- ``a[i]`` loads, stores and every call go through the runtime, which checks
+  bounds, races and barriers and records the trace;
+- ``and``, ``or``, ``x if c else y`` and chained comparisons evaluate their
+  right side only in the lanes that need it, as on a GPU.
+
+Each memory access and call site gets a `Site` (function, line, source text) so
+that an error names the line the student wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass
+
+from .errors import UnsupportedInKernel
+
+RT = "_g_rt"
+UNDEFINED = "_g_U"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a memory access or call is in the student's source."""
+
+    function: str
+    filename: str
+    line: int
+    source: str
+    expression: str
+    target: str | None = None  # the variable a shared/local array is assigned to
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.source.strip()}"
+
+
+SITES: list[Site] = []
+
+
+def _register(site: Site) -> int:
+    SITES.append(site)
+    return len(SITES) - 1
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name(RT, ast.Load()), name, ast.Load()), list(args), [])
+
+
+def _lambda(body: ast.expr) -> ast.Lambda:
+    empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    return ast.Lambda(empty, body)
+
+
+def _exits(node: ast.AST, loops: bool) -> bool:
+    """Whether ``node`` contains a return (or, with ``loops``, a break/continue) outside nested loops."""
+    kinds = (ast.Return, ast.Break, ast.Continue) if loops else (ast.Return,)
+    if isinstance(node, kinds):
+        return True
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.Lambda)):
+            continue
+        inner_loops = loops and not isinstance(child, (ast.For, ast.While))
+        if _exits(child, inner_loops):
+            return True
+    return False
+
+
+def may_remove_lanes(statement: ast.stmt) -> bool:
+    """After this statement some lanes may have left the current block."""
+    if isinstance(statement, (ast.For, ast.While)):
+        return _exits(statement, loops=False)
+    return _exits(statement, loops=True)
+
+
+class KernelRewriter:
+    """Rewrites one function definition (kernel or device function)."""
+
+    def __init__(self, tree: ast.FunctionDef, filename: str, lines: list[str]):
+        self.tree = tree
+        self.filename = filename
+        self.lines = lines
+        self.counter = 0
+        self.function = tree.name
+
+    # -- helpers -----------------------------------------------------------------
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"_g_{stem}{self.counter}"
+
+    def site(self, node: ast.AST, target: str | None = None) -> ast.Constant:
+        line = getattr(node, "lineno", self.tree.lineno)
+        source = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return ast.Constant(_register(Site(self.function, self.filename, line, source, ast.unparse(node), target)))
+
+    def unsupported(self, node: ast.AST, what: str) -> UnsupportedInKernel:
+        line = getattr(node, "lineno", self.tree.lineno)
+        return UnsupportedInKernel(
+            f"kernel `{self.function}`, line {line}: {what} is not supported in kernels by the course simulator"
+        )
+
+    # -- expressions -------------------------------------------------------------
+    def expr(self, node: ast.expr, target: str | None = None) -> ast.expr:
+        rewriter = self
+
+        class Expressions(ast.NodeTransformer):
+            def visit_Subscript(self, node):
+                if not isinstance(node.ctx, ast.Load):
+                    return node
+                index = self.visit(node.slice)
+                return _call("load", self.visit(node.value), index, rewriter.site(node))
+
+            def visit_Slice(self, node):
+                raise rewriter.unsupported(node, "slicing an array (a[1:3]); index every dimension")
+
+            def visit_BoolOp(self, node):
+                values = [self.visit(v) for v in node.values]
+                name = "and_" if isinstance(node.op, ast.And) else "or_"
+                return _call(name, values[0], *[_lambda(v) for v in values[1:]])
+
+            def visit_Compare(self, node):
+                node = self.generic_visit(node)
+                if len(node.ops) == 1:
+                    return node
+                parts, left = [], node.left
+                for op, right in zip(node.ops, node.comparators):
+                    parts.append(ast.Compare(left, [op], [right]))
+                    left = right
+                return _call("and_", parts[0], *[_lambda(p) for p in parts[1:]])
+
+            def visit_UnaryOp(self, node):
+                node = self.generic_visit(node)
+                if isinstance(node.op, ast.Not):
+                    return _call("not_", node.operand)
+                return node
+
+            def visit_IfExp(self, node):
+                node = self.generic_visit(node)
+                return _call("ifexp", node.test, _lambda(node.body), _lambda(node.orelse))
+
+            def visit_Call(self, node):
+                call = ast.Call(
+                    ast.Attribute(ast.Name(RT, ast.Load()), "call", ast.Load()),
+                    [rewriter.site(node, target), self.visit(node.func)] + [self.visit(a) for a in node.args],
+                    [ast.keyword(k.arg, self.visit(k.value)) for k in node.keywords],
+                )
+                return call
+
+            def visit_NamedExpr(self, node):
+                raise rewriter.unsupported(node, "the walrus operator :=")
+
+            def visit_Lambda(self, node):
+                raise rewriter.unsupported(node, "lambda")
+
+        return Expressions().visit(node)
+
+    # -- statements --------------------------------------------------------------
+    def block(self, statements: list[ast.stmt], nested: bool) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for position, statement in enumerate(statements):
+            out.extend(self.statement(statement, nested))
+            rest = statements[position + 1 :]
+            if rest and may_remove_lanes(statement):
+                guard = ast.If(ast.Attribute(ast.Name(RT, ast.Load()), "any", ast.Load()), self.block(rest, nested), [])
+                out.append(ast.copy_location(guard, rest[0]))
+                break
+        return out or [ast.Pass()]
+
+    def assign_name(self, name: str, value: ast.expr, nested: bool) -> ast.stmt:
+        if nested:
+            value = _call("merge", ast.Name(name, ast.Load()), value)
+        return ast.Assign([ast.Name(name, ast.Store())], value)
+
+    def assign(self, target: ast.expr, value: ast.expr, nested: bool, node: ast.stmt) -> list[ast.stmt]:
+        if isinstance(target, ast.Name):
+            return [self.assign_name(target.id, value, nested)]
+        if isinstance(target, ast.Subscript):
+            store = _call("store", self.expr(target.value), self.expr(target.slice), value, self.site(target))
+            return [ast.Expr(store)]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            temp = self.fresh("t")
+            out = [ast.Assign([ast.Name(temp, ast.Store())], value)]
+            for k, element in enumerate(target.elts):
+                item = ast.Subscript(ast.Name(temp, ast.Load()), ast.Constant(k), ast.Load())
+                out.extend(self.assign(element, item, nested, node))
+            return out
+        raise self.unsupported(node, f"assigning to `{ast.unparse(target)}`")
+
+    def statement(self, node: ast.stmt, nested: bool) -> list[ast.stmt]:
+        out = self._statement(node, nested)
+        for new in out:
+            ast.copy_location(new, node)
+        return out
+
+    def _statement(self, node: ast.stmt, nested: bool) -> list[ast.stmt]:
+        if isinstance(node, ast.Assign):
+            target = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
+            value = self.expr(node.value, target)
+            if len(node.targets) == 1:
+                return self.assign(node.targets[0], value, nested, node)
+            temp = self.fresh("t")
+            out = [ast.Assign([ast.Name(temp, ast.Store())], value)]
+            for target in node.targets:
+                out.extend(self.assign(target, ast.Name(temp, ast.Load()), nested, node))
+            return out
+        if isinstance(node, ast.AnnAssign):
+            if node.value is None:
+                return [ast.Pass()]
+            return self.assign(node.target, self.expr(node.value), nested, node)
+        if isinstance(node, ast.AugAssign):
+            return self.augmented(node, nested)
+        if isinstance(node, ast.Expr):
+            return [ast.Expr(self.expr(node.value))]
+        if isinstance(node, ast.If):
+            return self.branch(node, nested)
+        if isinstance(node, ast.For):
+            return self.for_loop(node)
+        if isinstance(node, ast.While):
+            return self.while_loop(node)
+        if isinstance(node, ast.Return):
+            value = self.expr(node.value) if node.value is not None else ast.Constant(None)
+            return [ast.Expr(_call("ret", value))]
+        if isinstance(node, ast.Break):
+            return [ast.Expr(_call("brk"))]
+        if isinstance(node, ast.Continue):
+            return [ast.Expr(_call("cont"))]
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            return [ast.Raise(self.expr(node.exc), None)]
+        if isinstance(node, (ast.Pass, ast.Assert)):
+            return [ast.Pass()]  # numba-cuda compiles assert away unless debug=True
+        raise self.unsupported(node, f"`{type(node).__name__.lower()}` statement")
+
+    def augmented(self, node: ast.AugAssign, nested: bool) -> list[ast.stmt]:
+        value = self.expr(node.value)
+        if isinstance(node.target, ast.Name):
+            current = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, value)
+            return [self.assign_name(node.target.id, current, nested)]
+        if isinstance(node.target, ast.Subscript):
+            array, index = self.fresh("a"), self.fresh("i")
+            site = self.site(node.target)
+            loaded = _call("load", ast.Name(array, ast.Load()), ast.Name(index, ast.Load()), site)
+            return [
+                ast.Assign([ast.Name(array, ast.Store())], self.expr(node.target.value)),
+                ast.Assign([ast.Name(index, ast.Store())], self.expr(node.target.slice)),
+                ast.Expr(
+                    _call("store", ast.Name(array, ast.Load()), ast.Name(index, ast.Load()),
+                          ast.BinOp(loaded, node.op, value), site)
+                ),
+            ]
+        raise self.unsupported(node, f"`{ast.unparse(node.target)} {ast.unparse(node.op)}=`")
+
+    def branch(self, node: ast.If, nested: bool) -> list[ast.stmt]:
+        saved, condition = self.fresh("s"), self.fresh("c")
+        out = [
+            ast.Assign([ast.Name(saved, ast.Store())], _call("push")),
+            ast.Assign([ast.Name(condition, ast.Store())], self.expr(node.test)),
+            ast.If(_call("narrow", ast.Name(condition, ast.Load())), self.block(node.body, True), []),
+            ast.Expr(_call("pop", ast.Name(saved, ast.Load()))),
+        ]
+        if node.orelse:
+            out += [
+                ast.If(
+                    _call("narrow_not", ast.Name(condition, ast.Load())),
+                    self.block(node.orelse, True),
+                    [],
+                ),
+                ast.Expr(_call("pop", ast.Name(saved, ast.Load()))),
+            ]
+        return out
+
+    def for_loop(self, node: ast.For) -> list[ast.stmt]:
+        call = node.iter
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"
+                and not call.keywords and 1 <= len(call.args) <= 3):
+            raise self.unsupported(node, "a for loop over anything but range(...)")
+        if node.orelse:
+            raise self.unsupported(node, "for ... else")
+        value = self.fresh("v")
+        loop = ast.For(
+            ast.Name(value, ast.Store()),
+            _call("loop_range", *[self.expr(a) for a in call.args]),
+            self.assign(node.target, ast.Name(value, ast.Load()), True, node) + self.block(node.body, True),
+            [],
+        )
+        return [loop]
+
+    def while_loop(self, node: ast.While) -> list[ast.stmt]:
+        if node.orelse:
+            raise self.unsupported(node, "while ... else")
+        test = ast.If(ast.UnaryOp(ast.Not(), _call("while_test", self.expr(node.test))), [ast.Continue()], [])
+        loop = ast.For(ast.Name("_", ast.Store()), _call("loop_while"), [test] + self.block(node.body, True), [])
+        return [loop]
+
+    # -- the function ------------------------------------------------------------
+    def function_def(self) -> ast.FunctionDef:
+        tree = self.tree
+        parameters = {a.arg for a in tree.args.args}
+        assigned = sorted(
+            {
+                n.id
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in parameters
+            }
+        )
+        frame = self.fresh("f")
+        prologue = [ast.Assign([ast.Name(frame, ast.Store())], _call("enter"))]
+        if assigned:
+            prologue.append(
+                ast.Assign([ast.Name(n, ast.Store()) for n in assigned], ast.Name(UNDEFINED, ast.Load()))
+            )
+        body = self.block(tree.body, False)
+        epilogue = [ast.Return(_call("leave", ast.Name(frame, ast.Load())))]
+        for statement in prologue + epilogue:
+            ast.copy_location(statement, tree)
+        tree.body = prologue + body + epilogue
+        tree.decorator_list = []
+        tree.returns = None
+        return tree
+
+
+def rewrite(py_func) -> tuple[ast.Module, str]:
+    """The rewritten module source tree of ``py_func`` and its filename."""
+    try:
+        lines, first = inspect.getsourcelines(py_func)
+        filename = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
+    except (OSError, TypeError) as exc:
+        raise UnsupportedInKernel(
+            f"the course simulator needs the source of `{py_func.__name__}` and cannot find it ({exc}); "
+            "define kernels in a notebook cell or a .py file"
+        ) from None
+    source = textwrap.dedent("".join(lines))
+    module = ast.parse(source)
+    ast.increment_lineno(module, first - 1)
+    tree = next(n for n in module.body if isinstance(n, ast.FunctionDef))
+    file_lines = _file_lines(filename, lines, first)
+    new = KernelRewriter(tree, filename, file_lines).function_def()
+    result = ast.fix_missing_locations(ast.Module([new], []))
+    return result, filename
+
+
+def _file_lines(filename: str, lines: list[str], first: int) -> list[str]:
+    """The source file's lines, indexable by line number - 1."""
+    return [""] * (first - 1) + [line.rstrip("\n") for line in lines]

@@ -10,6 +10,7 @@ from .errors import (DataRace, DivergentBarrier, KernelFault, OutOfBounds, Unini
                      UnsupportedInKernel, WarpFault)
 from .launch import run
 from .trace import BudgetExceeded, LaunchTrace, Trace, trace
+from .viewer import show_trace, trace_viewer
 
-__all__ = ["run", "trace", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
+__all__ = ["run", "trace", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
            "DivergentBarrier", "UninitializedRead", "WarpFault", "UnsupportedInKernel"]

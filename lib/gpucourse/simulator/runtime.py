@@ -218,6 +218,18 @@ class Runtime:
         values = iter(range(start, stop, step))
         return self._loop(lambda k: next(values, _DONE))
 
+    def loop_items(self, items, site: int):
+        """``for x in a_tuple`` (or the elements of a 1-D array, read by every lane)."""
+        if type(items) is SimArray:
+            positions = iter(range(len(items)))
+            return self._loop(lambda k: self._next_element(items, positions, site))
+        values = iter(items)
+        return self._loop(lambda k: next(values, _DONE))
+
+    def _next_element(self, array, positions, site):
+        k = next(positions, _DONE)
+        return k if k is _DONE else self.load(array, k, site)
+
     def _lane_range(self, start, stop, step):
         value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
         step = np.asarray(step)
@@ -470,7 +482,10 @@ class Runtime:
             raise fault(
                 DataRace, self.where(site),
                 f"data race on `{array.name}{_element_name(array, int(ordered[same[0]]))}`: {g.thread_name(a)} and "
-                f"{g.thread_name(b)} write it in the same instruction (use an atomic, or let one thread write)",
+                f"{g.thread_name(b)} write it in the same instruction; "
+                + ("threads of different blocks cannot wait for each other: use an atomic, or give each block "
+                   "its own part of the output" if g.block_of[a] != g.block_of[b]
+                   else "use an atomic, or let one thread write"),
             )
 
     def atomic(self, operation, array, index, value, site: int, compare=None):

@@ -280,16 +280,18 @@ class KernelRewriter:
         return out
 
     def for_loop(self, node: ast.For) -> list[ast.stmt]:
-        call = node.iter
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"
-                and not call.keywords and 1 <= len(call.args) <= 3):
-            raise self.unsupported(node, "a for loop over anything but range(...)")
         if node.orelse:
             raise self.unsupported(node, "for ... else")
+        call = node.iter
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "range"
+                and not call.keywords and 1 <= len(call.args) <= 3):
+            iterate = _call("loop_range", *[self.expr(a) for a in call.args])
+        else:
+            iterate = _call("loop_items", self.expr(call), self.site(call))
         value = self.fresh("v")
         loop = ast.For(
             ast.Name(value, ast.Store()),
-            _call("loop_range", *[self.expr(a) for a in call.args]),
+            iterate,
             self.assign(node.target, ast.Name(value, ast.Load()), True, node) + self.block(node.body, True),
             [],
         )

@@ -1,0 +1,176 @@
+"""Pictures of a trace: which threads of a block read and wrote which cells, between two barriers.
+
+`show_trace` draws one barrier phase of one block (any number of threads):
+each array is a grid of cells, 1-D arrays wrapped into rows of 32 (one row is
+one pass over the 32 shared memory banks). `trace_viewer` wraps it in widgets
+to step through blocks, phases and threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .trace import LaunchTrace, Trace
+
+ROW = 32
+TEXT_LIMIT = 512  # cells; above this the figure shows colours only
+
+
+def _launch(trace) -> LaunchTrace:
+    return trace.last if isinstance(trace, Trace) else trace
+
+
+def _block_number(launch: LaunchTrace, block) -> int:
+    if isinstance(block, (int, np.integer)):
+        return int(block)
+    gx, gy, _ = launch.geometry.grid
+    bx, by, bz = (tuple(block) + (0, 0))[:3]
+    return bx + by * gx + bz * gx * gy
+
+
+def _thread_number(launch: LaunchTrace, thread) -> int | None:
+    if thread is None or isinstance(thread, (int, np.integer)):
+        return None if thread is None or thread < 0 else int(thread)
+    bx, by, _ = launch.geometry.block
+    tx, ty, tz = (tuple(thread) + (0, 0))[:3]
+    return tx + ty * bx + tz * bx * by
+
+
+def phases(trace, block=0) -> int:
+    """How many barrier phases block ``block`` went through (1 when it never synchronised)."""
+    launch = _launch(trace)
+    b = _block_number(launch, block)
+    last = 0
+    for array in launch.arrays.values():
+        for _kind, _lanes, _elements, blocks, phase, _site in array.events:
+            mine = phase[blocks == b]
+            if len(mine):
+                last = max(last, int(mine.max()))
+    return last + 1
+
+
+def _cell_grid(shape: tuple) -> tuple[int, int]:
+    if len(shape) == 1:
+        return (-(-shape[0] // ROW), min(shape[0], ROW)) if shape[0] > ROW else (1, shape[0])
+    return int(np.prod(shape[:-1])), shape[-1]
+
+
+def _accesses(launch: LaunchTrace, array, block: int, phase: int):
+    """(writer thread or -1, reader count, kinds touched by ``thread``) per element, for one block and phase."""
+    first_lane = block * launch.geometry.threads_per_block
+    writer = np.full(array.size, -1, np.int64)
+    readers = np.zeros(array.size, np.int64)
+    touched_by: dict[int, list] = {}
+    for kind, lanes, elements, blocks, phase_of, _site in array.events:
+        keep = (blocks == block) & (phase_of == phase)
+        if not keep.any():
+            continue
+        threads, cells = lanes[keep] - first_lane, elements[keep]
+        if kind == "read":
+            np.add.at(readers, cells, 1)
+        else:
+            writer[cells] = threads
+        touched_by.setdefault(kind, []).append((threads, cells))
+    return writer, readers, touched_by
+
+
+def _touched(launch: LaunchTrace, array, block: int, phase: int) -> bool:
+    return any(((blocks == block) & (phase_of == phase)).any() for _k, _l, _e, blocks, phase_of, _s in array.events)
+
+
+def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None):
+    """Draw what the threads of ``block`` did to each array in barrier phase ``phase``.
+
+    Without ``thread``: a written cell is coloured by its writer and labelled with
+    the writer's thread number (threadIdx.x + threadIdx.y * blockDim.x), a read
+    cell shows how many threads read it. With ``thread`` (a number or
+    ``(x, y)``): its reads are blue, its writes red, both purple.
+    """
+    import matplotlib.pyplot as plt
+
+    launch = _launch(trace)
+    b, me = _block_number(launch, block), _thread_number(launch, thread)
+    if arrays is None:
+        arrays = [n for n, a in launch.arrays.items() if a.space != "local" and _touched(launch, a, b, phase)]
+    shown = [(n, launch.array(n)) for n in arrays]
+    if ax is None:
+        columns = min(len(shown), 3) or 1
+        rows = -(-len(shown) // columns) or 1
+        tallest = max([_cell_grid(a.shape)[0] / _cell_grid(a.shape)[1] for _, a in shown] or [1])
+        fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 0.9 + rows * (0.6 + 3.2 * min(tallest, 1.5))),
+                                 squeeze=False)
+        for extra in axes.ravel()[len(shown):]:
+            extra.axis("off")
+        axes = axes.ravel()
+    else:
+        fig, axes = ax.figure, [ax]
+    palette = plt.get_cmap("tab20")(np.arange(20))
+    for axis, (name, array) in zip(axes, shown):
+        rows, columns = _cell_grid(array.shape)
+        writer, readers, touched_by = _accesses(launch, array, b, phase)
+        cells = rows * columns
+        colour = np.ones((cells, 4))
+        if me is None:
+            read_only = (readers > 0) & (writer < 0)
+            colour[: array.size][read_only] = (0.82, 0.88, 0.97, 1)
+            written = writer >= 0
+            colour[: array.size][written] = palette[writer[written] % 20] * (1, 1, 1, 0.85)
+        else:
+            reads = np.zeros(array.size, bool)
+            writes = np.zeros(array.size, bool)
+            for kind, parts in touched_by.items():
+                for threads, elements in parts:
+                    target = reads if kind == "read" else writes
+                    target[elements[threads == me]] = True
+            any_access = (readers > 0) | (writer >= 0)
+            colour[: array.size][any_access] = (0.93, 0.93, 0.93, 1)
+            colour[: array.size][reads] = (0.35, 0.55, 0.95, 1)
+            colour[: array.size][writes] = (0.9, 0.3, 0.3, 1)
+            colour[: array.size][reads & writes] = (0.6, 0.3, 0.8, 1)
+        axis.imshow(colour.reshape(rows, columns, 4), aspect="equal", interpolation="nearest")
+        if cells <= TEXT_LIMIT and me is None:
+            for e in range(array.size):
+                r, c = divmod(e, columns)
+                label = str(writer[e]) if writer[e] >= 0 else (f"r{readers[e]}" if readers[e] else "")
+                if label:
+                    axis.text(c, r, label, ha="center", va="center", fontsize=6)
+        axis.set_xticks(np.arange(-0.5, columns, 1), minor=True)
+        axis.set_yticks(np.arange(-0.5, rows, 1), minor=True)
+        axis.grid(which="minor", color="white" if cells > TEXT_LIMIT else "0.75", linewidth=0.5)
+        axis.tick_params(which="both", length=0, labelsize=7)
+        axis.set_xticks(range(0, columns, max(1, columns // 8)))
+        axis.set_yticks(range(0, rows, max(1, rows // 8)))
+        axis.set_title(f"{array.space} {name} {array.shape}", fontsize=9, loc="left")
+    who = "all threads" if me is None else f"thread {me} (reads blue, writes red)"
+    fig.suptitle(f"{launch.kernel}: block {launch.geometry.block_name(b)}, phase {phase} "
+                 f"(after {phase} barrier{'s' if phase != 1 else ''}), {who}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def trace_viewer(trace):
+    """Widgets to step through the blocks, barrier phases and threads of a traced launch."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    launch = _launch(trace)
+    g = launch.geometry
+    block = widgets.IntSlider(0, 0, g.blocks - 1, description="block")
+    phase = widgets.IntSlider(0, 0, max(phases(launch, 0) - 1, 0), description="phase")
+    thread = widgets.IntSlider(-1, -1, g.threads_per_block - 1, description="thread")
+    output = widgets.Output()
+
+    def redraw(_=None):
+        phase.max = max(phases(launch, block.value) - 1, 0)
+        with output:
+            output.clear_output(wait=True)
+            figure = show_trace(launch, block.value, phase.value, None if thread.value < 0 else thread.value)
+            display(figure)
+            plt.close(figure)
+
+    for control in (block, phase, thread):
+        control.observe(redraw, names="value")
+    redraw()
+    note = widgets.HTML("thread -1 shows every thread; a number is threadIdx.x + threadIdx.y * blockDim.x")
+    return widgets.VBox([widgets.HBox([block, phase, thread]), note, output])

@@ -71,13 +71,17 @@ def test_dynamic_shared_memory():
     np.testing.assert_array_equal(out, a[::-1])
 
 
-def test_events_time_the_simulation():
+def test_events_time_the_simulation(capsys, monkeypatch):
+    from gpucourse import cpu_backend
+
+    monkeypatch.setattr(cpu_backend, "_timing_noted", False)
     start, stop = cuda.event(), cuda.event()
     start.record()
     shifted_squares[1, 32](np.zeros(8, np.float32), np.ones(8, np.float32))
     stop.record()
     stop.synchronize()
     assert cuda.event_elapsed_time(start, stop) == start.elapsed_time(stop) > 0
+    assert capsys.readouterr().out.count("measure the CPU simulator, not a GPU") == 1  # once, not at every call
     with pytest.raises(RuntimeError, match="record"):
         cuda.event().elapsed_time(stop)
 

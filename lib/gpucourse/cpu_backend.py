@@ -27,6 +27,9 @@ from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 
 from . import ptx, simulator
 
+_timing_noted = False
+
+
 class SimulatedEvent:
     """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
 
@@ -48,8 +51,12 @@ class SimulatedEvent:
 
     def elapsed_time(self, later: "SimulatedEvent") -> float:
         """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
+        global _timing_noted
         if self.time is None or later.time is None:
             raise RuntimeError("record() both events before asking for the time between them")
+        if not _timing_noted:
+            print("Note: these event times measure the CPU simulator, not a GPU; time kernels on a GPU.")
+            _timing_noted = True
         return (later.time - self.time) * 1000.0
 
 

@@ -156,3 +156,8 @@ def test_unsupported_python_gets_a_plain_message():
     a = np.ones(4, np.float32)
     with pytest.raises(UnsupportedInKernel, match="slicing an array .* is not supported"):
         slices_an_array[1, 1](np.zeros(1, np.float32), a)
+
+
+def test_launches_too_big_to_simulate_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="the CPU simulator runs at most 4,194,304 per launch"):
+        block_sum[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))

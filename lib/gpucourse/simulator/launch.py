@@ -8,9 +8,11 @@ import numpy as np
 
 from . import trace as tracing
 from .calls import device_function
-from .geometry import Geometry
+from .geometry import Geometry, dim3
 from .memory import SimArray
 from .runtime import RUNTIME
+
+MAX_THREADS = 1 << 22  # the simulator holds a few int64 values per thread of the launch
 
 
 def host_array(value):
@@ -48,6 +50,14 @@ def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
     names = list(inspect.signature(py_func).parameters)
     if len(args) != len(names):
         raise TypeError(f"{py_func.__name__} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+    grid, block = dim3(grid), dim3(block)
+    lanes = int(np.prod(grid)) * int(np.prod(block))
+    if lanes > MAX_THREADS:
+        raise ValueError(
+            f"{py_func.__name__}[{grid}, {block}] is {lanes:,} threads; the CPU simulator "
+            f"runs at most {MAX_THREADS:,} per launch: try a smaller problem on the CPU, or a grid-stride loop "
+            "over fewer blocks"
+        )
     geometry = Geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func.__name__, geometry, wrapped)

@@ -45,9 +45,9 @@ def previous_element(out, a):
         out[i] = a[i - 1]
 
 
-def test_out_of_bounds_negative_index_is_not_wrapped():
+def test_out_of_bounds_negative_index_is_caught_not_wrapped():
     a = data(10)
-    with pytest.raises(OutOfBounds, match=r"threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\): index -1 .*negative"):
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\): index -1 .*negative index -1: numba wraps it"):
         previous_element[1, 16](np.zeros_like(a), a)
 
 

@@ -146,7 +146,7 @@ def test_summary_and_viewer_show_a_tiled_launch():
     assert titles == ["global a (64, 64)", "shared tile (32, 33)"]
     assert "phase 0" in figure._suptitle.get_text()
     reads_of_one_thread = show_trace(t, block=0, phase=1, thread=(3, 2))
-    assert "thread 67" in reads_of_one_thread._suptitle.get_text()
+    assert "thread (3, 2) = 67" in reads_of_one_thread._suptitle.get_text()
     viewer = trace_viewer(t)
     block, phase, thread = viewer.children[0].children
     assert (block.max, phase.max, thread.max) == (3, 1, 1023)

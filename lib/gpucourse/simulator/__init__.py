@@ -12,5 +12,13 @@ from .launch import run
 from .trace import BudgetExceeded, LaunchTrace, Trace, trace
 from .viewer import show_trace, trace_viewer
 
-__all__ = ["run", "trace", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
+
+def simulated():
+    """``with simulated():`` runs the launches inside on this simulator, also on a GPU machine."""
+    from ..cpu_backend import simulated_launches  # noqa: PLC0415 (cpu_backend imports this package)
+
+    return simulated_launches()
+
+
+__all__ = ["run", "simulated", "trace", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
            "DivergentBarrier", "UninitializedRead", "WarpFault", "UnsupportedInKernel"]

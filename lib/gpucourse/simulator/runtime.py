@@ -188,7 +188,7 @@ class Runtime:
         self.loops.append(loop)
         try:
             k = 0
-            while self.any:
+            while self.any or k:  # after an iteration where every lane did `continue`, the next one has lanes
                 if k and (self.mask is not entry or loop.broken is not None):
                     self.set_mask(self._iteration_mask(entry, loop, frame))
                     if not self.any:
@@ -367,7 +367,8 @@ class Runtime:
         shown = ", ".join(str(int(v[first])) for v in values)
         value = int(values[axis][first])
         why = (
-            f"negative index {value} (a GPU does not wrap it around like Python)" if value < 0
+            f"negative index {value}: numba wraps it to the end of the axis, like Python, which a kernel "
+            "almost never means" if value < 0
             else f"index {value} is past the end"
         )
         raise fault(

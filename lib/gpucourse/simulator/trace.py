@@ -214,18 +214,19 @@ class LaunchTrace:
         lines = [
             f"{self.kernel}[{g.grid}, {g.block}]: {g.lanes} threads",
             f"{'array':<12}{'space':<8}{'reads':>8}{'writes':>8}{'atomics':>8}{'max/thread':>11}"
-            f"{'sectors/req':>12}{'conflicts':>10}",
+            f"{'sectors/req (r/w)':>19}{'conflicts':>10}",
         ]
         for name, a in self.arrays.items():
-            reads = a.instructions["read"]
             total = {k: int(a.per_thread[k].sum()) for k in KINDS}
             most = int(max(a.per_thread[k].max(initial=0) for k in ("read", "write")))
-            sectors = f"{reads.sectors / reads.requests:.1f}" if a.space == "global" and reads.requests else "-"
+            sectors = "/".join(
+                f"{self.sectors_per_request(name, k):.1f}" if a.instructions[k].requests else "-" for k in ("read", "write")
+            ) if a.space == "global" else "-"
             worst = max(a.instructions[k].worst for k in KINDS)
-            conflicts = f"{worst}-way" if a.space == "shared" and worst else "-"
+            conflicts = ("none" if worst == 1 else f"{worst}-way") if a.space == "shared" and worst else "-"
             lines.append(
                 f"{name:<12}{a.space:<8}{total['read']:>8}{total['write']:>8}{total['atomic']:>8}{most:>11}"
-                f"{sectors:>12}{conflicts:>10}"
+                f"{sectors:>19}{conflicts:>10}"
             )
         return "\n".join(lines)
 

@@ -96,8 +96,10 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     if ax is None:
         columns = min(len(shown), 3) or 1
         rows = -(-len(shown) // columns) or 1
-        tallest = max([_cell_grid(a.shape)[0] / _cell_grid(a.shape)[1] for _, a in shown] or [1])
-        fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 0.9 + rows * (0.6 + 3.2 * min(tallest, 1.5))),
+        grids = [_cell_grid(a.shape) for _, a in shown] or [(1, 1)]
+        tallest = max(r / c for r, c in grids)
+        width = max(3.6, 0.24 * max(c for _, c in grids) + 0.8)  # room for a two-digit label per cell
+        fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.9 + rows * (0.6 + width * min(tallest, 1.5))),
                                  squeeze=False)
         for extra in axes.ravel()[len(shown):]:
             extra.axis("off")
@@ -110,6 +112,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         writer, readers, touched_by = _accesses(launch, array, b, phase)
         cells = rows * columns
         colour = np.ones((cells, 4))
+        colour[array.size:] = (0.55, 0.55, 0.55, 1)  # a wrapped 1-D array's last row: no element there
         if me is None:
             read_only = (readers > 0) & (writer < 0)
             colour[: array.size][read_only] = (0.82, 0.88, 0.97, 1)
@@ -141,7 +144,8 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         axis.set_xticks(range(0, columns, max(1, columns // 8)))
         axis.set_yticks(range(0, rows, max(1, rows // 8)))
         axis.set_title(f"{array.space} {name} {array.shape}", fontsize=9, loc="left")
-    who = "all threads" if me is None else f"thread {me} (reads blue, writes red)"
+    named = f"{tuple(thread)} = {me}" if isinstance(thread, (tuple, list)) else f"{me}"
+    who = "all threads" if me is None else f"thread {named} (reads blue, writes red)"
     fig.suptitle(f"{launch.kernel}: block {launch.geometry.block_name(b)}, phase {phase} "
                  f"(after {phase} barrier{'s' if phase != 1 else ''}), {who}", fontsize=10)
     fig.tight_layout()

@@ -14,7 +14,7 @@ block, and inputs are random and non-uniform.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -27,6 +27,7 @@ MAX_THREADS = 1024  # the shared buffer of the block reduction fits any block
 NBINS = 64  # histogram bins
 WINDOW = 5  # median filter width (a local array per thread)
 WARP = 32
+SCAN_THREADS = 64  # shared buffers of the scan and of the device function
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -226,6 +227,124 @@ def offset_3d(out, a):
         out[x, y, z] = a[x, y, z] + float32(100 * x + 10 * y + z)
 
 
+@cuda.jit
+def skipping_sums(out, lengths):
+    """for loops left with continue and break: trip counts per thread, and iterations every thread skips."""
+    i = cuda.grid(1)
+    if i < lengths.size:
+        total = 0
+        for k in range(lengths[i]):
+            if k % 3 == 2:
+                continue
+            if k > 40:
+                break
+            total += k
+        for k in range(8):
+            if k % 2 == 0:
+                continue
+            total += 1000 * k
+        out[i] = total
+
+
+@cuda.jit(device=True)
+def sign_class(x):
+    """Several returns in one device function."""
+    if x < float32(-1):
+        return -1
+    if x > float32(1):
+        return 1
+    return 0
+
+
+@cuda.jit(device=True)
+def first_above(a, start, threshold):
+    """A return from inside a loop of a device function."""
+    for k in range(start, a.size):
+        if a[k] > threshold:
+            return k
+    return -1
+
+
+@cuda.jit
+def classify_and_search(classes, positions, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        classes[i] = sign_class(a[i])
+        positions[i] = first_above(a, i, float32(2))
+
+
+@cuda.jit
+def compact_positive(out, count, a):
+    """Stream compaction: the old value an atomic returns is the slot (the order of the slots is free)."""
+    i = cuda.grid(1)
+    if i < a.size and a[i] > 0:
+        slot = cuda.atomic.add(count, 0, 1)
+        out[slot] = a[i]
+
+
+@cuda.jit
+def integer_ops(out, a, b):
+    """Python's integer semantics on negatives (floor division, modulo), shifts, min/max/abs."""
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i, 0] = a[i] // b[i]
+        out[i, 1] = a[i] % b[i]
+        out[i, 2] = (a[i] << 2) ^ b[i]
+        out[i, 3] = max(a[i], b[i]) - min(a[i], -b[i])
+        out[i, 4] = abs(a[i]) >> 1
+
+
+@cuda.jit
+def math_functions(out, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        x = a[i]
+        out[i, 0] = math.tanh(x)
+        out[i, 1] = math.floor(x * float32(3))
+        out[i, 2] = math.pow(abs(x), float32(1.5))
+        out[i, 3] = math.atan2(x, float32(1.5))
+        out[i, 4] = math.erf(x)
+
+
+@cuda.jit
+def inclusive_scan(out, a):
+    """Hillis-Steele scan per block: read, barrier, write, barrier (no race, no false race)."""
+    buffer = cuda.shared.array(SCAN_THREADS, int32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buffer[t] = a[i] if i < a.size else 0
+    cuda.syncthreads()
+    offset = 1
+    while offset < cuda.blockDim.x:
+        value = buffer[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        buffer[t] += value
+        cuda.syncthreads()
+        offset *= 2
+    if i < a.size:
+        out[i] = buffer[t]
+
+
+@cuda.jit(device=True)
+def rotated_through_shared(a, i):
+    """A shared array and barriers inside a device function."""
+    buffer = cuda.shared.array(SCAN_THREADS, float32)
+    t = cuda.threadIdx.x
+    buffer[t] = a[i] if i < a.size else float32(0)
+    cuda.syncthreads()
+    value = buffer[(t + 3) % cuda.blockDim.x]
+    cuda.syncthreads()
+    return value
+
+
+@cuda.jit
+def rotate_blocks(out, a):
+    i = cuda.grid(1)
+    value = rotated_through_shared(a, i)
+    if i < a.size:
+        out[i] = value
+
+
 # Warp-level kernels: numba's simulator has no shuffles or votes; the tests check them against NumPy.
 @cuda.jit
 def warp_sums_shfl_down(out, a):
@@ -291,7 +410,7 @@ class Case:
     rtol: float = 0.0  # 0: the outputs must be equal
     atol: float = 0.0
     size: str = ""
-    notes: dict = field(default_factory=dict)
+    order_free: bool = False  # compare sorted outputs (atomics decide where each value goes)
 
     def inputs(self) -> list:
         """Fresh arguments, the same in every process."""
@@ -416,11 +535,56 @@ def grid_3d_case(shape=(9, 7, 5), threads=(4, 4, 2), seed: int = 16) -> Case:
                 size="x".join(map(str, shape)))
 
 
+def loop_continue_case(n: int = 90, threads: int = 32, seed: int = 17) -> Case:
+    return Case("loop_continue", skipping_sums, blocks(n, threads), threads,
+                lambda rng: [np.zeros(n, np.int64), rng.integers(0, 60, n).astype(np.int32)], (0,), seed,
+                size=f"n={n}")
+
+
+def device_returns_case(n: int = 150, threads: int = 64, seed: int = 18) -> Case:
+    return Case("device_returns", classify_and_search, blocks(n, threads), threads,
+                lambda rng: [np.zeros(n, np.int32), np.zeros(n, np.int64), _f32(rng, n)], (0, 1), seed,
+                size=f"n={n}")
+
+
+def compaction_case(n: int = 300, threads: int = 64, seed: int = 19) -> Case:
+    return Case("atomic_compaction", compact_positive, blocks(n, threads), threads,
+                lambda rng: [np.zeros(n, np.float32), np.zeros(1, np.int32), _f32(rng, n)], (0, 1), seed,
+                order_free=True, size=f"n={n}")
+
+
+def integer_case(n: int = 50, threads: int = 32, seed: int = 20) -> Case:
+    def arguments(rng):
+        a = rng.integers(-100, 100, n).astype(np.int32)
+        b = (rng.integers(1, 9, n) * rng.choice([-1, 1], n)).astype(np.int32)
+        return [np.zeros((n, 5), np.int32), a, b]
+
+    return Case("integer_ops", integer_ops, blocks(n, threads), threads, arguments, (0,), seed, size=f"n={n}")
+
+
+def math_case(n: int = 60, threads: int = 32, seed: int = 21) -> Case:
+    return Case("math_functions", math_functions, blocks(n, threads), threads,
+                lambda rng: [np.zeros((n, 5), np.float32), _f32(rng, n)], (0,), seed, rtol=1e-5, atol=1e-6,
+                size=f"n={n}")
+
+
+def scan_case(n: int = 150, threads: int = SCAN_THREADS, seed: int = 22) -> Case:
+    return Case("block_scan", inclusive_scan, blocks(n, threads), threads,
+                lambda rng: [np.zeros(n, np.int32), rng.integers(0, 10, n).astype(np.int32)], (0,), seed,
+                size=f"n={n}")
+
+
+def shared_in_device_case(n: int = 150, threads: int = SCAN_THREADS, seed: int = 23) -> Case:
+    return Case("shared_in_device_function", rotate_blocks, blocks(n, threads), threads,
+                lambda rng: [np.zeros(n, np.float32), _f32(rng, n)], (0,), seed, size=f"n={n}")
+
+
 def conformance_cases() -> list[Case]:
     """The launches both simulators run (small: numba's simulator starts one Python thread per GPU thread)."""
     return [
         map_case(), zip_case(), map_2d_case(), grid_stride_case(), matmul_case(), block_sum_case(),
         histogram_global_case(), histogram_shared_case(), half_case(), device_function_case(),
         dynamic_shared_case(), local_array_case(), while_break_case(), early_return_case(),
-        syncthreads_count_case(), grid_3d_case(),
+        syncthreads_count_case(), grid_3d_case(), loop_continue_case(), device_returns_case(), compaction_case(),
+        integer_case(), math_case(), scan_case(), shared_in_device_case(),
     ]

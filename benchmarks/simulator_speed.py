@@ -1,0 +1,243 @@
+"""The course simulator's speed against numba's simulator, side by side in one run.
+
+    python benchmarks/simulator_speed.py            # full sizes, writes RESULTS.md
+    python benchmarks/simulator_speed.py --quick    # small sizes, one repeat, prints only
+
+Needs no GPU. Each simulator runs in its own process, one after the other:
+
+- numba's simulator with ``NUMBA_ENABLE_CUDASIM=1`` (it reads it when numba is
+  first imported); it compiles nothing, so its launches are timed from the first;
+- the course simulator with ``GPUCOURSE_DEVICE=cpu`` and ``GPUCOURSE_PTX_CHECK=off``
+  (the PTX compilation it does once per kernel is not simulation), ``import
+  gpucourse`` first, one warm-up launch (the kernel's rewrite is cached) before
+  the timed ones; and again inside ``with gpucourse.simulator.trace():``.
+
+Times are the median of ``--repeats`` launches of the kernels of
+``tests/conformance_kernels.py`` (the same kernels whose outputs the
+conformance tests compare). A full run replaces the section of
+``benchmarks/RESULTS.md`` between its markers with the new table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+BEGIN = "<!-- simulator_speed: begin -->"
+END = "<!-- simulator_speed: end -->"
+GOAL = 20  # the course simulator should be this many times faster than numba's
+
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))  # conformance_kernels and the module of its device functions
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    kernel: str
+    size: str
+    case: str  # name of a factory in conformance_kernels
+    parameters: dict
+
+
+SCALES = {
+    "full": [
+        Benchmark("tiled matmul, 16x16 tiles", "64x64 @ 64x64", "matmul_case", {"m": 64, "k": 64, "n": 64}),
+        Benchmark("block reduction, barrier per step", "1 block x 1024", "block_sum_case",
+                  {"n": 1024, "threads": 1024}),
+        Benchmark("block reduction, barrier per step", "8 blocks x 1024", "block_sum_case",
+                  {"n": 8 * 1024, "threads": 1024}),
+        Benchmark("map", "2^16, 256/block", "map_case", {"n": 2**16, "threads": 256}),
+    ],
+    "quick": [
+        Benchmark("tiled matmul, 16x16 tiles", "32x32 @ 32x32", "matmul_case", {"m": 32, "k": 32, "n": 32}),
+        Benchmark("block reduction, barrier per step", "1 block x 1024", "block_sum_case",
+                  {"n": 1024, "threads": 1024}),
+        Benchmark("map", "2^12, 256/block", "map_case", {"n": 2**12, "threads": 256}),
+    ],
+    "tiny": [  # for the test that keeps this script working
+        Benchmark("tiled matmul, 16x16 tiles", "20x18 @ 18x17", "matmul_case", {"m": 20, "k": 18, "n": 17}),
+        Benchmark("block reduction, barrier per step", "2 blocks x 64", "block_sum_case", {"n": 100, "threads": 64}),
+        Benchmark("map", "300, 128/block", "map_case", {"n": 300, "threads": 128}),
+    ],
+}
+
+
+def make_case(benchmark: Benchmark):
+    import conformance_kernels  # noqa: PLC0415 (imported once the simulator is chosen)
+
+    return getattr(conformance_kernels, benchmark.case)(**benchmark.parameters)
+
+
+def median_time(launch, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        launch()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# -- one side per process ------------------------------------------------------------------------------
+def measure_numba(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
+    """Seconds per launch on numba's simulator (only in a process started with NUMBA_ENABLE_CUDASIM=1)."""
+    results = []
+    for benchmark in benchmarks:
+        case = make_case(benchmark)
+        args = case.inputs()
+        results.append({"numba": median_time(lambda: case.launch(args), repeats)})
+    return results
+
+
+def measure_course(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
+    """Seconds per launch on the course simulator, plain and traced (after one warm-up launch)."""
+    import gpucourse  # noqa: F401, PLC0415 (first: it installs the simulator)
+    from gpucourse import cpu_backend, simulator  # noqa: PLC0415
+
+    def traced(launch):
+        with simulator.trace():
+            launch()
+
+    results = []
+    with cpu_backend.simulated_launches():  # the course simulator even on a machine with a GPU
+        for benchmark in benchmarks:
+            case = make_case(benchmark)
+            args = case.inputs()
+
+            def launch():
+                case.launch(args)
+
+            launch()  # warm-up: rewrites the kernel once
+            results.append({"course": median_time(launch, repeats),
+                            "traced": median_time(lambda: traced(launch), repeats)})
+    return results
+
+
+def run_side(side: str, scale: str, repeats: int) -> list[dict]:
+    """Run one side in a fresh process with the environment it needs; its results."""
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if side == "numba":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        env.update(GPUCOURSE_DEVICE="cpu", GPUCOURSE_PTX_CHECK="off")
+    command = [sys.executable, str(Path(__file__).resolve()), "--side", side, "--scale", scale,
+               "--repeats", str(repeats)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"the {side} side failed:\n{result.stdout}\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- report --------------------------------------------------------------------------------------------
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def versions() -> str:
+    installed = []
+    for package in ("numba", "numba-cuda", "numpy"):
+        try:
+            installed.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            installed.append(f"{package} (not installed)")
+    return f"Python {platform.python_version()}, " + ", ".join(installed)
+
+
+def table(benchmarks: list[Benchmark], rows: list[dict]) -> str:
+    lines = [
+        "| kernel | size | numba simulator (s) | course simulator (s) | ratio | course, traced (s) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for benchmark, row in zip(benchmarks, rows):
+        ratio = row["numba"] / row["course"] if row.get("numba") and row.get("course") else float("nan")
+        lines.append(
+            f"| {benchmark.kernel} | {benchmark.size} | {row.get('numba', float('nan')):.3f} | "
+            f"{row['course']:.4f} | {ratio:.0f}x | {row['traced']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def section(benchmarks: list[Benchmark], rows: list[dict], repeats: int) -> str:
+    ratios = [r["numba"] / r["course"] for r in rows]
+    reached = all(r >= GOAL for r in ratios)
+    verdict = (f"every kernel at least {GOAL}x faster than numba's simulator" if reached else
+               f"goal of {GOAL}x not reached on every kernel (lowest {min(ratios):.0f}x)")
+    return "\n".join([
+        BEGIN,
+        "## Course simulator vs numba's simulator",
+        "",
+        "`python benchmarks/simulator_speed.py` (CPU only, no GPU involved).",
+        "",
+        f"- Machine: {machine()}",
+        f"- Date: {datetime.date.today().isoformat()}",
+        f"- Versions: {versions()}",
+        f"- Median of {repeats} launches. numba's simulator: `NUMBA_ENABLE_CUDASIM=1`. Course simulator: "
+        "`GPUCOURSE_DEVICE=cpu`, `GPUCOURSE_PTX_CHECK=off`, after one warm-up launch; *traced* is the same "
+        "launch inside `with gpucourse.simulator.trace():`. Ratio: numba's time / the course simulator's.",
+        f"- Result: {verdict}.",
+        "",
+        table(benchmarks, rows),
+        END,
+    ])
+
+
+def update_results(text: str, path: Path = RESULTS) -> None:
+    """Replace this benchmark's section of RESULTS.md (or add it)."""
+    old = path.read_text() if path.exists() else "# Benchmark results\n"
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + text + rest.split(END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, 1 repeat, RESULTS.md left alone")
+    parser.add_argument("--repeats", type=int, default=None, help="launches per median (default 3, quick 1)")
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--side", choices=("numba", "course"), help=argparse.SUPPRESS)
+    parser.add_argument("--scale", choices=tuple(SCALES), default=None, help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    scale = options.scale or ("quick" if options.quick else "full")
+    repeats = options.repeats or (1 if options.quick else 3)
+    benchmarks = SCALES[scale]
+
+    if options.side:  # inside a child process: print the results as JSON
+        measure = measure_numba if options.side == "numba" else measure_course
+        print(json.dumps(measure(benchmarks, repeats)))
+        return
+
+    numba_rows = run_side("numba", scale, repeats)
+    course_rows = run_side("course", scale, repeats)
+    rows = [{**n, **c} for n, c in zip(numba_rows, course_rows)]
+    text = section(benchmarks, rows, repeats)
+    print(text)
+    if scale == "full" and not options.no_write:
+        update_results(text)
+        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

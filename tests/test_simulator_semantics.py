@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
-from numba import cuda, float32, int32
+from numba import cuda, int32
 
+from conformance_kernels import block_sums
 from gpucourse import cpu_backend
 from gpucourse.simulator import UnsupportedInKernel, trace
 
@@ -71,16 +72,7 @@ def test_device_functions_return_per_lane():
     out = np.zeros_like(a)
     digits[4, 32](out, a)
 
-    def reference(x):
-        if x < 10:
-            return x
-        while x >= 10:
-            x //= 10
-            if x == 7:
-                return -1
-        return x
-
-    assert out.tolist() == [reference(int(x)) for x in a]
+    assert out.tolist() == [first_digit.py_func(int(x)) for x in a]  # the same code, as plain Python
 
 
 @cuda.jit
@@ -114,30 +106,13 @@ def test_warp_and_block_votes_match_numpy():
     np.testing.assert_array_equal(out[6], np.where(lanes % 2 == 0, 0x55555555, 0))
 
 
-@cuda.jit
-def block_sum(out, a):
-    s = cuda.shared.array(256, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    s[t] = a[i] if i < a.size else float32(0)
-    cuda.syncthreads()
-    stride = cuda.blockDim.x // 2
-    while stride > 0:
-        if t < stride:
-            s[t] += s[t + stride]
-        cuda.syncthreads()
-        stride //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = s[0]
-
-
 def test_the_same_launch_gives_the_same_result_and_trace():
     a = np.random.default_rng(3).uniform(-1, 1, 1000).astype(np.float32)
     results, summaries = [], []
     for _ in range(2):
         out = np.zeros(4, np.float32)
         with trace() as t:
-            block_sum[4, 256](out, a)
+            block_sums[4, 256](out, a)
         results.append(out)
         summaries.append(t.summary())
     np.testing.assert_array_equal(results[0], results[1])
@@ -160,4 +135,4 @@ def test_unsupported_python_gets_a_plain_message():
 
 def test_launches_too_big_to_simulate_are_refused_before_allocating():
     with pytest.raises(ValueError, match="the CPU simulator runs at most 4,194,304 per launch"):
-        block_sum[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))
+        block_sums[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))

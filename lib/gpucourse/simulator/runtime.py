@@ -262,32 +262,24 @@ class Runtime:
 
     # -- expressions -----------------------------------------------------------
     def and_(self, first, *rest):
-        value = first
-        for later in rest:
-            if not isinstance(value, np.ndarray):
-                if not value:
-                    return value
-                value = later()
-                continue
-            saved = self.push()
-            if self.narrow(value):
-                right = later()
-                value = value.astype(bool, copy=False) & np.asarray(right).astype(bool, copy=False)
-            self.pop(saved)
-        return value
+        return self._short_circuit(first, rest, conjunction=True)
 
     def or_(self, first, *rest):
+        return self._short_circuit(first, rest, conjunction=False)
+
+    def _short_circuit(self, first, rest, conjunction: bool):
+        """``and``/``or``: each later operand runs only in the lanes that still need it."""
         value = first
         for later in rest:
             if not isinstance(value, np.ndarray):
-                if value:
+                if bool(value) != conjunction:
                     return value
                 value = later()
                 continue
             saved = self.push()
-            if self.narrow_not(value):
-                right = later()
-                value = value.astype(bool, copy=False) | np.asarray(right).astype(bool, copy=False)
+            if self.narrow(value) if conjunction else self.narrow_not(value):
+                left, right = value.astype(bool, copy=False), np.asarray(later()).astype(bool, copy=False)
+                value = left & right if conjunction else left | right
             self.pop(saved)
         return value
 

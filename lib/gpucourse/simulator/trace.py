@@ -5,7 +5,8 @@
     t.assert_reads_per_element("a", exactly=1)    # every element read from global memory once
     t.assert_reads_per_thread("A", at_most=K // T)
     t.assert_no_bank_conflicts("tile")
-    print(t.summary())
+    print(t.summary())    # per array
+    print(t.by_line())    # per source line: warp instructions, sectors per request, bank conflicts
 
 Counted per array and per thread: reads, writes and atomic updates. Per warp
 memory instruction: global memory sectors (32 bytes) touched, which says how
@@ -73,6 +74,8 @@ class LaunchTrace:
         self.geometry = geometry
         self.arrays: dict[str, ArrayTrace] = {}
         self._by_id: dict[int, ArrayTrace] = {}
+        self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
+        self.source: dict[tuple, str] = {}
         for array in arrays:
             self._register(array)
 
@@ -96,6 +99,7 @@ class LaunchTrace:
         g = self.geometry
         warps = g.warp_of[lanes]
         stats = entry.instructions[kind]
+        requests, sectors, worst = stats.requests, stats.sectors, 0
         if array.space == "global":
             address = array.byte_offset + sum(
                 np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
@@ -114,7 +118,14 @@ class LaunchTrace:
             degree = np.maximum.reduceat(per_bank, starts)
             stats.requests += len(degree)
             stats.sectors += int(degree.sum())
-            stats.worst = max(stats.worst, int(degree.max()))
+            worst = int(degree.max())
+            stats.worst = max(stats.worst, worst)
+        where = SITES[site]
+        self.source.setdefault((where.function, where.line), where.source.strip())
+        line = self.lines.setdefault((where.function, where.line, entry.name, kind), Instructions())
+        line.requests += stats.requests - requests
+        line.sectors += stats.sectors - sectors
+        line.worst = max(line.worst, worst)
         block = g.block_of[lanes]
         entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
 
@@ -230,13 +241,16 @@ class LaunchTrace:
             )
         return "\n".join(lines)
 
-    def sites(self) -> list[tuple[str, str, int]]:
-        """(source line, array, kind) of every recorded access site, in line order."""
-        seen = set()
-        for a in self.arrays.values():
-            for kind, *_, site in a.events:
-                seen.add((SITES[site].line, SITES[site].source.strip(), a.name, kind))
-        return sorted(seen)
+    def by_line(self) -> str:
+        """Warp memory instructions per source line and array: sectors per request, bank conflicts."""
+        rows = [f"{'line':>5}  {'array':<10}{'kind':<7}{'requests':>9}{'sectors/req':>12}{'conflicts':>10}  source"]
+        for (function, line, name, kind), stats in sorted(self.lines.items(), key=lambda item: item[0][1:]):
+            space = self.arrays[name].space
+            per_request = f"{stats.sectors / stats.requests:.1f}" if space == "global" and stats.requests else "-"
+            conflicts = ("none" if stats.worst == 1 else f"{stats.worst}-way") if space == "shared" else "-"
+            rows.append(f"{line:>5}  {name:<10}{kind:<7}{stats.requests:>9}{per_request:>12}{conflicts:>10}  "
+                        f"{self.source[function, line]}")
+        return "\n".join(rows)
 
 
 class Trace:

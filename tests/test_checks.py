@@ -174,3 +174,28 @@ def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch
     monkeypatch.setattr(checks, "_launch", launch_then_scribble_past_the_end)
     with pytest.raises(CheckFailed, match="wrote past the end of `out`.*needs a guard"):
         check_kernel(zip_guarded, add, one_block([4], inputs=2))
+
+
+@cuda.jit
+def scale_one_read(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * a[i]
+
+
+@cuda.jit
+def sum_pairs_twice(out, a):
+    """Correct, but reads every element twice."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = (a[i] + a[i]) / 2 + a[i]
+
+
+def test_budget_failures_say_correct_but_over_budget():
+    one_read = lambda t: t.assert_reads_per_element("a", exactly=1)  # noqa: E731
+    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read, quiet=True)
+    with pytest.raises(CheckFailed) as failure:
+        check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read)
+    message = str(failure.value)
+    assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
+    assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message

@@ -142,11 +142,11 @@ def test_summary_and_viewer_show_a_tiled_launch():
     summary = t.summary()
     assert "tile" in summary and "shared" in summary and "transpose_through_tile" in summary
     lines = t.by_line().splitlines()
-    assert lines[0].split()[:6] == ["line", "array", "kind", "requests", "sectors/req", "conflicts"]
+    assert lines[0].split()[:7] == ["line", "array", "kind", "requests", "threads/req", "sectors/req", "conflicts"]
     column_read = next(row for row in lines if "out[bx + ty, by + tx] = tile[tx, ty]" in row and " tile " in row)
-    assert column_read.split()[1:6] == ["tile", "read", "128", "-", "none"]
+    assert column_read.split()[1:7] == ["tile", "read", "128", "32.0", "-", "none"]
     global_read = next(row for row in lines if " a " in row)
-    assert global_read.split()[1:5] == ["a", "read", "128", "4.0"]
+    assert global_read.split()[1:6] == ["a", "read", "128", "32.0", "4.0"]
     figure = show_trace(t, block=(1, 0), phase=0)
     titles = [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")]
     assert titles == ["global a (64, 64)", "shared tile (32, 33)"]

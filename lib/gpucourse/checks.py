@@ -14,6 +14,8 @@ expected and the actual value.
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -208,9 +210,17 @@ def check_kernel(
     seed: int = 0,
     name: str | None = None,
     quiet: bool = False,
+    budget: Callable | None = None,
 ) -> None:
-    """Run ``kernel[grid, block](out, *inputs)`` for every case; compare with ``spec(*inputs)``."""
+    """Run ``kernel[grid, block](out, *inputs)`` for every case; compare with ``spec(*inputs)``.
+
+    ``budget``, if given, is called with the launch's trace (`gpucourse.simulator.trace`) once the
+    result is right, e.g. ``budget=lambda t: t.assert_reads_per_element("a", exactly=1)``; the
+    launches then run on the course simulator, also on a GPU machine.
+    """
     __tracebackhide__ = True
+    from .simulator import BudgetExceeded, trace  # noqa: PLC0415 (the simulator's trace imports this module)
+
     name = name or getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
     rng = np.random.default_rng(seed)
     cases = list(cases)
@@ -220,7 +230,8 @@ def check_kernel(
         if expected.shape != kase.out:
             raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
         try:
-            got, canary, inputs_after = _launch(kernel, kase, dtype, inputs)
+            with trace() if budget else contextlib.nullcontext() as recorded:
+                got, canary, inputs_after = _launch(kernel, kase, dtype, inputs)
         except Exception as exc:
             raise CheckFailed(_explain_exception(name, kase, exc)) from None
         if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
@@ -237,5 +248,10 @@ def check_kernel(
         bad = _mismatches(got, expected)
         if len(bad):
             raise CheckFailed(_explain_mismatch(name, kase, got, expected, bad))
+        if budget:
+            try:
+                budget(recorded.last)
+            except BudgetExceeded as exc:
+                raise CheckFailed(f"{name} is correct but over its budget with {kase.describe()}:\n  {exc}") from None
     if not quiet:
         print(f"✓ {name}: correct on {len(cases)} launch{'es' if len(cases) != 1 else ''}")

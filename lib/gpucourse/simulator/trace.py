@@ -39,6 +39,7 @@ class Instructions:
     """Warp memory instructions of one kind on one array."""
 
     requests: int = 0  # warp instructions
+    lanes: int = 0  # threads taking part, summed over those instructions (32 per request without divergence)
     sectors: int = 0  # global: 32-byte sectors; shared: wavefronts (1 per request without conflicts)
     worst: int = 0  # shared: the largest bank-conflict degree seen
 
@@ -100,6 +101,7 @@ class LaunchTrace:
         warps = g.warp_of[lanes]
         stats = entry.instructions[kind]
         requests, sectors, worst = stats.requests, stats.sectors, 0
+        stats.lanes += len(lanes)
         if array.space == "global":
             address = array.byte_offset + sum(
                 np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
@@ -124,6 +126,7 @@ class LaunchTrace:
         self.source.setdefault((where.function, where.line), where.source.strip())
         line = self.lines.setdefault((where.function, where.line, entry.name, kind), Instructions())
         line.requests += stats.requests - requests
+        line.lanes += len(lanes)
         line.sectors += stats.sectors - sectors
         line.worst = max(line.worst, worst)
         block = g.block_of[lanes]
@@ -155,6 +158,11 @@ class LaunchTrace:
         """Average 32-byte sectors per warp instruction on a global array (4 for coalesced float32)."""
         stats = self.array(name).instructions[kind]
         return stats.sectors / stats.requests if stats.requests else 0.0
+
+    def threads_per_request(self, name: str, kind: str = "read") -> float:
+        """Average threads taking part in a warp instruction on ``name`` (32 when no lane is idle)."""
+        stats = self.array(name).instructions[kind]
+        return stats.lanes / stats.requests if stats.requests else 0.0
 
     def bank_conflicts(self, name: str, kind: str = "read") -> int:
         """The worst bank-conflict degree of a warp instruction on a shared array (1: none)."""
@@ -243,12 +251,14 @@ class LaunchTrace:
 
     def by_line(self) -> str:
         """Warp memory instructions per source line and array: sectors per request, bank conflicts."""
-        rows = [f"{'line':>5}  {'array':<10}{'kind':<7}{'requests':>9}{'sectors/req':>12}{'conflicts':>10}  source"]
+        rows = [f"{'line':>5}  {'array':<10}{'kind':<7}{'requests':>9}{'threads/req':>12}{'sectors/req':>12}"
+                f"{'conflicts':>10}  source"]
         for (function, line, name, kind), stats in sorted(self.lines.items(), key=lambda item: item[0][1:]):
             space = self.arrays[name].space
             per_request = f"{stats.sectors / stats.requests:.1f}" if space == "global" and stats.requests else "-"
             conflicts = ("none" if stats.worst == 1 else f"{stats.worst}-way") if space == "shared" else "-"
-            rows.append(f"{line:>5}  {name:<10}{kind:<7}{stats.requests:>9}{per_request:>12}{conflicts:>10}  "
+            threads = f"{stats.lanes / stats.requests:.1f}" if stats.requests else "-"
+            rows.append(f"{line:>5}  {name:<10}{kind:<7}{stats.requests:>9}{threads:>12}{per_request:>12}{conflicts:>10}  "
                         f"{self.source[function, line]}")
         return "\n".join(rows)
 

@@ -1,0 +1,28 @@
+"""Device functions between an element's index and its position in storage."""
+
+from numba import cuda
+
+
+@cuda.jit(device=True)
+def to_index(ordinal, shape, index):
+    """Fill ``index`` with the row-major index of element number ``ordinal`` of ``shape``."""
+    for k in range(shape.size - 1, -1, -1):
+        index[k] = ordinal % shape[k]
+        ordinal //= shape[k]
+
+
+@cuda.jit(device=True)
+def to_position(index, strides):
+    """Where element ``index`` lives: the sum of index times stride."""
+    position = 0
+    for k in range(strides.size):
+        position += index[k] * strides[k]
+    return position
+
+
+@cuda.jit(device=True)
+def element_count(shape):
+    count = 1
+    for k in range(shape.size):
+        count *= shape[k]
+    return count

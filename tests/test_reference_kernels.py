@@ -150,13 +150,13 @@ def test_interleaved_addressing_leaves_warps_mostly_idle():
 def test_axis_reduce_any_axis(shape, view):
     a = Tensor.from_numpy(random(shape))
     a = a.T if view == "T" else a
-    add = axis_reduction.make_axis_reduce(add, 0.0)
+    summing = axis_reduction.make_axis_reduce(add, 0.0)
     biggest = axis_reduction.make_axis_reduce(larger, -np.inf)
     for axis in range(a.ndim):
         kept = a.shape[:axis] + (1,) + a.shape[axis + 1:]
         total, top = poisoned(kept), poisoned(kept)
         with trace() as t:
-            axis_reduction.launch_axis_reduce(add, total, a, axis)
+            axis_reduction.launch_axis_reduce(summing, total, a, axis)
         axis_reduction.launch_axis_reduce(biggest, top, a, axis)
         np.testing.assert_allclose(total.numpy(), a.numpy().sum(axis, keepdims=True), rtol=1e-5, atol=1e-4)
         np.testing.assert_array_equal(top.numpy(), a.numpy().max(axis, keepdims=True))

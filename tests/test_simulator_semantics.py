@@ -136,3 +136,18 @@ def test_unsupported_python_gets_a_plain_message():
 def test_launches_too_big_to_simulate_are_refused_before_allocating():
     with pytest.raises(ValueError, match="the CPU simulator runs at most 4,194,304 per launch"):
         block_sums[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))
+
+
+@cuda.jit
+def claim_slots(slots, owners):
+    """Each thread swaps its id into a slot and records who held it before."""
+    t = cuda.threadIdx.x
+    owners[t] = cuda.atomic.exch(slots, t % 2, t)
+
+
+def test_atomic_exchange_returns_the_previous_owner_in_lane_order():
+    slots = np.full(2, -1, np.int32)
+    owners = np.zeros(6, np.int32)
+    claim_slots[1, 6](slots, owners)
+    assert slots.tolist() == [4, 5]  # the last thread of each slot, in lane order
+    assert owners.tolist() == [-1, -1, 0, 1, 2, 3]

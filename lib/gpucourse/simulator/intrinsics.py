@@ -242,6 +242,13 @@ def _atomic(operation):
     return apply
 
 
+def _replaced(old, value):
+    """``value`` in place of ``old``, with ``old``'s shape and dtype."""
+    new = np.empty_like(old)
+    new[...] = value
+    return new
+
+
 class Atomic:
     add = staticmethod(_atomic(lambda old, v: old + v))
     sub = staticmethod(_atomic(lambda old, v: old - v))
@@ -249,7 +256,7 @@ class Atomic:
     min = staticmethod(_atomic(np.minimum))
     nanmax = staticmethod(_atomic(np.fmax))
     nanmin = staticmethod(_atomic(np.fmin))
-    exch = staticmethod(_atomic(lambda old, v: v + 0 * old))
+    exch = staticmethod(_atomic(_replaced))
     and_ = staticmethod(_atomic(np.bitwise_and))
     or_ = staticmethod(_atomic(np.bitwise_or))
     xor = staticmethod(_atomic(np.bitwise_xor))

@@ -344,13 +344,11 @@ def rewrite(py_func) -> tuple[ast.Module, str]:
     source = textwrap.dedent("".join(lines))
     module = ast.parse(source)
     ast.increment_lineno(module, first - 1)
-    tree = next(n for n in module.body if isinstance(n, ast.FunctionDef))
-    file_lines = _file_lines(filename, lines, first)
+    tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None)
+    if tree is None:
+        raise UnsupportedInKernel(f"`{py_func.__name__}` is not a `def`: write kernels and device functions with def")
+    file_lines = [""] * (first - 1) + [line.rstrip("\n") for line in lines]
     new = KernelRewriter(tree, filename, file_lines).function_def()
     result = ast.fix_missing_locations(ast.Module([new], []))
     return result, filename
 
-
-def _file_lines(filename: str, lines: list[str], first: int) -> list[str]:
-    """The source file's lines, indexable by line number - 1."""
-    return [""] * (first - 1) + [line.rstrip("\n") for line in lines]

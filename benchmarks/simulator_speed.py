@@ -14,14 +14,13 @@ Needs no GPU. Each simulator runs in its own process, one after the other:
 
 Times are the median of ``--repeats`` launches of the kernels of
 ``tests/conformance_kernels.py`` (the same kernels whose outputs the
-conformance tests compare). A full run replaces the section of
-``benchmarks/RESULTS.md`` between its markers with the new table.
+conformance tests compare). A full run replaces its section of
+``benchmarks/RESULTS.md`` (`gpucourse.results.record`) with the new table.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -30,17 +29,17 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-BEGIN = "<!-- simulator_speed: begin -->"
-END = "<!-- simulator_speed: end -->"
+NAME = "simulator_speed"  # its section of benchmarks/RESULTS.md
 GOAL = 20  # the course simulator should be this many times faster than numba's
 
-if str(ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests"))  # conformance_kernels and the module of its device functions
+for folder in (ROOT / "tests", ROOT / "benchmarks"):  # conformance_kernels and its device functions; common
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from common import markdown_table, package_versions, today  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -153,28 +152,14 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
-def versions() -> str:
-    installed = []
-    for package in ("numba", "numba-cuda", "numpy"):
-        try:
-            installed.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            installed.append(f"{package} (not installed)")
-    return f"Python {platform.python_version()}, " + ", ".join(installed)
-
-
 def table(benchmarks: list[Benchmark], rows: list[dict]) -> str:
-    lines = [
-        "| kernel | size | numba simulator (s) | course simulator (s) | ratio | course, traced (s) |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
+    cells = []
     for benchmark, row in zip(benchmarks, rows):
         ratio = row["numba"] / row["course"] if row.get("numba") and row.get("course") else float("nan")
-        lines.append(
-            f"| {benchmark.kernel} | {benchmark.size} | {row.get('numba', float('nan')):.3f} | "
-            f"{row['course']:.4f} | {ratio:.0f}x | {row['traced']:.4f} |"
-        )
-    return "\n".join(lines)
+        cells.append([benchmark.kernel, benchmark.size, f"{row.get('numba', float('nan')):.3f}",
+                      f"{row['course']:.4f}", f"{ratio:.0f}x", f"{row['traced']:.4f}"])
+    header = ["kernel", "size", "numba simulator (s)", "course simulator (s)", "ratio", "course, traced (s)"]
+    return markdown_table(header, cells, right={2, 3, 4, 5})
 
 
 def section(benchmarks: list[Benchmark], rows: list[dict], repeats: int) -> str:
@@ -183,33 +168,20 @@ def section(benchmarks: list[Benchmark], rows: list[dict], repeats: int) -> str:
     verdict = (f"every kernel at least {GOAL}x faster than numba's simulator" if reached else
                f"goal of {GOAL}x not reached on every kernel (lowest {min(ratios):.0f}x)")
     return "\n".join([
-        BEGIN,
         "## Course simulator vs numba's simulator",
         "",
         "`python benchmarks/simulator_speed.py` (CPU only, no GPU involved).",
         "",
         f"- Machine: {machine()}",
-        f"- Date: {datetime.date.today().isoformat()}",
-        f"- Versions: {versions()}",
+        f"- Date: {today()}",
+        f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
         f"- Median of {repeats} launches. numba's simulator: `NUMBA_ENABLE_CUDASIM=1`. Course simulator: "
         "`GPUCOURSE_DEVICE=cpu`, `GPUCOURSE_PTX_CHECK=off`, after one warm-up launch; *traced* is the same "
         "launch inside `with gpucourse.simulator.trace():`. Ratio: numba's time / the course simulator's.",
         f"- Result: {verdict}.",
         "",
         table(benchmarks, rows),
-        END,
     ])
-
-
-def update_results(text: str, path: Path = RESULTS) -> None:
-    """Replace this benchmark's section of RESULTS.md (or add it)."""
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + text + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
 
 
 def main(argv=None) -> None:
@@ -235,8 +207,10 @@ def main(argv=None) -> None:
     text = section(benchmarks, rows, repeats)
     print(text)
     if scale == "full" and not options.no_write:
-        update_results(text)
-        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+        from gpucourse import results  # noqa: PLC0415 (imports gpucourse, which picks a backend)
+
+        results.record(NAME, text)
+        print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

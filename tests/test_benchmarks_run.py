@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from gpucourse import results
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +29,17 @@ def test_simulator_speed_course_side_runs(simulator_speed, tmp_path):
     text = simulator_speed.section(benchmarks, rows, repeats=1)
     assert text.count("\n| ") == len(benchmarks) + 1  # a header, then one row per benchmark
 
-    results = tmp_path / "RESULTS.md"
-    results.write_text("# Benchmark results\n\nAnother benchmark's section.\n")
-    simulator_speed.update_results(text, results)
-    simulator_speed.update_results(text, results)
-    written = results.read_text()
-    assert written.count(simulator_speed.BEGIN) == 1 and "Another benchmark's section." in written
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Benchmark results\n\nAnother benchmark's section.\n")
+    results.record(simulator_speed.NAME, text, path)
+    results.record(simulator_speed.NAME, text, path)
+    written = path.read_text()
+    begin, _ = results.markers(simulator_speed.NAME)
+    assert written.count(begin) == 1 and "Another benchmark's section." in written
+    assert results.recorded(simulator_speed.NAME, path) == text
+
+
+def test_simulator_speed_section_is_the_recorded_one():
+    """The committed section has the layout `section` writes (the markers are `gpucourse.results`'s)."""
+    text = results.recorded("simulator_speed")
+    assert text is not None and text.startswith("## Course simulator vs numba's simulator")

@@ -97,6 +97,6 @@ class Tensor:
             self.storage[self.offset:], self.shape, tuple(s * item for s in self.strides), writeable=False
         )
 
-    def kernel_arguments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(storage from the first element, shape, strides) as a kernel takes them."""
-        return self.storage[self.offset:], np.array(self.shape, np.int64), np.array(self.strides, np.int64)
+    def kernel_arguments(self) -> tuple[np.ndarray, tuple, tuple]:
+        """(storage from the first element, shape, strides) as a kernel takes them: an array and two tuples."""
+        return self.storage[self.offset:], self.shape, self.strides

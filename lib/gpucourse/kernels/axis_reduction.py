@@ -11,7 +11,6 @@ the ``THREADS`` values in a sequential-addressing tree in shared memory.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda, float32, int64
 
 from ..tensors import MAX_DIMS, Tensor
@@ -57,5 +56,5 @@ def launch_axis_reduce(kernel, out: Tensor, a: Tensor, axis: int) -> None:
     strides = list(a.strides)
     strides[axis] = 0
     storage, shape, out_strides = out.kernel_arguments()
-    kernel[out.size, THREADS](storage, shape, out_strides, a.storage[a.offset:], np.array(strides, np.int64),
+    kernel[out.size, THREADS](storage, shape, out_strides, a.storage[a.offset:], tuple(strides),
                              a.shape[axis], a.strides[axis])

@@ -9,7 +9,6 @@ shape (`Tensor.broadcast_to`), so broadcasting is a stride of 0.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda, int64
 
 from ..tensors import MAX_DIMS, Tensor, broadcast_shape
@@ -72,6 +71,6 @@ def launch_elementwise(kernel, out: Tensor, *inputs: Tensor, threads: int = 256,
     arguments = [storage, shape, strides]
     for tensor in inputs:
         view = tensor.broadcast_to(out.shape)
-        arguments += [view.storage[view.offset:], np.array(view.strides, np.int64)]
+        arguments += [view.storage[view.offset:], view.strides]
     blocks = blocks or max(1, -(-out.size // threads))
     kernel[blocks, threads](*arguments)

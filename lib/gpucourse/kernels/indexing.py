@@ -1,4 +1,8 @@
-"""Device functions between an element's index and its position in storage."""
+"""Device functions between an element's index and its position in storage.
+
+``shape`` and ``strides`` are tuples (passed by value with the launch, so a
+kernel is compiled for each number of dimensions); ``index`` is a local array.
+"""
 
 from numba import cuda
 
@@ -6,7 +10,7 @@ from numba import cuda
 @cuda.jit(device=True)
 def to_index(ordinal, shape, index):
     """Fill ``index`` with the row-major index of element number ``ordinal`` of ``shape``."""
-    for k in range(shape.size - 1, -1, -1):
+    for k in range(len(shape) - 1, -1, -1):
         index[k] = ordinal % shape[k]
         ordinal //= shape[k]
 
@@ -15,7 +19,7 @@ def to_index(ordinal, shape, index):
 def to_position(index, strides):
     """Where element ``index`` lives: the sum of index times stride."""
     position = 0
-    for k in range(strides.size):
+    for k in range(len(strides)):
         position += index[k] * strides[k]
     return position
 
@@ -23,6 +27,6 @@ def to_position(index, strides):
 @cuda.jit(device=True)
 def element_count(shape):
     count = 1
-    for k in range(shape.size):
+    for k in range(len(shape)):
         count *= shape[k]
     return count

@@ -139,6 +139,7 @@ def test_summary_and_viewer_show_a_tiled_launch():
     a, out = square(4), np.zeros((N, N), np.float32)
     with trace() as t:
         make_transpose(1)[(2, 2), (32, 32)](out, a)
+    assert t.barriers((1, 0)) == t.barriers(3) == 1
     summary = t.summary()
     assert "tile" in summary and "shared" in summary and "transpose_through_tile" in summary
     lines = t.by_line().splitlines()

@@ -65,5 +65,7 @@ def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
     try:
         with np.errstate(all="ignore"):
             function(*wrapped)
+        if recorder is not None:
+            recorder.finish(RUNTIME)
     finally:
         RUNTIME.end()

@@ -76,6 +76,7 @@ class LaunchTrace:
         self.arrays: dict[str, ArrayTrace] = {}
         self._by_id: dict[int, ArrayTrace] = {}
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
+        self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         for array in arrays:
             self._register(array)
@@ -132,7 +133,19 @@ class LaunchTrace:
         block = g.block_of[lanes]
         entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
 
+    def finish(self, runtime) -> None:
+        """Called when the launch ends: keep what only the runtime knows."""
+        self.block_barriers = runtime.block_phase.copy()
+
     # -- questions ------------------------------------------------------------------------------------
+    def barriers(self, block=0) -> int:
+        """How many ``syncthreads`` block ``block`` (a number or blockIdx tuple) went through."""
+        if not isinstance(block, (int, np.integer)):
+            gx, gy, _ = self.geometry.grid
+            bx, by, bz = (tuple(block) + (0, 0))[:3]
+            block = bx + by * gx + bz * gx * gy
+        return int(self.block_barriers[block])
+
     def array(self, name: str) -> ArrayTrace:
         try:
             return self.arrays[name]
@@ -230,9 +243,10 @@ class LaunchTrace:
     # -- report ---------------------------------------------------------------------------------------
     def summary(self) -> str:
         g = self.geometry
+        width = max([len(n) for n in self.arrays] + [5]) + 2
         lines = [
             f"{self.kernel}[{g.grid}, {g.block}]: {g.lanes} threads",
-            f"{'array':<12}{'space':<8}{'reads':>8}{'writes':>8}{'atomics':>8}{'max/thread':>11}"
+            f"{'array':<{width}}{'space':<8}{'reads':>8}{'writes':>8}{'atomics':>8}{'max/thread':>11}"
             f"{'sectors/req (r/w)':>19}{'conflicts':>10}",
         ]
         for name, a in self.arrays.items():
@@ -244,22 +258,23 @@ class LaunchTrace:
             worst = max(a.instructions[k].worst for k in KINDS)
             conflicts = ("none" if worst == 1 else f"{worst}-way") if a.space == "shared" and worst else "-"
             lines.append(
-                f"{name:<12}{a.space:<8}{total['read']:>8}{total['write']:>8}{total['atomic']:>8}{most:>11}"
+                f"{name:<{width}}{a.space:<8}{total['read']:>8}{total['write']:>8}{total['atomic']:>8}{most:>11}"
                 f"{sectors:>19}{conflicts:>10}"
             )
         return "\n".join(lines)
 
     def by_line(self) -> str:
         """Warp memory instructions per source line and array: sectors per request, bank conflicts."""
-        rows = [f"{'line':>5}  {'array':<10}{'kind':<7}{'requests':>9}{'threads/req':>12}{'sectors/req':>12}"
+        width = max([len(name) for _, _, name, _ in self.lines] + [5]) + 2
+        rows = [f"{'line':>5}  {'array':<{width}}{'kind':<7}{'requests':>9}{'threads/req':>12}{'sectors/req':>12}"
                 f"{'conflicts':>10}  source"]
         for (function, line, name, kind), stats in sorted(self.lines.items(), key=lambda item: item[0][1:]):
             space = self.arrays[name].space
             per_request = f"{stats.sectors / stats.requests:.1f}" if space == "global" and stats.requests else "-"
             conflicts = ("none" if stats.worst == 1 else f"{stats.worst}-way") if space == "shared" else "-"
             threads = f"{stats.lanes / stats.requests:.1f}" if stats.requests else "-"
-            rows.append(f"{line:>5}  {name:<10}{kind:<7}{stats.requests:>9}{threads:>12}{per_request:>12}{conflicts:>10}  "
-                        f"{self.source[function, line]}")
+            rows.append(f"{line:>5}  {name:<{width}}{kind:<7}{stats.requests:>9}{threads:>12}{per_request:>12}"
+                        f"{conflicts:>10}  {self.source[function, line]}")
         return "\n".join(rows)
 
 

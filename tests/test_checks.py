@@ -199,3 +199,6 @@ def test_budget_failures_say_correct_but_over_budget():
     message = str(failure.value)
     assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
     assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message
+    wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
+    with pytest.raises(CheckFailed, match="touched no array called `x`.*keep the parameter names"):
+        check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)

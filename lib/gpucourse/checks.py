@@ -184,7 +184,12 @@ def _explain_exception(name: str, kase: Case, exc: BaseException) -> str:
         detail = detail.replace("\n", "\n  ")
     else:
         detail = f"{type(exc).__name__}: {detail}"
-    hint = "\n  A thread past the end of the array needs a guard." if "past the end" in detail else ""
+    if "past the end" in detail and "for `out`" in detail:
+        hint = "\n  A thread past the end of `out` needs a guard."
+    elif "past the end" in detail or "negative index" in detail:
+        hint = "\n  Either the index into that input is wrong, or the thread needs a guard."
+    else:
+        hint = ""
     return f"{name} failed with {kase.describe()}:\n  {detail}{hint}"
 
 
@@ -253,5 +258,7 @@ def check_kernel(
                 budget(recorded.last)
             except BudgetExceeded as exc:
                 raise CheckFailed(f"{name} is correct but over its budget with {kase.describe()}:\n  {exc}") from None
+            except KeyError as exc:  # the budget names an array the kernel does not have
+                raise CheckFailed(f"{name}: {exc.args[0]}; keep the parameter names the exercise gives") from None
     if not quiet:
         print(f"✓ {name}: correct on {len(cases)} launch{'es' if len(cases) != 1 else ''}")

@@ -12,7 +12,7 @@ from gpucourse import cpu_backend
 from gpucourse.kernels import axis_reduction, elementwise, reduction
 from gpucourse.simulator import trace
 from gpucourse.source import show_source, source_of
-from gpucourse.tensors import Tensor, broadcast_shape, contiguous_strides
+from gpucourse.tensors import Tensor, broadcast_shape, coalesce, contiguous_strides
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +65,28 @@ def test_tensor_views_share_storage():
         broadcast_shape((2, 3), (4, 3))
     with pytest.raises(ValueError, match="at most 4 dimensions"):
         Tensor.from_numpy(np.zeros((1,) * 5))
+
+
+def test_coalesce_merges_what_every_tensor_walks_as_one():
+    assert coalesce((2, 3, 4), (12, 4, 1)) == ((24,), [(1,)])
+    assert coalesce((2, 3, 4), (12, 4, 1), (0, 4, 1)) == ((2, 12), [(12, 1), (0, 1)])
+    assert coalesce((4, 3), (1, 4)) == ((4, 3), [(1, 4)])  # a transpose stays 2-D
+    assert coalesce((3, 1, 5), (5, 5, 1), (0, 0, 1)) == ((3, 5), [(5, 1), (0, 1)])
+    assert coalesce((1, 1), (1, 1)) == ((1,), [(1,)])
+    assert coalesce((), ()) == ((1,), [(0,)])
+
+
+def test_a_contiguous_map_runs_one_dimensional():
+    """Each thread reads its index back once per dimension, for out and for a: 2 x 1, or 2 x 3."""
+    a = Tensor.from_numpy(random((3, 4, 5)))
+    reads = {}
+    for name, view in (("contiguous", a), ("transposed", a.T)):
+        out = poisoned(view.shape)
+        with trace() as t:
+            elementwise.launch_elementwise(elementwise.make_map(scale_shift), out, view, threads=64)
+        np.testing.assert_allclose(out.numpy(), view.numpy() * 3 - 1, rtol=1e-6)
+        reads[name] = int(t.reads_per_thread("index").max())
+    assert reads == {"contiguous": 2, "transposed": 6}
 
 
 @pytest.mark.parametrize("grid_stride", [False, True])

@@ -37,6 +37,28 @@ def broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(result)
 
 
+def coalesce(shape, *strides) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Merge the dimensions that every tensor walks as one, and drop size-1 ones.
+
+    Dimensions ``k`` and ``k + 1`` merge when, in every tensor, stepping once along ``k`` is
+    stepping ``shape[k + 1]`` times along ``k + 1``. Contiguous tensors of any shape become
+    1-D, so a kernel computes one index instead of several (PyTorch's TensorIterator does this).
+    """
+    if not shape:  # a 0-d tensor: one element
+        return (1,), [(0,) for _ in strides]
+    kept = [k for k, size in enumerate(shape) if size != 1] or [len(shape) - 1]
+    new_shape = [shape[k] for k in kept]
+    new_strides = [[s[k] for k in kept] for s in strides]
+    k = len(new_shape) - 2
+    while k >= 0:
+        if all(s[k] == s[k + 1] * new_shape[k + 1] for s in new_strides):
+            new_shape[k:k + 2] = [new_shape[k] * new_shape[k + 1]]
+            for s in new_strides:
+                s[k:k + 2] = [s[k + 1]]
+        k -= 1
+    return tuple(new_shape), [tuple(s) for s in new_strides]
+
+
 @dataclass(frozen=True)
 class Tensor:
     storage: np.ndarray

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
-from ..tensors import MAX_DIMS, Tensor, broadcast_shape
+from ..tensors import MAX_DIMS, Tensor, broadcast_shape, coalesce
 from .indexing import element_count, to_index, to_position
 
 
@@ -64,13 +64,17 @@ def make_zip(fn, grid_stride: bool = False):
 
 
 def launch_elementwise(kernel, out: Tensor, *inputs: Tensor, threads: int = 256, blocks: int | None = None) -> None:
-    """Launch a map or zip kernel on tensors; inputs broadcast to ``out.shape``."""
+    """Launch a map or zip kernel on tensors; inputs broadcast to ``out.shape``.
+
+    Before the launch, dimensions that all the tensors walk as one are merged (`coalesce`):
+    a map over contiguous tensors runs as 1-D whatever their rank.
+    """
     if broadcast_shape(out.shape, *(t.shape for t in inputs)) != out.shape:
         raise ValueError(f"inputs of shapes {[t.shape for t in inputs]} do not broadcast to out's {out.shape}")
-    storage, shape, strides = out.kernel_arguments()
-    arguments = [storage, shape, strides]
-    for tensor in inputs:
-        view = tensor.broadcast_to(out.shape)
-        arguments += [view.storage[view.offset:], view.strides]
+    views = [t.broadcast_to(out.shape) for t in inputs]
+    shape, strides = coalesce(out.shape, out.strides, *(v.strides for v in views))
+    arguments = [out.storage[out.offset:], shape, strides[0]]
+    for view, view_strides in zip(views, strides[1:]):
+        arguments += [view.storage[view.offset:], view_strides]
     blocks = blocks or max(1, -(-out.size // threads))
     kernel[blocks, threads](*arguments)

@@ -9,10 +9,15 @@ from numba import cuda
 
 @cuda.jit(device=True)
 def to_index(ordinal, shape, index):
-    """Fill ``index`` with the row-major index of element number ``ordinal`` of ``shape``."""
-    for k in range(len(shape) - 1, -1, -1):
+    """Fill ``index`` with the row-major index of element number ``ordinal`` of ``shape``.
+
+    The first dimension needs no remainder (``ordinal`` is below the element count), so a
+    1-D tensor costs no division at all.
+    """
+    for k in range(len(shape) - 1, 0, -1):
         index[k] = ordinal % shape[k]
         ordinal //= shape[k]
+    index[0] = ordinal
 
 
 @cuda.jit(device=True)

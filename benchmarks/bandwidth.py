@@ -41,21 +41,36 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, uint32
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import markdown_table, package_versions, today  # noqa: E402
+from common import (  # noqa: E402, F401 (MAX_QUEUED, MAX_SETS, launches_per_sample: for the tests)
+    L2_ROTATION,
+    MAX_QUEUED,
+    MAX_SETS,
+    Device,
+    buffer_sets,
+    current_device,
+    gpu_problem,
+    hold,
+    launches_per_sample,
+    markdown_table,
+    median_ms,
+    poison,
+    reference_libraries,
+    relative_error,
+    today,
+    versions,
+)
 
 NAME = "bandwidth"  # its section of benchmarks/RESULTS.md
 MIB = 2**20
@@ -65,11 +80,6 @@ QUICK_SIZES_MIB = (1, 16, 256)
 GOAL_FROM_MIB = 256
 GOALS = {"map": 0.90, "zip": 0.90, "sum": 0.85}  # fraction of the copy's GB/s, on an H100
 SAMPLES, QUICK_SAMPLES = 7, 3
-SAMPLE_MS = 10.0  # the GPU time one sample aims at
-MAX_QUEUED = 1000  # kernel launches per sample: about what CUDA queues before the host has to wait
-MAX_HOLD_US = 500_000
-L2_ROTATION = 4  # the buffer sets together fill this many times the L2 cache
-MAX_SETS = 128
 BLOCK_MULTIPLES = (2, 4, 8, 16)  # grid sizes tried for the grid-stride kernels, times the SM count
 TOLERANCE = {"exact": 1e-6, "sum": 1e-3}  # relative error ||out - ref|| / ||ref|| against float64
 
@@ -93,18 +103,6 @@ def matrix_shape(n: int) -> tuple[int, int]:
     """A (rows, columns) matrix of at most ``n`` elements, square when ``n`` is an even power of 2."""
     rows = 1 << (max(n, 1).bit_length() - 1) // 2
     return rows, n // rows
-
-
-def buffer_sets(size_bytes: int, l2_bytes: int) -> int:
-    """How many sets of buffers to rotate over so that together they fill ``L2_ROTATION`` x the L2."""
-    return max(1, min(MAX_SETS, math.ceil(L2_ROTATION * l2_bytes / size_bytes)))
-
-
-def relative_error(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if got.shape != want.shape or not np.all(np.isfinite(got)):
-        return math.inf
-    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), np.finfo(np.float64).tiny))
 
 
 # -- measurements and their report (pure) ------------------------------------------------------------
@@ -193,14 +191,6 @@ def verdict(measurements: list[Measurement]) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
-class Device:
-    name: str
-    sms: int
-    l2_bytes: int
-    real: bool = True  # False: the CPU simulator (tests only; its times mean nothing)
-
-
 def section(measurements: list[Measurement], device: Device, versions: str, samples: int) -> str:
     """The Markdown recorded in RESULTS.md."""
     return "\n".join([
@@ -234,78 +224,12 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
 
 
 # -- GPU side ---------------------------------------------------------------------------------------
-def gpu_problem() -> str | None:
-    """None when kernels run on a usable CUDA GPU, else why not."""
-    try:
-        import gpucourse  # noqa: PLC0415 (picks the backend)
-    except RuntimeError as exc:  # GPUCOURSE_DEVICE=gpu without a usable GPU
-        return " ".join(str(exc).split())
-    if not gpucourse.BACKEND.on_gpu:
-        return gpucourse.BACKEND.reason
-    if not cuda.is_available():
-        return "numba.cuda.is_available() is False"
-    return None
-
-
-def current_device() -> Device:
-    device = cuda.get_current_device()
-    name = device.name.decode() if isinstance(device.name, bytes) else device.name
-    return Device(name, device.MULTIPROCESSOR_COUNT, device.L2_CACHE_SIZE)
-
-
-def reference_libraries() -> dict:
-    """``cupy`` and ``torch`` by name, those that import and see a GPU."""
-    found = {}
-    try:
-        import cupy  # noqa: PLC0415
-
-        cupy.cuda.runtime.getDeviceCount()
-        found["cupy"] = cupy
-    except Exception:  # not installed, or without a GPU: left out
-        pass
-    try:
-        import torch  # noqa: PLC0415
-
-        if torch.cuda.is_available():
-            found["torch"] = torch
-    except Exception:
-        pass
-    return found
-
-
-def versions(libraries: dict) -> str:
-    from numba.cuda.cudadrv import driver, runtime  # noqa: PLC0415
-
-    cuda_versions = []
-    for what, get in (("CUDA driver", driver.driver.get_version), ("CUDA toolkit (NVRTC)", runtime.get_version)):
-        try:
-            major, minor = get()
-            cuda_versions.append(f"{what} {major}.{minor}")
-        except Exception as exc:  # a version is information, never a reason to fail
-            cuda_versions.append(f"{what} unknown ({type(exc).__name__})")
-    found = [f"{name} {module.__version__}" for name, module in libraries.items()]
-    return ", ".join(cuda_versions + [package_versions("numba", "numba-cuda", "numpy")] + found)
-
-
 def double(x):
     return x + x
 
 
 def add(x, y):
     return x + y
-
-
-@cuda.jit
-def fill(out, value):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] = value
-
-
-@cuda.jit
-def hold(microseconds):
-    """Keep the GPU busy for about ``microseconds`` while the host queues the launches to time."""
-    for _ in range(microseconds):
-        cuda.nanosleep(uint32(1000))
 
 
 def contiguous_map(fn):
@@ -335,10 +259,6 @@ def contiguous_zip(fn):
 
 MAP_CONTIGUOUS, ZIP_CONTIGUOUS = contiguous_map(double), contiguous_zip(add)
 THREADS = 256  # for the elementwise kernels
-
-
-def poison(array) -> None:
-    fill[max(1, min(1024, -(-array.size // THREADS))), THREADS](array, float32(np.nan))
 
 
 class Recorder:
@@ -553,39 +473,6 @@ def library_sum_cases(buffers: Buffers, libraries: dict) -> list[list[Case]]:
         rows.append([Case(f"{name}.sum", "sum", (buffers.n,), launches, lambda first=first: np.array([float(first())]),
                           buffers.expected_total, TOLERANCE["sum"], note="same input arrays")])
     return rows
-
-
-def one_sample(launches: list, count: int, hold_us: int) -> tuple[float, float, bool]:
-    """For ``count`` launches cycling over ``launches``: (GPU milliseconds per launch, host seconds per
-    launch, whether the GPU was still held when the host had queued them all)."""
-    held, start, end = cuda.event(), cuda.event(), cuda.event()
-    held.record()
-    if hold_us:
-        hold[1, 1](uint32(hold_us))
-    start.record()
-    began = time.perf_counter()
-    for k in range(count):
-        launches[k % len(launches)]()
-    host = time.perf_counter() - began
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / count, host / count, held.elapsed_time(start) >= host * 1e3
-
-
-def launches_per_sample(ms: float, sets: int, kernel_launches: int) -> int:
-    """Enough launches for SAMPLE_MS of GPU time, at most MAX_QUEUED kernels, a multiple of ``sets``."""
-    count = min(MAX_QUEUED // kernel_launches, math.ceil(SAMPLE_MS / max(ms, 1e-6)))
-    return sets * max(1, count // sets)
-
-
-def median_ms(launches: list, samples: int, device: Device, kernel_launches: int = 1) -> tuple[float, bool]:
-    """(median GPU milliseconds per launch, whether every sample's launches were queued while the GPU was
-    held); a first sample sets how many launches a sample has and how long to hold the GPU."""
-    ms, host, _ = one_sample(launches, len(launches), 0)
-    count = launches_per_sample(ms, len(launches), kernel_launches)
-    hold_us = min(MAX_HOLD_US, int(1.5 * host * count * 1e6) + 1000) if device.real else 0
-    timed = [one_sample(launches, count, hold_us) for _ in range(samples)]
-    return statistics.median(ms for ms, _, _ in timed), all(queued for _, _, queued in timed)
 
 
 def measure(case: Case, size: int, samples: int, device: Device) -> Measurement:

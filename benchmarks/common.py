@@ -1,13 +1,24 @@
-"""Helpers shared by the benchmark scripts: versions, dates and Markdown tables.
+"""Helpers shared by the benchmark scripts: versions, dates and Markdown tables; for the GPU
+benchmarks (bandwidth.py, matmul.py) the device, its reference libraries, poisoned outputs,
+relative errors and timing with CUDA events.
 
-The scripts import it as ``common`` (each puts its own folder on ``sys.path``).
+The scripts import it as ``common`` (each puts its own folder on ``sys.path``). Importing it
+imports numba but touches no device: `gpu_problem` (which imports gpucourse, and so picks
+the backend) comes first.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import platform
+import statistics
+import time
+from dataclasses import dataclass
 from importlib import metadata
+
+import numpy as np
+from numba import cuda, float32, uint32
 
 
 def package_versions(*packages: str) -> str:
@@ -32,3 +43,159 @@ def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = f
     rule = "|" + "|".join("---:" if k in right else "---" for k in range(len(header))) + "|"
     lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
     return "\n".join([lines[0], rule, *lines[1:]])
+
+
+# -- GPU benchmarks: the device, its reference libraries, checks and timing with CUDA events ----------
+SAMPLE_MS = 10.0  # the GPU time one sample aims at
+MAX_QUEUED = 1000  # kernel launches per sample: about what CUDA queues before the host has to wait
+MAX_HOLD_US = 500_000
+L2_ROTATION = 4  # the buffer sets together fill this many times the L2 cache
+MAX_SETS = 128
+POISON_THREADS = 256
+
+
+def buffer_sets(size_bytes: int, l2_bytes: int) -> int:
+    """How many sets of buffers to rotate over so that together they fill ``L2_ROTATION`` x the L2."""
+    return max(1, min(MAX_SETS, math.ceil(L2_ROTATION * l2_bytes / size_bytes)))
+
+
+def relative_error(got, want) -> float:
+    """``||got - want|| / ||want||`` in float64; infinite when a shape differs or ``got`` is not all finite."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape or not np.all(np.isfinite(got)):
+        return math.inf
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), np.finfo(np.float64).tiny))
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    sms: int
+    l2_bytes: int
+    real: bool = True  # False: the CPU simulator (tests only; its times mean nothing)
+    compute_capability: tuple[int, int] | None = None
+    clock_khz: int | None = None  # the SM clock the driver reports (its maximum, boost, clock)
+
+
+def gpu_problem() -> str | None:
+    """None when kernels run on a usable CUDA GPU, else why not."""
+    try:
+        import gpucourse  # noqa: PLC0415 (picks the backend)
+    except RuntimeError as exc:  # GPUCOURSE_DEVICE=gpu without a usable GPU
+        return " ".join(str(exc).split())
+    if not gpucourse.BACKEND.on_gpu:
+        return gpucourse.BACKEND.reason
+    if not cuda.is_available():
+        return "numba.cuda.is_available() is False"
+    return None
+
+
+def sm_clock_khz(device) -> int | None:
+    """The SM clock in kHz: numba's CLOCK_RATE attribute, else nvidia-smi's maximum SM clock, else None."""
+    try:
+        khz = int(device.CLOCK_RATE)
+        if khz > 0:
+            return khz
+    except Exception:  # an attribute a newer driver may no longer have
+        pass
+    import subprocess  # noqa: PLC0415
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits",
+                              f"--id={device.id}"], capture_output=True, text=True, timeout=20)
+        return int(float(out.stdout.split()[0]) * 1000) if out.returncode == 0 else None
+    except Exception:
+        return None
+
+
+def current_device() -> Device:
+    device = cuda.get_current_device()
+    name = device.name.decode() if isinstance(device.name, bytes) else device.name
+    return Device(name, device.MULTIPROCESSOR_COUNT, device.L2_CACHE_SIZE, True,
+                  tuple(device.compute_capability), sm_clock_khz(device))
+
+
+def reference_libraries() -> dict:
+    """``cupy`` and ``torch`` by name, those that import and see a GPU."""
+    found = {}
+    try:
+        import cupy  # noqa: PLC0415
+
+        cupy.cuda.runtime.getDeviceCount()
+        found["cupy"] = cupy
+    except Exception:  # not installed, or without a GPU: left out
+        pass
+    try:
+        import torch  # noqa: PLC0415
+
+        if torch.cuda.is_available():
+            found["torch"] = torch
+    except Exception:
+        pass
+    return found
+
+
+def versions(libraries: dict) -> str:
+    from numba.cuda.cudadrv import driver, runtime  # noqa: PLC0415
+
+    cuda_versions = []
+    for what, get in (("CUDA driver", driver.driver.get_version), ("CUDA toolkit (NVRTC)", runtime.get_version)):
+        try:
+            major, minor = get()
+            cuda_versions.append(f"{what} {major}.{minor}")
+        except Exception as exc:  # a version is information, never a reason to fail
+            cuda_versions.append(f"{what} unknown ({type(exc).__name__})")
+    found = [f"{name} {module.__version__}" for name, module in libraries.items()]
+    return ", ".join(cuda_versions + [package_versions("numba", "numba-cuda", "numpy")] + found)
+
+
+@cuda.jit
+def fill(out, value):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = value
+
+
+@cuda.jit
+def hold(microseconds):
+    """Keep the GPU busy for about ``microseconds`` while the host queues the launches to time."""
+    for _ in range(microseconds):
+        cuda.nanosleep(uint32(1000))
+
+
+def poison(array) -> None:
+    """Fill a (contiguous) device array with NaN, so that an element a kernel leaves unwritten shows."""
+    flat = array.reshape(array.size) if array.ndim != 1 else array
+    fill[max(1, min(1024, -(-flat.size // POISON_THREADS))), POISON_THREADS](flat, float32(np.nan))
+
+
+def one_sample(launches: list, count: int, hold_us: int) -> tuple[float, float, bool]:
+    """For ``count`` launches cycling over ``launches``: (GPU milliseconds per launch, host seconds per
+    launch, whether the GPU was still held when the host had queued them all)."""
+    held, start, end = cuda.event(), cuda.event(), cuda.event()
+    held.record()
+    if hold_us:
+        hold[1, 1](uint32(hold_us))
+    start.record()
+    began = time.perf_counter()
+    for k in range(count):
+        launches[k % len(launches)]()
+    host = time.perf_counter() - began
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / count, host / count, held.elapsed_time(start) >= host * 1e3
+
+
+def launches_per_sample(ms: float, sets: int, kernel_launches: int) -> int:
+    """Enough launches for SAMPLE_MS of GPU time, at most MAX_QUEUED kernels, a multiple of ``sets``."""
+    count = min(MAX_QUEUED // kernel_launches, math.ceil(SAMPLE_MS / max(ms, 1e-6)))
+    return sets * max(1, count // sets)
+
+
+def median_ms(launches: list, samples: int, device: Device, kernel_launches: int = 1) -> tuple[float, bool]:
+    """(median GPU milliseconds per launch, whether every sample's launches were queued while the GPU was
+    held); a first sample sets how many launches a sample has and how long to hold the GPU."""
+    ms, host, _ = one_sample(launches, len(launches), 0)
+    count = launches_per_sample(ms, len(launches), kernel_launches)
+    hold_us = min(MAX_HOLD_US, int(1.5 * host * count * 1e6) + 1000) if device.real else 0
+    timed = [one_sample(launches, count, hold_us) for _ in range(samples)]
+    return statistics.median(ms for ms, _, _ in timed), all(queued for _, _, queued in timed)

@@ -29,7 +29,6 @@ from numba import cuda, float32
 TILE = 16
 
 BM, BN, BK = 64, 64, 16  # register tiling: the block's tile of C, and its step along K
-BK_PADDED = BK + 1  # a shared array's shape must be a constant the compiler knows
 TM, TN = 4, 4  # each thread's micro-tile of C
 THREADS_M, THREADS_N = BM // TM, BN // TN  # a block of 16 x 16 threads
 LOADS_A = BM * BK // (THREADS_M * THREADS_N)  # elements of A each thread copies per step
@@ -92,7 +91,7 @@ def matmul_tiled(C, A, B):
 
 @cuda.jit
 def matmul_register_tiled(C, A, B):
-    tile_a = cuda.shared.array((BM, BK_PADDED), float32)  # padded: a warp's two rows fall in different banks
+    tile_a = cuda.shared.array((BM, BK), float32)  # a warp's two rows of it are 16 words, 16 banks, apart
     tile_b = cuda.shared.array((BK, BN), float32)
     acc = cuda.local.array((TM, TN), float32)
     a_values = cuda.local.array(TM, float32)

@@ -98,13 +98,15 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         rows = -(-len(shown) // columns) or 1
         grids = [_cell_grid(a.shape) for _, a in shown] or [(1, 1)]
         tallest = max(r / c for r, c in grids)
-        width = max(3.6, 0.24 * max(c for _, c in grids) + 0.8)  # room for a two-digit label per cell
+        width = min(max(3.6, 0.24 * max(c for _, c in grids) + 0.8), 8.0)  # room for labels, within a page
         fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.9 + rows * (0.6 + width * min(tallest, 1.5))),
                                  squeeze=False)
         for extra in axes.ravel()[len(shown):]:
             extra.axis("off")
         axes = axes.ravel()
     else:
+        if len(shown) != 1:
+            raise ValueError(f"ax= draws one array; pick it with arrays=[name] (this phase touches {arrays})")
         fig, axes = ax.figure, [ax]
     palette = plt.get_cmap("tab20")(np.arange(20))
     for axis, (name, array) in zip(axes, shown):

@@ -158,3 +158,36 @@ def test_summary_and_viewer_show_a_tiled_launch():
     block, phase, thread = viewer.children[0].children
     assert (block.max, phase.max, thread.max) == (3, 1, 1023)
     phase.value = 1  # redraws without error
+
+
+@cuda.jit
+def prefix_sum_float64(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = 0.  # a float64: every addition below is a float64 addition on the GPU
+        for k in range(i + 1):
+            total += a[k]
+        out[i] = total
+
+
+@cuda.jit
+def prefix_sum_float32(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = float32(0)
+        for k in range(i + 1):
+            total += a[k]
+        out[i] = total
+
+
+def test_float64_arithmetic_is_found_in_the_ptx():
+    a = np.arange(40, dtype=np.float32)
+    out = np.zeros_like(a)
+    with trace() as t:
+        prefix_sum_float32[2, 32](out, a)
+    t.assert_float32_only()
+    with trace() as t:
+        prefix_sum_float64[2, 32](out, a)
+    np.testing.assert_array_equal(out, np.cumsum(a))
+    with pytest.raises(BudgetExceeded, match=r"computes in float64 on the GPU \(.*\.f64.*write float32\(0\)"):
+        t.assert_float32_only()

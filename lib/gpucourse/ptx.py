@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from types import SimpleNamespace
 
 import numba
@@ -22,7 +23,7 @@ from numba import cuda
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
 
-_compiled: set = set()
+_compiled: dict = {}  # (py_func, argument types) -> PTX
 _toolchain_error: str | None = None
 
 
@@ -98,14 +99,29 @@ def check_compiles(dispatcher, args) -> None:
     if key in _compiled:
         return
     try:
-        compile_for_gpu(dispatcher, argtypes)
+        ptx = compile_for_gpu(dispatcher, argtypes)
     except Exception as exc:
         name = dispatcher.py_func.__name__
         raise KernelCompileError(
             f"kernel `{name}` runs on the CPU simulator but would not compile for a real GPU "
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None
-    _compiled.add(key)
+    _compiled[key] = ptx
+
+
+FLOAT64_OPERATION = re.compile(r"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f64)\b", re.M)
+
+
+def float64_operations(py_func) -> dict[str, int] | None:
+    """Float64 arithmetic and conversions in the PTX compiled for ``py_func`` (None: never compiled)."""
+    texts = [ptx for (function, _), ptx in _compiled.items() if function is py_func]
+    if not texts:
+        return None
+    counts: dict[str, int] = {}
+    for text in texts:
+        for operation in FLOAT64_OPERATION.findall(text):
+            counts[operation] = counts.get(operation, 0) + 1
+    return counts
 
 
 def unchecked_kernels(namespace: dict) -> list[str]:

@@ -60,7 +60,7 @@ def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
         )
     geometry = Geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
-    recorder = tracing.recorder_for(py_func.__name__, geometry, wrapped)
+    recorder = tracing.recorder_for(py_func, geometry, wrapped)
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder)
     try:
         with np.errstate(all="ignore"):

@@ -70,8 +70,9 @@ class ArrayTrace:
 class LaunchTrace:
     """The trace of one launch."""
 
-    def __init__(self, kernel: str, geometry, arrays):
+    def __init__(self, kernel: str, geometry, arrays, function=None):
         self.kernel = kernel
+        self.function = function  # the kernel's Python function, for its PTX
         self.geometry = geometry
         self.arrays: dict[str, ArrayTrace] = {}
         self._by_id: dict[int, ArrayTrace] = {}
@@ -240,6 +241,20 @@ class LaunchTrace:
                         "warp hit different words in the same bank (pad the array, or change the index order)"
                     )
 
+    def assert_float32_only(self) -> None:
+        """No float64 arithmetic in the kernel's PTX (a `0.` literal makes a float64 accumulator)."""
+        from .. import ptx  # noqa: PLC0415
+
+        found = ptx.float64_operations(self.function)
+        if found is None:
+            raise RuntimeError(f"`{self.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
+        if found:
+            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+            self._fail(
+                f"computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.` or `1.0` is a "
+                "float64 and makes what it touches float64: write float32(0), float32(1)."
+            )
+
     # -- report ---------------------------------------------------------------------------------------
     def summary(self) -> str:
         g = self.geometry
@@ -319,12 +334,12 @@ def trace():
         _active.remove(recorded)
 
 
-def recorder_for(kernel: str, geometry, arguments) -> LaunchTrace | None:
+def recorder_for(function, geometry, arguments) -> LaunchTrace | None:
     """A new LaunchTrace when a trace is being recorded, else None."""
     if not _active:
         return None
     from .memory import SimArray  # noqa: PLC0415
 
-    launch = LaunchTrace(kernel, geometry, [a for a in arguments if isinstance(a, SimArray)])
+    launch = LaunchTrace(function.__name__, geometry, [a for a in arguments if isinstance(a, SimArray)], function)
     _active[-1].launches.append(launch)
     return launch

@@ -54,6 +54,7 @@ if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import (  # noqa: E402, F401 (MAX_QUEUED, MAX_SETS, launches_per_sample: for the tests)
+    finish,
     L2_ROTATION,
     MAX_QUEUED,
     MAX_SETS,
@@ -555,17 +556,7 @@ def main(argv=None) -> int:
         measurements += measure_size(size, device, samples, libraries)
 
     text = section(measurements, device, versions(libraries), samples)
-    print("\n" + text)
-    wrong = [m for m in measurements if m.wrong]
-    if wrong:
-        print(f"\n{len(wrong)} wrong results ({', '.join(sorted({m.kernel for m in wrong}))}): nothing recorded.")
-        return 1
-    if full and not skipped and not options.no_write:
-        from gpucourse import results  # noqa: PLC0415
-
-        results.record(NAME, text)
-        print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")
-    return 0
+    return finish(NAME, text, measurements, write=full and not skipped and not options.no_write)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,21 @@ def median_ms(launches: list, samples: int, device: Device, kernel_launches: int
     hold_us = min(MAX_HOLD_US, int(1.5 * host * count * 1e6) + 1000) if device.real else 0
     timed = [one_sample(launches, count, hold_us) for _ in range(samples)]
     return statistics.median(ms for ms, _, _ in timed), all(queued for _, _, queued in timed)
+
+
+def finish(name: str, text: str, measurements, write: bool) -> int:
+    """Print the report; record it as section ``name`` of RESULTS.md when ``write`` and nothing is wrong.
+
+    Returns the exit status: 1 when a kernel gave a wrong result (then nothing is recorded).
+    """
+    print("\n" + text)
+    wrong = [m for m in measurements if m.wrong]
+    if wrong:
+        print(f"\n{len(wrong)} wrong results ({', '.join(sorted({m.kernel for m in wrong}))}): nothing recorded.")
+        return 1
+    if write:
+        from gpucourse import results  # noqa: PLC0415 (importing gpucourse picks the backend)
+
+        results.record(name, text)
+        print(f"\nwritten to {results.RESULTS}")
+    return 0

@@ -61,6 +61,7 @@ if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import (  # noqa: E402
+    finish,
     L2_ROTATION,
     Device,
     buffer_sets,
@@ -599,17 +600,7 @@ def main(argv=None) -> int:
         measurements += measure_shape(shape, device, samples, libraries, measurements)
 
     text = section(measurements, device, matmul_versions(libraries), samples, references)
-    print("\n" + text)
-    wrong = [m for m in measurements if m.wrong]
-    if wrong:
-        print(f"\n{len(wrong)} wrong results ({', '.join(sorted({m.kernel for m in wrong}))}): nothing recorded.")
-        return 1
-    if full and not skipped and not options.no_write:
-        from gpucourse import results  # noqa: PLC0415
-
-        results.record(NAME, text)
-        print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")
-    return 0
+    return finish(NAME, text, measurements, write=full and not skipped and not options.no_write)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,15 @@
-"""benchmarks/matmul.py: skips cleanly without a GPU, its accounting and report, its GPU path on the simulator.
+"""benchmarks/matmul.py: its accounting and report, and its GPU path on the simulator.
 
 No timing is asserted: on the simulator its times measure the CPU.
 """
 
-import importlib.util
 import math
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_benchmark
 from gpucourse import results, roofline
 
 SCRIPT = ROOT / "benchmarks" / "matmul.py"
@@ -21,37 +17,9 @@ SCRIPT = ROOT / "benchmarks" / "matmul.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("matmul_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look themselves up there
-    spec.loader.exec_module(module)
+    module, unload = load_benchmark(SCRIPT.stem, "matmul_benchmark")
     yield module
-    sys.modules.pop(spec.name, None)
-
-
-def gpu_usable() -> bool:
-    from numba import cuda
-
-    try:
-        return cuda.is_available()
-    except Exception:
-        return False
-
-
-@pytest.mark.parametrize("environment", [{}, {"GPUCOURSE_DEVICE": "cpu"}, {"NUMBA_ENABLE_CUDASIM": "1"}],
-                         ids=["auto", "GPUCOURSE_DEVICE=cpu", "NUMBA_ENABLE_CUDASIM=1"])
-def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(environment):
-    if not environment and gpu_usable():
-        pytest.skip("a GPU is usable here: the script would measure")
-    before = results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns
-    env = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM")}
-    for arguments in (["--quick"], []):
-        run = subprocess.run([sys.executable, str(SCRIPT), *arguments], env={**env, **environment},
-                             capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr
-        lines = run.stdout.strip().splitlines()
-        assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], run.stdout
-    assert (results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns) == before
+    unload()
 
 
 # -- pure helpers ----------------------------------------------------------------------------------------

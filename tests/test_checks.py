@@ -194,8 +194,10 @@ def sum_pairs_twice(out, a):
 def test_budget_failures_say_correct_but_over_budget():
     one_read = lambda t: t.assert_reads_per_element("a", exactly=1)  # noqa: E731
     check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read, quiet=True)
+    one_write = lambda t: t.assert_writes_per_element("out", exactly=1)  # noqa: E731
+    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_read, one_write], quiet=True)
     with pytest.raises(CheckFailed) as failure:
-        check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read)
+        check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_write, one_read])
     message = str(failure.value)
     assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
     assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message

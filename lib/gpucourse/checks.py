@@ -215,12 +215,13 @@ def check_kernel(
     seed: int = 0,
     name: str | None = None,
     quiet: bool = False,
-    budget: Callable | None = None,
+    budget: Callable | Sequence[Callable] | None = None,
 ) -> None:
     """Run ``kernel[grid, block](out, *inputs)`` for every case; compare with ``spec(*inputs)``.
 
     ``budget``, if given, is called with the launch's trace (`gpucourse.simulator.trace`) once the
-    result is right, e.g. ``budget=lambda t: t.assert_reads_per_element("a", exactly=1)``; the
+    result is right, e.g. ``budget=lambda t: t.assert_reads_per_element("a", exactly=1)`` (or a list of
+    such budgets); the
     launches then run on the course simulator, also on a GPU machine.
     """
     __tracebackhide__ = True
@@ -255,7 +256,8 @@ def check_kernel(
             raise CheckFailed(_explain_mismatch(name, kase, got, expected, bad))
         if budget:
             try:
-                budget(recorded.last)
+                for one in budget if isinstance(budget, (list, tuple)) else [budget]:
+                    one(recorded.last)
             except BudgetExceeded as exc:
                 raise CheckFailed(f"{name} is correct but over its budget with {kase.describe()}:\n  {exc}") from None
             except KeyError as exc:  # the budget names an array the kernel does not have

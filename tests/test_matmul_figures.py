@@ -83,11 +83,11 @@ def test_tiled_steps_match_the_tiles_the_block_reads():
         expected_b = np.zeros((1, K, N), bool)
         expected_b[0, slice(*step.ks), slice(*step.cols)] = True
         loads = 2 * step.step  # phase 2s loads, phase 2s + 1 computes
-        assert np.array_equal(mf.touched(t, "A", (1, 2), loads), expected_a)
-        assert np.array_equal(mf.touched(t, "B", (1, 2), loads), expected_b)
-        assert not mf.touched(t, "A", (1, 2), loads + 1).any()
-        assert mf.touched(t, "tile_a", (1, 2), loads + 1).all()  # the whole tile is read after the barrier
-        assert mf.touched(t, "tile_a", (1, 2), loads, "write").all()
+        assert np.array_equal(t.touched("A", (1, 2), loads), expected_a)
+        assert np.array_equal(t.touched("B", (1, 2), loads), expected_b)
+        assert not t.touched("A", (1, 2), loads + 1).any()
+        assert t.touched("tile_a", (1, 2), loads + 1).all()  # the whole tile is read after the barrier
+        assert t.touched("tile_a", (1, 2), loads, "write").all()
     with pytest.raises(ValueError, match="outside C"):
         mf.tiled_steps(M, N, K, mm.TILE, block=(3, 0))
 
@@ -118,7 +118,7 @@ def test_micro_tiles_are_what_the_register_tiled_kernel_writes():
         rows, cols = mf.micro_tile_cells(*thread, mm.TM, mm.TN, mm.THREADS_N)
         expected = np.zeros((1, 70, 80), bool)
         expected[0][np.ix_(rows, cols)] = True
-        assert np.array_equal(mf.touched(t, "C", (0, 0), last, "write", thread=thread), expected)
+        assert np.array_equal(t.touched("C", (0, 0), last, "write", thread=thread), expected)
     everyone = [mf.micro_tile_cells(tx, ty) for tx in range(16) for ty in range(16)]
     for contiguous in (False, True):
         owners = np.zeros((64, 64), int)

@@ -14,9 +14,8 @@ size, with a device's ridge.
 `matmul_tiled` loads at each step along K; `tiled_steps_viewer` puts them
 behind sliders. `micro_tile_cells` and `draw_micro_tiles` show which outputs a
 thread of a register-tiled block owns, with strided or contiguous columns.
-`touched` reads back from a trace which elements one block (or one of its
-threads) touched in one barrier phase, to check the pictures against the
-simulator.
+The tests and lecture 3 check these pictures against the simulator with
+`LaunchTrace.touched`.
 """
 
 from __future__ import annotations
@@ -349,35 +348,3 @@ def draw_micro_tiles(TM: int = 4, TN: int = 4, threads: int = 16, shown=((0, 0),
                  f"{TM} x {TN} each (vertical lines: 32-byte sectors)", fontsize=10)
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     return fig
-
-
-# -- reading a trace back ---------------------------------------------------------------------------------
-def touched(trace, name: str, block=0, phase: int = 0, kind: str = "read", thread=None) -> np.ndarray:
-    """A boolean array of ``name``'s shape: the elements block ``block`` touched (``kind``) in barrier phase ``phase``.
-
-    ``trace``: a `Trace` (its last launch) or a `LaunchTrace`; ``block``: a number or a
-    blockIdx tuple; ``thread``: only this thread of the block (a number, threadIdx.x +
-    threadIdx.y * blockDim.x, or a threadIdx tuple). Phase ``p`` is the stretch after the
-    block's ``p``-th ``syncthreads``.
-    """
-    from .simulator.trace import Trace
-
-    launch = trace.last if isinstance(trace, Trace) else trace
-    geometry = launch.geometry
-    if not isinstance(block, (int, np.integer)):
-        gx, gy, _ = geometry.grid
-        bx, by, bz = (tuple(block) + (0, 0))[:3]
-        block = bx + by * gx + bz * gx * gy
-    if thread is not None and not isinstance(thread, (int, np.integer)):
-        dx, dy, _ = geometry.block
-        tx, ty, tz = (tuple(thread) + (0, 0))[:3]
-        thread = tx + ty * dx + tz * dx * dy
-    array = launch.array(name)
-    mask = np.zeros(array.size, bool)
-    for event_kind, lanes, elements, blocks, phases, _site in array.events:
-        if event_kind == kind:
-            keep = (blocks == block) & (phases == phase)
-            if thread is not None:
-                keep &= np.broadcast_to(lanes, blocks.shape) == block * geometry.threads_per_block + thread
-            mask[np.broadcast_to(elements, blocks.shape)[keep]] = True
-    return mask.reshape(array.shape)

@@ -58,6 +58,22 @@ class Geometry:
         t, b = self.threadIdx, self.blockIdx
         self.grid_index = (b.x * bx + t.x, b.y * by + t.y, b.z * self.block[2] + t.z)
 
+    def block_number(self, block) -> int:
+        """The linear number of a block given as a number or a blockIdx tuple."""
+        if isinstance(block, (int, np.integer)):
+            return int(block)
+        gx, gy, _ = self.grid
+        bx, by, bz = (tuple(block) + (0, 0))[:3]
+        return bx + by * gx + bz * gx * gy
+
+    def thread_number(self, thread) -> int:
+        """The linear number in its block of a thread given as a number or a threadIdx tuple."""
+        if isinstance(thread, (int, np.integer)):
+            return int(thread)
+        bx, by, _ = self.block
+        tx, ty, tz = (tuple(thread) + (0, 0))[:3]
+        return tx + ty * bx + tz * bx * by
+
     def thread_name(self, lane: int) -> str:
         """``thread threadIdx=(x, y, z) of block blockIdx=(x, y, z)``."""
         t, b = self.threadIdx, self.blockIdx

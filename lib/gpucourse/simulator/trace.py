@@ -141,11 +141,27 @@ class LaunchTrace:
     # -- questions ------------------------------------------------------------------------------------
     def barriers(self, block=0) -> int:
         """How many ``syncthreads`` block ``block`` (a number or blockIdx tuple) went through."""
-        if not isinstance(block, (int, np.integer)):
-            gx, gy, _ = self.geometry.grid
-            bx, by, bz = (tuple(block) + (0, 0))[:3]
-            block = bx + by * gx + bz * gx * gy
-        return int(self.block_barriers[block])
+        return int(self.block_barriers[self.geometry.block_number(block)])
+
+    def touched(self, name: str, block=0, phase: int = 0, kind: str = "read", thread=None) -> np.ndarray:
+        """Which elements of ``name`` block ``block`` touched (``kind``) in barrier phase ``phase``.
+
+        A boolean array of the array's shape (one block's copy for shared memory). ``block``: a
+        number or blockIdx tuple; ``thread``: only this thread of the block (a number, or a
+        threadIdx tuple). Phase ``p`` is the stretch after the block's ``p``-th ``syncthreads``.
+        """
+        g = self.geometry
+        block = g.block_number(block)
+        lane = None if thread is None else block * g.threads_per_block + g.thread_number(thread)
+        array = self.array(name)
+        mask = np.zeros(array.size, bool)
+        for event_kind, lanes, elements, blocks, phases, _site in array.events:
+            if event_kind == kind:
+                keep = (blocks == block) & (phases == phase)
+                if lane is not None:
+                    keep &= lanes == lane
+                mask[elements[keep]] = True
+        return mask.reshape(array.shape)
 
     def array(self, name: str) -> ArrayTrace:
         try:

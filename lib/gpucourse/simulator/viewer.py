@@ -20,35 +20,6 @@ def _launch(trace) -> LaunchTrace:
     return trace.last if isinstance(trace, Trace) else trace
 
 
-def _block_number(launch: LaunchTrace, block) -> int:
-    if isinstance(block, (int, np.integer)):
-        return int(block)
-    gx, gy, _ = launch.geometry.grid
-    bx, by, bz = (tuple(block) + (0, 0))[:3]
-    return bx + by * gx + bz * gx * gy
-
-
-def _thread_number(launch: LaunchTrace, thread) -> int | None:
-    if thread is None or isinstance(thread, (int, np.integer)):
-        return None if thread is None or thread < 0 else int(thread)
-    bx, by, _ = launch.geometry.block
-    tx, ty, tz = (tuple(thread) + (0, 0))[:3]
-    return tx + ty * bx + tz * bx * by
-
-
-def phases(trace, block=0) -> int:
-    """How many barrier phases block ``block`` went through (1 when it never synchronised)."""
-    launch = _launch(trace)
-    b = _block_number(launch, block)
-    last = 0
-    for array in launch.arrays.values():
-        for _kind, _lanes, _elements, blocks, phase, _site in array.events:
-            mine = phase[blocks == b]
-            if len(mine):
-                last = max(last, int(mine.max()))
-    return last + 1
-
-
 def _cell_grid(shape: tuple) -> tuple[int, int]:
     if len(shape) == 1:
         return (-(-shape[0] // ROW), min(shape[0], ROW)) if shape[0] > ROW else (1, shape[0])
@@ -89,7 +60,9 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     import matplotlib.pyplot as plt
 
     launch = _launch(trace)
-    b, me = _block_number(launch, block), _thread_number(launch, thread)
+    b = launch.geometry.block_number(block)
+    everyone = thread is None or (isinstance(thread, (int, np.integer)) and thread < 0)
+    me = None if everyone else launch.geometry.thread_number(thread)
     if arrays is None:
         arrays = [n for n, a in launch.arrays.items() if a.space != "local" and _touched(launch, a, b, phase)]
     shown = [(n, launch.array(n)) for n in arrays]
@@ -163,12 +136,12 @@ def trace_viewer(trace):
     launch = _launch(trace)
     g = launch.geometry
     block = widgets.IntSlider(0, 0, g.blocks - 1, description="block")
-    phase = widgets.IntSlider(0, 0, max(phases(launch, 0) - 1, 0), description="phase")
+    phase = widgets.IntSlider(0, 0, launch.barriers(0), description="phase")
     thread = widgets.IntSlider(-1, -1, g.threads_per_block - 1, description="thread")
     output = widgets.Output()
 
     def redraw(_=None):
-        phase.max = max(phases(launch, block.value) - 1, 0)
+        phase.max = launch.barriers(block.value)
         with output:
             output.clear_output(wait=True)
             figure = show_trace(launch, block.value, phase.value, None if thread.value < 0 else thread.value)

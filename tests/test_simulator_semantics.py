@@ -151,3 +151,23 @@ def test_atomic_exchange_returns_the_previous_owner_in_lane_order():
     claim_slots[1, 6](slots, owners)
     assert slots.tolist() == [4, 5]  # the last thread of each slot, in lane order
     assert owners.tolist() == [-1, -1, 0, 1, 2, 3]
+
+
+@cuda.jit
+def row_sums_through_views(out, a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        row = a[i]  # a view: the row i of a, as numba gives it
+        total = int32(0)
+        for value in row:
+            total += value
+        out[i, 0] = total
+        out[i, 1] = a[i][len(row) - 1]  # index a view again
+        out[i][2] = row.size  # store through a view
+
+
+def test_partial_indexing_gives_views_like_numba():
+    a = np.random.default_rng(5).integers(-9, 9, (7, 5)).astype(np.int32)
+    out = np.zeros((7, 3), np.int32)
+    row_sums_through_views[1, 8](out, a)
+    np.testing.assert_array_equal(out, np.stack([a.sum(1), a[:, -1], np.full(7, 5)], axis=1))

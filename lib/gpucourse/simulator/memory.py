@@ -151,6 +151,22 @@ class SimArray:
             self.data[components] = values
 
 
+class SimView:
+    """``a[i]`` of an array with more dimensions: the rest of ``a``, with ``i`` (per lane) fixed in front."""
+
+    def __init__(self, base: SimArray, prefix: tuple):
+        self.base = base
+        self.prefix = prefix
+        self.shape = base.shape[len(prefix):]
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.dtype = base.dtype
+        self.name = base.name
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
 def _offset_in_allocation(array: np.ndarray) -> int:
     """Byte offset of a view's first element in the allocation it belongs to (GPU allocations are 256-byte aligned)."""
     root = array

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .geometry import Geometry
-from .memory import AccessRecord, SimArray, group_by_element, merge_records, unordered
+from .memory import AccessRecord, SimArray, SimView, group_by_element, merge_records, unordered
 from .transform import SITES
 
 
@@ -220,7 +220,7 @@ class Runtime:
 
     def loop_items(self, items, site: int):
         """``for x in a_tuple`` (or the elements of a 1-D array, read by every lane)."""
-        if type(items) is SimArray:
+        if type(items) in (SimArray, SimView):
             positions = iter(range(len(items)))
             return self._loop(lambda k: self._next_element(items, positions, site))
         values = iter(items)
@@ -321,7 +321,7 @@ class Runtime:
             raise fault(
                 UnsupportedInKernel, self.where(site),
                 f"`{SITES[site].expression}` gives {len(index)} index(es) to `{array.name}`, which has "
-                f"{array.ndim} dimension(s) {array.shape}; index every dimension (views are not supported)",
+                f"{array.ndim} dimension(s) {array.shape}",
             )
         lanes = self.lanes()
         components = []
@@ -409,8 +409,12 @@ class Runtime:
             ) from None
 
     def load(self, array, index, site: int):
+        if type(array) is SimView:
+            array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:
             return array[index]
+        if len(_as_tuple(index)) < array.ndim and not any(isinstance(i, slice) for i in _as_tuple(index)):
+            return SimView(array, _as_tuple(index))  # a[i] of a 2-D array: its row i, as numba gives it
         lanes, components, elements = self.resolve(array, index, site, "read")
         if array.written is not None:
             self.check_uninitialised(array, lanes, elements, site)
@@ -436,6 +440,8 @@ class Runtime:
         return out
 
     def store(self, array, index, value, site: int):
+        if type(array) is SimView:
+            array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(array).__name__}")
         if array.readonly:
@@ -483,6 +489,8 @@ class Runtime:
 
     def atomic(self, operation, array, index, value, site: int, compare=None):
         """``operation(old, value)`` applied element by element in lane order; returns the old values."""
+        if type(array) is SimView:
+            array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), "atomics need an array argument")
         lanes, components, elements = self.resolve(array, index, site, "update")
@@ -520,6 +528,10 @@ class Runtime:
         out = np.zeros(self.geometry.lanes, array.dtype)
         out[lanes] = old
         return out
+
+
+def _as_tuple(index) -> tuple:
+    return index if isinstance(index, tuple) else (index,)
 
 
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:

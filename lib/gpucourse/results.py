@@ -42,6 +42,8 @@ def show_recorded(name: str, path: Path = RESULTS):
     """Display section ``name`` in a notebook, or say that it has not been measured yet."""
     from IPython.display import Markdown
 
+    if not path.exists():  # an installed package (Colab) has no benchmarks folder
+        return Markdown(f"*The recorded `{name}` results are in `benchmarks/RESULTS.md` of the course repository.*")
     text = recorded(name, path)
     if text is None:
         return Markdown(f"*No `{name}` results recorded yet: run `python benchmarks/{name}.py` on a GPU.*")

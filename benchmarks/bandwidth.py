@@ -61,7 +61,7 @@ from common import (  # noqa: E402, F401 (MAX_QUEUED, MAX_SETS, launches_per_sam
     Device,
     buffer_sets,
     current_device,
-    gpu_problem,
+    without_gpu,
     hold,
     launches_per_sample,
     markdown_table,
@@ -531,10 +531,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     options = parser.parse_args(argv)
 
-    problem = gpu_problem()
-    if problem:
-        print(f"benchmarks/bandwidth.py needs a CUDA GPU, and there is none usable here ({problem}); "
-              "nothing measured, RESULTS.md left as it was.")
+    if without_gpu("bandwidth.py"):
         return 0
 
     sizes = options.sizes or (QUICK_SIZES_MIB if options.quick else SIZES_MIB)

@@ -90,6 +90,15 @@ def gpu_problem() -> str | None:
     return None
 
 
+def without_gpu(script: str) -> bool:
+    """True, having said so in one line, when no usable GPU is here for ``script`` to measure on."""
+    problem = gpu_problem()
+    if problem:
+        print(f"benchmarks/{script} needs a CUDA GPU, and there is none usable here ({problem}); "
+              "nothing measured, RESULTS.md left as it was.")
+    return problem is not None
+
+
 def sm_clock_khz(device) -> int | None:
     """The SM clock in kHz: numba's CLOCK_RATE attribute, else nvidia-smi's maximum SM clock, else None."""
     try:

@@ -66,7 +66,7 @@ from common import (  # noqa: E402
     Device,
     buffer_sets,
     current_device,
-    gpu_problem,
+    without_gpu,
     hold,
     markdown_table,
     median_ms,
@@ -562,10 +562,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print the table only")
     options = parser.parse_args(argv)
 
-    problem = gpu_problem()
-    if problem:
-        print(f"benchmarks/matmul.py needs a CUDA GPU, and there is none usable here ({problem}); "
-              "nothing measured, RESULTS.md left as it was.")
+    if without_gpu("matmul.py"):
         return 0
 
     if options.sizes:

@@ -29,7 +29,7 @@ _DONE = object()  # a uniform loop's range is exhausted
 class Frame:
     """One call of a kernel or device function."""
 
-    __slots__ = ("entry", "returned", "result", "saved_removed", "saved_exits", "live", "name")
+    __slots__ = ("entry", "returned", "result", "saved_removed", "live")
 
 
 class Loop:
@@ -131,7 +131,6 @@ class Runtime:
         frame.returned = None
         frame.result = None
         frame.saved_removed = self.removed
-        frame.saved_exits = self.exits
         frame.live = self.count
         self.frames.append(frame)
         self.removed = self.nobody

@@ -164,14 +164,14 @@ def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch
     """On a GPU an unguarded write lands after `out` without an error: the canary shows it."""
     from gpucourse import checks
 
-    real_launch = checks._launch
+    real_launch = checks.launch_on_copies
 
     def launch_then_scribble_past_the_end(*args):
         out, canary, inputs = real_launch(*args)
         canary[0] = 1.0
         return out, canary, inputs
 
-    monkeypatch.setattr(checks, "_launch", launch_then_scribble_past_the_end)
+    monkeypatch.setattr(checks, "launch_on_copies", launch_then_scribble_past_the_end)
     with pytest.raises(CheckFailed, match="wrote past the end of `out`.*needs a guard"):
         check_kernel(zip_guarded, add, one_block([4], inputs=2))
 
@@ -202,5 +202,5 @@ def test_budget_failures_say_correct_but_over_budget():
     assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
     assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message
     wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
-    with pytest.raises(CheckFailed, match="touched no array called `x`.*keep the parameter names"):
+    with pytest.raises(CheckFailed, match=r"touched no array called `x`.*Keep the parameter names the exercise gives \(out, a\)"):
         check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)

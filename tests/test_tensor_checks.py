@@ -7,7 +7,7 @@ import pytest
 from numba import cuda, float32
 
 from gpucourse import cpu_backend
-from gpucourse import tensor_checks
+from gpucourse import checks
 from gpucourse.checks import CheckFailed, one_block
 from gpucourse.tensor_checks import (block_per_row, check_axis_reduce, check_broadcast_zip, check_reduction,
                                      check_strided_map, one_block_reduce, random_values, reads_each_element_once,
@@ -348,14 +348,14 @@ def test_writing_an_input_is_caught_by_name():
 
 
 def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch):
-    real_run = tensor_checks._run
+    real_run = checks.launch_on_copies
 
     def run_then_scribble_past_the_end(*args):
         out, canary, after = real_run(*args)
         canary[0] = 1.0
         return out, canary, after
 
-    monkeypatch.setattr(tensor_checks, "_run", run_then_scribble_past_the_end)
+    monkeypatch.setattr(checks, "launch_on_copies", run_then_scribble_past_the_end)
     with pytest.raises(CheckFailed, match="wrote past the end of `out`.*needs a guard"):
         check_strided_map(contiguous, copy_spec, [tensor(4)])
 

@@ -15,6 +15,8 @@ expected and the actual value.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import re
 
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -159,38 +161,105 @@ def _index(ix) -> str:
 CANARY = 64
 
 
-def _launch(kernel, kase: Case, dtype, inputs: list[np.ndarray]):
-    """Launch on device copies; return out, the canary after it, and the inputs as left."""
-    size = int(np.prod(kase.out))
+def kernel_name(kernel) -> str:
+    return getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+
+
+def parameter_names(kernel) -> list[str]:
+    try:
+        return list(inspect.signature(getattr(kernel, "py_func", kernel)).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def budget_list(budget) -> list[Callable]:
+    """``budget=`` as a list: None, one budget, or several."""
+    if budget is None:
+        return []
+    return list(budget) if isinstance(budget, (list, tuple)) else [budget]
+
+
+def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[np.ndarray, np.ndarray, list]:
+    """``kernel[grid, block](out, *arguments)`` on device copies; ``out`` poisoned, with a canary after it.
+
+    Returns out, the canary and the arguments as the kernel left them (non-array arguments as given).
+    """
+    size = int(np.prod(out_shape, dtype=np.int64))
     d_buffer = cuda.to_device(poison((size + CANARY,), dtype))
-    d_out = d_buffer[:size].reshape(kase.out)
-    d_inputs = [cuda.to_device(a) for a in inputs]
-    kernel[kase.grid, kase.block](d_out, *d_inputs)
+    d_out = d_buffer[:size].reshape(out_shape)
+    d_arguments = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in arguments]
+    kernel[grid, block](d_out, *d_arguments)
     cuda.synchronize()
     buffer = d_buffer.copy_to_host()
-    return buffer[:size].reshape(kase.out), buffer[size:], [d.copy_to_host() for d in d_inputs]
+    after = [d.copy_to_host() if isinstance(a, np.ndarray) else a for a, d in zip(arguments, d_arguments)]
+    return buffer[:size].reshape(out_shape), buffer[size:], after
 
 
-def _explain_exception(name: str, kase: Case, exc: BaseException) -> str:
+def explain_failure(name: str, described: str, exc: BaseException, out_name: str = "out") -> str:
+    """Why a launch did not finish: not written yet, a fault the simulator found, or an error."""
     if isinstance(exc, NotImplementedError):
         return (
-            f"{name} is not written yet: it raised NotImplementedError. "
+            f"{name} is not written yet: it (or a device function it calls) raised NotImplementedError. "
             "Replace `raise NotImplementedError()` with your code."
         )
-    from .simulator import KernelFault  # noqa: PLC0415 (the simulator's trace imports this module)
+    from .simulator import KernelFault, OutOfBounds  # noqa: PLC0415 (the simulator's trace imports this module)
 
     detail = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, KernelFault):
-        detail = detail.replace("\n", "\n  ")
-    else:
-        detail = f"{type(exc).__name__}: {detail}"
-    if "past the end" in detail and "for `out`" in detail:
-        hint = "\n  A thread past the end of `out` needs a guard."
-    elif "past the end" in detail or "negative index" in detail:
-        hint = "\n  Either the index into that input is wrong, or the thread needs a guard."
-    else:
-        hint = ""
-    return f"{name} failed with {kase.describe()}:\n  {detail}{hint}"
+    detail = detail.replace("\n", "\n  ") if isinstance(exc, KernelFault) else f"{type(exc).__name__}: {detail}"
+    hint = ""
+    if isinstance(exc, OutOfBounds):
+        found = re.search(r"out of bounds for `([^`]+)`", detail)
+        array = found.group(1) if found else out_name
+        if array == out_name:
+            hint = f"A thread past the end of `{out_name}` needs a guard."
+        else:
+            hint = (f"Either this thread has no element of `{out_name}` and needs a guard, or the index it "
+                    f"computed into `{array}` is wrong: check it against the shape and strides.")
+    return f"{name} failed with {described}:\n  {detail}" + (f"\n  {hint}" if hint else "")
+
+
+def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments, labels, budgets):
+    """Launch (traced when there are budgets); fail on a fault, a write past ``out`` or a changed argument.
+
+    ``labels`` names the arguments in messages. Returns ``out`` and the trace (None without budgets).
+    """
+    from .simulator import trace  # noqa: PLC0415 (the simulator's trace imports this module)
+
+    try:
+        with trace() if budgets else contextlib.nullcontext() as recorded:
+            got, canary, after = launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
+    except Exception as exc:
+        raise CheckFailed(explain_failure(name, described, exc, labels[0] if labels else "out")) from None
+    if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
+        raise CheckFailed(
+            f"{name} wrote past the end of `out` with {described}: a thread past the end of the array needs a guard."
+        )
+    for position, (before, now) in enumerate(zip(arguments, after), start=1):
+        if isinstance(before, np.ndarray) and not np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
+            label = labels[position] if position < len(labels) else f"argument {position + 1}"
+            raise CheckFailed(f"{name} changed its input {label} with {described}: a kernel must only write to `out`.")
+    return got, recorded
+
+
+def check_budgets(name: str, described: str, budgets, recorded, parameters: list[str]) -> None:
+    """Run each budget on the launch's trace; say which one a correct kernel is over, and why."""
+    from .simulator import BudgetExceeded  # noqa: PLC0415 (the simulator's trace imports this module)
+
+    for budget in budgets:
+        try:
+            budget(recorded.last)
+        except BudgetExceeded as exc:
+            raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
+        except KeyError as exc:  # the budget names an array the kernel does not have
+            raise CheckFailed(
+                f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
+                f"({', '.join(parameters)}): the budget refers to them."
+            ) from None
+
+
+def report(name: str, launches: int, quiet: bool) -> None:
+    if not quiet:
+        print(f"✓ {name}: correct on {launches} launch{'es' if launches != 1 else ''}")
 
 
 def _explain_mismatch(name, kase, got, expected, bad) -> str:
@@ -225,9 +294,8 @@ def check_kernel(
     launches then run on the course simulator, also on a GPU machine.
     """
     __tracebackhide__ = True
-    from .simulator import BudgetExceeded, trace  # noqa: PLC0415 (the simulator's trace imports this module)
-
-    name = name or getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+    name = name or kernel_name(kernel)
+    budgets, parameters = budget_list(budget), parameter_names(kernel)
     rng = np.random.default_rng(seed)
     cases = list(cases)
     for kase in cases:
@@ -235,32 +303,12 @@ def check_kernel(
         expected = np.asarray(spec(*inputs)).astype(dtype)
         if expected.shape != kase.out:
             raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
-        try:
-            with trace() if budget else contextlib.nullcontext() as recorded:
-                got, canary, inputs_after = _launch(kernel, kase, dtype, inputs)
-        except Exception as exc:
-            raise CheckFailed(_explain_exception(name, kase, exc)) from None
-        if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
-            raise CheckFailed(
-                f"{name} wrote past the end of `out` with {kase.describe()}: "
-                "a thread past the end of the array needs a guard."
-            )
-        for position, (before, after) in enumerate(zip(inputs, inputs_after)):
-            if not np.array_equal(before, after):
-                raise CheckFailed(
-                    f"{name} changed its input number {position + 1} with {kase.describe()}: "
-                    "a kernel must only write to `out`."
-                )
+        described = kase.describe()
+        labels = ["out"] + [f"number {k}" for k in range(1, len(inputs) + 1)]
+        got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype, inputs,
+                                    labels, budgets)
         bad = _mismatches(got, expected)
         if len(bad):
             raise CheckFailed(_explain_mismatch(name, kase, got, expected, bad))
-        if budget:
-            try:
-                for one in budget if isinstance(budget, (list, tuple)) else [budget]:
-                    one(recorded.last)
-            except BudgetExceeded as exc:
-                raise CheckFailed(f"{name} is correct but over its budget with {kase.describe()}:\n  {exc}") from None
-            except KeyError as exc:  # the budget names an array the kernel does not have
-                raise CheckFailed(f"{name}: {exc.args[0]}; keep the parameter names the exercise gives") from None
-    if not quiet:
-        print(f"✓ {name}: correct on {len(cases)} launch{'es' if len(cases) != 1 else ''}")
+        check_budgets(name, described, budgets, recorded, parameters)
+    report(name, len(cases), quiet)

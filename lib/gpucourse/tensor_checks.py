@@ -27,17 +27,14 @@ simulator, also on a GPU machine, so that a data race is caught there too.
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-from numba import cuda
 
-from .checks import CANARY, TOLERANCES, Case, CheckFailed, _explain_mismatch, blocks_needed, case, poison, random_array
-from .simulator import BudgetExceeded, KernelFault, OutOfBounds, trace
+from .checks import (TOLERANCES, Case, CheckFailed, _explain_mismatch, blocks_needed, budget_list, case,
+                     check_budgets, kernel_name, parameter_names, random_array, report, run_checked)
+from .simulator import BudgetExceeded
 from .tensors import Tensor, broadcast_shape
 
 # Relative tolerance of a sum of many terms, times the sum of their absolute values:
@@ -184,80 +181,18 @@ def _wrong(got: np.ndarray, expected: np.ndarray, tolerance) -> np.ndarray:
     return np.argwhere(~ok)
 
 
-def _parameters(kernel) -> list[str]:
-    try:
-        return list(inspect.signature(getattr(kernel, "py_func", kernel)).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _run(kernel, dtype, out_shape, launch: _Launch) -> tuple[np.ndarray, np.ndarray, list]:
-    """Launch on device copies; return out, the canary after it, and the array arguments as left."""
-    size = int(np.prod(out_shape, dtype=np.int64))
-    d_buffer = cuda.to_device(poison((size + CANARY,), dtype))
-    d_out = d_buffer[:size].reshape(out_shape)
-    d_arguments = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
-                   for a in launch.arguments]
-    kernel[launch.grid, launch.block](d_out, *d_arguments)
-    cuda.synchronize()
-    buffer = d_buffer.copy_to_host()
-    after = [d.copy_to_host() if isinstance(a, np.ndarray) else a for a, d in zip(launch.arguments, d_arguments)]
-    return buffer[:size].reshape(out_shape), buffer[size:], after
-
-
-def _explain_failure(name: str, launch: _Launch, exc: BaseException, out_name: str) -> str:
-    """Why a launch did not finish: not written yet, a fault the simulator found, or an error."""
-    if isinstance(exc, NotImplementedError):
-        return (
-            f"{name} is not written yet: it (or a device function it calls) raised NotImplementedError. "
-            "Replace `raise NotImplementedError()` with your code."
-        )
-    detail = str(exc).strip() or type(exc).__name__
-    detail = detail.replace("\n", "\n  ") if isinstance(exc, KernelFault) else f"{type(exc).__name__}: {detail}"
-    hint = ""
-    if isinstance(exc, OutOfBounds):
-        found = re.search(r"out of bounds for `([^`]+)`", detail)
-        array = found.group(1) if found else out_name
-        if array == out_name:
-            hint = f"A thread past the end of `{out_name}` needs a guard."
-        else:
-            hint = (f"Either this thread has no element of `{out_name}` and needs a guard, or the index it "
-                    f"computed into `{array}` is wrong: check it against the shape and strides.")
-    return f"{name} failed with {launch.describe()}:\n  {detail}" + (f"\n  {hint}" if hint else "")
-
-
-def _budgets(budget) -> list[Callable]:
-    if budget is None:
-        return []
-    return list(budget) if isinstance(budget, (list, tuple)) else [budget]
-
-
 def _check_launches(kernel, launches: Iterable[_Launch], *, dtype, name, quiet, budget, hint=None) -> None:
     __tracebackhide__ = True
     dtype = np.dtype(dtype)
-    name = name or getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
-    parameters = _parameters(kernel)
-    budgets = _budgets(budget)
+    name = name or kernel_name(kernel)
+    parameters = parameter_names(kernel)
+    labels = [parameters[0] if parameters else "out"] + [f"`{p}`" for p in parameters[1:]]
+    budgets = budget_list(budget)
     count = 0
     for launch in launches:
         expected = launch.expected.astype(dtype)
-        out_shape = expected.shape
-        try:
-            with trace() if budgets else contextlib.nullcontext() as recorded:
-                got, canary, after = _run(kernel, dtype, out_shape, launch)
-        except Exception as exc:
-            raise CheckFailed(_explain_failure(name, launch, exc, parameters[0] if parameters else "out")) from None
-        if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=dtype.kind == "f"):
-            raise CheckFailed(
-                f"{name} wrote past the end of `out` with {launch.describe()}: "
-                "a thread past the end of the array needs a guard."
-            )
-        for position, (before, now) in enumerate(zip(launch.arguments, after), start=1):
-            if isinstance(before, np.ndarray) and not np.array_equal(before, now, equal_nan=True):
-                label = f"`{parameters[position]}`" if position < len(parameters) else f"argument {position + 1}"
-                raise CheckFailed(
-                    f"{name} changed its input {label} with {launch.describe()}: a kernel must only write to `out`."
-                )
+        got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, expected.shape,
+                                    dtype, launch.arguments, labels, budgets)
         tolerance = _tolerance(launch, dtype)
         bad = _wrong(got, launch.expected if dtype.kind == "f" else expected, tolerance)
         if len(bad):
@@ -270,19 +205,9 @@ def _check_launches(kernel, launches: Iterable[_Launch], *, dtype, name, quiet, 
             if hint:
                 message += hint(got[first], expected[first])
             raise CheckFailed(message)
-        for check in budgets:
-            try:
-                check(recorded.last)
-            except BudgetExceeded as exc:
-                raise CheckFailed(f"{name} is correct but over its budget with {launch.describe()}:\n  {exc}") from None
-            except KeyError as exc:
-                raise CheckFailed(
-                    f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
-                    f"({', '.join(parameters)}): the budget refers to them."
-                ) from None
+        check_budgets(name, launch.describe(), budgets, recorded, parameters)
         count += 1
-    if not quiet:
-        print(f"✓ {name}: correct on {count} launch{'es' if count != 1 else ''}")
+    report(name, count, quiet)
 
 
 # ---------------------------------------------------------------- the checks

@@ -26,7 +26,7 @@ test: $(INSTALLED)
 
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)
-	$(PY) -m gpucourse.slides lectures build/slides
+	$(PY) -m gpucourse.course.slides lectures build/slides
 
 ## Regenerate assignments/ (the student release) from solutions/ with nbgrader.
 release: $(INSTALLED)
@@ -34,7 +34,7 @@ release: $(INSTALLED)
 
 ## Rewrite every notebook's first cell from pyproject.toml's [tool.gpucourse].
 setup-cells: $(INSTALLED)
-	$(PY) -m gpucourse.setup_cell lectures solutions assignments
+	$(PY) -m gpucourse.course.setup_cell lectures solutions assignments
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -366,7 +366,7 @@ class Case:
 
 
 def tensor(storage, shape):
-    from gpucourse.tensors import Tensor, contiguous_strides  # noqa: PLC0415
+    from gpucourse.kernels import Tensor, contiguous_strides  # noqa: PLC0415
 
     return Tensor(storage, tuple(shape), contiguous_strides(shape))
 

@@ -221,7 +221,7 @@ def finish(name: str, text: str, measurements, write: bool) -> int:
         print(f"\n{len(wrong)} wrong results ({', '.join(sorted({m.kernel for m in wrong}))}): nothing recorded.")
         return 1
     if write:
-        from gpucourse import results  # noqa: PLC0415 (importing gpucourse picks the backend)
+        from gpucourse.course import results  # noqa: PLC0415 (importing gpucourse picks the backend)
 
         results.record(name, text)
         print(f"\nwritten to {results.RESULTS}")

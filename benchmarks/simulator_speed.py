@@ -10,12 +10,12 @@ Needs no GPU. Each simulator runs in its own process, one after the other:
 - the course simulator with ``GPUCOURSE_DEVICE=cpu`` and ``GPUCOURSE_PTX_CHECK=off``
   (the PTX compilation it does once per kernel is not simulation), ``import
   gpucourse`` first, one warm-up launch (the kernel's rewrite is cached) before
-  the timed ones; and again inside ``with gpucourse.simulator.trace():``.
+  the timed ones; and again inside ``with gpucourse.trace():``.
 
 Times are the median of ``--repeats`` launches of the kernels of
 ``tests/conformance_kernels.py`` (the same kernels whose outputs the
 conformance tests compare). A full run replaces its section of
-``benchmarks/RESULTS.md`` (`gpucourse.results.record`) with the new table.
+``benchmarks/RESULTS.md`` (`gpucourse.course.record`) with the new table.
 """
 
 from __future__ import annotations
@@ -101,15 +101,14 @@ def measure_numba(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
 
 def measure_course(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
     """Seconds per launch on the course simulator, plain and traced (after one warm-up launch)."""
-    import gpucourse  # noqa: F401, PLC0415 (first: it installs the simulator)
-    from gpucourse import cpu_backend, simulator  # noqa: PLC0415
+    from gpucourse import simulated, trace  # noqa: PLC0415 (importing gpucourse installs the simulator)
 
     def traced(launch):
-        with simulator.trace():
+        with trace():
             launch()
 
     results = []
-    with cpu_backend.simulated_launches():  # the course simulator even on a machine with a GPU
+    with simulated():  # the course simulator even on a machine with a GPU
         for benchmark in benchmarks:
             case = make_case(benchmark)
             args = case.inputs()
@@ -177,7 +176,7 @@ def section(benchmarks: list[Benchmark], rows: list[dict], repeats: int) -> str:
         f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
         f"- Median of {repeats} launches. numba's simulator: `NUMBA_ENABLE_CUDASIM=1`. Course simulator: "
         "`GPUCOURSE_DEVICE=cpu`, `GPUCOURSE_PTX_CHECK=off`, after one warm-up launch; *traced* is the same "
-        "launch inside `with gpucourse.simulator.trace():`. Ratio: numba's time / the course simulator's.",
+        "launch inside `with gpucourse.trace():`. Ratio: numba's time / the course simulator's.",
         f"- Result: {verdict}.",
         "",
         table(benchmarks, rows),
@@ -207,7 +206,7 @@ def main(argv=None) -> None:
     text = section(benchmarks, rows, repeats)
     print(text)
     if scale == "full" and not options.no_write:
-        from gpucourse import results  # noqa: PLC0415 (imports gpucourse, which picks a backend)
+        from gpucourse.course import results  # noqa: PLC0415 (imports gpucourse, which picks a backend)
 
         results.record(NAME, text)
         print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")

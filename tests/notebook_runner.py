@@ -6,12 +6,12 @@ from pathlib import Path
 
 import nbformat
 
-from gpucourse.slides import execute as execute_in_folder
+from gpucourse.course.slides import execute as execute_in_folder
 
 # Appended to every executed notebook: kernels it defines but never launched were never
 # compiled for the GPU, so the suite would not notice simulator-only code in them.
 PTX_COVERAGE_CELL = (
-    "from gpucourse.ptx import unchecked_kernels as _unchecked\n"
+    "from gpucourse.run import unchecked_kernels as _unchecked\n"
     "print('UNCHECKED_KERNELS', _unchecked(globals()))"
 )
 

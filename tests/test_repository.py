@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from conftest import ROOT
-from gpucourse.setup_cell import first_code_cell, render
+from gpucourse.course.setup_cell import first_code_cell, render
 
 NOTEBOOKS = sorted(
     p for folder in ("lectures", "solutions", "assignments") for p in (ROOT / folder).rglob("*.ipynb")

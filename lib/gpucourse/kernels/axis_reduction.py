@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from numba import cuda, float32, int64
 
-from ..tensors import MAX_DIMS, Tensor
+from .tensor import MAX_DIMS, Tensor
 from .indexing import to_index, to_position
 
 THREADS = 128

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from numba import cuda, int64
 
-from ..tensors import MAX_DIMS, Tensor, broadcast_shape, coalesce
+from .tensor import MAX_DIMS, Tensor, broadcast_shape, coalesce
 from .indexing import element_count, to_index, to_position
 
 

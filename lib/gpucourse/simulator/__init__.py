@@ -1,24 +1,17 @@
-"""The course's CPU simulator and tracer for numba-cuda kernels.
+"""The course's CPU simulator and tracer for numba-cuda kernels: the engine alone.
 
-`run` executes a kernel for every thread of a launch at once (see `transform`
-and `runtime`), deterministically, in warps of 32, and stops at the first
-out-of-bounds index, data race, divergent barrier or read of unwritten shared
-or local memory. `trace` records what each thread did with memory.
+Holds: `run` (every thread of a launch at once, in warps of 32, stopping at the first fault),
+the faults, `recording` and its `Trace`, the trace viewer. May import: nothing of gpucourse
+outside itself (`gpucourse.run` plugs it in behind ``numba.cuda``).
 """
 
-from .errors import (DataRace, DivergentBarrier, KernelFault, OutOfBounds, UninitializedRead,
+from .errors import (BudgetExceeded, DataRace, DivergentBarrier, KernelFault, OutOfBounds, UninitializedRead,
                      UnsupportedInKernel, WarpFault)
+from .geometry import dim3
 from .launch import run
-from .trace import BudgetExceeded, LaunchTrace, Trace, trace
+from .trace import LaunchTrace, Trace, recording
 from .viewer import show_trace, trace_viewer
 
-
-def simulated():
-    """``with simulated():`` runs the launches inside on this simulator, also on a GPU machine."""
-    from ..cpu_backend import simulated_launches  # noqa: PLC0415 (cpu_backend imports this package)
-
-    return simulated_launches()
-
-
-__all__ = ["run", "simulated", "trace", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded", "KernelFault", "OutOfBounds", "DataRace",
-           "DivergentBarrier", "UninitializedRead", "WarpFault", "UnsupportedInKernel"]
+__all__ = ["run", "dim3", "recording", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded",
+           "KernelFault", "OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault",
+           "UnsupportedInKernel"]

@@ -17,8 +17,9 @@ from numba.cuda.dispatcher import CUDADispatcher
 from numba.np.numpy_support import as_dtype
 
 from .errors import UnsupportedInKernel, fault
+from .intrinsics import REPLACEMENTS
 from .runtime import RUNTIME, UNDEFINED
-from .transform import rewrite
+from .transform import CALL, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
 _compiled: dict = {}
 
@@ -113,12 +114,32 @@ def dispatch(runtime, function, args, kwargs):
     return function(*args, **kwargs)
 
 
+def call(site, function, *args, **kwargs):
+    """A call in a rewritten kernel: runs ``function`` for the active lanes (see `dispatch`)."""
+    RUNTIME.site = site
+    return dispatch(RUNTIME, function, args, kwargs)
+
+
+def kernel_globals(py_func) -> dict:
+    """The globals a rewritten function runs with: its own, with numba.cuda swapped for `SIM_CUDA`."""
+    namespace = {}
+    for name, value in py_func.__globals__.items():
+        namespace[name] = REPLACEMENTS.get(id(value), value)
+    if py_func.__closure__:
+        for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
+            value = cell.cell_contents
+            namespace[name] = REPLACEMENTS.get(id(value), value)
+    namespace[RT] = RUNTIME
+    namespace[CALL] = call
+    namespace[UNDEFINED_NAME] = UNDEFINED
+    namespace.setdefault("__builtins__", __builtins__)
+    return namespace
+
+
 def device_function(py_func):
     """The rewritten, runnable version of a kernel or device function (cached)."""
     compiled = _compiled.get(py_func)
     if compiled is None:
-        from .intrinsics import kernel_globals  # noqa: PLC0415 (intrinsics imports this module)
-
         module, filename = rewrite(py_func)
         namespace = kernel_globals(py_func)
         exec(compile(module, filename, "exec"), namespace)  # noqa: S102 (our own rewrite of the kernel)
@@ -126,4 +147,4 @@ def device_function(py_func):
     return compiled
 
 
-__all__ = ["dispatch", "device_function", "RUNTIME"]
+__all__ = ["dispatch", "call", "device_function", "kernel_globals"]

@@ -1,4 +1,4 @@
-"""The faults the course simulator stops a launch for, each one short message."""
+"""The faults the course simulator stops a launch for, and the budget a trace can find exceeded."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ class WarpFault(KernelFault):
 
 class UnsupportedInKernel(KernelFault):
     """Python the course simulator cannot run (the GPU compiler may reject it too)."""
+
+
+class BudgetExceeded(AssertionError):
+    """A kernel is correct but touches memory more (or worse) than its budget allows."""
 
 
 def fault(kind: type, where: str, detail: str) -> KernelFault:

@@ -409,22 +409,7 @@ def _replacements() -> dict[int, object]:
     return table
 
 
-_REPLACEMENTS = _replacements()
+REPLACEMENTS = _replacements()
 
 
-def kernel_globals(py_func) -> dict:
-    """The globals a rewritten function runs with: its own, with numba.cuda swapped for `SIM_CUDA`."""
-    namespace = {}
-    for name, value in py_func.__globals__.items():
-        namespace[name] = _REPLACEMENTS.get(id(value), value)
-    if py_func.__closure__:
-        for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
-            value = cell.cell_contents
-            namespace[name] = _REPLACEMENTS.get(id(value), value)
-    namespace["_g_rt"] = rt
-    namespace["_g_U"] = UNDEFINED
-    namespace.setdefault("__builtins__", __builtins__)
-    return namespace
-
-
-__all__ = ["SIM_CUDA", "kernel_globals", "to_dtype"]
+__all__ = ["SIM_CUDA", "REPLACEMENTS", "to_dtype"]

@@ -299,12 +299,6 @@ class Runtime:
             return b if a is None else a
         return np.where(condition, a, b)
 
-    def call(self, site, function, *args, **kwargs):
-        self.site = site
-        from .calls import dispatch  # noqa: PLC0415 (calls imports this module)
-
-        return dispatch(self, function, args, kwargs)
-
     # -- memory ----------------------------------------------------------------
     def where(self, site: int) -> str:
         s = SITES[site]

@@ -1,6 +1,6 @@
 """What a launch did with memory, counted, and budgets a test can assert in one line.
 
-    with gpucourse.simulator.trace() as t:
+    with gpucourse.trace() as t:    # gpucourse.run.trace: records on this simulator
         kernel[grid, block](out, a)
     t.assert_reads_per_element("a", exactly=1)    # every element read from global memory once
     t.assert_reads_per_thread("A", at_most=K // T)
@@ -21,17 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import CheckFailed
+from .errors import BudgetExceeded
+from .memory import SimArray
 from .transform import SITES
 
 KINDS = ("read", "write", "atomic")
 SECTOR_BYTES = 32
 BANKS = 32
 BANK_BYTES = 4
-
-
-class BudgetExceeded(CheckFailed):
-    """A kernel is correct but touches memory more (or worse) than its budget allows."""
 
 
 @dataclass
@@ -257,20 +254,6 @@ class LaunchTrace:
                         "warp hit different words in the same bank (pad the array, or change the index order)"
                     )
 
-    def assert_float32_only(self) -> None:
-        """No float64 arithmetic in the kernel's PTX (a `0.` literal makes a float64 accumulator)."""
-        from .. import ptx  # noqa: PLC0415
-
-        found = ptx.float64_operations(self.function)
-        if found is None:
-            raise RuntimeError(f"`{self.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
-        if found:
-            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
-            self._fail(
-                f"computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.` or `1.0` is a "
-                "float64 and makes what it touches float64: write float32(0), float32(1)."
-            )
-
     # -- report ---------------------------------------------------------------------------------------
     def summary(self) -> str:
         g = self.geometry
@@ -337,15 +320,12 @@ _active: list[Trace] = []
 
 
 @contextlib.contextmanager
-def trace():
-    """Record every launch inside the block (on the course simulator, also on a GPU machine)."""
-    from .. import cpu_backend  # noqa: PLC0415 (cpu_backend imports the simulator)
-
+def recording():
+    """Record every launch this simulator runs inside the block, in the `Trace` it yields."""
     recorded = Trace()
     _active.append(recorded)
     try:
-        with cpu_backend.simulated_launches():
-            yield recorded
+        yield recorded
     finally:
         _active.remove(recorded)
 
@@ -354,8 +334,6 @@ def recorder_for(function, geometry, arguments) -> LaunchTrace | None:
     """A new LaunchTrace when a trace is being recorded, else None."""
     if not _active:
         return None
-    from .memory import SimArray  # noqa: PLC0415
-
     launch = LaunchTrace(function.__name__, geometry, [a for a in arguments if isinstance(a, SimArray)], function)
     _active[-1].launches.append(launch)
     return launch

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from .errors import UnsupportedInKernel
 
 RT = "_g_rt"
+CALL = "_g_call"
 UNDEFINED = "_g_U"
 
 
@@ -151,7 +152,7 @@ class KernelRewriter:
 
             def visit_Call(self, node):
                 call = ast.Call(
-                    ast.Attribute(ast.Name(RT, ast.Load()), "call", ast.Load()),
+                    ast.Name(CALL, ast.Load()),
                     [rewriter.site(node, target), self.visit(node.func)] + [self.visit(a) for a in node.args],
                     [ast.keyword(k.arg, self.visit(k.value)) for k in node.keywords],
                 )

@@ -1,0 +1,11 @@
+"""Course tooling: recorded benchmark results, library source shown in lectures, slides, the setup cell.
+
+Holds: `results`, `source`, and two commands, `python -m gpucourse.course.slides` and
+`python -m gpucourse.course.setup_cell`. May import: nothing of gpucourse.
+"""
+
+from . import results, source
+from .results import record, recorded, show_recorded
+from .source import show_source, source_of
+
+__all__ = ["results", "source", "record", "recorded", "show_recorded", "show_source", "source_of"]

@@ -1,0 +1,50 @@
+"""Benchmark results recorded in ``benchmarks/RESULTS.md``, for lectures to show without a GPU.
+
+Each benchmark script owns one section of the file, between the markers
+``<!-- NAME: begin -->`` and ``<!-- NAME: end -->``, and rewrites only that.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "RESULTS.md"
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+def recorded(name: str, path: Path = RESULTS) -> str | None:
+    """The recorded section ``name`` (Markdown), or None when it was never recorded."""
+    if not path.exists():
+        return None
+    begin, end = markers(name)
+    match = re.search(re.escape(begin) + r"\n(.*?)\n" + re.escape(end), path.read_text(), re.S)
+    return match.group(1).strip() if match else None
+
+
+def record(name: str, text: str, path: Path = RESULTS) -> None:
+    """Replace (or append) section ``name`` of the results file with ``text``."""
+    begin, end = markers(name)
+    block = f"{begin}\n{text.strip()}\n{end}"
+    current = path.read_text() if path.exists() else "# Benchmark results\n"
+    pattern = re.escape(begin) + r".*?" + re.escape(end)
+    if re.search(pattern, current, re.S):
+        updated = re.sub(pattern, lambda _: block, current, flags=re.S)
+    else:
+        updated = current.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(updated)
+
+
+def show_recorded(name: str, path: Path = RESULTS):
+    """Display section ``name`` in a notebook, or say that it has not been measured yet."""
+    from IPython.display import Markdown
+
+    if not path.exists():  # an installed package (Colab) has no benchmarks folder
+        return Markdown(f"*The recorded `{name}` results are in `benchmarks/RESULTS.md` of the course repository.*")
+    text = recorded(name, path)
+    if text is None:
+        return Markdown(f"*No `{name}` results recorded yet: run `python benchmarks/{name}.py` on a GPU.*")
+    return Markdown(text)

@@ -1,0 +1,25 @@
+"""What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
+
+Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
+and `reduction` (module 2) and `matmul` (module 3), `feedback`. May import: `gpucourse.run`,
+`gpucourse.simulator`, `gpucourse.kernels`.
+"""
+
+from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_kernel, one_block,
+                   one_block_2d, outer)
+from .elementwise import check_broadcast_zip, check_strided_map, tensor
+from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
+                     matmul_tiles, no_shared_memory, reads_per_thread, tiled_reads, transpose_tiles,
+                     warp_per_row, warp_reads_its_row)
+from .reduction import (block_per_row, check_axis_reduce, check_reduction, one_block_reduce,
+                        reads_each_element_once, writes_each_element_once)
+from .runner import REDUCTION_RTOL
+
+__all__ = ["CheckFailed", "Case", "case", "check_kernel", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
+           "one_block", "blocks_1d", "one_block_2d", "blocks_2d", "outer",
+           "tensor", "check_strided_map", "check_broadcast_zip",
+           "one_block_reduce", "block_per_row", "check_axis_reduce", "check_reduction",
+           "reads_each_element_once", "writes_each_element_once",
+           "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "warp_per_row", "coarsened_grid",
+           "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
+           "no_shared_memory", "float32_only"]

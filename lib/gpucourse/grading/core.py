@@ -1,0 +1,310 @@
+"""Checks for test cells: run a student's kernel, compare with a NumPy spec, explain failures.
+
+A test cell reads like a sentence::
+
+    check_kernel(zip_kernel, zip_spec, one_block([1, 7, 32], inputs=2))
+
+Every case draws random, non-uniform inputs, fills the output with a poison
+value (NaN, or the most negative integer) so that unwritten elements show,
+launches the kernel as ``kernel[grid, block](out, *inputs)`` and compares
+with ``spec(*inputs)`` within a tolerance that fits the dtype. The first
+failure raises `CheckFailed` naming the launch, the first wrong index, the
+expected and the actual value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from numba import cuda
+
+from ..run import trace
+from ..simulator import BudgetExceeded, KernelFault, OutOfBounds
+
+Shape = tuple[int, ...]
+
+# (relative, absolute) tolerance for values of magnitude about 1.
+TOLERANCES = {
+    np.dtype(np.float16): (1e-3, 1e-3),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-14),
+}
+
+
+class CheckFailed(AssertionError):
+    """A kernel gave a wrong result, or could not run; the message says why."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One launch of a kernel under test: launch configuration and input shapes."""
+
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    inputs: tuple[Shape, ...]
+    out: Shape
+
+    def describe(self) -> str:
+        shapes = ", ".join(str(s) for s in self.inputs)
+        return f"grid={self.grid}, block={self.block}, inputs {shapes} -> out {self.out}"
+
+
+def _tuple(x) -> tuple[int, ...]:
+    return tuple(int(v) for v in x) if isinstance(x, Sequence) else (int(x),)
+
+
+def case(grid, block, inputs: Iterable, out=None) -> Case:
+    """A `Case`; ``out`` defaults to the broadcast shape of the inputs."""
+    shapes = tuple(_tuple(s) for s in inputs)
+    out_shape = _tuple(out) if out is not None else tuple(np.broadcast_shapes(*shapes))
+    return Case(_tuple(grid), _tuple(block), shapes, out_shape)
+
+
+def blocks_needed(size: int, threads_per_block: int) -> int:
+    """Blocks of ``threads_per_block`` threads that cover ``size`` elements (integer ceiling)."""
+    return -(-size // threads_per_block)
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def one_block(sizes: Iterable[int], inputs: int = 1, extra_threads: int = 0) -> list[Case]:
+    """One block per launch, ``size + extra_threads`` threads over 1-D arrays of ``size``."""
+    return [case(1, n + extra_threads, [(n,)] * inputs) for n in sizes]
+
+
+def blocks_1d(sizes: Iterable[int], threads: Iterable[int], inputs: int = 1) -> list[Case]:
+    """Enough blocks of each ``threads`` count to cover 1-D arrays of each size."""
+    return [
+        case(blocks_needed(n, t), t, [(n,)] * inputs) for n in sizes for t in threads
+    ]
+
+
+def one_block_2d(shapes: Iterable[Shape], inputs: int = 1, extra=(0, 0)) -> list[Case]:
+    """One 2-D block of ``(cols + extra[0], rows + extra[1])`` threads over each ``(rows, cols)`` array.
+
+    ``threadIdx.x`` runs along columns (the contiguous axis), ``threadIdx.y`` along rows.
+    """
+    cases = []
+    for rows, cols in shapes:
+        block = (cols + extra[0], rows + extra[1])
+        cases.append(case((1, 1), block, [(rows, cols)] * inputs))
+    return cases
+
+
+def blocks_2d(shapes: Iterable[Shape], blocks: Iterable[tuple[int, int]], inputs: int = 1) -> list[Case]:
+    """A 2-D grid of ``(bx, by)`` blocks covering each ``(rows, cols)`` array; x runs along columns."""
+    cases = []
+    for rows, cols in shapes:
+        for bx, by in blocks:
+            grid = (blocks_needed(cols, bx), blocks_needed(rows, by))
+            cases.append(case(grid, (bx, by), [(rows, cols)] * inputs))
+    return cases
+
+
+def outer(shapes: Iterable[Shape], block: tuple[int, int], extra=(0, 0)) -> list[Case]:
+    """Broadcast a column ``(rows, 1)`` against a row ``(1, cols)`` in one block (or a grid when smaller)."""
+    cases = []
+    for rows, cols in shapes:
+        bx, by = block
+        grid = (blocks_needed(cols + extra[0], bx), blocks_needed(rows + extra[1], by))
+        cases.append(case(grid, (bx, by), [(rows, 1), (1, cols)]))
+    return cases
+
+
+# ---------------------------------------------------------------- the check
+
+
+def random_array(rng: np.random.Generator, shape: Shape, dtype) -> np.ndarray:
+    """Distinct-looking values in every cell: a wrong index cannot pass by luck."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.uniform(-10, 10, size=shape).astype(dtype)
+    if dtype.kind in "iu":
+        low = 0 if dtype.kind == "u" else -1000
+        return rng.integers(low, 1000, size=shape).astype(dtype)
+    raise TypeError(f"random_array: unsupported dtype {dtype}")
+
+
+def poison(shape: Shape, dtype) -> np.ndarray:
+    """An output full of a value no correct kernel writes: NaN, or the lowest integer."""
+    dtype = np.dtype(dtype)
+    value = np.nan if dtype.kind == "f" else np.iinfo(dtype).min
+    return np.full(shape, value, dtype=dtype)
+
+
+def _is_poison(value) -> bool:
+    if isinstance(value, (float, np.floating)):
+        return bool(np.isnan(value))
+    return bool(value == np.iinfo(np.asarray(value).dtype).min)
+
+
+def _mismatches(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    if got.dtype.kind == "f":
+        rtol, atol = TOLERANCES.get(got.dtype, (1e-5, 1e-6))
+        scale = max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+        ok = np.isclose(got, expected, rtol=rtol, atol=atol * scale)
+    else:
+        ok = got == expected
+    return np.argwhere(~ok)
+
+
+def _index(ix) -> str:
+    return "[" + ", ".join(str(int(i)) for i in ix) + "]"
+
+
+# Poisoned elements after the end of ``out``: on a GPU an unguarded write past the end
+# does not fault, it lands here and shows.
+CANARY = 64
+
+
+def kernel_name(kernel) -> str:
+    return getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+
+
+def parameter_names(kernel) -> list[str]:
+    try:
+        return list(inspect.signature(getattr(kernel, "py_func", kernel)).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def budget_list(budget) -> list[Callable]:
+    """``budget=`` as a list: None, one budget, or several."""
+    if budget is None:
+        return []
+    return list(budget) if isinstance(budget, (list, tuple)) else [budget]
+
+
+def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[np.ndarray, np.ndarray, list]:
+    """``kernel[grid, block](out, *arguments)`` on device copies; ``out`` poisoned, with a canary after it.
+
+    Returns out, the canary and the arguments as the kernel left them (non-array arguments as given).
+    """
+    size = int(np.prod(out_shape, dtype=np.int64))
+    d_buffer = cuda.to_device(poison((size + CANARY,), dtype))
+    d_out = d_buffer[:size].reshape(out_shape)
+    d_arguments = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in arguments]
+    kernel[grid, block](d_out, *d_arguments)
+    cuda.synchronize()
+    buffer = d_buffer.copy_to_host()
+    after = [d.copy_to_host() if isinstance(a, np.ndarray) else a for a, d in zip(arguments, d_arguments)]
+    return buffer[:size].reshape(out_shape), buffer[size:], after
+
+
+def explain_failure(name: str, described: str, exc: BaseException, out_name: str = "out") -> str:
+    """Why a launch did not finish: not written yet, a fault the simulator found, or an error."""
+    if isinstance(exc, NotImplementedError):
+        return (
+            f"{name} is not written yet: it (or a device function it calls) raised NotImplementedError. "
+            "Replace `raise NotImplementedError()` with your code."
+        )
+    detail = str(exc).strip() or type(exc).__name__
+    detail = detail.replace("\n", "\n  ") if isinstance(exc, KernelFault) else f"{type(exc).__name__}: {detail}"
+    hint = ""
+    if isinstance(exc, OutOfBounds):
+        found = re.search(r"out of bounds for `([^`]+)`", detail)
+        array = found.group(1) if found else out_name
+        if array == out_name:
+            hint = f"A thread past the end of `{out_name}` needs a guard."
+        else:
+            hint = (f"Either this thread has no element of `{out_name}` and needs a guard, or the index it "
+                    f"computed into `{array}` is wrong: check it against the shape and strides.")
+    return f"{name} failed with {described}:\n  {detail}" + (f"\n  {hint}" if hint else "")
+
+
+def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments, labels, budgets):
+    """Launch (traced when there are budgets); fail on a fault, a write past ``out`` or a changed argument.
+
+    ``labels`` names the arguments in messages. Returns ``out`` and the trace (None without budgets).
+    """
+    try:
+        with trace() if budgets else contextlib.nullcontext() as recorded:
+            got, canary, after = launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
+    except Exception as exc:
+        raise CheckFailed(explain_failure(name, described, exc, labels[0] if labels else "out")) from None
+    if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
+        raise CheckFailed(
+            f"{name} wrote past the end of `out` with {described}: a thread past the end of the array needs a guard."
+        )
+    for position, (before, now) in enumerate(zip(arguments, after), start=1):
+        if isinstance(before, np.ndarray) and not np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
+            label = labels[position] if position < len(labels) else f"argument {position + 1}"
+            raise CheckFailed(f"{name} changed its input {label} with {described}: a kernel must only write to `out`.")
+    return got, recorded
+
+
+def check_budgets(name: str, described: str, budgets, recorded, parameters: list[str]) -> None:
+    """Run each budget on the launch's trace; say which one a correct kernel is over, and why."""
+    for budget in budgets:
+        try:
+            budget(recorded.last)
+        except BudgetExceeded as exc:
+            raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
+        except KeyError as exc:  # the budget names an array the kernel does not have
+            raise CheckFailed(
+                f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
+                f"({', '.join(parameters)}): the budget refers to them."
+            ) from None
+
+
+def report(name: str, launches: int, quiet: bool) -> None:
+    if not quiet:
+        print(f"✓ {name}: correct on {launches} launch{'es' if launches != 1 else ''}")
+
+
+def explain_mismatch(name, kase, got, expected, bad) -> str:
+    first = tuple(bad[0])
+    value = got[first]
+    lines = [
+        f"{name} gave a wrong result with {kase.describe()}:",
+        f"  out{_index(first)} should be {expected[first].item()!r}, got {value.item()!r}"
+        + (" (never written: it still holds the poison value)" if _is_poison(value) else ""),
+        f"  {len(bad)} of {got.size} elements are wrong; the first: "
+        + ", ".join(_index(ix) for ix in bad[:5]),
+    ]
+    return "\n".join(lines)
+
+
+def check_kernel(
+    kernel,
+    spec: Callable[..., np.ndarray],
+    cases: Iterable[Case],
+    *,
+    dtype=np.float32,
+    seed: int = 0,
+    name: str | None = None,
+    quiet: bool = False,
+    budget: Callable | Sequence[Callable] | None = None,
+) -> None:
+    """Run ``kernel[grid, block](out, *inputs)`` for every case; compare with ``spec(*inputs)``.
+
+    ``budget``, if given, is called with the launch's trace (`gpucourse.trace`) once the
+    result is right, e.g. ``budget=lambda t: t.assert_reads_per_element("a", exactly=1)`` (or a list of
+    such budgets); the
+    launches then run on the course simulator, also on a GPU machine.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    budgets, parameters = budget_list(budget), parameter_names(kernel)
+    rng = np.random.default_rng(seed)
+    cases = list(cases)
+    for kase in cases:
+        inputs = [random_array(rng, shape, dtype) for shape in kase.inputs]
+        expected = np.asarray(spec(*inputs)).astype(dtype)
+        if expected.shape != kase.out:
+            raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
+        described = kase.describe()
+        labels = ["out"] + [f"number {k}" for k in range(1, len(inputs) + 1)]
+        got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype, inputs,
+                                    labels, budgets)
+        bad = _mismatches(got, expected)
+        if len(bad):
+            raise CheckFailed(explain_mismatch(name, kase, got, expected, bad))
+        check_budgets(name, described, budgets, recorded, parameters)
+    report(name, len(cases), quiet)

@@ -1,0 +1,225 @@
+"""Checks for module 3's kernels: transposes, matrix products, warp-per-row sums, coarsened threads.
+
+Every output of a matrix product is a sum of products, so these kernels are
+checked as reductions (`gpucourse.grading.check_reduction`): random,
+non-uniform inputs, a poisoned ``out`` with a canary after it, unchanged
+inputs, and a comparison with the spec computed in float64 within the rounding
+of float32 sums, ``1e-5`` times the spec of the absolute values (for
+``C = A @ B``, ``|A| @ |B|``, which grows with ``K``). A test cell reads::
+
+    check_matrix_kernel(transpose_kernel, transpose_spec, transpose_tiles([(40, 72)], tile=32),
+                        budget=[reads_each_element_once("a"), coalesced("a"), coalesced("out", kind="write")])
+
+The launch plans fix the grid and the block, so a budget can count what each
+thread does. The budgets (each a callable taking a launch's trace, as
+`check_kernel` and `check_reduction` expect) say what a tiled, coalesced,
+conflict-free or coarsened kernel does differently from a naive one that
+gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..run import ptx
+from ..simulator import BudgetExceeded
+from .core import Case, blocks_needed, case
+from .reduction import check_reduction
+
+WARP = 32
+
+
+def check_matrix_kernel(
+    kernel,
+    spec: Callable[..., np.ndarray],
+    cases: Iterable[Case],
+    *,
+    dtype=np.float32,
+    seed: int = 0,
+    name: str | None = None,
+    quiet: bool = False,
+    budget=None,
+) -> None:
+    """Check ``kernel[grid, block](out, *inputs)`` against ``spec(*inputs)`` for every case.
+
+    As `check_reduction` with mixed-sign values: float outputs may differ from the float64
+    spec by the rounding of float32 sums of products (see the module's docstring).
+    """
+    __tracebackhide__ = True
+    check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget)
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def transpose_tiles(shapes: Iterable[tuple[int, int]], tile: int = 32) -> list[Case]:
+    """One block of ``tile x tile`` threads per tile of each ``(rows, cols)`` input; ``out`` is ``(cols, rows)``.
+
+    ``threadIdx.x`` runs along the input's columns: ``grid = (ceil(cols / tile), ceil(rows / tile))``.
+    """
+    return [case((blocks_needed(cols, tile), blocks_needed(rows, tile)), (tile, tile), [(rows, cols)],
+                 out=(cols, rows))
+            for rows, cols in shapes]
+
+
+def matmul_tiles(shapes: Iterable[Sequence[int]], tile: int = 32, transpose_b: bool = False) -> list[Case]:
+    """One block of ``tile x tile`` threads per tile of ``C``, one grid layer per batch element.
+
+    Each shape is ``(batch_a, batch_b, M, K, N)``: ``A`` is ``(batch_a, M, K)``, ``B`` is
+    ``(batch_b, K, N)``, or ``(batch_b, N, K)`` with ``transpose_b``, and ``C`` is
+    ``(batch, M, N)``; a batch of 1 is broadcast. ``threadIdx.x`` runs along the columns of
+    ``C``: ``grid = (ceil(N / tile), ceil(M / tile), batch)``.
+    """
+    cases = []
+    for batch_a, batch_b, M, K, N in shapes:
+        if batch_a != batch_b and 1 not in (batch_a, batch_b):
+            raise ValueError(f"batches of {batch_a} and {batch_b} do not broadcast")
+        batch = max(batch_a, batch_b)
+        b_shape = (batch_b, N, K) if transpose_b else (batch_b, K, N)
+        cases.append(case((blocks_needed(N, tile), blocks_needed(M, tile), batch), (tile, tile),
+                          [(batch_a, M, K), b_shape], out=(batch, M, N)))
+    return cases
+
+
+def warp_per_row(shapes: Iterable[tuple[int, int]], warps: Iterable[int] = (4,)) -> list[Case]:
+    """One warp per row of a ``(rows, cols)`` matrix ``A``: blocks of ``(32, w)`` threads for each ``w``.
+
+    Inputs ``A`` and a vector ``x`` of ``cols``; ``out`` has one element per row. Warp
+    ``threadIdx.y`` of block ``blockIdx.x`` owns row ``blockIdx.x * w + threadIdx.y``:
+    ``grid = ceil(rows / w)``.
+    """
+    warps = list(warps)
+    return [case(blocks_needed(rows, w), (WARP, w), [(rows, cols), (cols,)], out=(rows,))
+            for rows, cols in shapes for w in warps]
+
+
+def coarsened_grid(shapes: Iterable[Sequence[int]], coarsen: int, block: tuple[int, int] = (32, 8)) -> list[Case]:
+    """A fixed grid in which every thread computes ``coarsen`` elements of a row of ``out``.
+
+    Each shape is ``(batch, M, N, K)``: inputs of ``(batch, M, N)`` and ``(batch, M, K)``
+    (a product that sums over the batch and ``M``, as a weight gradient does), ``out`` is
+    ``(N, K)``. A block of ``(bx, by)`` threads covers ``by`` rows and ``bx * coarsen``
+    columns of ``out``: ``grid = (ceil(K / (bx * coarsen)), ceil(N / by))``.
+    """
+    bx, by = block
+    return [case((blocks_needed(K, bx * coarsen), blocks_needed(N, by)), (bx, by),
+                 [(batch, M, N), (batch, M, K)], out=(N, K))
+            for batch, M, N, K in shapes]
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def coalesced(*names: str, kind: str = "read", sectors: float = 4):
+    """A budget: warp ``kind``s (``"read"`` or ``"write"``) of each array touch at most ``sectors`` per request.
+
+    32 neighbouring float32 elements are 128 bytes, 4 sectors of 32 bytes when a row starts on a
+    sector: the tests that use this budget keep rows 32-byte aligned (widths multiple of 8, or short).
+    """
+
+    def budget(t):
+        for name in names:
+            t.assert_sectors_per_request(name, sectors, kind)
+
+    return budget
+
+
+def reads_per_thread(name: str, at_most, why: str = ""):
+    """A budget: no thread reads ``name`` from global memory more than ``at_most`` times.
+
+    ``at_most`` is a number, or a function of the array's shape (``lambda shape: shape[0] * shape[1]``);
+    ``why`` is added to the message, to say what the limit stands for.
+    """
+
+    def budget(t):
+        limit = at_most(t.array(name).shape) if callable(at_most) else at_most
+        try:
+            t.assert_reads_per_thread(name, int(limit))
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{exc}{': ' + why if why else ''}") from None
+
+    return budget
+
+
+def tiled_reads(*names: str, tile: int, axis: int = -1):
+    """A budget: each thread reads each array at most ``ceil(K / tile)`` times, ``K`` its dimension ``axis``.
+
+    That is one element per tile step of a kernel that copies tiles into shared memory and
+    computes from there; a naive kernel reads ``K`` elements per thread. ``K`` is the last
+    dimension (``axis=-1``) of ``A`` and of ``B`` in ``C = A @ B.T``; of ``B`` in ``C = A @ B`` it is
+    ``axis=-2``.
+    """
+    budgets = [
+        reads_per_thread(name, lambda shape: blocks_needed(shape[axis], tile),
+                         why=f"a tiled kernel copies one element of `{name}` per tile of {tile} and reads the "
+                             "rest from shared memory")
+        for name in names
+    ]
+
+    def budget(t):
+        for check in budgets:
+            check(t)
+
+    return budget
+
+
+def warp_reads_its_row(name: str):
+    """A budget for one warp per row of a 2-D ``name``: each element read once, coalesced.
+
+    No lane reads more than ``ceil(cols / 32)`` elements: the 32 lanes of the row's warp share them.
+    """
+
+    def budget(t):
+        t.assert_reads_per_element(name, exactly=1)
+        cols = t.array(name).shape[1]
+        reads_per_thread(name, blocks_needed(cols, WARP),
+                         why=f"the 32 lanes of a warp share the {cols} elements of its row")(t)
+        t.assert_sectors_per_request(name, 4)
+
+    return budget
+
+
+def _shared_arrays(t) -> list[str]:
+    return [name for name, array in t.arrays.items() if array.space == "shared"]
+
+
+def conflict_free_shared_memory():
+    """A budget: the kernel keeps data in shared memory, and no warp access to it has a bank conflict."""
+
+    def budget(t):
+        if not _shared_arrays(t):
+            raise BudgetExceeded(f"{t.kernel}: uses no shared memory; stage the tiles in a shared array")
+        t.assert_no_bank_conflicts()
+
+    return budget
+
+
+def no_shared_memory(instead: str = "warp shuffles"):
+    """A budget: the kernel uses no shared memory (its threads combine values with ``instead``)."""
+
+    def budget(t):
+        shared = _shared_arrays(t)
+        if shared:
+            raise BudgetExceeded(f"{t.kernel}: uses shared memory (`{shared[0]}`); combine the values with "
+                                 f"{instead}, which need none")
+
+    return budget
+
+
+def float32_only():
+    """A budget: no float64 arithmetic in the kernel's PTX (``acc = 0.`` makes a float64 accumulator)."""
+
+    def budget(t):
+        found = ptx.float64_operations(t.function)
+        if found is None:
+            raise RuntimeError(f"`{t.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
+        if found:
+            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+            raise BudgetExceeded(
+                f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.` or `1.0` "
+                "is a float64 and makes what it touches float64: write float32(0), float32(1)."
+            )
+
+    return budget

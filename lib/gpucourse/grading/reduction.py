@@ -1,0 +1,168 @@
+"""Checks for module 2's reductions: block sums, axis reductions and scans, with their budgets.
+
+Each output is a sum (or max, ...) of many inputs, whose float rounding depends on the order
+of the additions, so results are compared within ``REDUCTION_RTOL`` times the sum of the
+absolute values of the terms::
+
+    check_axis_reduce(mean_axis_kernel, mean_spec, [(4, 5, 6)], axes=[0, 1, 2])
+    check_reduction(dot_kernel, dot_spec, one_block_reduce([7, 1000], threads=[32, 128], inputs=2),
+                    budget=reads_each_element_once("a", "b"))
+
+``budget`` (one callable or a list) is called with the launch's trace once the result is right;
+those launches run on the course simulator, also on a GPU machine, so a data race is caught there too.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..simulator import BudgetExceeded
+from .core import Case, blocks_needed, case
+from .runner import Launch, check_launches, expected_of, random_values
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def one_block_reduce(sizes: Iterable[int], threads: Iterable[int], inputs: int = 1) -> list[Case]:
+    """One block of each ``threads`` count over 1-D inputs of each size; ``out`` has one element."""
+    return [case(1, t, [(n,)] * inputs, out=(1,)) for n in sizes for t in threads]
+
+
+def block_per_row(shapes: Iterable[tuple[int, int]], threads: Iterable[int]) -> list[Case]:
+    """One block of each ``threads`` count per row of a ``(rows, cols)`` input; ``out`` has one element per row."""
+    return [case(rows, t, [(rows, cols)], out=(rows,)) for rows, cols in shapes for t in threads]
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def _per_thread_share(t, name: str) -> int:
+    lanes = t.geometry.lanes
+    return max(1, -(-t.array(name).size // lanes))
+
+
+def reads_each_element_once(*names: str, evenly: bool = True):
+    """A budget: every element of each array read exactly once from global memory.
+
+    With ``evenly`` (the default), also no thread reads more than its share,
+    ``ceil(size / threads in the launch)`` elements: the work is spread over the block.
+    """
+    def budget(t):
+        for name in names:
+            t.assert_reads_per_element(name, exactly=1)
+            if evenly:
+                share = _per_thread_share(t, name)
+                try:
+                    t.assert_reads_per_thread(name, at_most=share)
+                except BudgetExceeded as exc:
+                    raise BudgetExceeded(
+                        f"{exc}: spread the work so that every thread reads about as many elements of "
+                        f"`{name}` as the others ({t.array(name).size} elements over {t.geometry.lanes} threads)"
+                    ) from None
+
+    return budget
+
+
+def writes_each_element_once(*names: str):
+    """A budget: every element of each array written exactly once."""
+
+    def budget(t):
+        for name in names:
+            t.assert_writes_per_element(name, exactly=1)
+
+    return budget
+
+
+def check_axis_reduce(
+    kernel,
+    spec: Callable[[np.ndarray, int], np.ndarray],
+    shapes: Iterable[tuple[int, int, int]],
+    axes: Iterable[int] = (0, 1, 2),
+    *,
+    blocks: Iterable[tuple[int, int]] = ((8, 8),),
+    dtype=np.float32,
+    seed: int = 0,
+    name: str | None = None,
+    quiet: bool = False,
+    budget=None,
+) -> None:
+    """Check ``kernel[grid, (bx, by)](out, a, axis)`` reducing a 3-D array along ``axis``.
+
+    ``out`` is 2-D: ``a``'s shape without ``axis``, and ``out == spec(a, axis)``. One thread per
+    element of ``out`` on a 2-D grid of 2-D blocks, x along ``out``'s columns, y along its rows.
+    Float results may differ from the spec by the rounding of a sum (``spec`` of ``|a|`` sets the scale).
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+    axes, blocks = list(axes), list(blocks)
+
+    def launches():
+        for shape in shapes:
+            shape = tuple(int(s) for s in shape)
+            if len(shape) != 3:
+                raise ValueError(f"check_axis_reduce takes 3-D shapes, not {shape}")
+            a = random_values(rng, shape, dtype)
+            for axis in axes:
+                expected = expected_of(spec, dtype, a, axis)
+                out_shape = shape[:axis] + shape[axis + 1:]
+                if expected.shape != out_shape:
+                    raise ValueError(f"spec returned shape {expected.shape}, reducing {shape} along "
+                                     f"axis {axis} gives {out_shape}")
+                scale = expected_of(spec, dtype, np.abs(a), axis) if np.dtype(dtype).kind == "f" else None
+                rows, cols = out_shape
+                for bx, by in blocks:
+                    yield Launch((blocks_needed(cols, bx), blocks_needed(rows, by)), (bx, by),
+                                  f"a of shape {shape}, axis={axis} -> out {out_shape}", [a, axis], expected, scale)
+
+    check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget)
+
+
+def _padding_hint(got, expected) -> str:
+    if got == 0 and expected != 0:
+        return (
+            "\n  Every input value of this test is negative, so a 0 can only come from padding: threads (or "
+            "shared memory slots) with no element must hold the identity of the operation, the value that "
+            "changes nothing (for max: -inf, `float32(-math.inf)`), not 0."
+        )
+    return ""
+
+
+def check_reduction(
+    kernel,
+    spec: Callable[..., np.ndarray],
+    cases: Iterable[Case],
+    *,
+    values: str = "mixed",
+    dtype=np.float32,
+    seed: int = 0,
+    name: str | None = None,
+    quiet: bool = False,
+    budget=None,
+) -> None:
+    """Check a reduction or scan ``kernel[grid, block](out, *inputs)`` against ``spec(*inputs)``.
+
+    Cases as in `check_kernel` (`one_block_reduce`, `block_per_row`, `gpucourse.grading.one_block`).
+    Each output is a sum (or max, ...) of many inputs, so a float result may differ from the
+    spec by rounding: up to ``REDUCTION_RTOL`` times ``spec`` of the absolute values (for a dot
+    product, the sum of ``|a[i] * b[i]|``; for a scan, the running sum of ``|a[i]|``).
+    ``values="negative"`` draws only negative inputs, so a padding of 0 shows in a max.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+    float_dtype = np.dtype(dtype).kind == "f"
+
+    def launches():
+        for kase in cases:
+            inputs = [random_values(rng, shape, dtype, values) for shape in kase.inputs]
+            expected = expected_of(spec, dtype, *inputs)
+            if expected.shape != kase.out:
+                raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
+            scale = expected_of(spec, dtype, *[np.abs(x) for x in inputs]) if float_dtype else None
+            yield Launch(kase.grid, kase.block, f"inputs {', '.join(map(str, kase.inputs))} -> out {kase.out}",
+                          inputs, expected, scale)
+
+    check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget,
+                    hint=_padding_hint if values == "negative" else None)

@@ -1,0 +1,38 @@
+"""Where kernels run: the backend chosen at import (a CUDA GPU, else the course's CPU simulator).
+
+Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`), `trace` and
+`simulated`, the check that every kernel compiles for a real GPU (`ptx`), and `doctor`.
+May import: `gpucourse.simulator`.
+"""
+
+from .device import DEVICE_ENV, Backend, select_backend
+
+BACKEND = select_backend()  # before anything below imports numba.cuda
+
+from . import ptx  # noqa: E402
+from .doctor import doctor, show_device  # noqa: E402
+from .ptx import KernelCompileError, compile_for_gpu, float64_operations, unchecked_kernels  # noqa: E402
+
+
+def _cpu_backend():
+    """`cpu_backend`, imported on first use: under numba's own simulator it cannot be."""
+    if BACKEND.kind == "numba-simulator":
+        raise RuntimeError("NUMBA_ENABLE_CUDASIM=1 hands every launch to numba's simulator, which the course cannot "
+                           "trace: unset it and restart the kernel.")
+    from . import cpu_backend  # noqa: PLC0415
+
+    return cpu_backend
+
+
+def simulated():
+    """``with simulated():`` runs the launches inside on the course simulator, also on a GPU machine."""
+    return _cpu_backend().simulated()
+
+
+def trace():
+    """``with trace() as t:`` records every launch inside, run on the course simulator (also on a GPU machine)."""
+    return _cpu_backend().trace()
+
+
+__all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "ptx",
+           "KernelCompileError", "compile_for_gpu", "float64_operations", "unchecked_kernels"]

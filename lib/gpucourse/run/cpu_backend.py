@@ -1,0 +1,207 @@
+"""Run ``numba.cuda`` kernels on the CPU when there is no GPU.
+
+numba stays in its normal (GPU) mode, so ``@cuda.jit`` gives real dispatchers
+that can still be compiled to PTX. `install` reroutes what needs a device:
+
+- a launch ``kernel[grid, block](...)`` (with optional stream and dynamic
+  shared memory size) runs on the course simulator (`gpucourse.simulator`),
+  after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
+- the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
+  ``synchronize``) returns numba's simulator arrays, backed by host memory.
+
+On a GPU machine `simulated` does the launch part for a while, copying device
+arrays to the host and back; `trace` records the launches inside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from types import SimpleNamespace
+
+from numba import cuda
+from numba.cuda.dispatcher import CUDADispatcher
+from numba.cuda.simulator import api as sim_api
+from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+
+from .. import simulator
+from . import ptx
+
+_timing_noted = False
+
+
+class SimulatedEvent:
+    """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
+
+    def __init__(self, timing: bool = True):
+        self.timing = timing
+        self.time = None
+
+    def record(self, stream=0):
+        self.time = time.perf_counter()
+
+    def wait(self, stream=0):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, later: "SimulatedEvent") -> float:
+        """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
+        global _timing_noted
+        if self.time is None or later.time is None:
+            raise RuntimeError("record() both events before asking for the time between them")
+        if not _timing_noted:
+            print("Note: these event times measure the CPU simulator, not a GPU; time kernels on a GPU.")
+            _timing_noted = True
+        return (later.time - self.time) * 1000.0
+
+
+def event_elapsed_time(start: SimulatedEvent, stop: SimulatedEvent) -> float:
+    return start.elapsed_time(stop)
+
+
+# What the simulator reports as its device: the limits of every GPU since compute capability 7.5.
+SIMULATED_DEVICE = SimpleNamespace(
+    name="CPU simulator",
+    compute_capability=(7, 5),
+    MAX_THREADS_PER_BLOCK=1024,
+    MAX_BLOCK_DIM_X=1024,
+    MAX_BLOCK_DIM_Y=1024,
+    MAX_BLOCK_DIM_Z=64,
+    MAX_GRID_DIM_X=2**31 - 1,
+    MAX_GRID_DIM_Y=65535,
+    MAX_GRID_DIM_Z=65535,
+    MAX_SHARED_MEMORY_PER_BLOCK=48 * 1024,
+    WARP_SIZE=32,
+)
+
+
+def get_current_device():
+    return SIMULATED_DEVICE
+
+
+def check_launch_limits(grid: tuple, block: tuple) -> None:
+    """Refuse, as a GPU would, a launch outside the hardware's limits."""
+    d = SIMULATED_DEVICE
+    threads = block[0] * block[1] * block[2]
+    if threads > d.MAX_THREADS_PER_BLOCK:
+        raise ValueError(
+            f"a block of {block} is {threads} threads; a GPU runs at most "
+            f"{d.MAX_THREADS_PER_BLOCK} threads per block: use smaller blocks and more of them"
+        )
+    for axis, size, limit in zip("xyz", block, (d.MAX_BLOCK_DIM_X, d.MAX_BLOCK_DIM_Y, d.MAX_BLOCK_DIM_Z)):
+        if size > limit:
+            raise ValueError(f"blockDim.{axis} = {size} is over the GPU's limit of {limit}")
+    for axis, size, limit in zip("xyz", grid, (d.MAX_GRID_DIM_X, d.MAX_GRID_DIM_Y, d.MAX_GRID_DIM_Z)):
+        if size > limit:
+            raise ValueError(f"gridDim.{axis} = {size} is over the GPU's limit of {limit}")
+
+
+# Host API functions of numba.cuda that need a device, and their simulator twins.
+_HOST_API = {
+    "to_device": sim_arrays.to_device,
+    "device_array": sim_arrays.device_array,
+    "device_array_like": sim_arrays.device_array_like,
+    "pinned_array": sim_arrays.pinned_array,
+    "pinned_array_like": sim_arrays.pinned_array_like,
+    "mapped_array": sim_arrays.mapped_array,
+    "pinned": sim_arrays.pinned,
+    "stream": sim_api.stream,
+    "default_stream": sim_api.stream,
+    "event": SimulatedEvent,
+    "event_elapsed_time": event_elapsed_time,
+    "synchronize": sim_api.synchronize,
+    "get_current_device": get_current_device,
+}
+
+_installed = False
+_original_launch = CUDADispatcher.__getitem__
+
+
+def _configuration(configuration) -> tuple:
+    """(grid, block, stream, shared_bytes) of ``kernel[...]``, or a message saying how to launch."""
+    if not isinstance(configuration, tuple) or not 2 <= len(configuration) <= 4:
+        raise ValueError(
+            "launch a kernel as kernel[blocks_per_grid, threads_per_block](...), "
+            f"optionally with a stream and a shared memory size; got kernel[{configuration!r}]"
+        )
+    grid, block, stream, shared_bytes = configuration + (0, 0)[: 4 - len(configuration)]
+    return grid, block, stream, shared_bytes
+
+
+def _on_the_host(arguments):
+    """Arguments the simulator can run on, and a function that copies results back to GPU arrays."""
+    copies, host = [], []
+    for value in arguments:
+        if hasattr(value, "__cuda_array_interface__") and not hasattr(value, "_ary"):
+            device = cuda.as_cuda_array(value)
+            value = device.copy_to_host()
+            copies.append((device, value))
+        host.append(value)
+
+    def copy_back():
+        for device, value in copies:
+            device.copy_to_device(value)
+
+    return host, copy_back
+
+
+class SimulatedLaunch:
+    """``kernel[grid, block, stream, shared_bytes]`` on the course simulator."""
+
+    def __init__(self, dispatcher: CUDADispatcher, configuration):
+        self.dispatcher = dispatcher
+        self.grid, self.block, self.stream, self.shared_bytes = _configuration(configuration)
+
+    def __call__(self, *args):
+        grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
+        check_launch_limits(grid, block)
+        ptx.check_compiles(self.dispatcher, args)
+        host, copy_back = _on_the_host(args)
+        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
+        copy_back()
+
+
+def _launch(self, configuration):
+    return SimulatedLaunch(self, configuration)
+
+
+def _forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+    tpb = tpb or 128
+    return SimulatedLaunch(self, ((ntasks + tpb - 1) // tpb, tpb, stream, sharedmem))
+
+
+def install() -> None:
+    """Reroute launches and the host API of ``numba.cuda`` to the CPU simulator."""
+    global _installed
+    if _installed:
+        return
+    CUDADispatcher.__getitem__ = _launch
+    CUDADispatcher.forall = _forall
+    for name, replacement in _HOST_API.items():
+        setattr(cuda, name, replacement)
+    _installed = True
+
+
+@contextlib.contextmanager
+def simulated():
+    """``with simulated():`` runs the launches inside on the course simulator, also on a GPU machine."""
+    if _installed:
+        yield
+        return
+    CUDADispatcher.__getitem__ = _launch
+    try:
+        yield
+    finally:
+        CUDADispatcher.__getitem__ = _original_launch
+
+
+@contextlib.contextmanager
+def trace():
+    """``with trace() as t:`` records every launch inside on the course simulator (also on a GPU machine)."""
+    with simulated(), simulator.recording() as recorded:
+        yield recorded

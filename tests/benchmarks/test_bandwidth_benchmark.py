@@ -1,0 +1,173 @@
+"""benchmarks/bandwidth.py: its accounting and report, and its GPU path on the simulator.
+
+No timing is asserted: on the simulator its times measure the CPU.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, load_benchmark
+from gpucourse.course import results
+from gpucourse.run import ptx
+
+SCRIPT = ROOT / "benchmarks" / "bandwidth.py"
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def bandwidth():
+    module, unload = load_benchmark(SCRIPT.stem, "bandwidth")
+    yield module
+    unload()
+
+
+# -- pure helpers ----------------------------------------------------------------------------------------
+def test_bytes_moved(bandwidth):
+    n = 1000
+    assert bandwidth.bytes_moved("copy", (n,)) == 2 * 4 * n  # read + write
+    assert bandwidth.bytes_moved("map", (n,)) == 2 * 4 * n
+    assert bandwidth.bytes_moved("zip", (n,)) == 3 * 4 * n  # two reads, one write
+    assert bandwidth.bytes_moved("sum", (n,)) == 4 * n  # the partial sums are not counted
+    assert bandwidth.bytes_moved("axis", (8, 32), axis=1) == 4 * (8 * 32 + 8)  # input + one per row
+    assert bandwidth.bytes_moved("axis", (8, 32), axis=0) == 4 * (8 * 32 + 32)  # input + one per column
+    with pytest.raises(ValueError, match="unknown kind"):
+        bandwidth.bytes_moved("scan", (n,))
+
+
+def test_matrix_shape_and_buffer_sets(bandwidth):
+    for mib in bandwidth.SIZES_MIB:  # every default size is an even power of 2 of elements: square
+        n = mib * MIB // 4
+        rows, cols = bandwidth.matrix_shape(n)
+        assert rows == cols and rows * cols == n
+    assert bandwidth.matrix_shape(2**11) == (32, 64)
+    l2 = 50 * MIB
+    assert bandwidth.buffer_sets(1 * MIB, l2) == bandwidth.MAX_SETS
+    assert bandwidth.buffer_sets(64 * MIB, l2) == 4  # 4 x 64 MiB >= 4 x the L2
+    assert bandwidth.buffer_sets(256 * MIB, l2) == 1
+
+
+def test_launches_per_sample_and_relative_error(bandwidth):
+    assert bandwidth.launches_per_sample(ms=1.0, sets=1, kernel_launches=1) == 10  # SAMPLE_MS of GPU time
+    assert bandwidth.launches_per_sample(ms=1e-4, sets=128, kernel_launches=1) == 896  # MAX_QUEUED, per set
+    assert bandwidth.launches_per_sample(ms=1e-4, sets=1, kernel_launches=4) == bandwidth.MAX_QUEUED // 4
+    assert bandwidth.launches_per_sample(ms=50.0, sets=3, kernel_launches=1) == 3  # each set at least once
+    assert bandwidth.relative_error(np.ones(4), np.ones(4)) == 0
+    assert bandwidth.relative_error([1.0, np.nan], [1.0, 1.0]) == math.inf  # a poisoned output left unwritten
+    assert bandwidth.relative_error(np.ones(3), np.ones(4)) == math.inf
+
+
+def fake_measurements(bandwidth, map_fraction=0.95):
+    """Measurements at 1 MiB and 256 MiB with a copy of 3000 GB/s, as a GPU run would give them."""
+    M = bandwidth.Measurement
+    rows = []
+    for mib in (1, 256):
+        size = mib * MIB
+        copy_ms = 2 * size / 3000e9 * 1e3
+        rows += [
+            M(bandwidth.COPY, size, 2 * size, copy_ms),
+            M("map: strided, one thread per element", size, 2 * size, copy_ms / map_fraction, "map"),
+            M("map: contiguous 1-D (benchmark only)", size, 2 * size, copy_ms),
+            M("zip: strided, one thread per element", size, 3 * size, 1.5 * copy_ms / 0.91, "zip"),
+            M("sum 5: `sum_warp_shuffle`", size, size, 0.5 * copy_ms / 0.60, "sum", "2 launches"),
+            M("sum 6: `sum_grid_stride_atomic`", size, size, 0.5 * copy_ms / 0.88, "sum", "1056 blocks"),
+        ]
+    return rows
+
+
+def test_tables_and_fractions_of_copy(bandwidth):
+    rows = fake_measurements(bandwidth)
+    assert rows[0].gbps == pytest.approx(3000)
+    assert bandwidth.fraction_of_copy(rows[1], rows) == pytest.approx(0.95)
+    pivot = bandwidth.pivot_table(rows).splitlines()
+    assert pivot[0] == "| kernel | 1 MiB | 256 MiB |" and pivot[1] == "|---|---:|---:|"
+    assert pivot[2] == f"| {bandwidth.COPY} | 3,000 GB/s | 3,000 GB/s |"
+    assert pivot[3] == "| map: strided, one thread per element | 95% | 95% |"
+    assert len(pivot) == 2 + 6  # one row per kernel
+    full = bandwidth.full_table(rows).splitlines()
+    assert full[0] == "| kernel | size (MiB) | time (ms) | GB/s | % of copy | note |"
+    assert len(full) == 2 + len(rows)
+    assert "| sum 6: `sum_grid_stride_atomic` | 256 | " in full[-1] and full[-1].endswith("| 88% | 1056 blocks |")
+
+
+def test_verdict(bandwidth):
+    lines = bandwidth.verdict(fake_measurements(bandwidth))
+    assert len(lines) == 3
+    assert lines[0].startswith("Goal map >= 90% of copy from 256 MiB: reached.")
+    assert "256 MiB: 91%" in lines[1] and "reached" in lines[1]
+    assert lines[2].startswith("Goal sum >= 85% of copy from 256 MiB: reached. Best: 256 MiB: 88% (sum 6")
+    short = bandwidth.verdict(fake_measurements(bandwidth, map_fraction=0.5))
+    assert "NOT reached" in short[0] and "50%" in short[0]
+    only_small = [m for m in fake_measurements(bandwidth) if m.size == MIB]
+    assert bandwidth.verdict(only_small) == ["Goals: none measured (they apply from 256 MiB)."]
+
+
+def test_section_is_recorded_and_read_back(bandwidth, tmp_path):
+    device = bandwidth.Device("NVIDIA H100 80GB HBM3", 132, 50 * MIB)
+    text = bandwidth.section(fake_measurements(bandwidth), device, "CUDA driver 13.0, numba-cuda 0.30.4", 7)
+    assert "NVIDIA H100 80GB HBM3 (132 SMs, 50 MiB of L2)" in text
+    assert "- Versions: CUDA driver 13.0, numba-cuda 0.30.4" in text and "median of 7 samples" in text
+    assert "bytes read + bytes written" in text and "GB/s = 10^9 bytes/s" in text
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Benchmark results\n\nAnother benchmark's section.\n")
+    results.record(bandwidth.NAME, text, path)
+    results.record(bandwidth.NAME, text, path)
+    assert results.recorded(bandwidth.NAME, path) == text
+    assert path.read_text().count(results.markers(bandwidth.NAME)[0]) == 1
+
+
+# -- the GPU path, run on the simulator at a tiny size -------------------------------------------------
+SIMULATED = dict(name="CPU simulator", sms=2, l2_bytes=16 * 1024, real=False)
+
+
+def test_every_kernel_measured_and_checked_on_the_simulator(bandwidth):
+    device = bandwidth.Device(**SIMULATED)
+    measurements = bandwidth.measure_size(16 * 1024, device, samples=1, libraries={})
+    kernels = [m.kernel for m in measurements]
+    assert kernels[0] == bandwidth.COPY
+    assert sum(k.startswith("map:") for k in kernels) == 3 and sum(k.startswith("zip:") for k in kernels) == 3
+    assert [k for k in kernels if k.startswith("sum ")] == [
+        "sum 1: `sum_interleaved`", "sum 2: `sum_interleaved_compact`", "sum 3: `sum_sequential`",
+        "sum 4: `sum_first_add`", "sum 5: `sum_warp_shuffle`", "sum 6: `sum_grid_stride_atomic`"]
+    assert sum(k.startswith("axis sum:") for k in kernels) == 2
+    assert not [m for m in measurements if m.wrong], [m.note for m in measurements if m.wrong]
+    assert all(m.ms > 0 and m.moved > 0 for m in measurements)
+    assert "best of 2 x, 4 x, 8 x, 16 x SMs" in measurements[kernels.index("sum 6: `sum_grid_stride_atomic`")].note
+    assert bandwidth.section(measurements, device, bandwidth.versions({}), 1).count("\n| ") == 2 * len(measurements) + 2
+
+
+def test_a_wrong_result_is_flagged(bandwidth):
+    device = bandwidth.Device(**SIMULATED)
+    buffers = bandwidth.Buffers.allocate(1024, sets=1)
+    case = bandwidth.copy_case(buffers)
+    case.expected = lambda: buffers.host_a + 1
+    measurement = bandwidth.measure(case, 4096, samples=1, device=device)
+    assert measurement.wrong and "relative error" in measurement.note
+    assert "WRONG" in bandwidth.pivot_table([bandwidth.measure(bandwidth.copy_case(buffers), 4096, 1, device),
+                                             bandwidth.Measurement("x", 4096, 8192, 1.0, wrong=True)])
+
+
+def test_the_planned_sums_are_block_sums_to_total(bandwidth):
+    """The timed launches of each ladder step are those of `block_sums_to_total`, buffers allocated once."""
+    from numba import cuda
+
+    from gpucourse.kernels import reduction
+
+    a = np.random.default_rng(1).random(3000, dtype=np.float32)
+    data = cuda.to_device(a)
+    for kernel in reduction.LADDER:
+        launch, result, count = bandwidth.sum_launches(kernel, data, blocks=4)
+        launch()
+        launch()  # again: step 6 starts from zero each time
+        want = reduction.block_sums_to_total(kernel, data, blocks=4).copy_to_host()
+        np.testing.assert_allclose(result.copy_to_host(), want, rtol=1e-6)
+        np.testing.assert_allclose(want[0], a.sum(dtype=np.float64), rtol=1e-5)
+        assert count == (1 if kernel is reduction.sum_grid_stride_atomic else 2)
+
+
+@pytest.mark.skipif(ptx.toolchain_problem() is not None, reason="no NVVM to compile for the GPU")
+def test_the_sleeping_kernel_compiles_for_the_gpu(bandwidth):
+    from numba import types
+
+    assert "nanosleep" in ptx.compile_for_gpu(bandwidth.hold, (types.uint32,))

@@ -1,0 +1,95 @@
+"""`make slides`: a deck must load everything it needs from files beside it, nothing from a CDN."""
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import nbformat
+
+from gpucourse.course.slides import main
+
+CDN_HOSTS = re.compile(r"cdnjs|unpkg|jsdelivr|googleapis|gstatic|cdn\.|mathjax\.org|jquery\.com")
+
+
+class References(HTMLParser):
+    """Collects every src= and href= of a page, and the text of its inline scripts."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls, self.scripts, self._in_script = [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.urls += [value for name, value in attrs if name in ("src", "href") and value]
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag):
+        self._in_script = False
+
+    def handle_data(self, data):
+        if self._in_script:
+            self.scripts.append(data)
+
+
+def tiny_notebook(path: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    cells = [
+        (nbformat.v4.new_markdown_cell("# Squares\n\nThe square is $x^2$."), "slide"),
+        (nbformat.v4.new_code_cell("print(2 ** 2)"), "fragment"),
+        (nbformat.v4.new_markdown_cell("Say it slowly."), "notes"),
+    ]
+    for cell, kind in cells:
+        cell.metadata["slideshow"] = {"slide_type": kind}
+        notebook.cells.append(cell)
+    nbformat.write(notebook, path)
+
+
+def local_file(html: Path, url: str) -> Path:
+    return html.parent / urlsplit(url).path
+
+
+def test_deck_is_self_contained(tmp_path):
+    src, out = tmp_path / "lectures", tmp_path / "slides"
+    src.mkdir()
+    tiny_notebook(src / "01_squares.ipynb")
+
+    assert main([str(src), str(out), "--no-execute"]) == 0
+
+    html = out / "01_squares.slides.html"
+    assert html.is_file()
+    text = html.read_text(encoding="utf-8")
+    page = References()
+    page.feed(text)
+
+    remote = [u for u in page.urls if u.startswith(("http:", "https:", "//"))]
+    assert not remote, f"the deck loads from the network: {remote}"
+    for script in page.scripts:
+        assert not re.search(r"https?://", script), f"an inline script names a URL: {script[:200]}"
+    assert not CDN_HOSTS.search(text), f"a CDN is named: {CDN_HOSTS.search(text).group()}"
+    assert not re.search(r"""(url\(|@import)\s*['"]?(https?:)?//""", text), "CSS loads from the network"
+
+    local = [u for u in page.urls if not u.startswith(("#", "data:", "mailto:"))]
+    missing = [u for u in local if not local_file(html, u).is_file()]
+    assert not missing, f"referenced but not written: {missing}"
+    for needed in ("reveal.js/dist/reveal.js", "reveal.js/dist/reveal.css", "reveal.js/plugin/notes/notes.js"):
+        assert needed in local
+    mathjax = [u for u in local if urlsplit(u).path.endswith("MathJax.js")]
+    assert mathjax, "no MathJax entry script"
+    assert (local_file(html, mathjax[0]).parent / "config" / "TeX-AMS-MML_HTMLorMML-full.js").is_file()
+    assert r"$x^2$" in text  # left for MathJax to typeset in the browser
+
+    theme = next(local_file(html, u) for u in local if "/theme/" in u)
+    for imported in re.findall(r"""@import\s+url\(['"]?([^'")]+)""", theme.read_text()):
+        assert not imported.startswith(("http", "//")) and (theme.parent / imported).is_file(), imported
+
+
+def test_lectures_export_executed_with_their_figures(tmp_path, root):
+    """What `make slides` does: run every lecture, export it; widgets become a note."""
+    assert main([str(root / "lectures"), str(tmp_path)]) == 0
+    for lecture in sorted((root / "lectures").glob("*.ipynb")):
+        text = (tmp_path / f"{lecture.stem}.slides.html").read_text(encoding="utf-8")
+        page = References()
+        page.feed(text)
+        scripts = [u for u in page.urls if not u.startswith(("#", "data:"))]
+        assert all(not u.startswith(("http:", "https:", "//")) for u in scripts if "reveal" in u or "MathJax" in u)
+        assert 'src="data:image/png' in text, f"{lecture.name}: no figure in the deck"

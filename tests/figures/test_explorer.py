@@ -1,0 +1,88 @@
+"""The index explorer: thread_map's mapping and counts, and that the figure and widget build."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from gpucourse.figures import draw_launch, index_explorer, thread_map  # noqa: E402
+
+
+def by_index(tmap):
+    return {t.index: t for t in tmap.threads}
+
+
+def test_1d_launch_with_a_tail():
+    tmap = thread_map(3, 4, 10)
+    assert (tmap.total, tmap.in_bounds, tmap.tail, tmap.uncovered) == (12, 10, 2, 0)
+    threads = by_index(tmap)
+    t = threads[(6, 0)]
+    assert (t.block, t.thread, t.element, t.in_bounds) == ((1, 0), (2, 0), (0, 6), True)
+    assert [x for (x, _), t in threads.items() if not t.in_bounds] == [10, 11]
+    assert threads[(11, 0)].element == (0, 11)  # past the right edge of the row
+    assert tmap.summary() == (
+        "3 blocks of 4 threads = 12 threads over 10 elements: 10 in bounds, 2 tail threads need a guard"
+    )
+
+
+def test_1d_launch_too_small():
+    tmap = thread_map((2,), (4,), (11,))
+    assert (tmap.total, tmap.in_bounds, tmap.tail, tmap.uncovered) == (8, 8, 0, 3)
+    assert "3 elements not covered" in tmap.summary()
+
+
+def test_1d_launch_walks_a_2d_array_in_row_major_order():
+    tmap = thread_map(2, 8, (3, 5))
+    assert (tmap.in_bounds, tmap.tail, tmap.uncovered) == (15, 1, 0)
+    threads = by_index(tmap)
+    assert threads[(7, 0)].element == (1, 2)
+    assert threads[(15, 0)].element == (3, 0) and not threads[(15, 0)].in_bounds
+
+
+def test_2d_launch_on_a_non_square_array():
+    tmap = thread_map((2, 3), (4, 4), (5, 7))  # x covers 8 columns, y covers 12 rows
+    assert (tmap.total, tmap.in_bounds, tmap.tail, tmap.uncovered) == (96, 35, 61, 0)
+    threads = by_index(tmap)
+    t = threads[(6, 1)]  # x along columns, y along rows
+    assert (t.block, t.thread, t.element, t.in_bounds) == ((1, 0), (2, 1), (1, 6), True)
+    assert not threads[(7, 0)].in_bounds  # column 7 is past the last column
+    assert not threads[(0, 5)].in_bounds  # row 5 is past the last row
+    assert {t.element for t in tmap.threads if t.in_bounds} == {(r, c) for r in range(5) for c in range(7)}
+
+
+def test_2d_launch_too_small_in_one_direction():
+    tmap = thread_map((1, 3), (4, 2), (6, 6))  # 4 columns of 6, 6 rows of 6
+    assert (tmap.total, tmap.in_bounds, tmap.tail, tmap.uncovered) == (24, 24, 0, 12)
+
+
+def test_2d_launch_over_a_1d_array_uses_one_row():
+    tmap = thread_map((1, 1), (4, 2), 3)
+    assert (tmap.in_bounds, tmap.tail) == (3, 5)
+
+
+@pytest.mark.parametrize("bad", [0, (2, 0), (1, 2, 3)])
+def test_rejects_bad_sizes(bad):
+    with pytest.raises(ValueError):
+        thread_map(bad, 4, 10)
+
+
+@pytest.mark.parametrize(
+    "grid, block, shape",
+    [(3, 4, 10), (2, 8, (3, 7)), ((2, 3), (4, 4), (5, 7)), ((1, 1), (4, 4), (6, 10)), ((2, 2), (16, 16), (32, 32))],
+)
+def test_draw_launch_builds(grid, block, shape):
+    fig = draw_launch(grid, block, shape)
+    assert fig.axes[0].get_title() == thread_map(grid, block, shape).summary()
+    plt.close(fig)
+
+
+def test_index_explorer_builds_and_redraws():
+    widget = index_explorer()
+    controls, summary, _ = widget.children
+    assert "64 threads over a 5 x 7 array: 35 in bounds, 29 tail threads" in summary.value
+    mode = controls.children[0].children[0]
+    mode.value = "1-D"
+    assert "2 blocks of 4 threads = 8 threads over 7 elements" in summary.value
+    plt.close("all")

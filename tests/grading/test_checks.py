@@ -1,0 +1,205 @@
+"""gpucourse.grading.core: launch plans, and failures that say what went wrong."""
+
+import re
+
+import numpy as np
+import pytest
+
+import gpucourse  # noqa: F401  (chooses the backend)
+from gpucourse.grading import (
+    CheckFailed,
+    blocks_1d,
+    blocks_2d,
+    blocks_needed,
+    case,
+    check_kernel,
+    one_block,
+    one_block_2d,
+    outer,
+)
+from gpucourse.grading.core import poison, random_array
+from numba import cuda, float32
+
+
+def add(a, b):
+    return a + b
+
+
+@cuda.jit
+def zip_guarded(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def zip_unguarded(out, a, b):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def zip_skips_last(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size - 1:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def zip_reads_neighbour(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[(i + 1) % out.size]
+
+
+@cuda.jit
+def zip_overwrites_input(out, a, b):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+        a[i] = float32(0)
+
+
+@cuda.jit
+def zip_not_written(out, a, b):
+    raise NotImplementedError()
+
+
+@cuda.jit
+def add_ten_2d(out, a):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = a[row, col] + 10
+
+
+@cuda.jit
+def outer_sum(out, column, row_vector):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = column[row, 0] + row_vector[0, col]
+
+
+def test_launch_plans_cover_the_arrays():
+    assert blocks_needed(0, 32) == 0 and blocks_needed(32, 32) == 1 and blocks_needed(33, 32) == 2
+    assert [(c.grid, c.block) for c in blocks_1d([33], [8, 32])] == [((5,), (8,)), ((2,), (32,))]
+    assert one_block([5], inputs=2, extra_threads=3)[0] == case(1, 8, [(5,), (5,)])
+    assert one_block_2d([(3, 5)], extra=(2, 1))[0].block == (7, 4)
+    (c,) = blocks_2d([(33, 9)], [(8, 4)])
+    assert c.grid == (2, 9) and c.out == (33, 9)
+    assert outer([(3, 5)], (4, 4))[0].inputs == ((3, 1), (1, 5))
+
+
+def test_random_data_is_not_uniform_and_poison_is_visible():
+    a = random_array(np.random.default_rng(0), (64,), np.float32)
+    assert len(np.unique(a)) == 64
+    assert np.isnan(poison((3,), np.float32)).all()
+    assert (poison((3,), np.int32) == np.iinfo(np.int32).min).all()
+
+
+def test_correct_kernels_pass_and_say_so(capsys):
+    check_kernel(zip_guarded, add, one_block([1, 7, 32], inputs=2, extra_threads=5))
+    check_kernel(zip_guarded, add, blocks_1d([1, 33, 100], [8, 32], inputs=2), dtype=np.int32)
+    check_kernel(add_ten_2d, lambda a: a + 10, blocks_2d([(5, 7), (17, 3)], [(4, 4), (8, 2)]))
+    check_kernel(outer_sum, add, outer([(5, 7)], (4, 4), extra=(3, 2)))
+    out = capsys.readouterr()
+    assert "✓ zip_guarded: correct on 3 launches" in out.out and out.err == ""
+
+
+def test_missing_guard_names_the_launch_and_the_index():
+    with pytest.raises(CheckFailed) as failure:
+        check_kernel(zip_unguarded, add, one_block([5], inputs=2, extra_threads=3))
+    message = str(failure.value)
+    assert "zip_unguarded failed with grid=(1,), block=(8,)" in message
+    assert "thread threadIdx=(5, 0, 0) of block blockIdx=(0, 0, 0): index 5 is out of bounds for `a`" in message
+    assert "needs a guard" in message
+
+
+def test_unwritten_element_is_reported_as_poison():
+    with pytest.raises(CheckFailed) as failure:
+        check_kernel(zip_skips_last, add, one_block([7], inputs=2))
+    message = str(failure.value)
+    assert "out[6] should be" in message and "never written" in message
+    assert "1 of 7 elements are wrong" in message
+
+
+def test_wrong_index_shows_expected_and_actual_values():
+    with pytest.raises(CheckFailed) as failure:
+        check_kernel(zip_reads_neighbour, add, one_block([6], inputs=2), seed=3)
+    message = str(failure.value)
+    rng = np.random.default_rng(3)
+    a, b = random_array(rng, (6,), np.float32), random_array(rng, (6,), np.float32)
+    assert f"out[0] should be {(a[0] + b[0]).item()!r}, got {(a[0] + b[1]).item()!r}" in message
+    assert "never written" not in message
+
+
+def test_writing_to_an_input_is_caught():
+    with pytest.raises(CheckFailed, match="changed its input number 1"):
+        check_kernel(zip_overwrites_input, add, one_block([4], inputs=2))
+
+
+def test_unwritten_exercise_says_what_to_do():
+    with pytest.raises(CheckFailed, match="not written yet.*NotImplementedError"):
+        check_kernel(zip_not_written, add, one_block([4], inputs=2))
+
+
+def test_float32_rounding_passes_but_real_errors_do_not():
+    @cuda.jit
+    def add_then_tiny_error(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = (a[i] + b[i]) * float32(1.0000005)
+
+    check_kernel(add_then_tiny_error, add, one_block([32], inputs=2), quiet=True)
+    with pytest.raises(CheckFailed):
+        check_kernel(add_then_tiny_error, lambda a, b: a + b + 1e-3, one_block([32], inputs=2))
+
+
+def test_spec_with_wrong_shape_is_a_clear_error():
+    with pytest.raises(ValueError, match="spec returned shape"):
+        check_kernel(zip_guarded, lambda a, b: (a + b)[:-1], one_block([4], inputs=2))
+
+
+def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch):
+    """On a GPU an unguarded write lands after `out` without an error: the canary shows it."""
+    from gpucourse.grading import core as checks
+
+    real_launch = checks.launch_on_copies
+
+    def launch_then_scribble_past_the_end(*args):
+        out, canary, inputs = real_launch(*args)
+        canary[0] = 1.0
+        return out, canary, inputs
+
+    monkeypatch.setattr(checks, "launch_on_copies", launch_then_scribble_past_the_end)
+    with pytest.raises(CheckFailed, match="wrote past the end of `out`.*needs a guard"):
+        check_kernel(zip_guarded, add, one_block([4], inputs=2))
+
+
+@cuda.jit
+def scale_one_read(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2 * a[i]
+
+
+@cuda.jit
+def sum_pairs_twice(out, a):
+    """Correct, but reads every element twice."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = (a[i] + a[i]) / 2 + a[i]
+
+
+def test_budget_failures_say_correct_but_over_budget():
+    one_read = lambda t: t.assert_reads_per_element("a", exactly=1)  # noqa: E731
+    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read, quiet=True)
+    one_write = lambda t: t.assert_writes_per_element("out", exactly=1)  # noqa: E731
+    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_read, one_write], quiet=True)
+    with pytest.raises(CheckFailed) as failure:
+        check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_write, one_read])
+    message = str(failure.value)
+    assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
+    assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message
+    wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
+    with pytest.raises(CheckFailed, match=r"touched no array called `x`.*Keep the parameter names the exercise gives \(out, a\)"):
+        check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)

@@ -1,0 +1,26 @@
+"""In a notebook, a failed check shows its message and no course code or hidden test."""
+
+import nbformat
+from nbclient import NotebookClient
+
+FAILING_CELL = '''
+from gpucourse.grading import check_kernel, one_block
+@cuda.jit
+def unguarded(out, a):
+    out[cuda.grid(1)] = a[cuda.grid(1)]
+check_kernel(unguarded, lambda a: a, one_block([3], extra_threads=2))
+HIDDEN_TEST_LINE = 1
+'''
+
+
+def test_failed_check_shows_only_its_message_and_fails_the_cell():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import gpucourse\nfrom numba import cuda"),
+        nbformat.v4.new_code_cell(FAILING_CELL),
+    ])
+    NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True).execute()
+    errors = [o for o in notebook.cells[1].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "CheckFailed"
+    traceback = "\\n".join(errors[0].traceback)
+    assert traceback.startswith("CheckFailed: unguarded failed with grid=(1,), block=(5,)")
+    assert "grading/core.py" not in traceback and "HIDDEN_TEST_LINE" not in traceback

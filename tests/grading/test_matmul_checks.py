@@ -1,0 +1,322 @@
+"""gpucourse.grading.matmul: launch plans and budgets that tell a tiled, coalesced, coarsened kernel from a naive one."""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse import simulated, trace
+from gpucourse.grading import (CheckFailed, case, check_matrix_kernel, coalesced, coarsened_grid,
+                               conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory,
+                               reads_each_element_once, reads_per_thread, tiled_reads, transpose_tiles, warp_per_row,
+                               warp_reads_its_row, writes_each_element_once)
+from gpucourse.kernels import matmul as mm
+from gpucourse.simulator import BudgetExceeded
+
+TILE = 32
+PADDED = TILE + 1
+COARSEN = 4
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    """Races and bank conflicts are the simulator's: run there on a GPU machine too."""
+    with simulated():
+        yield
+
+
+def transpose_spec(a):
+    return a.T
+
+
+def matmul_spec(A, B):
+    return A @ B
+
+
+def matvec_spec(A, x):
+    return A @ x
+
+
+def weight_grad_spec(G, X):
+    return np.einsum("zmn,zmk->nk", G, X)
+
+
+# ---------------------------------------------------------------- kernels under test
+
+
+def transpose_through_shared_memory(width):
+    """A tiled transpose whose tile rows hold ``width`` elements: TILE (conflicts) or PADDED (none)."""
+
+    @cuda.jit
+    def transpose(out, a):
+        tile = cuda.shared.array((TILE, width), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+        if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:
+            tile[ty, tx] = a[row0 + ty, col0 + tx]
+        cuda.syncthreads()
+        if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:
+            out[col0 + ty, row0 + tx] = tile[tx, ty]
+
+    return transpose
+
+
+transpose_padded = transpose_through_shared_memory(PADDED)
+transpose_unpadded = transpose_through_shared_memory(TILE)
+
+
+@cuda.jit
+def transpose_naive(out, a):
+    c, r = cuda.grid(2)
+    if r < a.shape[0] and c < a.shape[1]:
+        out[c, r] = a[r, c]
+
+
+@cuda.jit
+def matvec_shuffles(y, A, x):
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < A.shape[0]:
+        value = float32(0)
+        for c in range(lane, A.shape[1], 32):
+            value += A[row, c] * x[c]
+        offset = 16
+        while offset > 0:
+            value += cuda.shfl_down_sync(0xFFFFFFFF, value, offset)
+            offset //= 2
+        if lane == 0:
+            y[row] = value
+
+
+@cuda.jit
+def matvec_lane_zero(y, A, x):
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < A.shape[0] and cuda.threadIdx.x == 0:
+        value = float32(0)
+        for c in range(A.shape[1]):
+            value += A[row, c] * x[c]
+        y[row] = value
+
+
+@cuda.jit
+def matvec_shared_tree(y, A, x):
+    partial = cuda.shared.array((32, 32), float32)
+    lane, w = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.x * cuda.blockDim.y + w
+    value = float32(0)
+    if row < A.shape[0]:
+        for c in range(lane, A.shape[1], 32):
+            value += A[row, c] * x[c]
+    partial[w, lane] = value
+    cuda.syncthreads()
+    stride = 16
+    while stride > 0:
+        if lane < stride:
+            partial[w, lane] += partial[w, lane + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if lane == 0 and row < A.shape[0]:
+        y[row] = partial[w, 0]
+
+
+def weight_grad(step, reuse):
+    """Each thread's COARSEN columns ``first + j * step``: step 32 (strided) or 1 (neighbours, with first * 4)."""
+
+    @cuda.jit
+    def kernel(dW, G, X):
+        acc = cuda.local.array(COARSEN, float32)
+        for j in range(COARSEN):
+            acc[j] = float32(0)
+        n = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+        t = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+        first = (t // 32) * 32 * COARSEN + t % 32 if step == 32 else t * COARSEN
+        if n < dW.shape[0]:
+            for z in range(G.shape[0]):
+                for m in range(G.shape[1]):
+                    g = G[z, m, n]
+                    for j in range(COARSEN):
+                        k = first + j * step
+                        if k < dW.shape[1]:
+                            acc[j] += (g if reuse else G[z, m, n]) * X[z, m, k]
+            for j in range(COARSEN):
+                k = first + j * step
+                if k < dW.shape[1]:
+                    dW[n, k] = acc[j]
+
+    return kernel
+
+
+weight_grad_strided = weight_grad(32, reuse=True)
+weight_grad_neighbours = weight_grad(1, reuse=True)
+weight_grad_rereads = weight_grad(32, reuse=False)
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def test_launch_plans_fix_grid_block_and_shapes():
+    (t,) = transpose_tiles([(40, 72)], tile=32)
+    assert t.grid == (3, 2) and t.block == (32, 32) and t.inputs == ((40, 72),) and t.out == (72, 40)
+    nn, nt = matmul_tiles([(3, 1, 37, 50, 29)], tile=16) + matmul_tiles([(1, 2, 5, 7, 40)], transpose_b=True)
+    assert nn.grid == (2, 3, 3) and nn.block == (16, 16) and nn.inputs == ((3, 37, 50), (1, 50, 29))
+    assert nn.out == (3, 37, 29)
+    assert nt.grid == (2, 1, 2) and nt.inputs == ((1, 5, 7), (2, 40, 7)) and nt.out == (2, 5, 40)
+    with pytest.raises(ValueError, match="batches of 2 and 3 do not broadcast"):
+        matmul_tiles([(2, 3, 4, 4, 4)])
+    one, eight = warp_per_row([(37, 5)], warps=[1, 8])
+    assert one.grid == (37,) and one.block == (32, 1) and eight.grid == (5,) and eight.block == (32, 8)
+    assert one.inputs == ((37, 5), (5,)) and one.out == (37,)
+    (c,) = coarsened_grid([(2, 30, 20, 200)], coarsen=4)
+    assert c.grid == (2, 3) and c.block == (32, 8) and c.inputs == ((2, 30, 20), (2, 30, 200)) and c.out == (20, 200)
+
+
+# ---------------------------------------------------------------- correctness
+
+
+def test_matrix_products_pass_within_float32_rounding_that_grows_with_k(capsys):
+    """The lecture's kernels sum in other orders than NumPy; K up to 1000 passes, a missing term does not."""
+    plan = matmul_tiles([(1, 1, 1, 1, 1), (2, 1, 37, 50, 29), (1, 3, 20, 1000, 17)], tile=mm.TILE)
+    check_matrix_kernel(mm.matmul_tiled, matmul_spec, plan)
+    check_matrix_kernel(mm.matmul_coalesced, matmul_spec, plan, quiet=True)
+    assert "✓ matmul_tiled: correct on 3 launches" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"matmul_tiled gave a wrong result .* inputs \(1, 20, 1000\), "
+                                          r"\(3, 1000, 17\) -> out \(3, 20, 17\)"):
+        check_matrix_kernel(mm.matmul_tiled, lambda A, B: A[:, :, :-1] @ B[:, :-1, :], plan[2:])
+
+
+def test_a_missing_barrier_is_a_data_race():
+    @cuda.jit
+    def transpose_without_barrier(out, a):
+        tile = cuda.shared.array((TILE, PADDED), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        if ty < a.shape[0] and tx < a.shape[1]:
+            tile[ty, tx] = a[ty, tx]
+        if ty < out.shape[0] and tx < out.shape[1]:
+            out[ty, tx] = tile[tx, ty]
+
+    with pytest.raises(CheckFailed, match=r"data race on `tile\[.*no barrier orders them"):
+        check_matrix_kernel(transpose_without_barrier, transpose_spec, transpose_tiles([(5, 3)]))
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_transpose_budgets_coalesced_both_ways_and_conflict_free():
+    plan = transpose_tiles([(40, 72), (17, 24), (1, 1)])
+    once_and_coalesced = [reads_each_element_once("a"), writes_each_element_once("out"),
+                          coalesced("a"), coalesced("out", kind="write")]
+    check_matrix_kernel(transpose_padded, transpose_spec, plan,
+                        budget=once_and_coalesced + [conflict_free_shared_memory()], quiet=True)
+    check_matrix_kernel(transpose_unpadded, transpose_spec, plan, budget=once_and_coalesced, quiet=True)
+    with pytest.raises(CheckFailed) as failure:
+        check_matrix_kernel(transpose_naive, transpose_spec, plan, budget=once_and_coalesced)
+    message = str(failure.value)
+    assert message.startswith("transpose_naive is correct but over its budget with grid=(3, 2), block=(32, 32)")
+    assert "warp writes of `out` touch 24.0 sectors" in message and "more than 4" in message
+    with pytest.raises(CheckFailed, match="reads of shared array `tile` have 32-way bank conflicts"):
+        check_matrix_kernel(transpose_unpadded, transpose_spec, plan, budget=conflict_free_shared_memory())
+    with pytest.raises(CheckFailed, match="transpose_naive: uses no shared memory; stage the tiles in a shared array"):
+        check_matrix_kernel(transpose_naive, transpose_spec, plan, budget=conflict_free_shared_memory())
+
+
+def test_tiled_reads_pass_a_tiled_kernel_and_fail_a_naive_one():
+    plan = matmul_tiles([(2, 1, 40, 80, 48)], tile=mm.TILE)
+    budget = [tiled_reads("A", tile=mm.TILE), tiled_reads("B", tile=mm.TILE, axis=-2),
+              coalesced("A", "B"), coalesced("C", kind="write"), conflict_free_shared_memory()]
+    check_matrix_kernel(mm.matmul_tiled, matmul_spec, plan, budget=budget, quiet=True)
+    with pytest.raises(CheckFailed) as failure:
+        check_matrix_kernel(mm.matmul_coalesced, matmul_spec, plan, budget=budget)
+    message = str(failure.value)
+    assert "each thread may read `A` at most 5 times" in message and "read it 80 times" in message
+    assert "a tiled kernel copies one element of `A` per tile of 16" in message
+    check_matrix_kernel(mm.matmul_coalesced, matmul_spec, plan, budget=budget[2:4], quiet=True)  # coalesced, untiled
+
+
+def test_warp_per_row_budget_and_shuffles_instead_of_shared_memory():
+    plan = warp_per_row([(5, 96), (37, 40), (3, 8)], warps=[1, 4])
+    budget = [warp_reads_its_row("A"), no_shared_memory()]
+    check_matrix_kernel(matvec_shuffles, matvec_spec, plan, budget=budget, quiet=True)
+    with pytest.raises(CheckFailed, match=r"each thread may read `A` at most 3 times, .* read it 96 times: "
+                                          r"the 32 lanes of a warp share the 96 elements of its row"):
+        check_matrix_kernel(matvec_lane_zero, matvec_spec, plan, budget=budget)
+    with pytest.raises(CheckFailed, match=r"uses shared memory \(`partial`\); combine the values with warp shuffles"):
+        check_matrix_kernel(matvec_shared_tree, matvec_spec, plan, budget=budget)
+
+
+def test_coarsened_threads_must_reuse_and_keep_columns_strided():
+    plan = coarsened_grid([(2, 30, 20, 200), (1, 3, 5, 7)], coarsen=COARSEN)
+    reuse = reads_per_thread("G", at_most=lambda shape: shape[0] * shape[1], why="once per (z, m)")
+    both = [reuse, coalesced("G", "X"), coalesced("dW", kind="write")]
+    check_matrix_kernel(weight_grad_strided, weight_grad_spec, plan, budget=both, quiet=True)
+    with pytest.raises(CheckFailed, match=r"each thread may read `G` at most 60 times, but .* read it 300 times: "
+                                          r"once per \(z, m\)"):
+        check_matrix_kernel(weight_grad_rereads, weight_grad_spec, plan, budget=both)
+    check_matrix_kernel(weight_grad_neighbours, weight_grad_spec, plan, budget=reuse, quiet=True)
+    with pytest.raises(CheckFailed, match=r"warp reads of `X` touch 1[0-9.]+ sectors"):
+        check_matrix_kernel(weight_grad_neighbours, weight_grad_spec, plan, budget=both)
+    with pytest.raises(CheckFailed, match="each thread may read `X` at most 2 times"):
+        check_matrix_kernel(weight_grad_strided, weight_grad_spec, plan, budget=reads_per_thread("X", at_most=2))
+
+
+def test_a_budget_naming_a_missing_array_says_to_keep_the_names():
+    with pytest.raises(CheckFailed, match=r"touched no array called `W`.*\(dW, G, X\)"):
+        check_matrix_kernel(weight_grad_strided, weight_grad_spec, coarsened_grid([(1, 3, 5, 7)], coarsen=COARSEN),
+                            budget=reads_per_thread("W", at_most=1))
+
+
+def test_float32_only_catches_a_float64_accumulator():
+    @cuda.jit
+    def row_sums(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k]
+            out[i] = total
+
+    @cuda.jit
+    def row_sums_float32(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            total = float32(0)
+            for k in range(a.shape[1]):
+                total += a[i, k]
+            out[i] = total
+
+    plan = [case(1, 32, [(20, 30)], out=(20,))]
+    check_matrix_kernel(row_sums_float32, lambda a: a.sum(1), plan, budget=float32_only(), quiet=True)
+    with pytest.raises(CheckFailed, match="computes in float64 on the GPU"):
+        check_matrix_kernel(row_sums, lambda a: a.sum(1), plan, budget=float32_only())
+
+
+
+@cuda.jit
+def prefix_sum_float64(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = 0.  # a float64: every addition below is a float64 addition on the GPU
+        for k in range(i + 1):
+            total += a[k]
+        out[i] = total
+
+
+@cuda.jit
+def prefix_sum_float32(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = float32(0)
+        for k in range(i + 1):
+            total += a[k]
+        out[i] = total
+
+
+def test_float64_arithmetic_is_found_in_the_ptx():
+    a = np.arange(40, dtype=np.float32)
+    out = np.zeros_like(a)
+    with trace() as t:
+        prefix_sum_float32[2, 32](out, a)
+    float32_only()(t.last)
+    with trace() as t:
+        prefix_sum_float64[2, 32](out, a)
+    np.testing.assert_array_equal(out, np.cumsum(a))
+    with pytest.raises(BudgetExceeded, match=r"computes in float64 on the GPU \(.*\.f64.*write float32\(0\)"):
+        float32_only()(t.last)

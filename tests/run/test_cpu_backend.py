@@ -1,0 +1,136 @@
+"""The CPU backend runs ordinary numba.cuda code: launches, host API, device functions."""
+
+import re
+
+import numpy as np
+import pytest
+
+import gpucourse
+from gpucourse.run import ptx
+from numba import cuda, float32
+
+from kernels_elsewhere import square_plus_one
+
+pytestmark = pytest.mark.skipif(gpucourse.BACKEND.on_gpu, reason="tests the CPU backend")
+
+
+@cuda.jit
+def shifted_squares(out, a):
+    """Shared memory, a barrier, and a device function from another module."""
+    tile = cuda.shared.array(32, float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    tile[t] = a[i] if i < a.size else float32(0)
+    cuda.syncthreads()
+    if i < a.size:
+        out[i] = square_plus_one(tile[(t + 1) % 32])
+
+
+def expected_shifted_squares(a):
+    padded = np.zeros(((a.size + 31) // 32) * 32, dtype=a.dtype)
+    padded[: a.size] = a
+    tiles = padded.reshape(-1, 32)
+    return (np.roll(tiles, -1, axis=1).ravel()[: a.size] ** 2 + 1).astype(a.dtype)
+
+
+def test_backend_is_the_simulator_without_gpu():
+    assert gpucourse.BACKEND.kind == "simulator"
+    assert "CPU simulator" in gpucourse.BACKEND.describe()
+
+
+def test_launch_with_device_arrays_and_device_functions():
+    a = np.random.default_rng(1).uniform(-3, 3, 45).astype(np.float32)
+    d_out = cuda.device_array_like(a)
+    shifted_squares[2, 32](d_out, cuda.to_device(a))
+    cuda.synchronize()
+    np.testing.assert_allclose(d_out.copy_to_host(), expected_shifted_squares(a), rtol=1e-6)
+
+
+def test_launch_on_host_arrays_with_stream():
+    a = np.random.default_rng(2).uniform(-3, 3, 40).astype(np.float32)
+    out = np.full_like(a, np.nan)
+    stream = cuda.stream()
+    shifted_squares[2, 32, stream](out, a)
+    stream.synchronize()
+    np.testing.assert_allclose(out, expected_shifted_squares(a), rtol=1e-6)
+
+
+@cuda.jit
+def reverse_in_dynamic_shared(out, a):
+    buffer = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    buffer[t] = a[t]
+    cuda.syncthreads()
+    out[t] = buffer[cuda.blockDim.x - 1 - t]
+
+
+def test_dynamic_shared_memory():
+    a = np.arange(24, dtype=np.float32) * 1.5
+    out = np.zeros_like(a)
+    reverse_in_dynamic_shared[1, 24, 0, a.nbytes](out, a)
+    np.testing.assert_array_equal(out, a[::-1])
+
+
+def test_events_time_the_simulation(capsys, monkeypatch):
+    from gpucourse.run import cpu_backend
+
+    monkeypatch.setattr(cpu_backend, "_timing_noted", False)
+    start, stop = cuda.event(), cuda.event()
+    start.record()
+    shifted_squares[1, 32](np.zeros(8, np.float32), np.ones(8, np.float32))
+    stop.record()
+    stop.synchronize()
+    assert cuda.event_elapsed_time(start, stop) == start.elapsed_time(stop) > 0
+    assert capsys.readouterr().out.count("measure the CPU simulator, not a GPU") == 1  # once, not at every call
+    with pytest.raises(RuntimeError, match="record"):
+        cuda.event().elapsed_time(stop)
+
+
+def test_bad_launch_configuration_is_explained():
+    with pytest.raises(ValueError, match="kernel\\[blocks_per_grid, threads_per_block\\]"):
+        shifted_squares[32](np.zeros(3, np.float32), np.zeros(3, np.float32))
+
+
+@cuda.jit
+def appends_to_a_list(out):
+    values = [1.0, 2.0]
+    out[0] = values[0]
+
+
+def test_simulator_only_python_is_rejected_with_the_gpu_compilers_reason():
+    with pytest.raises(ptx.KernelCompileError, match="would not compile for a real GPU"):
+        appends_to_a_list[1, 1](np.zeros(1, np.float32))
+
+
+def test_unchecked_kernels_lists_kernels_never_launched():
+    @cuda.jit
+    def never_launched(out):
+        out[0] = 1
+
+    namespace = {"never_launched": never_launched, "shifted_squares": shifted_squares}
+    shifted_squares[1, 32](np.zeros(8, np.float32), np.ones(8, np.float32))
+    assert ptx.unchecked_kernels(namespace) == ["never_launched"]
+
+
+def test_launches_beyond_gpu_limits_are_refused():
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="2048 threads; a GPU runs at most 1024"):
+        shifted_squares[1, 2048](a, a)
+    with pytest.raises(ValueError, match="blockDim.z = 65"):
+        shifted_squares[1, (1, 1, 65)](a, a)
+    assert cuda.get_current_device().MAX_THREADS_PER_BLOCK == 1024
+
+
+@cuda.jit
+def unguarded_copy(out, a):
+    i = cuda.grid(1)
+    out[i] = a[i]
+
+
+def test_out_of_bounds_names_the_thread_in_cuda_terms():
+    a = np.zeros(5, np.float32)
+    with pytest.raises(IndexError) as error:
+        unguarded_copy[2, 4](a, a)
+    message = str(error.value)
+    assert re.search(r"thread threadIdx=\(\d, 0, 0\) of block blockIdx=\(1, 0, 0\): index \d+ is out of bounds", message)
+    assert "tid=" not in message

@@ -1,0 +1,173 @@
+"""GPU semantics the course simulator keeps: lanes in lockstep, short-circuits, warps, distinct arrays."""
+
+import numpy as np
+import pytest
+from numba import cuda, int32
+
+from conformance_kernels import block_sums
+from gpucourse import simulated, trace
+from gpucourse.simulator import UnsupportedInKernel
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+@cuda.jit
+def two_arrays_on_one_line(out):
+    a = cuda.shared.array(4, int32); b = cuda.shared.array(4, int32)  # noqa: E702 (the point of the test)
+    t = cuda.threadIdx.x
+    a[t] = t
+    b[t] = 10 * t
+    cuda.syncthreads()
+    out[t] = a[3 - t] + b[t]
+
+
+def test_shared_arrays_declared_on_one_line_are_distinct():
+    out = np.zeros(4, np.int32)
+    two_arrays_on_one_line[1, 4](out)
+    assert out.tolist() == [3, 12, 21, 30]
+
+
+@cuda.jit
+def guarded_by_short_circuits(out, a):
+    i = cuda.grid(1)
+    if i < a.size and a[i] > 0:
+        out[i] = a[i]
+    elif i < a.size:
+        out[i] = a[i - 1] if i > 0 else a[i]
+
+
+def test_and_and_conditional_expressions_evaluate_only_where_needed():
+    a = np.random.default_rng(0).uniform(-1, 1, 37).astype(np.float32)
+    out = np.zeros_like(a)
+    guarded_by_short_circuits[2, 32](out, a)
+    expected = np.where(a > 0, a, np.r_[a[:1], a[:-1]])
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit(device=True)
+def first_digit(x):
+    """Early returns in a device function, different per lane."""
+    if x < 10:
+        return x
+    while x >= 10:
+        x //= 10
+        if x == 7:
+            return -1
+    return x
+
+
+@cuda.jit
+def digits(out, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = first_digit(a[i])
+
+
+def test_device_functions_return_per_lane():
+    a = np.random.default_rng(1).integers(0, 100000, 100).astype(np.int64)
+    out = np.zeros_like(a)
+    digits[4, 32](out, a)
+
+    assert out.tolist() == [first_digit.py_func(int(x)) for x in a]  # the same code, as plain Python
+
+
+@cuda.jit
+def warp_votes(out, a):
+    t = cuda.threadIdx.x
+    positive = 1 if a[t] > 0 else 0
+    out[0, t] = cuda.ballot_sync(0xFFFFFFFF, positive)
+    out[1, t] = cuda.syncthreads_count(positive)
+    out[2, t] = cuda.syncthreads_and(positive)
+    out[3, t] = cuda.syncthreads_or(positive)
+    out[4, t] = cuda.shfl_sync(0xFFFFFFFF, t, 31 - cuda.laneid)
+    out[5, t] = cuda.shfl_up_sync(0xFFFFFFFF, t, 3)
+    if t % 2 == 0:
+        out[6, t] = cuda.activemask()
+    else:
+        out[6, t] = 0
+
+
+def test_warp_and_block_votes_match_numpy():
+    a = np.random.default_rng(2).uniform(-1, 1, 64).astype(np.float32)
+    out = np.zeros((7, 64), np.int64)
+    warp_votes[1, 64](out, a)
+    positive = (a > 0).reshape(2, 32)
+    bits = (positive * (1 << np.arange(32))).sum(1)
+    np.testing.assert_array_equal(out[0], np.repeat(bits, 32))
+    assert (out[1] == positive.sum()).all()
+    assert (out[2] == int(positive.all())).all() and (out[3] == int(positive.any())).all()
+    lanes = np.arange(64)
+    np.testing.assert_array_equal(out[4], lanes - lanes % 32 + 31 - lanes % 32)
+    np.testing.assert_array_equal(out[5], np.where(lanes % 32 >= 3, lanes - 3, lanes))
+    np.testing.assert_array_equal(out[6], np.where(lanes % 2 == 0, 0x55555555, 0))
+
+
+def test_the_same_launch_gives_the_same_result_and_trace():
+    a = np.random.default_rng(3).uniform(-1, 1, 1000).astype(np.float32)
+    results, summaries = [], []
+    for _ in range(2):
+        out = np.zeros(4, np.float32)
+        with trace() as t:
+            block_sums[4, 256](out, a)
+        results.append(out)
+        summaries.append(t.summary())
+    np.testing.assert_array_equal(results[0], results[1])
+    assert summaries[0] == summaries[1]
+    np.testing.assert_allclose(results[0].sum(), a.sum(), rtol=1e-4)
+
+
+@cuda.jit
+def slices_an_array(out, a):
+    i = cuda.grid(1)
+    if i < 1:
+        out[0] = a[1:3][0]
+
+
+def test_unsupported_python_gets_a_plain_message():
+    a = np.ones(4, np.float32)
+    with pytest.raises(UnsupportedInKernel, match="slicing an array .* is not supported"):
+        slices_an_array[1, 1](np.zeros(1, np.float32), a)
+
+
+def test_launches_too_big_to_simulate_are_refused_before_allocating():
+    with pytest.raises(ValueError, match="the CPU simulator runs at most 4,194,304 per launch"):
+        block_sums[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))
+
+
+@cuda.jit
+def claim_slots(slots, owners):
+    """Each thread swaps its id into a slot and records who held it before."""
+    t = cuda.threadIdx.x
+    owners[t] = cuda.atomic.exch(slots, t % 2, t)
+
+
+def test_atomic_exchange_returns_the_previous_owner_in_lane_order():
+    slots = np.full(2, -1, np.int32)
+    owners = np.zeros(6, np.int32)
+    claim_slots[1, 6](slots, owners)
+    assert slots.tolist() == [4, 5]  # the last thread of each slot, in lane order
+    assert owners.tolist() == [-1, -1, 0, 1, 2, 3]
+
+
+@cuda.jit
+def row_sums_through_views(out, a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        row = a[i]  # a view: the row i of a, as numba gives it
+        total = int32(0)
+        for value in row:
+            total += value
+        out[i, 0] = total
+        out[i, 1] = a[i][len(row) - 1]  # index a view again
+        out[i][2] = row.size  # store through a view
+
+
+def test_partial_indexing_gives_views_like_numba():
+    a = np.random.default_rng(5).integers(-9, 9, (7, 5)).astype(np.int32)
+    out = np.zeros((7, 3), np.int32)
+    row_sums_through_views[1, 8](out, a)
+    np.testing.assert_array_equal(out, np.stack([a.sum(1), a[:, -1], np.full(7, 5)], axis=1))

@@ -1,0 +1,160 @@
+"""Trace counts on kernels whose counts are known by hand, the budget asserts, and the viewer."""
+
+import matplotlib
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse import trace
+from gpucourse.simulator import BudgetExceeded, show_trace, trace_viewer
+
+matplotlib.use("Agg")
+
+N = 64  # arrays are N x N float32: one row is 256 bytes, 8 sectors
+
+
+@cuda.jit
+def copy_rows(out, a):
+    """Thread x walks along a row: a warp reads 32 neighbouring floats."""
+    x, y = cuda.grid(2)
+    if y < a.shape[0] and x < a.shape[1]:
+        out[y, x] = a[y, x]
+
+
+@cuda.jit
+def copy_columns(out, a):
+    """Thread x walks down a column: a warp reads 32 floats 256 bytes apart."""
+    x, y = cuda.grid(2)
+    if y < a.shape[0] and x < a.shape[1]:
+        out[x, y] = a[x, y]
+
+
+def square(seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (N, N)).astype(np.float32)
+
+
+def test_coalesced_copy_touches_four_sectors_per_warp():
+    a, out = square(), np.zeros((N, N), np.float32)
+    with trace() as t:
+        copy_rows[(2, 8), (32, 8)](out, a)
+    np.testing.assert_array_equal(out, a)
+    assert t.sectors_per_request("a") == 4.0  # 32 threads x 4 bytes = 128 bytes = 4 sectors
+    assert t.sectors_per_request("out", kind="write") == 4.0
+    stats = t.array("a").instructions["read"]
+    assert (stats.requests, stats.sectors) == (N * N // 32, N * N // 32 * 4)
+    t.assert_reads_per_element("a", exactly=1)
+    t.assert_writes_per_element("out", exactly=1)
+    t.assert_reads_per_thread("a", at_most=1)
+    t.assert_sectors_per_request("a", at_most=4)
+
+
+def test_strided_copy_touches_a_sector_per_thread():
+    a, out = square(1), np.zeros((N, N), np.float32)
+    with trace() as t:
+        copy_columns[(2, 8), (32, 8)](out, a)
+    np.testing.assert_array_equal(out, a)
+    assert t.sectors_per_request("a") == 32.0
+    assert t.sectors_per_request("out", kind="write") == 32.0
+    t.assert_reads_per_element("a", exactly=1)  # still each element once: only the pattern is bad
+    with pytest.raises(BudgetExceeded, match=r"warp reads of `a` touch 32.0 sectors .* more than 4"):
+        t.assert_sectors_per_request("a", at_most=4)
+
+
+def test_views_count_sectors_with_their_real_strides():
+    a = square(2)
+    out = np.zeros((N, N), np.float32)
+    with trace() as t:
+        copy_rows[(2, 8), (32, 8)](out, a.T)  # rows of the transposed view are columns in memory
+    np.testing.assert_array_equal(out, a.T)
+    assert t.sectors_per_request("a") == 32.0
+
+
+def make_transpose(padding: int):
+    width = 32 + padding
+
+    @cuda.jit
+    def transpose_through_tile(out, a):
+        tile = cuda.shared.array((32, width), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        bx, by = cuda.blockIdx.x * 32, cuda.blockIdx.y * 32
+        tile[ty, tx] = a[by + ty, bx + tx]
+        cuda.syncthreads()
+        out[bx + ty, by + tx] = tile[tx, ty]
+
+    return transpose_through_tile
+
+
+@pytest.mark.parametrize("padding, degree", [(0, 32), (1, 1)])
+def test_shared_transpose_bank_conflicts(padding, degree):
+    a, out = square(3), np.zeros((N, N), np.float32)
+    with trace() as t:
+        make_transpose(padding)[(2, 2), (32, 32)](out, a)
+    np.testing.assert_array_equal(out, a.T)
+    assert t.bank_conflicts("tile", kind="write") == 1  # a row of the tile: 32 banks
+    assert t.bank_conflicts("tile", kind="read") == degree  # a column: one bank, unless padded
+    reads = t.array("tile").instructions["read"]
+    assert reads.requests == 4 * 32 and reads.sectors == 4 * 32 * degree  # wavefronts
+    assert t.sectors_per_request("a") == 4.0 and t.sectors_per_request("out", kind="write") == 4.0
+    if degree == 1:
+        t.assert_no_bank_conflicts()
+    else:
+        with pytest.raises(BudgetExceeded, match="reads of shared array `tile` have 32-way bank conflicts"):
+            t.assert_no_bank_conflicts()
+
+
+@cuda.jit
+def sum_each_block_twice(out, a):
+    """Reads each element twice: the second pass is wasted."""
+    i = cuda.grid(1)
+    if i < a.size:
+        cuda.atomic.add(out, 0, a[i] + a[i])
+
+
+def test_budget_failures_name_the_array_and_the_worst_offender():
+    a = np.arange(1, 41, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    with trace() as t:
+        sum_each_block_twice[2, 32](out, a)
+    assert out[0] == 2 * a.sum()
+    assert t.reads_per_thread("a").tolist() == [2] * 40 + [0] * 24
+    assert int(t.array("out").per_thread["atomic"].sum()) == 40
+    with pytest.raises(BudgetExceeded) as failure:
+        t.assert_reads_per_element("a", exactly=1)
+    assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 2 time(s)" in str(failure.value)
+    assert isinstance(failure.value, AssertionError)  # a failed test cell, as a failed assert
+    with pytest.raises(BudgetExceeded, match=r"thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read it 2"):
+        t.assert_reads_per_thread("a", at_most=1)
+    with pytest.raises(KeyError, match="touched no array called `b`"):
+        t.reads_per_thread("b")
+
+
+def test_trace_outside_a_launch_explains_itself():
+    with trace() as t:
+        pass
+    with pytest.raises(RuntimeError, match="no kernel was launched"):
+        t.summary()
+
+
+def test_summary_and_viewer_show_a_tiled_launch():
+    a, out = square(4), np.zeros((N, N), np.float32)
+    with trace() as t:
+        make_transpose(1)[(2, 2), (32, 32)](out, a)
+    assert t.barriers((1, 0)) == t.barriers(3) == 1
+    summary = t.summary()
+    assert "tile" in summary and "shared" in summary and "transpose_through_tile" in summary
+    lines = t.by_line().splitlines()
+    assert lines[0].split()[:7] == ["line", "array", "kind", "requests", "threads/req", "sectors/req", "conflicts"]
+    column_read = next(row for row in lines if "out[bx + ty, by + tx] = tile[tx, ty]" in row and " tile " in row)
+    assert column_read.split()[1:7] == ["tile", "read", "128", "32.0", "-", "none"]
+    global_read = next(row for row in lines if " a " in row)
+    assert global_read.split()[1:6] == ["a", "read", "128", "32.0", "4.0"]
+    figure = show_trace(t, block=(1, 0), phase=0)
+    titles = [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")]
+    assert titles == ["global a (64, 64)", "shared tile (32, 33)"]
+    assert "phase 0" in figure._suptitle.get_text()
+    reads_of_one_thread = show_trace(t, block=0, phase=1, thread=(3, 2))
+    assert "thread (3, 2) = 67" in reads_of_one_thread._suptitle.get_text()
+    viewer = trace_viewer(t)
+    block, phase, thread = viewer.children[0].children
+    assert (block.max, phase.max, thread.max) == (3, 1, 1023)
+    phase.value = 1  # redraws without error

@@ -40,7 +40,7 @@ def _typing_context():
     return context
 
 
-def _dtype(value) -> np.dtype | None:
+def dtype_of(value) -> np.dtype | None:
     """The dtype numba gives ``value``, or None when it is not a number (a tuple, an array argument)."""
     if type(value) is np.ndarray or isinstance(value, np.generic):
         return value.dtype
@@ -59,7 +59,8 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         return None
 
 
-def _as(value, dtype: np.dtype):
+def cast(value, dtype: np.dtype):
+    """``value`` (lane array or scalar) as ``dtype``."""
     if type(value) is np.ndarray:
         return value.astype(dtype, copy=False)
     if isinstance(value, np.generic) and value.dtype == dtype:
@@ -76,12 +77,12 @@ def _wrapped(value):
 
 def typed(function, *operands):
     """``function(*operands)`` in the types numba gives it."""
-    dtypes = tuple(map(_dtype, operands))
+    dtypes = tuple(map(dtype_of, operands))
     signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
     if signature is None:
         return function(*operands)
     argument_dtypes, result_dtype = signature
-    return _as(function(*[_as(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
+    return cast(function(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
 
 
 def _on_python_scalars(function, operands):
@@ -135,4 +136,4 @@ class Arithmetic:
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name), _operator(_function))
 
-__all__ = ["Arithmetic", "BINARY", "UNARY", "method_name", "select", "typed"]
+__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "typed"]

@@ -228,6 +228,20 @@ def test_a_variable_assigned_in_a_branch_has_numba_s_unified_type():
     np.testing.assert_array_equal(out, np.where(a > 0, a.astype(np.float64), 0.1))
 
 
+@cuda.jit
+def clipped_product(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = min(a[i], 0.5) * b[i]
+
+
+def test_min_of_a_float32_and_a_float_literal_is_float64():
+    a, b = RNG.uniform(0, 1, N).astype(np.float32), RNG.uniform(0, 1, N).astype(np.float32)
+    out = np.zeros(N)
+    launch(clipped_product, a, b, out)
+    np.testing.assert_array_equal(out, np.minimum(a.astype(np.float64), 0.5) * b)
+
+
 # -- kernels declared with signatures ------------------------------------------------------------------
 @cuda.jit("void(float32[:], float32[:])")
 def declared_by_string(a, out):

@@ -27,10 +27,10 @@ from types import SimpleNamespace
 
 from numba import cuda
 from numba.core import sigutils, types
-from numba.np.numpy_support import as_dtype
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+from numba.np.numpy_support import as_dtype
 
 from . import ptx, simulator
 

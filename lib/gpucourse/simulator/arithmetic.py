@@ -13,9 +13,9 @@ NumPy computes, and the result is cast to its return type. Integers wrap as on
 the GPU. NVVM is not involved, so this typing holds with the PTX check off too.
 
 Where numba merges two values into one variable (a branch, ``x if c else y``,
-``and``/``or``), `select` lets NumPy promote the two with Python scalars
-taken as their numba types, which agrees with numba's unification for the
-number types.
+``and``/``or``) and in ``min``/``max``, `select` (and `strong`) let NumPy
+promote the two with Python scalars taken as their numba types, which agrees
+with numba's unification for the number types.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _operator(function):
     return staticmethod(apply)
 
 
-def _strong(value):
+def strong(value):
     """A Python number as the NumPy scalar of its numba type, so that NumPy promotes it as numba unifies."""
     dtype = _PYTHON_SCALARS.get(type(value))
     return value if dtype is None else dtype.type(value)
@@ -111,7 +111,7 @@ def _strong(value):
 
 def select(condition, yes, no):
     """``yes`` where ``condition``, else ``no``, in the type numba unifies them to."""
-    return np.where(condition, _strong(yes), _strong(no))
+    return np.where(condition, strong(yes), strong(no))
 
 
 BINARY = {
@@ -136,4 +136,4 @@ class Arithmetic:
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name), _operator(_function))
 
-__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "typed"]
+__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "strong", "typed"]

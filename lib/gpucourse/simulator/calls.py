@@ -18,7 +18,7 @@ from numba.core import types as numba_types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.np.numpy_support import as_dtype, from_dtype
 
-from .arithmetic import cast, dtype_of
+from .arithmetic import cast, dtype_of, strong
 from .errors import UnsupportedInKernel, fault
 from .memory import SimArray, SimView
 from .runtime import RUNTIME, UNDEFINED
@@ -32,7 +32,7 @@ def _fold(numpy_function, builtin):
         if len(args) == 1:  # min(a_tuple)
             args = tuple(args[0])
         if any(isinstance(a, np.ndarray) for a in args):
-            return functools.reduce(numpy_function, args)
+            return functools.reduce(numpy_function, map(strong, args))
         return builtin(*args)
 
     return folded

@@ -300,3 +300,24 @@ def test_arguments_no_declared_signature_takes_are_refused_with_the_signatures()
     a = RNG.uniform(-1, 1, N).astype(np.int32)
     with pytest.raises(TypeError, match=r"declared for arguments .*float32.* cannot be launched with .*int32"):
         launch(declared_by_string, a, a)
+
+
+def test_declared_kernels_run_without_nvvm_unchecked(monkeypatch):
+    monkeypatch.setenv(ptx.MODE_ENV, "auto")
+    monkeypatch.setattr(ptx, "toolchain_problem", lambda: "NVVM is not installed")
+
+    @cuda.jit("float32(float32)", device=True)
+    def halved(x):
+        return x / 2
+
+    @cuda.jit("void(float32[:])")
+    def halve(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = halved(a[i])
+
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    expected = (a.astype(np.float64) / 2).astype(np.float32)
+    launch(halve, a)
+    np.testing.assert_array_equal(a, expected)
+    assert ptx.float64_operations(halve.py_func) is None  # not compiled: nothing to compile it with

@@ -7,7 +7,11 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
   shared memory size) runs on the course simulator (`gpucourse.simulator`),
   after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
 - the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns numba's simulator arrays, backed by host memory.
+  ``synchronize``) returns numba's simulator arrays, backed by host memory;
+- signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
+  at once for the current GPU, are kept for the launch instead (its PTX check
+  compiles them; arguments are converted to the signature numba would pick),
+  and device functions with signatures compile for the simulated device.
 
 On a GPU machine `simulated` does the launch part for a while, copying device
 arrays to the host and back; `trace` records the launches inside it.
@@ -17,12 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from types import SimpleNamespace
 
 from numba import cuda
+from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+from numba.np.numpy_support import as_dtype
 
 from .. import simulator
 from . import ptx
@@ -120,6 +127,55 @@ _HOST_API = {
 
 _installed = False
 _original_launch = CUDADispatcher.__getitem__
+_original_compile_device = CUDADispatcher.compile_device
+
+# Argument types of the signatures a kernel was declared with, kept by `_declare` until a launch.
+_declared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _declare(dispatcher: CUDADispatcher, signature):
+    """``CUDADispatcher.compile`` on the CPU: keep a declared signature for the launch instead of compiling it."""
+    argtypes, _ = sigutils.normalize_signature(signature)
+    _declared.setdefault(dispatcher, []).append(tuple(argtypes))
+
+
+def _disable_compile(dispatcher: CUDADispatcher, value: bool = True):
+    """``disable_compile`` without numba's assertion that some signature is compiled: on the CPU they are declared."""
+    dispatcher._can_compile = not value
+
+
+def _compile_device(dispatcher: CUDADispatcher, args, return_type=None):
+    """``CUDADispatcher.compile_device`` for the simulated device (numba asks the current GPU for its compute capability).
+
+    Without NVVM, which numba's code generation needs, the signature is left uncompiled: the simulator then
+    calls the device function with the types it is given (and there is no PTX check either).
+    """
+    if ptx.toolchain_problem():
+        return None
+    with ptx.target_device():
+        return _original_compile_device(dispatcher, args, return_type)
+
+
+def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple | None]:
+    """The arguments converted to the declared signature numba would pick, and its types (None: none declared).
+
+    Declared signatures are those `_declare` kept, or on a GPU those numba compiled when the kernel was defined.
+    """
+    declared = _declared.get(dispatcher) or ([] if dispatcher._can_compile else list(dispatcher.overloads))
+    if not declared:
+        return list(args), None
+    actual = tuple(ptx.argument_type(a) for a in args)
+    cases = [types.void(*argtypes) for argtypes in declared]
+    chosen = dispatcher.typingctx.resolve_overload(dispatcher.py_func, cases, actual, {})
+    if chosen is None:
+        signatures = "; ".join(f"({', '.join(map(str, argtypes))})" for argtypes in declared)
+        raise TypeError(
+            f"kernel `{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
+            f"it cannot be launched with ({', '.join(map(str, actual))})"
+        )
+    converted = [as_dtype(t).type(a) if isinstance(t, (types.Number, types.Boolean)) else a
+                 for a, t in zip(args, chosen.args)]
+    return converted, tuple(chosen.args)
 
 
 def _configuration(configuration) -> tuple:
@@ -160,7 +216,8 @@ class SimulatedLaunch:
     def __call__(self, *args):
         grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
         check_launch_limits(grid, block)
-        ptx.check_compiles(self.dispatcher, args)
+        args, declared = _declared_arguments(self.dispatcher, args)
+        ptx.check_compiles(self.dispatcher, args, declared)
         host, copy_back = _on_the_host(args)
         simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()
@@ -182,6 +239,9 @@ def install() -> None:
         return
     CUDADispatcher.__getitem__ = _launch
     CUDADispatcher.forall = _forall
+    CUDADispatcher.compile = _declare
+    CUDADispatcher.disable_compile = _disable_compile
+    CUDADispatcher.compile_device = _compile_device
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
     _installed = True

@@ -57,7 +57,7 @@ def argument_type(value):
 
 
 @contextlib.contextmanager
-def _target_device():
+def target_device():
     """Device functions ask the current device for its compute capability; answer for it."""
     from numba.cuda import dispatcher
 
@@ -72,7 +72,7 @@ def _target_device():
 
 def compile_for_gpu(dispatcher, argtypes) -> str:
     """PTX of ``dispatcher`` for ``argtypes``; raises numba's error when it does not compile."""
-    with _target_device():
+    with target_device():
         ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=COMPUTE_CAPABILITY)
     return ptx
 
@@ -82,8 +82,8 @@ def _short(message: str, limit: int = 40) -> str:
     return "\n".join(lines[:limit])
 
 
-def check_compiles(dispatcher, args) -> None:
-    """Raise `KernelCompileError` if the kernel would not compile for these arguments."""
+def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> None:
+    """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``)."""
     if mode() == "off":
         return
     problem = toolchain_problem()
@@ -94,7 +94,7 @@ def check_compiles(dispatcher, args) -> None:
                 "Install the course with its cu12 or cu13 extra, or a CUDA toolkit."
             )
         return
-    argtypes = tuple(argument_type(a) for a in args)
+    argtypes = argtypes or tuple(argument_type(a) for a in args)
     key = (dispatcher.py_func, argtypes)
     if key in _compiled:
         return

@@ -2,7 +2,9 @@
 
 Kernel code calls scalar functions (``math.exp``, ``min``, ``float32``) that
 must here work on arrays of one value per lane, with the dtype numba would give.
-Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel.
+Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel;
+one declared with signatures gets its arguments and result converted to the
+signature numba picks, as on the GPU.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import math
 import numpy as np
 from numba.core import types as numba_types
 from numba.cuda.dispatcher import CUDADispatcher
-from numba.np.numpy_support import as_dtype
+from numba.np.numpy_support import as_dtype, from_dtype
 
+from .arithmetic import cast, dtype_of, strong
 from .errors import UnsupportedInKernel, fault
 from .intrinsics import REPLACEMENTS
+from .memory import SimArray, SimView
 from .runtime import RUNTIME, UNDEFINED
 from .transform import CALL, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
@@ -29,7 +33,7 @@ def _fold(numpy_function, builtin):
         if len(args) == 1:  # min(a_tuple)
             args = tuple(args[0])
         if any(isinstance(a, np.ndarray) for a in args):
-            return functools.reduce(numpy_function, args)
+            return functools.reduce(numpy_function, map(strong, args))
         return builtin(*args)
 
     return folded
@@ -99,7 +103,9 @@ def dispatch(runtime, function, args, kwargs):
             raise fault(UnsupportedInKernel, runtime.where(runtime.site),
                         f"`{function.py_func.__name__}` is a kernel; a kernel can only call device functions "
                         "(@cuda.jit(device=True))")
-        return device_function(function.py_func)(*args, **kwargs)
+        if function._can_compile or kwargs:
+            return device_function(function.py_func)(*args, **kwargs)
+        return _declared_call(function, args)
     try:
         mapped = _MAPPED.get(function)
     except TypeError:  # unhashable
@@ -112,6 +118,37 @@ def dispatch(runtime, function, args, kwargs):
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
     return function(*args, **kwargs)
+
+
+def _numba_type(value):
+    """The numba type of a value passed to a device function (None: not a number or an array)."""
+    if type(value) in (SimArray, SimView):
+        return numba_types.Array(from_dtype(value.dtype), value.ndim, "A")
+    dtype = dtype_of(value)
+    return None if dtype is None else from_dtype(dtype)
+
+
+@functools.cache
+def _declared_signature(dispatcher, argtypes: tuple):
+    """The declared signature numba picks for ``argtypes`` (None: none fits; the PTX check says so)."""
+    return dispatcher.typingctx.resolve_overload(dispatcher.py_func, dispatcher.nopython_signatures, argtypes, {})
+
+
+def _as_numba_type(value, numba_type):
+    if isinstance(numba_type, (numba_types.Number, numba_types.Boolean)) and dtype_of(value) is not None:
+        return cast(value, as_dtype(numba_type))
+    return value
+
+
+def _declared_call(dispatcher, args):
+    """A call of a device function declared with signatures: arguments and result in the signature's types."""
+    argtypes = tuple(map(_numba_type, args))
+    signature = None if any(t is None for t in argtypes) else _declared_signature(dispatcher, argtypes)
+    run = device_function(dispatcher.py_func)
+    if signature is None:
+        return run(*args)
+    result = run(*[_as_numba_type(a, t) for a, t in zip(args, signature.args)])
+    return _as_numba_type(result, signature.return_type)
 
 
 def call(site, function, *args, **kwargs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arithmetic import Arithmetic, select
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .geometry import Geometry
 from .memory import AccessRecord, SimArray, SimView, group_by_element, merge_records, unordered
@@ -36,7 +37,9 @@ class Loop:
     __slots__ = ("broken",)
 
 
-class Runtime:
+class Runtime(Arithmetic):
+    """Masks, control flow, memory access and (from `Arithmetic`) the operators of a running kernel."""
+
     def __init__(self):
         self.geometry: Geometry | None = None
         self.trace = None
@@ -122,7 +125,7 @@ class Runtime:
             return new
         if isinstance(old, tuple):
             return tuple(self.merge(o, n) for o, n in zip(old, new))
-        return np.where(self.mask, new, old)
+        return select(self.mask, new, old)
 
     # -- frames and exits ----------------------------------------------------
     def enter(self) -> Frame:
@@ -160,7 +163,7 @@ class Runtime:
     def merge_result(self, old, new):
         if isinstance(old, tuple):
             return tuple(self.merge_result(o, n) for o, n in zip(old, new))
-        return np.where(self.mask, new, old)
+        return select(self.mask, new, old)
 
     def brk(self) -> None:
         loop = self.loops[-1]
@@ -267,7 +270,10 @@ class Runtime:
         return self._short_circuit(first, rest, conjunction=False)
 
     def _short_circuit(self, first, rest, conjunction: bool):
-        """``and``/``or``: each later operand runs only in the lanes that still need it."""
+        """``and``/``or``: each later operand runs only in the lanes that still need it.
+
+        As in Python and numba the result is an operand: ``2 and 3`` is 3, ``0 or 5`` is 5.
+        """
         value = first
         for later in rest:
             if not isinstance(value, np.ndarray):
@@ -277,8 +283,7 @@ class Runtime:
                 continue
             saved = self.push()
             if self.narrow(value) if conjunction else self.narrow_not(value):
-                left, right = value.astype(bool, copy=False), np.asarray(later()).astype(bool, copy=False)
-                value = left & right if conjunction else left | right
+                value = select(self.mask, later(), value)
             self.pop(saved)
         return value
 
@@ -297,7 +302,7 @@ class Runtime:
         self.pop(saved)
         if a is None or b is None:
             return b if a is None else a
-        return np.where(condition, a, b)
+        return select(condition, a, b)
 
     # -- memory ----------------------------------------------------------------
     def where(self, site: int) -> str:

@@ -12,7 +12,9 @@ the runtime (``_g_rt``), which keeps that mask:
 - ``a[i]`` loads, stores and every call go through the runtime, which checks
   bounds, races and barriers and records the trace;
 - ``and``, ``or``, ``x if c else y`` and chained comparisons evaluate their
-  right side only in the lanes that need it, as on a GPU.
+  right side only in the lanes that need it, as on a GPU;
+- arithmetic, bitwise, comparison and unary operators go through the runtime,
+  which computes them in the types numba gives them (`arithmetic`).
 
 Each memory access and call site gets a `Site` (function, line, source text) so
 that an error names the line the student wrote.
@@ -25,6 +27,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
+from .arithmetic import BINARY, UNARY, method_name
 from .errors import UnsupportedInKernel
 
 RT = "_g_rt"
@@ -57,6 +60,22 @@ def _register(site: Site) -> int:
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.Attribute(ast.Name(RT, ast.Load()), name, ast.Load()), list(args), [])
+
+
+def _operation(operator: ast.AST, *operands: ast.expr) -> ast.expr | None:
+    """The runtime call computing ``operator`` on ``operands`` in numba's types (None for ``is``, ``in``, ``@``)."""
+    name = type(operator).__name__
+    if name not in BINARY and name not in UNARY:
+        return None
+    return _call(method_name(name), *operands)
+
+
+def _binary(left: ast.expr, operator: ast.operator, right: ast.expr) -> ast.expr:
+    return _operation(operator, left, right) or ast.BinOp(left, operator, right)
+
+
+def _compare(left: ast.expr, operator: ast.cmpop, right: ast.expr) -> ast.expr:
+    return _operation(operator, left, right) or ast.Compare(left, [operator], [right])
 
 
 def _lambda(body: ast.expr) -> ast.Lambda:
@@ -130,21 +149,25 @@ class KernelRewriter:
                 name = "and_" if isinstance(node.op, ast.And) else "or_"
                 return _call(name, values[0], *[_lambda(v) for v in values[1:]])
 
+            def visit_BinOp(self, node):
+                node = self.generic_visit(node)
+                return _binary(node.left, node.op, node.right)
+
             def visit_Compare(self, node):
                 node = self.generic_visit(node)
-                if len(node.ops) == 1:
-                    return node
                 parts, left = [], node.left
                 for op, right in zip(node.ops, node.comparators):
-                    parts.append(ast.Compare(left, [op], [right]))
+                    parts.append(_compare(left, op, right))
                     left = right
+                if len(parts) == 1:
+                    return parts[0]
                 return _call("and_", parts[0], *[_lambda(p) for p in parts[1:]])
 
             def visit_UnaryOp(self, node):
                 node = self.generic_visit(node)
                 if isinstance(node.op, ast.Not):
                     return _call("not_", node.operand)
-                return node
+                return _operation(node.op, node.operand) or node
 
             def visit_IfExp(self, node):
                 node = self.generic_visit(node)
@@ -245,7 +268,7 @@ class KernelRewriter:
     def augmented(self, node: ast.AugAssign, nested: bool) -> list[ast.stmt]:
         value = self.expr(node.value)
         if isinstance(node.target, ast.Name):
-            current = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, value)
+            current = _binary(ast.Name(node.target.id, ast.Load()), node.op, value)
             return [self.assign_name(node.target.id, current, nested)]
         if isinstance(node.target, ast.Subscript):
             array, index = self.fresh("a"), self.fresh("i")
@@ -256,7 +279,7 @@ class KernelRewriter:
                 ast.Assign([ast.Name(index, ast.Store())], self.expr(node.target.slice)),
                 ast.Expr(
                     _call("store", ast.Name(array, ast.Load()), ast.Name(index, ast.Load()),
-                          ast.BinOp(loaded, node.op, value), site)
+                          _binary(loaded, node.op, value), site)
                 ),
             ]
         raise self.unsupported(node, f"`{ast.unparse(node.target)} {ast.unparse(node.op)}=`")

@@ -1,0 +1,139 @@
+"""Operators of a simulated kernel, computed in the types numba-cuda gives them.
+
+NumPy and numba promote differently: ``float32 * 0.1`` is float32 in NumPy and
+float64 in numba, ``int32 + int32`` stays int32 in NumPy and is int64 in numba,
+``bool + bool`` is a logical or in NumPy and an int64 sum in numba. The
+rewritten kernel (`transform`) sends every arithmetic, bitwise, comparison and
+unary operator here. Each operand gets its numba type (a lane array or NumPy
+scalar its dtype; a Python int, float or bool, as a literal or a scalar
+argument, int64, float64 or boolean, as in numba), numba's own CUDA typing
+context resolves the operator's signature for those types (cached per
+operator and types), the operands are cast to the signature's argument types,
+NumPy computes, and the result is cast to its return type. Integers wrap as on
+the GPU. NVVM is not involved, so this typing holds with the PTX check off too.
+
+Where numba merges two values into one variable (a branch, ``x if c else y``,
+``and``/``or``) and in ``min``/``max``, `select` (and `strong`) let NumPy
+promote the two with Python scalars taken as their numba types, which agrees
+with numba's unification for the number types.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+import numpy as np
+from numba.core import types
+from numba.np.numpy_support import as_dtype, from_dtype
+
+_PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+_INT64_RANGE = 1 << 64
+
+
+@functools.cache
+def _typing_context():
+    from numba.cuda.descriptor import cuda_target  # noqa: PLC0415 (slow import, needed at the first operator)
+
+    context = cuda_target.typing_context
+    context.refresh()
+    return context
+
+
+def dtype_of(value) -> np.dtype | None:
+    """The dtype numba gives ``value``, or None when it is not a number (a tuple, an array argument)."""
+    if type(value) is np.ndarray or isinstance(value, np.generic):
+        return value.dtype
+    return _PYTHON_SCALARS.get(type(value))
+
+
+@functools.cache
+def _signature(function, dtypes: tuple) -> tuple | None:
+    """(argument dtypes, result dtype) numba resolves for ``function`` on ``dtypes``; None if it has none."""
+    try:
+        signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
+        if signature is None or not isinstance(signature.return_type, (types.Number, types.Boolean)):
+            return None
+        return tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+    except Exception:  # numba's typing refuses these types; the PTX check reports it
+        return None
+
+
+def cast(value, dtype: np.dtype):
+    """``value`` (lane array or scalar) as ``dtype``."""
+    if type(value) is np.ndarray:
+        return value.astype(dtype, copy=False)
+    if isinstance(value, np.generic) and value.dtype == dtype:
+        return value
+    return dtype.type(value)
+
+
+def _wrapped(value):
+    """A Python int outside int64 wraps around, as int64 arithmetic on the GPU does."""
+    if type(value) is int and not -(1 << 63) <= value < (1 << 63):
+        return (value + (1 << 63)) % _INT64_RANGE - (1 << 63)
+    return value
+
+
+def typed(function, *operands):
+    """``function(*operands)`` in the types numba gives it."""
+    dtypes = tuple(map(dtype_of, operands))
+    signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
+    if signature is None:
+        return function(*operands)
+    argument_dtypes, result_dtype = signature
+    return cast(function(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
+
+
+def _on_python_scalars(function, operands):
+    """Python computes operators on Python numbers as numba does, except overflow and division by zero."""
+    try:
+        return _wrapped(function(*operands))
+    except ZeroDivisionError:
+        return typed(function, *operands)
+
+
+def _operator(function):
+    def apply(*operands):
+        if all(type(v) is int or type(v) is float for v in operands):  # bool: ~True is False in numba
+            return _on_python_scalars(function, operands)
+        return typed(function, *operands)
+
+    apply.__name__ = function.__name__
+    return staticmethod(apply)
+
+
+def strong(value):
+    """A Python number as the NumPy scalar of its numba type, so that NumPy promotes it as numba unifies."""
+    dtype = _PYTHON_SCALARS.get(type(value))
+    return value if dtype is None else dtype.type(value)
+
+
+def select(condition, yes, no):
+    """``yes`` where ``condition``, else ``no``, in the type numba unifies them to."""
+    return np.where(condition, strong(yes), strong(no))
+
+
+BINARY = {
+    "Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
+    "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow, "LShift": operator.lshift,
+    "RShift": operator.rshift, "BitOr": operator.or_, "BitXor": operator.xor, "BitAnd": operator.and_,
+    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
+    "GtE": operator.ge,
+}
+UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert}
+
+
+def method_name(ast_operator_name: str) -> str:
+    """The `Arithmetic` method a rewritten kernel calls for an ``ast`` operator (``Add`` -> ``op_Add``)."""
+    return f"op_{ast_operator_name}"
+
+
+class Arithmetic:
+    """The operators as methods of the runtime: ``_g_rt.op_Add(a, b)``."""
+
+
+for _name, _function in {**BINARY, **UNARY}.items():
+    setattr(Arithmetic, method_name(_name), _operator(_function))
+
+__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "strong", "typed"]

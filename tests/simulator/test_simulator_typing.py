@@ -1,0 +1,324 @@
+"""The simulator computes in the types numba-cuda compiles a kernel to (issue 13).
+
+Each expected value is what the compiled kernel computes: numba types Python
+float literals float64, widens integer arithmetic to int64, adds booleans as
+integers and returns an operand from ``and``/``or``. The PTX check shows the
+float64 arithmetic where it matters. Kernels declared with signatures run on
+the simulator too, and their PTX check uses the declared types.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda, float32, void
+from numba.core.types import float16
+
+from gpucourse import simulated
+from gpucourse.run import ptx
+
+RNG = np.random.default_rng(13)
+N = 300  # over two blocks of 256: lanes differ in their data and some are idle
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def launch(kernel, *args):
+    kernel[2, 256](*args)
+
+
+# -- the table of issue 13, the compiled column --------------------------------------------------------
+@cuda.jit
+def times_a_tenth(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] * 0.1
+
+
+def test_a_float_literal_makes_float32_arithmetic_float64():
+    a = RNG.uniform(-100, 100, N).astype(np.float32)
+    out = np.zeros_like(a)
+    launch(times_a_tenth, a, out)
+    expected = (a.astype(np.float64) * 0.1).astype(np.float32)
+    np.testing.assert_array_equal(out, expected)
+    assert not np.array_equal(expected, a * np.float32(0.1))  # the data tells the two apart
+    float64 = ptx.float64_operations(times_a_tenth.py_func)
+    if float64 is not None:  # compiled: the GPU multiplies in float64 too
+        assert any(op.startswith("mul") for op in float64)
+
+
+@cuda.jit
+def sums_of_rows(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        acc = 0.0
+        for k in range(a.shape[1]):
+            acc += a[i, k]
+        out[i] = acc
+
+
+def test_an_accumulator_started_at_a_float_literal_is_float64():
+    a = RNG.uniform(0, 1, (N, 500)).astype(np.float32)
+    out = np.zeros(N, np.float64)
+    launch(sums_of_rows, a, out)
+    expected = [sum(float(x) for x in row) for row in a]  # left to right, in float64
+    np.testing.assert_array_equal(out, expected)
+    assert not np.array_equal(out, np.cumsum(a, axis=1, dtype=np.float32)[:, -1])
+
+
+@cuda.jit
+def equals_a_tenth(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = 1 if a[i] == 0.1 else 0
+
+
+def test_a_float32_compares_with_a_float_literal_in_float64():
+    a = RNG.choice(np.float32([0.1, 0.5, 0.25]), N)
+    out = np.full(N, 7, np.int64)
+    launch(equals_a_tenth, a, out)
+    np.testing.assert_array_equal(out, np.zeros(N))  # float32(0.1) != 0.1
+
+
+@cuda.jit
+def add(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] + b[i]
+
+
+def test_int32_arithmetic_is_int64():
+    a = RNG.integers(2**31 - 1000, 2**31, N, dtype=np.int32)
+    b = RNG.integers(0, 2000, N, dtype=np.int32)
+    out = np.zeros(N, np.int64)
+    launch(add, a, b, out)
+    np.testing.assert_array_equal(out, a.astype(np.int64) + b)
+    assert (out > 2**31 - 1).any()
+
+
+@cuda.jit
+def minus_one(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] - 1
+
+
+def test_uint32_minus_an_int_literal_is_int64():
+    a = RNG.integers(0, 3, N, dtype=np.uint32)
+    out = np.zeros(N, np.int64)
+    launch(minus_one, a, out)
+    np.testing.assert_array_equal(out, a.astype(np.int64) - 1)
+    assert (out == -1).any()
+
+
+@cuda.jit
+def and_or(a, b, both, either):
+    i = cuda.grid(1)
+    if i < a.size:
+        both[i] = a[i] and b[i]
+        either[i] = a[i] or b[i]
+
+
+def test_and_and_or_return_an_operand():
+    a, b = RNG.integers(0, 4, N), RNG.integers(0, 4, N)
+    both, either = np.zeros(N, np.int64), np.zeros(N, np.int64)
+    launch(and_or, a, b, both, either)
+    np.testing.assert_array_equal(both, np.where(a != 0, b, a))
+    np.testing.assert_array_equal(either, np.where(a != 0, a, b))
+
+
+@cuda.jit
+def positives(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = (a[i] > 0) + (b[i] > 0)
+
+
+def test_booleans_add_as_integers():
+    a, b = RNG.uniform(-1, 1, N), RNG.uniform(-1, 1, N)
+    out = np.zeros(N, np.int64)
+    launch(positives, a, b, out)
+    np.testing.assert_array_equal(out, (a > 0).astype(np.int64) + (b > 0))
+    assert (out == 2).any()
+
+
+# -- the rest of numba's typing ------------------------------------------------------------------------
+@cuda.jit
+def divisions(a, b, quotient, floor, remainder):
+    i = cuda.grid(1)
+    if i < a.size:
+        quotient[i] = a[i] / b[i]
+        floor[i] = a[i] // b[i]
+        remainder[i] = a[i] % b[i]
+
+
+def test_division_and_modulo_as_python_does_them():
+    a = RNG.integers(-50, 50, N, dtype=np.int32)
+    b = RNG.choice(np.int32([-7, -3, 2, 5]), N)
+    quotient, floor, remainder = np.zeros(N), np.zeros(N, np.int64), np.zeros(N, np.int64)
+    launch(divisions, a, b, quotient, floor, remainder)
+    np.testing.assert_array_equal(quotient, a / b.astype(np.float64))
+    np.testing.assert_array_equal(floor, [x // y for x, y in zip(a.tolist(), b.tolist())])
+    np.testing.assert_array_equal(remainder, [x % y for x, y in zip(a.tolist(), b.tolist())])
+
+
+@cuda.jit
+def thirds(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] / 3
+
+
+def test_float32_over_an_int_literal_is_float64():
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    out = np.zeros(N)
+    launch(thirds, a, out)
+    np.testing.assert_array_equal(out, a.astype(np.float64) / 3)
+
+
+@cuda.jit
+def overflow(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        big = 2**62
+        out[i] = big * 4 + a[i] * 2**40 * 2**40
+
+
+def test_integers_wrap_around_as_int64():
+    a = RNG.integers(1, 1000, N)
+    out = np.zeros(N, np.int64)
+    launch(overflow, a, out)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, a * np.int64(2**40) * np.int64(2**40))
+
+
+@cuda.jit
+def half_precision(a, b, out, scaled):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] * b[i] + a[i]
+        scaled[i] = a[i] * 0.1
+
+
+def test_float16_arithmetic_stays_float16_and_a_float_literal_makes_it_float64():
+    a = RNG.uniform(-4, 4, N).astype(np.float16)
+    b = RNG.uniform(-4, 4, N).astype(np.float16)
+    out, scaled = np.zeros_like(a), np.zeros(N, np.float32)
+    launch(half_precision, a, b, out, scaled)
+    np.testing.assert_array_equal(out, a * b + a)  # each operation rounded to float16
+    np.testing.assert_array_equal(scaled, (a.astype(np.float64) * 0.1).astype(np.float32))
+    assert not np.array_equal(out, (a.astype(np.float32) * b + a).astype(np.float16))
+
+
+@cuda.jit
+def tenth_or_element(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        x = 0.1
+        if a[i] > 0:
+            x = a[i]
+        out[i] = x
+
+
+def test_a_variable_assigned_in_a_branch_has_numba_s_unified_type():
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    out = np.zeros(N)
+    launch(tenth_or_element, a, out)
+    np.testing.assert_array_equal(out, np.where(a > 0, a.astype(np.float64), 0.1))
+
+
+@cuda.jit
+def clipped_product(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = min(a[i], 0.5) * b[i]
+
+
+def test_min_of_a_float32_and_a_float_literal_is_float64():
+    a, b = RNG.uniform(0, 1, N).astype(np.float32), RNG.uniform(0, 1, N).astype(np.float32)
+    out = np.zeros(N)
+    launch(clipped_product, a, b, out)
+    np.testing.assert_array_equal(out, np.minimum(a.astype(np.float64), 0.5) * b)
+
+
+# -- kernels declared with signatures ------------------------------------------------------------------
+@cuda.jit("void(float32[:], float32[:])")
+def declared_by_string(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] * 0.1
+
+
+@cuda.jit(void(float32[:], float32[:], float32))
+def declared_by_types(a, out, factor):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i] * factor
+
+
+@cuda.jit("float32(float32)", device=True)
+def doubled_in_float32(x):
+    return x * 2 + 0.1
+
+
+@cuda.jit(["void(float32[:], float32[:])", "void(float64[:], float64[:])"])
+def declared_twice(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = doubled_in_float32(a[i])
+
+
+def test_a_kernel_declared_by_a_string_runs_and_is_compiled_for_its_signature():
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    out = np.zeros_like(a)
+    launch(declared_by_string, a, out)
+    np.testing.assert_array_equal(out, (a.astype(np.float64) * 0.1).astype(np.float32))
+    if ptx.mode() != "off" and not ptx.toolchain_problem():
+        assert ptx.float64_operations(declared_by_string.py_func) is not None
+
+
+def test_a_scalar_argument_is_converted_to_the_declared_type():
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    out = np.zeros_like(a)
+    launch(declared_by_types, a, out, 0.1)
+    np.testing.assert_array_equal(out, a * np.float32(0.1))
+
+
+def test_several_signatures_and_a_declared_device_function_convert_as_on_the_gpu():
+    a = RNG.uniform(-1, 1, N)
+    out = np.zeros_like(a)
+    launch(declared_twice, a, out)  # float64 arrays: the device function still computes in float32
+    x = a.astype(np.float32)
+    np.testing.assert_array_equal(out, (x.astype(np.float64) * 2 + 0.1).astype(np.float32))
+    single = np.zeros(N, np.float32)
+    launch(declared_twice, x, single)
+    np.testing.assert_array_equal(single, out.astype(np.float32))
+
+
+def test_arguments_no_declared_signature_takes_are_refused_with_the_signatures():
+    a = RNG.uniform(-1, 1, N).astype(np.int32)
+    with pytest.raises(TypeError, match=r"declared for arguments .*float32.* cannot be launched with .*int32"):
+        launch(declared_by_string, a, a)
+
+
+def test_declared_kernels_run_without_nvvm_unchecked(monkeypatch):
+    monkeypatch.setenv(ptx.MODE_ENV, "auto")
+    monkeypatch.setattr(ptx, "toolchain_problem", lambda: "NVVM is not installed")
+
+    @cuda.jit("float32(float32)", device=True)
+    def halved(x):
+        return x / 2
+
+    @cuda.jit("void(float32[:])")
+    def halve(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = halved(a[i])
+
+    a = RNG.uniform(-1, 1, N).astype(np.float32)
+    expected = (a.astype(np.float64) / 2).astype(np.float32)
+    launch(halve, a)
+    np.testing.assert_array_equal(a, expected)
+    assert ptx.float64_operations(halve.py_func) is None  # not compiled: nothing to compile it with

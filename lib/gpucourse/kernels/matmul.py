@@ -7,8 +7,8 @@ layer per batch element (``blockIdx.z``). `launch` picks the grid; `matmul`
 also takes 2-D matrices.
 
 1. `matmul_naive`: one thread per element of C, ``threadIdx.x`` along the rows
-   of C: a warp reads 32 different rows of A (32 sectors) and writes a column
-   of C.
+   of C: a warp (two columns of a 16 x 16 block) reads 16 different rows of A
+   (16 sectors) and writes down columns of C.
 2. `matmul_coalesced`: the same with ``threadIdx.x`` along the columns: a warp
    reads one element of A (a broadcast) and 32 neighbours in a row of B.
 3. `matmul_tiled`: a block loads ``TILE x TILE`` tiles of A and B into shared

@@ -357,14 +357,14 @@ class Runtime(Arithmetic):
         shown = ", ".join(str(int(v[first])) for v in values)
         value = int(values[axis][first])
         why = (
-            f"negative index {value}: numba wraps it to the end of the axis, like Python, which a kernel "
-            "almost never means" if value < 0
-            else f"index {value} is past the end"
+            f"negative index {value} on axis {axis} (size {extent}): numba wraps it to the end of the axis, "
+            "like Python, and a kernel almost never means that" if value < 0
+            else f"index {value} is past the end of axis {axis} (size {extent})"
         )
         raise fault(
             OutOfBounds, self.where(site),
             f"{self.geometry.thread_name(lane)}: index {shown} is out of bounds for `{array.name}` of shape "
-            f"{array.shape} when it {verb}s `{SITES[site].expression}`: {why} of axis {axis} (size {extent})",
+            f"{array.shape} when it {verb}s `{SITES[site].expression}`: {why}",
         ) from None
 
     def who(self, lanes: np.ndarray) -> tuple:

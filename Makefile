@@ -1,12 +1,14 @@
-# Two commands for everyone: `make lab` and `make test`. Everything else is for maintainers.
+# `make lab` for everyone (students too: it is all the student edition needs).
+# BEGIN INSTRUCTOR ONLY (the lines up to END are left out of the student edition)
+# `make test` for everyone who changes the course. Everything else is for maintainers.
+# END INSTRUCTOR ONLY
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
-ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
 
-.PHONY: lab test slides release setup-cells clean
+.PHONY: lab slides clean
 
 ## The virtual environment with the pinned dependencies and gpucourse (editable).
 $(INSTALLED): pyproject.toml
@@ -20,13 +22,20 @@ $(INSTALLED): pyproject.toml
 lab: $(INSTALLED)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
 
-## The whole test suite (what CI runs).
-test: $(INSTALLED)
-	$(PY) -m pytest
-
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)
 	$(PY) -m gpucourse.course.slides lectures build/slides
+
+clean:
+	rm -rf $(VENV) build .pytest_cache
+
+# BEGIN INSTRUCTOR ONLY
+ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
+.PHONY: test release setup-cells student-edition
+
+## The whole test suite (what CI runs).
+test: $(INSTALLED)
+	$(PY) -m pytest
 
 ## Regenerate assignments/ (the student release) from solutions/ with nbgrader.
 release: $(INSTALLED)
@@ -36,5 +45,7 @@ release: $(INSTALLED)
 setup-cells: $(INSTALLED)
 	$(PY) -m gpucourse.course.setup_cell lectures solutions assignments
 
-clean:
-	rm -rf $(VENV) build .pytest_cache
+## The course as students get it, without solutions/ or instructor files: build/student-edition/ and its .zip.
+student-edition: $(INSTALLED)
+	$(PY) -m gpucourse.course.student_edition . build/student-edition
+# END INSTRUCTOR ONLY

@@ -12,6 +12,7 @@ from gpucourse.grading import (
     blocks_2d,
     blocks_needed,
     case,
+    check_function,
     check_kernel,
     one_block,
     one_block_2d,
@@ -203,3 +204,23 @@ def test_budget_failures_say_correct_but_over_budget():
     wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
     with pytest.raises(CheckFailed, match=r"touched no array called `x`.*Keep the parameter names the exercise gives \(out, a\)"):
         check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)
+
+
+def round_up(n, t):
+    return -(-n // t)
+
+
+def test_check_function_passes_right_answers(capsys):
+    check_function(round_up, [((10, 4), 3), ((0, 32), 0)])
+    assert capsys.readouterr().out == "✓ round_up: correct on 2 calls\n"
+
+
+def test_check_function_names_the_call_expected_got_and_hint():
+    with pytest.raises(CheckFailed) as failure:
+        check_function(lambda n, t: n // t, [((8, 4), 2), ((10, 4), 3)], name="blocks_for", hint="round up")
+    assert str(failure.value) == "blocks_for(10, 4) should be 3, got 2\n  Hint: round up"
+
+
+def test_check_function_wants_the_expected_type():
+    with pytest.raises(CheckFailed, match=r"blocks_for\(10, 4\) should return int 3, got float 3.0"):
+        check_function(lambda n, t: float(round_up(n, t)), [((10, 4), 3)], name="blocks_for")

@@ -1,7 +1,8 @@
 """Course tooling: recorded benchmark results, library source shown in lectures, slides, the setup cell.
 
-Holds: `results`, `source`, and two commands, `python -m gpucourse.course.slides` and
-`python -m gpucourse.course.setup_cell`. May import: nothing of gpucourse.
+Holds: `results`, `source`, and three commands, `python -m gpucourse.course.slides`,
+`python -m gpucourse.course.setup_cell` and `python -m gpucourse.course.student_edition`. May import:
+nothing of gpucourse.
 """
 
 from . import results, source

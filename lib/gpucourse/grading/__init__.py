@@ -5,8 +5,8 @@ and `reduction` (module 2) and `matmul` (module 3), `feedback`. May import: `gpu
 `gpucourse.simulator`, `gpucourse.kernels`.
 """
 
-from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_kernel, one_block,
-                   one_block_2d, outer)
+from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_function,
+                   check_kernel, one_block, one_block_2d, outer)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
                      matmul_tiles, no_shared_memory, reads_per_thread, tiled_reads, transpose_tiles,
@@ -15,7 +15,7 @@ from .reduction import (block_per_row, check_axis_reduce, check_reduction, one_b
                         reads_each_element_once, writes_each_element_once)
 from .runner import REDUCTION_RTOL
 
-__all__ = ["CheckFailed", "Case", "case", "check_kernel", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
+__all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
            "one_block", "blocks_1d", "one_block_2d", "blocks_2d", "outer",
            "tensor", "check_strided_map", "check_broadcast_zip",
            "one_block_reduce", "block_per_row", "check_axis_reduce", "check_reduction",

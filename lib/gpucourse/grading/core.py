@@ -253,9 +253,11 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
             ) from None
 
 
-def report(name: str, launches: int, quiet: bool) -> None:
+def report(name: str, count: int, quiet: bool, unit: str = "launch") -> None:
+    """The success line: ``✓ name: correct on 3 launches``."""
     if not quiet:
-        print(f"✓ {name}: correct on {launches} launch{'es' if launches != 1 else ''}")
+        plural = "es" if unit.endswith("h") else "s"
+        print(f"✓ {name}: correct on {count} {unit}{plural if count != 1 else ''}")
 
 
 def explain_mismatch(name, kase, got, expected, bad) -> str:
@@ -308,3 +310,36 @@ def check_kernel(
             raise CheckFailed(explain_mismatch(name, kase, got, expected, bad))
         check_budgets(name, described, budgets, recorded, parameters)
     report(name, len(cases), quiet)
+
+
+def wrong_answer(name: str, args: tuple, expected, got) -> str:
+    """What is wrong with ``got`` as the answer of ``name(*args)``; empty if nothing."""
+    call = f"{name}({', '.join(repr(a) for a in args)})"
+    if got != expected:
+        return f"{call} should be {expected!r}, got {got!r}"
+    if type(got) is not type(expected):
+        return f"{call} should return {type(expected).__name__} {expected!r}, got {type(got).__name__} {got!r}"
+    return ""
+
+
+def check_function(
+    function: Callable,
+    calls: Iterable[tuple[tuple, object]],
+    *,
+    hint: str = "",
+    name: str | None = None,
+    quiet: bool = False,
+) -> None:
+    """Check a plain (host) Python function: ``function(*args)`` must return ``expected``, of its type.
+
+    ``calls`` holds ``(args, expected)`` pairs. The first wrong answer raises `CheckFailed`
+    naming the call, the expected and the returned value, and ``hint``.
+    """
+    __tracebackhide__ = True
+    name = name or function.__name__
+    calls = list(calls)
+    for args, expected in calls:
+        problem = wrong_answer(name, args, expected, function(*args))
+        if problem:
+            raise CheckFailed(problem + (f"\n  Hint: {hint}" if hint else ""))
+    report(name, len(calls), quiet, unit="call")

@@ -1,0 +1,103 @@
+"""A student's Run All on an assignment release, then each exercise on its own.
+
+JupyterLab's Run All stops at the first cell that fails: in an untouched
+release, the first exercise's ``raise NotImplementedError()``. Whatever that
+run defined is all a student has when they then write one exercise and run
+its cells. `run_each_exercise_alone` replays exactly that: Run All up to its
+first error, then, for each exercise, its answer cells (filled with the
+solution's) and its test cells, forgetting afterwards every name the
+exercise defined, so no exercise leans on another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+REMEMBER_NAMES = "_names_before_exercises = set(globals())"
+FORGET_NEW_NAMES = (
+    "for _name in set(globals()) - _names_before_exercises:\n"
+    "    if not _name.startswith('_'):\n"
+    "        del globals()[_name]"
+)
+
+
+def nbgrader_flags(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def exercises(notebook) -> list[list]:
+    """The answer and test cells of each ``## Exercise`` section, in order."""
+    sections = []
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and re.match(r"## Exercise\b", cell.source):
+            sections.append([])
+        elif sections and (nbgrader_flags(cell).get("solution") or nbgrader_flags(cell).get("grade")):
+            sections[-1].append(cell)
+    return sections
+
+
+def with_answers(release, solution) -> None:
+    """Put the solution's source into every answer cell of ``release`` (matched by grade_id)."""
+    answers = {nbgrader_flags(c)["grade_id"]: c.source for c in solution.cells if nbgrader_flags(c).get("solution")}
+    for cell in release.cells:
+        if nbgrader_flags(cell).get("solution"):
+            cell.source = answers[nbgrader_flags(cell)["grade_id"]]
+
+
+@dataclass
+class Replay:
+    stopped_at: str = ""  # the grade_id of the cell Run All stopped at
+    first_exercise: list[str] = field(default_factory=list)  # the grade_ids of the first exercise's cells
+    failures: dict[str, str] = field(default_factory=dict)  # an exercise's first grade_id -> its error
+    gpucourse_file: str = ""  # where the kernel imported gpucourse from
+
+
+def run_each_exercise_alone(release_path: Path, solution_path: Path, pythonpath: str | None = None) -> Replay:
+    """Run All (stopping at the first error), then each exercise alone with the solution's answers."""
+    release = nbformat.read(release_path, as_version=4)
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    client = NotebookClient(release, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(release_path.parent)}})
+    replay = Replay()
+    with client.setup_kernel(env=env):
+        for index, cell in enumerate(release.cells):
+            if cell.cell_type == "code" and not run(client, cell, index):
+                replay.stopped_at = nbgrader_flags(cell).get("grade_id", cell.source)
+                break
+        run(client, nbformat.v4.new_code_cell(REMEMBER_NAMES), 0)
+        with_answers(release, nbformat.read(solution_path, as_version=4))
+        replay.first_exercise = [nbgrader_flags(cell)["grade_id"] for cell in exercises(release)[0]]
+        for section in exercises(release):
+            for cell in section:
+                if not run(client, cell, 0):
+                    replay.failures[nbgrader_flags(section[0])["grade_id"]] = error_of(cell)
+                    break
+            run(client, nbformat.v4.new_code_cell(FORGET_NEW_NAMES), 0)
+        replay.gpucourse_file = run_and_print(client, "import gpucourse; print(gpucourse.__file__)")
+    return replay
+
+
+def run(client, cell, index) -> bool:
+    """Execute one cell; False if it raised."""
+    try:
+        client.execute_cell(cell, index)
+    except CellExecutionError:
+        return False
+    return True
+
+
+def error_of(cell) -> str:
+    return next(f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error")
+
+
+def run_and_print(client, source: str) -> str:
+    cell = nbformat.v4.new_code_cell(source)
+    run(client, cell, 0)
+    return "".join(o.get("text", "") for o in cell.outputs).strip()

@@ -5,8 +5,13 @@ PY := $(VENV)/bin/python
 EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
+# Jupyter refuses to start as root (containers, Codespaces) without --allow-root.
+USER_ID ?= $(shell id -u)
+LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
+# Jupyter configuration that switches off nbgrader's instructor tools for students.
+STUDENT_CONFIG := $(CURDIR)/.jupyter/student
 
-.PHONY: lab test slides release setup-cells clean
+.PHONY: lab lab-instructor test slides release setup-cells clean
 
 ## The virtual environment with the pinned dependencies and gpucourse (editable).
 $(INSTALLED): pyproject.toml
@@ -16,9 +21,13 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-* && touch $@
 
-## Open JupyterLab on the whole course, with the first lecture open.
+## Open JupyterLab on the whole course, with the first lecture open (without nbgrader's instructor tools).
 lab: $(INSTALLED)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
+	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)" $(LAB)
+
+## The same with nbgrader's formgrader, Create Assignment and course list.
+lab-instructor: $(INSTALLED)
+	$(LAB)
 
 ## The whole test suite (what CI runs).
 test: $(INSTALLED)

@@ -1,12 +1,17 @@
 # `make lab` for everyone (students too: it is all the student edition needs).
 # BEGIN INSTRUCTOR ONLY (the lines up to END are left out of the student edition)
-# `make test` for everyone who changes the course. Everything else is for maintainers.
+# `make test` for everyone who changes the course; `make grade` for instructors. Everything else is for maintainers.
 # END INSTRUCTOR ONLY
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
+# Jupyter refuses to start as root (containers, Codespaces) without --allow-root.
+USER_ID ?= $(shell id -u)
+LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
+# Jupyter configuration that switches off nbgrader's instructor tools for students.
+STUDENT_CONFIG := $(CURDIR)/.jupyter/student
 
 .PHONY: lab slides clean
 
@@ -18,9 +23,9 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	rm -f $(VENV)/.installed-* && touch $@
 
-## Open JupyterLab on the whole course, with the first lecture open.
+## Open JupyterLab on the whole course, with the first lecture open (without nbgrader's instructor tools).
 lab: $(INSTALLED)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
+	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)" $(LAB)
 
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)
@@ -31,11 +36,21 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: test release setup-cells student-edition
+.PHONY: lab-instructor test release setup-cells student-edition grade grade-one sandbox
+
+## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
+lab-instructor: $(INSTALLED)
+	$(LAB)
 
 ## The whole test suite (what CI runs).
-test: $(INSTALLED)
+test: $(INSTALLED) sandbox
 	$(PY) -m pytest
+
+## Bubblewrap, which sandboxes each student's notebook at grading (Debian, as root; else it says what to do).
+sandbox:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null); } || \
+	  echo "bubblewrap is not installed: grading runs without a sandbox (install the bubblewrap package)"
 
 ## Regenerate assignments/ (the student release) from solutions/ with nbgrader.
 release: $(INSTALLED)
@@ -48,4 +63,12 @@ setup-cells: $(INSTALLED)
 ## The course as students get it, without solutions/ or instructor files: build/student-edition/ and its .zip.
 student-edition: $(INSTALLED)
 	$(PY) -m gpucourse.course.student_edition . build/student-edition
+
+## Grade every submission of assignment A (in submitted/<student>/A/): sandboxed, re-checked, feedback, grades.csv.
+grade: $(INSTALLED) sandbox
+	$(PY) -m gpucourse.grading.classroom $(A)
+
+## Grade again one student S of assignment A.
+grade-one: $(INSTALLED) sandbox
+	$(PY) -m gpucourse.grading.classroom $(A) --student $(S)
 # END INSTRUCTOR ONLY

@@ -1,8 +1,9 @@
-"""The repository's own rules: layout, pins, clean notebooks, one setup cell, git hygiene."""
+"""The repository's own rules: layout, pins, clean notebooks, a Colab badge and one setup cell, git hygiene."""
 
 import re
 import subprocess
 import tomllib
+from pathlib import PurePosixPath
 
 import nbformat
 import pytest
@@ -11,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from conftest import ROOT
-from gpucourse.course.setup_cell import first_code_cell, render
+from gpucourse.course.setup_cell import badge_cell, first_code_cell, render, render_badge
 
 NOTEBOOKS = sorted(
     p for folder in ("lectures", "solutions", "assignments") for p in (ROOT / folder).rglob("*.ipynb")
@@ -58,6 +59,13 @@ def test_first_code_cell_is_the_setup_cell(path):
     assert cell is not None and cell.source == render(ROOT / "pyproject.toml"), (
         f"{path.name}: run `make setup-cells`"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=notebook_id)
+def test_notebook_opens_in_colab_from_the_configured_source(path):
+    cell = badge_cell(nbformat.read(path, as_version=4))
+    expected = render_badge(ROOT / "pyproject.toml", PurePosixPath(notebook_id(path)))
+    assert cell is not None and cell.source == expected, f"{path.name}: run `make setup-cells`"
 
 
 @pytest.mark.parametrize("path", LECTURES, ids=notebook_id)

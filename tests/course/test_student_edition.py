@@ -58,7 +58,7 @@ def text_lines(path: Path) -> set[str]:
 def test_edition_holds_what_students_need_and_nothing_of_the_instructor(edition):
     names = {p.name for p in edition.iterdir()}
     assert names == {"lectures", "assignments", "lib", "benchmarks", "README.md", "Makefile", "pyproject.toml",
-                     "environment.yml", ".gitignore"}
+                     "environment.yml", ".gitignore", ".jupyter"}
     assert "## Instructor path" not in (edition / "README.md").read_text()
     assert "solutions" not in (edition / "Makefile").read_text()
     with zipfile.ZipFile(edition.with_suffix(".zip")) as archive:

@@ -1,60 +1,136 @@
-"""The first code cell of every notebook, rendered from one configured source.
+"""The first cells of every notebook, rendered from one configured source.
 
 pyproject.toml's ``[tool.gpucourse]`` says where Colab installs the course
-package from. ``python -m gpucourse.course.setup_cell lectures solutions``, run in the repository
-root, rewrites
-the first code cell of every notebook below those folders; a test checks
-they all match.
+package from. ``python -m gpucourse.course.setup_cell lectures solutions
+assignments``, run in the repository root, makes every notebook below those
+folders start with an "Open in Colab" badge (a markdown cell) and the setup
+cell (its first code cell); a test checks they all match.
+
+The setup cell cannot use gpucourse to install gpucourse, so it carries its
+own logic: install with pip, say in one message what failed, and restart the
+runtime after an install, because numba-cuda redirects ``numba.cuda``
+through a ``.pth`` file that Python reads only when it starts.
 """
 
 from __future__ import annotations
 
+import re
+import string
 import sys
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import nbformat
 
 MARKER = "# Setup: picks the GPU or the CPU simulator"
+BADGE_MARKER = "[![Open In Colab]"
 
-TEMPLATE = f'''{MARKER} (on Colab, installs the course first).
+TEMPLATE = string.Template(f'''{MARKER} (on Colab, installs the course first).
 try:
     import gpucourse
 except ModuleNotFoundError:
-    %pip install --quiet "gpucourse[{{extra}}] @ {{source}}"
-    import gpucourse
-gpucourse.show_device()'''
+    import os, re, subprocess, sys
+    from IPython import get_ipython
+
+    class SetupStopped(Exception):
+        def _render_traceback_(self):  # IPython shows the message alone, no traceback
+            return str(self).splitlines()
+
+    course = "$requirement"
+    print("Installing the course package (about a minute)...")
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color", course],
+                         capture_output=True, text=True, env={{**os.environ, "GIT_TERMINAL_PROMPT": "0"}})
+    if pip.returncode:
+        error = (re.findall(r"(?m)^\\s*(?:ERROR|fatal):.*", pip.stderr) or pip.stderr.splitlines() or ["?"])[-1]
+        raise SetupStopped(f"Could not install the course package: {{error.strip()}}\\n"
+                           "Check that the runtime is online and run this cell again; "
+                           f"`%pip install '{{course}}'` shows all of pip's output.")
+    get_ipython().kernel.do_shutdown(True)  # numba-cuda takes effect only in a fresh interpreter
+    raise SetupStopped("Installed the course package; restarting the runtime. Run this cell again.")
+gpucourse.show_device()''')
+
+BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
+GITHUB_SOURCE = re.compile(r"git\+https://github\.com/(?P<repo>[^/@]+/[^/@]+?)(?:\.git)?(?:@(?P<ref>[^#]+))?")
+
+
+def configuration(pyproject: Path) -> dict:
+    """pyproject.toml's ``[tool.gpucourse]`` table."""
+    return tomllib.loads(pyproject.read_text())["tool"]["gpucourse"]
+
+
+def render_cell(source: str, extra: str) -> str:
+    """The setup cell that installs ``gpucourse[extra]`` from ``source``."""
+    return TEMPLATE.substitute(requirement=f"gpucourse[{extra}] @ {source}")
 
 
 def render(pyproject: Path) -> str:
     """The setup cell's source for the repository whose pyproject.toml is given."""
-    config = tomllib.loads(pyproject.read_text())["tool"]["gpucourse"]
-    return TEMPLATE.format(source=config["install-source"], extra=config["colab-extra"])
+    config = configuration(pyproject)
+    return render_cell(config["install-source"], config["colab-extra"])
+
+
+def student_path(notebook: PurePosixPath) -> PurePosixPath:
+    """Where students find a notebook: a solution's release is under assignments/."""
+    if notebook.parts[0] == "solutions":
+        return PurePosixPath("assignments", *notebook.parts[1:])
+    return notebook
+
+
+def colab_url(source: str, notebook: PurePosixPath) -> str:
+    """Colab's address of ``notebook`` (relative to the repository root) in the GitHub repository ``source``."""
+    match = GITHUB_SOURCE.fullmatch(source)
+    if match is None:
+        raise ValueError(f"install-source {source!r} is not git+https://github.com/<owner>/<repo>[@<branch>]")
+    branch = match["ref"] or "main"
+    return f"https://colab.research.google.com/github/{match['repo']}/blob/{branch}/{student_path(notebook)}"
+
+
+def render_badge(pyproject: Path, notebook: PurePosixPath) -> str:
+    """The "Open in Colab" badge of ``notebook``, a path relative to the repository root."""
+    return BADGE.format(url=colab_url(configuration(pyproject)["install-source"], notebook))
 
 
 def first_code_cell(notebook):
     return next((c for c in notebook.cells if c.cell_type == "code"), None)
 
 
-def rewrite(path: Path, source: str) -> bool:
-    """Make the notebook's first code cell the setup cell; True when the file changed."""
+def badge_cell(notebook):
+    """The notebook's badge cell: its first cell, when that is one."""
+    first = notebook.cells[0] if notebook.cells else None
+    if first is not None and first.cell_type == "markdown" and first.source.startswith(BADGE_MARKER):
+        return first
+    return None
+
+
+def rewrite(path: Path, source: str, badge: str) -> bool:
+    """Make the notebook start with the badge and the setup cell; True when the file changed."""
     notebook = nbformat.read(path, as_version=4)
+    changed = False
+    cell = badge_cell(notebook)
+    if cell is None:
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell(badge, metadata={"slideshow": {"slide_type": "skip"}}))
+        changed = True
+    elif cell.source != badge:
+        cell.source, changed = badge, True
     cell = first_code_cell(notebook)
-    if cell is not None and cell.source == source:
-        return False
     if cell is not None and cell.source.startswith(MARKER):
+        changed |= cell.source != source
         cell.source = source
     else:
-        notebook.cells.insert(0, nbformat.v4.new_code_cell(source))
-    nbformat.write(notebook, path)
-    return True
+        notebook.cells.insert(1, nbformat.v4.new_code_cell(source))
+        changed = True
+    if changed:
+        nbformat.write(notebook, path)
+    return changed
 
 
 def main(folders: list[str]) -> None:
-    source = render(Path("pyproject.toml"))
+    pyproject = Path("pyproject.toml")
+    source = render(pyproject)
     for folder in folders:
         for path in sorted(Path(folder).rglob("*.ipynb")):
-            if ".ipynb_checkpoints" not in path.parts and rewrite(path, source):
+            badge = render_badge(pyproject, PurePosixPath(path.as_posix()))
+            if ".ipynb_checkpoints" not in path.parts and rewrite(path, source, badge):
                 print(f"updated {path}")
 
 

@@ -6,7 +6,7 @@ ROOT what students need, and zips it as ``OUT.zip``:
 
 * ``lectures/``, ``assignments/`` (the nbgrader release: no solutions, no hidden tests),
   ``lib/`` (the course package), ``benchmarks/`` (the GPU results lectures show),
-  ``pyproject.toml``, ``environment.yml``, ``.gitignore``;
+  ``pyproject.toml``, ``environment.yml``, ``.gitignore``, ``.jupyter/`` (what ``make lab`` hides);
 * ``README.md`` and ``Makefile`` without their instructor parts: the lines from one
   marked ``BEGIN INSTRUCTOR ONLY`` to one marked ``END INSTRUCTOR ONLY``.
 
@@ -21,7 +21,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore")
+COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore",
+          ".jupyter")
 WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile")
 BEGIN, END = "BEGIN INSTRUCTOR ONLY", "END INSTRUCTOR ONLY"
 NOT_SOURCES = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", ".pytest_cache")

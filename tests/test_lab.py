@@ -1,0 +1,102 @@
+"""`make lab` starts as root and hides nbgrader's instructor tools; `make lab-instructor` keeps them."""
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+INSTRUCTOR_PLUGINS = ["@jupyter/nbgrader:course-list", "@jupyter/nbgrader:create-assignment",
+                      "@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:menu"]
+TOKEN = "course-test"
+
+
+def lab_command(target: str, user_id: int) -> str:
+    """The line `make <target>` runs to start JupyterLab, for a user with that id."""
+    dry_run = subprocess.run(["make", "-n", target, f"USER_ID={user_id}"], cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+    return next(line for line in dry_run.stdout.splitlines() if "jupyter lab" in line)
+
+
+@pytest.mark.parametrize("target", ["lab", "lab-instructor"])
+def test_lab_allows_root_only_for_root(target):
+    assert "--allow-root" in lab_command(target, user_id=0)
+    assert "--allow-root" not in lab_command(target, user_id=1000)
+
+
+def student_config() -> str:
+    """The JUPYTER_CONFIG_PATH that `make lab` sets (and `make lab-instructor` does not)."""
+    assert "JUPYTER_CONFIG_PATH" not in lab_command("lab-instructor", os.geteuid())
+    match = re.match(r"JUPYTER_CONFIG_PATH=(\S+) ", lab_command("lab", os.geteuid()))
+    assert match, "make lab sets JUPYTER_CONFIG_PATH"
+    return shlex.split(match[1])[0]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def get(url: str) -> tuple[int, str]:
+    """Status and body of a GET, without proxies or redirects; status 0 when nothing answers."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args):
+            return None
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect)
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    except urllib.error.URLError:
+        return 0, ""
+
+
+def lab_pages(config_path: str | None, tmp_path) -> dict[str, tuple[int, str]]:
+    """Start JupyterLab with that JUPYTER_CONFIG_PATH; the status and body of its Lab page and formgrader."""
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_CONFIG_PATH"}
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    if config_path:
+        env["JUPYTER_CONFIG_PATH"] = config_path
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ROOT}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while get(f"{base}/api?token={TOKEN}")[0] != 200:
+            assert server.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
+            time.sleep(0.5)
+        return {page: get(f"{base}/{page}?token={TOKEN}") for page in ("lab", "formgrader")}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def disabled_plugins(lab_page: str) -> list[str]:
+    page_config = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                            lab_page, re.S)[1]
+    return sorted(json.loads(page_config)["disabledExtensions"])
+
+
+def test_students_lab_hides_nbgrader_instructor_tools_and_instructors_lab_keeps_them(tmp_path):
+    student = lab_pages(student_config(), tmp_path)
+    assert disabled_plugins(student["lab"][1]) == INSTRUCTOR_PLUGINS
+    assert student["formgrader"][0] == 404
+
+    instructor = lab_pages(None, tmp_path)
+    assert not set(disabled_plugins(instructor["lab"][1])) & set(INSTRUCTOR_PLUGINS)
+    assert instructor["formgrader"][0] in (200, 302)

@@ -22,3 +22,21 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+
+# Grading a class safely (`make grade`): each notebook runs in a sandboxed kernel under a time
+# limit for the whole notebook, and a dead or hung kernel costs only the cells it did not reach;
+# copied cells or unknown grade_ids, and stderr from a student's own code, do not zero a notebook
+# or a test; outputs are capped and carry no hidden-test line into the feedback.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,  # noqa: E402
+                                    IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
+                                    SaveAutoGrades)
+
+from gpucourse.grading.autograde import KeepKnownIds, SafeExecute, ScrubOutputs, StderrIsOutput  # noqa: E402
+
+c.Autograde.sanitize_preprocessors = [ClearOutput, KeepKnownIds, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+                                      CheckCellMetadata]
+c.Autograde.autograde_preprocessors = [SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       StderrIsOutput, ScrubOutputs, SaveAutoGrades, AssignLatePenalties,
+                                       CheckCellMetadata]
+c.SafeExecute.notebook_timeout = 1200

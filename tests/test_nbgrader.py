@@ -1,8 +1,8 @@
 """nbgrader round trip in a temporary course directory, for every assignment.
 
 The committed release is exactly what ``generate_assignment`` makes from the
-source; the solution scores full marks; the untouched release scores zero and
-grading completes without crashing.
+source; graded as a class (`make grade`), the solution scores full marks, also
+in the clean room, and the untouched release scores zero without crashing.
 """
 
 import html
@@ -61,7 +61,11 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(cour
         target.mkdir(parents=True)
         for notebook in source.glob("*.ipynb"):
             shutil.copy(notebook, target)
-    nbgrader(course, "autograde", assignment)
+    graded = subprocess.run([sys.executable, "-m", "gpucourse.grading.classroom", assignment], cwd=course,
+                            capture_output=True, text=True, timeout=1800)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    assert re.search(r"^solver .* graded$", graded.stdout, re.M), graded.stdout  # the clean room agrees: no review
+    assert re.search(r"^untouched .* zero$", graded.stdout, re.M), graded.stdout
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         solved = gradebook.find_submission(assignment, "solver")
         untouched = gradebook.find_submission(assignment, "untouched")
@@ -69,7 +73,6 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(cour
         assert solved.score == solved.max_score, f"the solution scored {solved.score}/{solved.max_score}"
         assert untouched.score == 0
 
-    nbgrader(course, "generate_feedback", assignment)
     hidden = hidden_test_lines(course / "solutions" / assignment)
     assert hidden, "every assignment has hidden tests"
     for student in submissions:

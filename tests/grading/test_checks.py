@@ -143,6 +143,20 @@ def test_unwritten_exercise_says_what_to_do():
         check_kernel(zip_not_written, add, one_block([4], inputs=2))
 
 
+def test_only_a_real_kernel_is_checked():
+    class HostFake:  # indexes and calls like a kernel, computes on the host
+        def __getitem__(self, configuration):
+            return lambda out, a, b: out.__setitem__(slice(None), a + b)
+
+    @cuda.jit(device=True)
+    def a_device_function(x):
+        return x
+
+    for fake in (HostFake(), a_device_function, add):
+        with pytest.raises(CheckFailed, match=r"is not a kernel: write it as a function decorated with @cuda.jit"):
+            check_kernel(fake, add, one_block([4], inputs=2), name="fake")
+
+
 def test_float32_rounding_passes_but_real_errors_do_not():
     @cuda.jit
     def add_then_tiny_error(out, a, b):

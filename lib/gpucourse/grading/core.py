@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from numba import cuda
+from numba.cuda.dispatcher import CUDADispatcher
 
 from ..run import trace
 from ..simulator import BudgetExceeded, KernelFault, OutOfBounds
@@ -218,11 +219,21 @@ def explain_failure(name: str, described: str, exc: BaseException, out_name: str
     return f"{name} failed with {described}:\n  {detail}" + (f"\n  {hint}" if hint else "")
 
 
+def is_kernel(kernel) -> bool:
+    """A ``@cuda.jit`` kernel: not a device function, not some other object that can be indexed and called."""
+    if isinstance(kernel, CUDADispatcher):
+        return not kernel.targetoptions.get("device")
+    return type(kernel).__name__ == "FakeCUDAKernel" and not kernel._device  # under numba's own simulator
+
+
 def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments, labels, budgets):
     """Launch (traced when there are budgets); fail on a fault, a write past ``out`` or a changed argument.
 
     ``labels`` names the arguments in messages. Returns ``out`` and the trace (None without budgets).
     """
+    if not is_kernel(kernel):
+        raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
+                          f"(got {type(kernel).__name__}).")
     try:
         with trace() if budgets else contextlib.nullcontext() as recorded:
             got, canary, after = launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)

@@ -1,0 +1,170 @@
+"""The clean room: a submission's tests run again where the student's code cannot reach the checks.
+
+The notebook that runs is the instructor's source (its imports, specs and tests with the hidden
+ones), with each answer cell replaced by the *definitions* of the student's answer: functions
+(plain, or decorated with ``@cuda.jit``) whose bodies import nothing and touch no dunder names,
+imports of numeric modules, and constants. Anything else in an answer cell (a call, a class, a
+patch of a checker) is left out, so a test passes here only on the merit of the definitions.
+`python -m gpucourse.grading.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
+score in the autograded notebook and in the clean room.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+from nbgrader.utils import determine_grade, is_grade, is_solution
+
+from .autograde import SafeExecute, StderrIsOutput
+
+MODULES = {"math", "cmath", "numpy", "numba", "numba.cuda", "warnings", "logging", "functools", "itertools"}
+FORBIDDEN_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals",
+                   "locals", "vars", "input", "breakpoint"}
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _constant(node: ast.AST) -> bool:
+    """Literals, tuples of them, names (``float32``) and arithmetic on them: no calls."""
+    return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp,
+                              ast.operator, ast.unaryop, ast.Attribute)) for n in ast.walk(node))
+
+
+def _clean_decorator(node: ast.expr) -> bool:
+    """``cuda.jit`` or ``cuda.jit(...)`` with constant arguments."""
+    target = node.func if isinstance(node, ast.Call) else node
+    if ast.unparse(target) not in ("cuda.jit", "jit", "numba.cuda.jit"):
+        return False
+    return not isinstance(node, ast.Call) or all(map(_constant, [*node.args, *(k.value for k in node.keywords)]))
+
+
+def _clean_body(function: ast.FunctionDef) -> bool:
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef)):
+            return False
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)) and any(
+                isinstance(t, ast.Attribute) for target in getattr(node, "targets", [getattr(node, "target", None)])
+                for t in ast.walk(target or ast.Pass())):
+            return False  # patching an attribute of something outside
+        if isinstance(node, ast.Name) and (node.id.startswith("__") or node.id in FORBIDDEN_CALLS):
+            return False
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return False
+    return True
+
+
+def bound_names(source: str) -> set[str]:
+    """The names a cell's top-level statements bind (imports, definitions, assignments)."""
+    try:
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _kept(node: ast.stmt, protected: set[str]) -> bool:
+    if bound_names(ast.unparse(node)) & protected:
+        return False  # would replace a checker, a spec or an import of the instructor's cells
+    if isinstance(node, ast.FunctionDef):
+        defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        return all(map(_clean_decorator, node.decorator_list)) and all(map(_constant, defaults)) and _clean_body(node)
+    if isinstance(node, ast.Import):
+        return all(alias.name in MODULES for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and node.module in MODULES
+    if isinstance(node, ast.Assign):
+        return all(isinstance(t, ast.Name) and not t.id.startswith("_") for t in node.targets) and _constant(node.value)
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)  # a docstring or a note
+
+
+def definitions_only(source: str, protected: set[str] = frozenset()) -> str:
+    """The definitions the clean room keeps from an answer cell's source ('' if it does not parse).
+
+    ``protected`` names (those the instructor's cells bind) are never redefined.
+    """
+    try:
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return ""
+    kept = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):  # names the instructor's cells import already come from there
+            node.names = [a for a in node.names if (a.asname or a.name).split(".")[0] not in protected]
+            if not node.names:
+                continue
+        if _kept(node, protected):
+            kept.append(node)
+    return ast.unparse(ast.Module(kept, type_ignores=[]))
+
+
+def _answers(submitted) -> dict[str, str]:
+    """Each answer cell's source by grade_id; of copies, the last one the student changed."""
+    answers: dict[str, list[str]] = {}
+    for cell in submitted.cells:
+        if cell.cell_type == "code" and is_solution(cell) and _grade_id(cell):
+            answers.setdefault(_grade_id(cell), []).append(cell.source)
+    return {k: ([v for v in copies[1:] if v != copies[0]] or copies)[-1] for k, copies in answers.items()}
+
+
+def clean_notebook(source, submitted):
+    """The source notebook with each answer cell replaced by the definitions in the student's answer."""
+    answers = _answers(submitted)
+    notebook = copy.deepcopy(source)
+    protected = set().union(*[bound_names(c.source) for c in notebook.cells
+                              if c.cell_type == "code" and not is_solution(c)])
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and is_solution(cell):
+            cell.source = definitions_only(answers.get(_grade_id(cell), ""), protected)
+    return notebook
+
+
+def test_scores(notebook) -> dict[str, float]:
+    """Points of every test cell of an executed notebook, as nbgrader scores them."""
+    return {_grade_id(c): determine_grade(c)[0] for c in notebook.cells
+            if c.cell_type == "code" and is_grade(c) and not is_solution(c)}
+
+
+def _notebook_names(course: Path, assignment: str) -> list[str]:
+    return sorted(p.stem for p in (course / "solutions" / assignment).glob("*.ipynb"))
+
+
+def run(course: Path, assignment: str, student: str, **limits) -> dict:
+    """Scores of each test in the autograded notebook and in the clean room, per notebook."""
+    report = {}
+    for name in _notebook_names(course, assignment):
+        source = nbformat.read(course / "solutions" / assignment / f"{name}.ipynb", as_version=4)
+        submitted = nbformat.read(course / "submitted" / student / assignment / f"{name}.ipynb", as_version=4)
+        autograded = nbformat.read(course / "autograded" / student / assignment / f"{name}.ipynb", as_version=4)
+        with tempfile.TemporaryDirectory(prefix="clean-room-") as workdir:
+            executor = SafeExecute(course_root=str(course), **limits)
+            executed, _ = executor.preprocess(clean_notebook(source, submitted), {"metadata": {"path": workdir}})
+            StderrIsOutput().preprocess(executed, {})
+        report[name] = {"autograded": test_scores(autograded), "clean_room": test_scores(executed)}
+    return report
+
+
+def main(argv: list[str]) -> None:
+    course, assignment, student, *options = argv
+    limits = dict(option.lstrip("-").split("=", 1) for option in options)
+    print(json.dumps(run(Path(course), assignment, student, **{k: int(v) for k, v in limits.items()})))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,56 @@
+"""A submission's kernel in a sandbox: bubblewrap, a memory cap, and only its own folder in view.
+
+The kernel that runs a student's notebook sees the file system read-only (the course library
+included), its own working folder writable, a private ``/tmp``, and in place of the course's
+``solutions/``, ``submitted/``, ``autograded/`` and ``feedback/`` folders and the gradebook,
+nothing. It runs in its own PID namespace, so it cannot signal the grader or other students'
+kernels, and with a cap on its data segment (``prlimit --data``), so a huge allocation fails
+in the student's cell instead of taking the machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HIDDEN_FOLDERS = ("solutions", "submitted", "autograded", "feedback")
+HIDDEN_FILES = ("gradebook.db",)
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why bubblewrap cannot sandbox kernels here, or None when it can."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create a sandbox here: {probe.stderr.strip() or probe.returncode}"
+    return None
+
+
+def kernel_argv(course_root: Path, workdir: Path, memory_bytes: int) -> list[str]:
+    """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox."""
+    course_root, workdir = course_root.resolve(), workdir.resolve()
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU machine: the kernel may use the GPU
+        argv += ["--dev-bind", str(device), str(device)]
+    for folder in HIDDEN_FOLDERS:
+        if (course_root / folder).is_dir():
+            argv += ["--tmpfs", str(course_root / folder)]
+    for name in HIDDEN_FILES:
+        if (course_root / name).exists():
+            argv += ["--ro-bind", "/dev/null", str(course_root / name)]
+    argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
+             "--ro-bind", "{connection_file}", "{connection_file}"]  # jupyter_client fills in the path
+    for variable, value in {"HOME": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/matplotlib",
+                            "NUMBA_CACHE_DIR": "/tmp/numba"}.items():
+        argv += ["--setenv", variable, value]
+    argv += ["--unsetenv", "JPY_PARENT_PID"]  # its parent is the sandbox's init: ipykernel would think it orphaned
+    return argv + ["--", "prlimit", f"--data={memory_bytes}", "--",
+                   sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]

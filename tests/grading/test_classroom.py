@@ -1,0 +1,141 @@
+"""`make grade` on a class of planted submissions: crashes, hangs, accidents and cheats.
+
+Each student below did one thing to the mini assignment (`mini_course`): 2 points, one for a
+kernel, one for a host function. The whole class goes through the real pipeline (nbgrader
+autograde in a sandbox, the clean room, feedback, grades.csv), with short time limits.
+"""
+
+import csv
+import hashlib
+import html
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell
+
+import mini_course as mini
+from conftest import ROOT
+from gpucourse.grading import sandbox
+from gpucourse.grading.classroom import _environment
+
+pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
+                                reason=f"no sandbox for students' code: {sandbox.unavailable()}")
+
+WRONG_KERNEL = "@cuda.jit\ndef add_one(out, a):\n    i = cuda.threadIdx.x\n    if i < out.size:\n        out[i] = a[i]"
+WRONG_FUNCTION = "def blocks_for(n, threads):\n    return n // threads"
+EXTRA = new_code_cell(mini.FUNCTION, metadata={"nbgrader": {
+    "grade": False, "grade_id": "my_own_cell", "locked": False, "schema_version": 3, "solution": True, "task": False}})
+LIBRARY = ROOT / "lib" / "gpucourse" / "grading" / "core.py"
+
+# student: (what they submit, expected score, expected status)
+CLASS = {
+    "full": (dict(), 2, "graded"),
+    "zero": (dict(kernel=None, function=None), 0, "zero"),
+    "exits": (dict(function="import os\nos._exit(1)"), 1, "graded"),
+    "kills_itself": (dict(function="import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"), 1, "graded"),
+    "hangs": (dict(function="import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except:\n        pass"),
+              1, "graded"),
+    # its parent is the sandbox's init, which ignores the signal
+    "kills_parent": (dict(function="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + mini.FUNCTION),
+                     2, "graded"),
+    # MemoryError before blocks_for is defined; the clean room keeps only the definition
+    "allocates_20_gb": (dict(function="hog = bytearray(20 * 2**30)\n" + mini.FUNCTION), 1, "needs review"),
+    "prints_50_mb": (dict(kernel=mini.KERNEL + '\nprint("x" * 50_000_000)'), 2, "graded"),
+    "warns": (dict(function="import warnings\ndef blocks_for(n, threads):\n    warnings.warn('rounding up')\n"
+                            "    return (n + threads - 1) // threads"), 2, "graded"),
+    "copies_a_cell": (dict(kernel=mini.STUB, copy_kernel_cell=mini.KERNEL), 2, "graded"),
+    "adds_a_graded_cell": (dict(extra_cells=[(3, EXTRA)]), 2, "graded"),
+    "prints_hidden_tests": (dict(function='print("\\n".join(In))\n' + mini.FUNCTION), 2, "graded"),
+    "rebinds_the_checks": (dict(kernel=WRONG_KERNEL + "\ncheck_kernel = lambda *a, **k: None",
+                                function=WRONG_FUNCTION + "\ncheck_function = lambda *a, **k: None"),
+                           2, "needs review"),
+    "swaps_check_code": (dict(kernel=WRONG_KERNEL + "\ncheck_kernel.__code__ = (lambda *a, **k: None).__code__"),
+                         2, "needs review"),
+    "patches_numpy": (dict(kernel=WRONG_KERNEL + "\nnp.argwhere = lambda x: np.zeros((0, x.ndim), int)"),
+                      2, "needs review"),
+    "fakes_the_import_cell": (dict(kernel=WRONG_KERNEL, function=WRONG_FUNCTION,
+                                   imports="import numpy as np\nfrom numba import cuda\n"
+                                   "check_kernel = check_function = one_block = lambda *a, **k: None"),
+                              2, "needs review"),
+    "host_object": (dict(kernel="class Fake:\n    def __getitem__(self, config):\n"
+                                "        return lambda out, a: out.__setitem__(slice(None), a + 1)\nadd_one = Fake()"),
+                    1, "graded"),
+    "runs_the_solution": (dict(kernel="import json\nsource = json.load(open('../../../solutions/mini/mini.ipynb'))\n"
+                                      "exec(''.join(source['cells'][3]['source']))"), 1, "graded"),
+    "writes_the_gradebook": (dict(kernel=mini.KERNEL + "\nimport sqlite3\nsqlite3.connect('../../../gradebook.db')"
+                                         ".execute('update grade set manual_score = 99')"), 2, "graded"),
+    "appends_to_the_library": (dict(kernel=mini.KERNEL + f"\nopen({str(LIBRARY)!r}, 'a').write('\\nX = 1\\n')"),
+                               2, "graded"),
+}
+
+
+def run(course: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=course, env=_environment(), capture_output=True, text=True,
+                          timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class graded once: the course, the summary printed, grades.csv as {student: row}."""
+    course = mini.make_course(tmp_path_factory.mktemp("course"), ROOT / "nbgrader_config.py")
+    assert run(course, "-m", "nbgrader", "generate_assignment", mini.ASSIGNMENT, "--force").returncode == 0
+    release = course / "assignments" / mini.ASSIGNMENT / f"{mini.ASSIGNMENT}.ipynb"
+    for student, (plant, _, _) in CLASS.items():
+        mini.plant(course, student, mini.submission(release, **plant))
+    mini.plant(course, "renames_the_notebook", mini.submission(release), name="mini (1).ipynb")
+    broken = course / "submitted" / "sends_a_broken_file" / mini.ASSIGNMENT
+    broken.mkdir(parents=True)
+    (broken / "mini.ipynb").write_text("{ this is not a notebook")
+    library = hashlib.sha256(LIBRARY.read_bytes()).hexdigest()
+    done = run(course, "-m", "gpucourse.grading.classroom", mini.ASSIGNMENT, "--cell-timeout", "10",
+               "--notebook-timeout", "60", "--jobs", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert hashlib.sha256(LIBRARY.read_bytes()).hexdigest() == library, "a student changed the course library"
+    with (course / "grades.csv").open() as f:
+        grades = {row["student"]: row for row in csv.DictReader(f)}
+    return course, done.stdout, grades
+
+
+@pytest.mark.parametrize("student", sorted(CLASS))
+def test_each_planted_submission_gets_the_grade_a_careful_instructor_would_give(graded, student):
+    _, summary, grades = graded
+    _, score, status = CLASS[student]
+    row = grades[student]
+    assert (float(row["score"]), row["status"]) == (score, status), f"{student}: {row}\n{summary}"
+
+
+def test_cheats_are_flagged_with_the_tests_that_differ(graded):
+    _, _, grades = graded
+    assert "test_add_one: 1 in the notebook, 0 in the clean room" in grades["rebinds_the_checks"]["notes"]
+    assert float(grades["rebinds_the_checks"]["clean_room_score"]) == 0
+
+
+def test_a_crash_or_a_hang_keeps_earlier_points_and_says_why(graded):
+    course, _, grades = graded
+    assert "the kernel died in this cell" in grades["exits"]["notes"]
+    assert "ran past its time limit" in grades["hangs"]["notes"]
+    feedback = (course / "feedback" / "exits" / mini.ASSIGNMENT / "mini.html").read_text()
+    assert "KernelDied" in feedback and "not run: the kernel died in an earlier cell" in feedback
+
+
+def test_accidents_grade_normally_and_a_broken_file_is_not_a_silent_zero(graded):
+    _, summary, grades = graded
+    assert (float(grades["renames_the_notebook"]["score"]), grades["renames_the_notebook"]["status"]) == (2, "graded")
+    assert "graded mini (1).ipynb as mini.ipynb (renamed)" in grades["renames_the_notebook"]["notes"]
+    assert grades["sends_a_broken_file"]["status"] == "failed to grade"
+    assert grades["sends_a_broken_file"]["notes"]
+    assert "1 failed to grade" in summary.splitlines()[-1]
+
+
+def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
+    course, _, _ = graded
+    hidden = ["check_kernel(add_one, add_one_spec, one_block([5, 64], extra_threads=3), dtype=np.int32)",
+              "check_function(blocks_for, [((1, 32), 1), ((1000, 256), 4)])"]
+    for page in (course / "feedback").rglob("*.html"):
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+        assert not [line for line in hidden if line in text], f"{page} shows a hidden test"
+    autograded = course / "autograded" / "prints_50_mb" / mini.ASSIGNMENT / "mini.ipynb"
+    assert autograded.stat().st_size < 1_000_000

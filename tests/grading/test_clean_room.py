@@ -1,0 +1,34 @@
+"""What the clean room keeps of an answer cell: definitions, never a patch of the checks."""
+
+from gpucourse.grading.clean_room import bound_names, definitions_only
+
+PROTECTED = {"np", "cuda", "check_kernel", "one_block", "add_one_spec"}
+
+
+def test_kernels_functions_constants_and_numeric_imports_are_kept():
+    answer = ("from numba import cuda, int32\nimport math\nTHREADS = 2 * 16\n"
+              "@cuda.jit\ndef add_one(out, a):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a[i] + 1\n"
+              "@cuda.jit(device=True)\ndef twice(x):\n    return 2 * x\n"
+              "def blocks_for(n, threads=THREADS):\n    return math.ceil(n / threads)")
+    kept = definitions_only(answer, PROTECTED)
+    assert "from numba import int32" in kept and "import math" in kept and "THREADS = 2 * 16" in kept
+    assert {"add_one", "twice", "blocks_for"} <= bound_names(kept)
+    assert "cuda," not in kept  # the instructor's import cell provides it
+
+
+def test_calls_patches_classes_and_shadowed_checks_are_left_out():
+    answer = ("import os\ncheck_kernel = lambda *a, **k: None\nnp.argwhere = None\n"
+              "check_kernel.__code__ = (lambda: None).__code__\nclass Fake:\n    pass\nadd_one = Fake()\n"
+              "def check_kernel(*args):\n    pass\n"
+              "def sneaky(n):\n    np.argwhere = n\n    return n\n"
+              "def importer(n):\n    import gpucourse\n    return n\n"
+              "def dunder(n):\n    return n.__class__\n"
+              "def opener(n):\n    return open(n)\n"
+              "@property\ndef decorated(n):\n    return n\n"
+              "def defaults(n, k=print('x')):\n    return n\n"
+              "print('hello')")
+    assert definitions_only(answer, PROTECTED) == ""
+
+
+def test_an_answer_that_does_not_parse_keeps_nothing():
+    assert definitions_only("def broken(:\n    pass", PROTECTED) == ""

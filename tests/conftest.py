@@ -1,4 +1,4 @@
-"""Test-wide settings: every simulated kernel must also compile for a real GPU."""
+"""Test-wide settings: every simulated kernel must also compile for a real GPU; shared fixtures."""
 
 import importlib.util
 import os
@@ -15,6 +15,16 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def built_decks(tmp_path_factory) -> Path:
+    """Every lecture executed and exported as a slide deck (what `make slides` does), built once."""
+    from gpucourse.course.slides import build
+
+    out_dir = tmp_path_factory.mktemp("slides")
+    build(ROOT / "lectures", out_dir)
+    return out_dir
 
 
 def load_benchmark(name: str, module_name: str):

@@ -6,7 +6,7 @@ EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
 
-.PHONY: lab test slides release setup-cells clean
+.PHONY: lab test browser slides release setup-cells clean
 
 ## The virtual environment with the pinned dependencies and gpucourse (editable).
 $(INSTALLED): pyproject.toml
@@ -21,8 +21,18 @@ lab: $(INSTALLED)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
 
 ## The whole test suite (what CI runs).
-test: $(INSTALLED)
+test: $(INSTALLED) browser
 	$(PY) -m pytest
+
+## Debian's chromium for the browser tests (Playwright drives it; it downloads no browser of its own).
+## Installed only as root with apt-get; elsewhere one line says so and those tests skip.
+browser:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+			|| echo "could not install chromium: the browser tests will skip"; \
+	else echo "no chromium and no root apt-get: the browser tests will skip"; fi
 
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)

@@ -36,15 +36,25 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test release setup-cells student-edition grade grade-one sandbox
+.PHONY: lab-instructor test browser release setup-cells student-edition grade grade-one sandbox
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
 	$(LAB)
 
 ## The whole test suite (what CI runs).
-test: $(INSTALLED) sandbox
+test: $(INSTALLED) browser sandbox
 	$(PY) -m pytest
+
+## Debian's chromium for the browser tests (Playwright drives it; it downloads no browser of its own).
+## Installed only as root with apt-get; elsewhere one line says so and those tests skip.
+browser:
+	@if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+			|| echo "could not install chromium: the browser tests will skip"; \
+	else echo "no chromium and no root apt-get: the browser tests will skip"; fi
 
 ## Bubblewrap, which sandboxes each student's notebook at grading (Debian, as root; else it says what to do).
 sandbox:

@@ -1,7 +1,12 @@
-"""Test-wide settings: every simulated kernel must also compile for a real GPU."""
+"""Test-wide settings (every simulated kernel must also compile for a real GPU) and shared fixtures.
+
+The browser fixtures drive Debian's chromium with Playwright; without either the browser tests
+skip in one line, except where ``GPUCOURSE_REQUIRE_BROWSER=1`` (CI) makes that a failure.
+"""
 
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -10,11 +15,53 @@ import pytest
 os.environ.setdefault("GPUCOURSE_PTX_CHECK", "require")
 
 ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_NAMES = ("chromium", "chromium-browser")  # Debian's package, and Ubuntu's name for it
+VIEWPORT = {"width": 1280, "height": 720}
 
 
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def built_decks(tmp_path_factory) -> Path:
+    """Every lecture executed and exported as a slide deck (what `make slides` does), built once."""
+    from gpucourse.course.slides import build
+
+    out_dir = tmp_path_factory.mktemp("slides")
+    build(ROOT / "lectures", out_dir)
+    return out_dir
+
+
+def browser_unavailable(reason: str):
+    if os.environ.get("GPUCOURSE_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"GPUCOURSE_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole session."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        browser_unavailable("the browser tests need playwright (`make test` installs it)")
+    executable = next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
+    if executable is None:
+        browser_unavailable("the browser tests need Debian's chromium package (`make test` installs it as root)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh 1280 x 720 page in a browser context of its own."""
+    context = browser.new_context(viewport=VIEWPORT)
+    yield context.new_page()
+    context.close()
 
 
 def load_benchmark(name: str, module_name: str):

@@ -83,11 +83,21 @@ def test_deck_is_self_contained(tmp_path):
         assert not imported.startswith(("http", "//")) and (theme.parent / imported).is_file(), imported
 
 
-def test_lectures_export_executed_with_their_figures(tmp_path, root):
+def test_slides_fill_a_1280_by_720_canvas_and_scroll(tmp_path):
+    """What the browser tests check slide by slide, in the page's source (for machines without a browser)."""
+    src, out = tmp_path / "lectures", tmp_path / "slides"
+    src.mkdir()
+    tiny_notebook(src / "01_squares.ipynb")
+    assert main([str(src), str(out), "--no-execute"]) == 0
+    text = (out / "01_squares.slides.html").read_text(encoding="utf-8")
+    assert re.search(r"width: 1280,\s*height: 720,\s*center: false", text)
+    assert re.search(r"\.reveal \.slides > section\.stack > section \{[^}]*overflow-y: auto", text)
+
+
+def test_lectures_export_executed_with_their_figures(built_decks, root):
     """What `make slides` does: run every lecture, export it; widgets become a note."""
-    assert main([str(root / "lectures"), str(tmp_path)]) == 0
     for lecture in sorted((root / "lectures").glob("*.ipynb")):
-        text = (tmp_path / f"{lecture.stem}.slides.html").read_text(encoding="utf-8")
+        text = (built_decks / f"{lecture.stem}.slides.html").read_text(encoding="utf-8")
         page = References()
         page.feed(text)
         scripts = [u for u in page.urls if not u.startswith(("#", "data:"))]

@@ -8,6 +8,7 @@ autograde in a sandbox, the clean room, feedback, grades.csv), with short time l
 import csv
 import hashlib
 import html
+import os
 import re
 import subprocess
 import sys
@@ -21,8 +22,16 @@ from conftest import ROOT
 from gpucourse.grading import sandbox
 from gpucourse.grading.classroom import _environment
 
-pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None,
-                                reason=f"no sandbox for students' code: {sandbox.unavailable()}")
+
+@pytest.fixture(autouse=True, scope="module")
+def a_sandbox():
+    """Students' code must not run unsandboxed here (it would write the library): skip, or in CI fail."""
+    if sandbox.unavailable() is not None:
+        reason = f"no sandbox for students' code: {sandbox.unavailable()}"
+        if os.environ.get("GPUCOURSE_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"GPUCOURSE_REQUIRE_SANDBOX=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
 
 WRONG_KERNEL = "@cuda.jit\ndef add_one(out, a):\n    i = cuda.threadIdx.x\n    if i < out.size:\n        out[i] = a[i]"
 WRONG_FUNCTION = "def blocks_for(n, threads):\n    return n // threads"
@@ -78,7 +87,7 @@ def run(course: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(a_sandbox, tmp_path_factory):
     """The class graded once: the course, the summary printed, grades.csv as {student: row}."""
     course = mini.make_course(tmp_path_factory.mktemp("course"), ROOT / "nbgrader_config.py")
     assert run(course, "-m", "nbgrader", "generate_assignment", mini.ASSIGNMENT, "--force").returncode == 0

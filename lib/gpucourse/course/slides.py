@@ -17,6 +17,10 @@ relative URLs:
 nbconvert's reveal template also loads require.js, jQuery and mermaid from a CDN;
 the template below drops them and loads reveal.js with plain script tags instead.
 Widget outputs become a short note: a static page has no kernel to drive them.
+
+Every slide is a 1280 x 720 canvas, top-aligned. A slide taller than that scrolls
+inside the canvas (mouse wheel, trackpad or scroll bar) instead of being clipped,
+and a code line wider than it scrolls sideways.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ MATHJAX_DIR = "mathjax"
 THEME = "white"  # a theme whose fonts ship with reveal.js (several others import Google Fonts)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = "[interactive widget: run the notebook to use it]"
+WIDTH, HEIGHT = 1280, 720  # the canvas every slide must fit, or scroll in
 
 TEMPLATE_NAME = "gpucourse_slides.html.j2"
 TEMPLATE = """{%- extends 'index.html.j2' -%}
@@ -51,6 +56,21 @@ window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null, webFont:
 </script>
 {{ super() }}
 {%- endblock html_head_js_mathjax -%}
+{%- block html_head_css -%}
+<style>
+/* A slide (a section that is not a stack of sections) fills the canvas and scrolls when taller. */
+.reveal .slides > section:not(.stack),
+.reveal .slides > section.stack > section {
+    height: 100%;
+    box-sizing: border-box;
+    overflow-y: auto;
+    overflow-x: hidden;
+}
+.reveal .slides pre {
+    overflow-x: auto;
+}
+</style>
+{%- endblock html_head_css -%}
 {% block footer_js %}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
@@ -62,8 +82,9 @@ Reveal.initialize({
     transition: "{{ resources.reveal.transition }}",
     slideNumber: "{{ resources.reveal.number }}",
     plugins: [RevealNotes],
-    width: {{ resources.reveal.width or 960 }},
-    height: {{ resources.reveal.height or 700 }},
+    width: {{ resources.reveal.width }},
+    height: {{ resources.reveal.height }},
+    center: false,  // top-aligned: a slide taller than the canvas scrolls from its title down
 });
 // MathJax lays out hidden slides at zero size: typeset each slide again when it shows.
 Reveal.on("slidechanged", function (event) {
@@ -98,6 +119,8 @@ def exporter() -> SlidesExporter:
         template_file=TEMPLATE_NAME,
         reveal_url_prefix=REVEAL_DIR,
         reveal_theme=THEME,
+        reveal_width=str(WIDTH),
+        reveal_height=str(HEIGHT),
         mathjax_url=f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe",
         embed_images=True,  # markdown images too, so a deck needs no lectures/ beside it
     )

@@ -75,14 +75,16 @@ def _wrapped(value):
     return value
 
 
-def typed(function, *operands):
-    """``function(*operands)`` in the types numba gives it."""
+def typed(function, *operands, implementation=None):
+    """``function(*operands)`` in the types numba gives it, computed by ``implementation`` (default ``function``)
+    on the operands cast to the signature's argument types."""
+    implementation = implementation or function
     dtypes = tuple(map(dtype_of, operands))
     signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
     if signature is None:
-        return function(*operands)
+        return implementation(*operands)
     argument_dtypes, result_dtype = signature
-    return cast(function(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
+    return cast(implementation(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
 
 
 def _on_python_scalars(function, operands):

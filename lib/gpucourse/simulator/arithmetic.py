@@ -54,7 +54,10 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
         if signature is None or not isinstance(signature.return_type, (types.Number, types.Boolean)):
             return None
-        return tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+        arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+        if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
+            arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
+        return arguments, result
     except Exception:  # numba's typing refuses these types; the PTX check reports it
         return None
 

@@ -332,9 +332,22 @@ class Runtime(Arithmetic):
         self.pop(saved)
         b = no() if self.narrow_not(condition) else None
         self.pop(saved)
-        if a is None or b is None:
-            return b if a is None else a
+        if a is None or b is None:  # every lane took one side: the result still has the type of both
+            a, b = (self._without_lanes(yes), b) if a is None else (a, self._without_lanes(no))
+            if a is None or b is None:
+                return b if a is None else a
         return select(condition, a, b)
+
+    def _without_lanes(self, expression):
+        """``expression()`` run by no lane, for the type of its value (None if it cannot run so)."""
+        saved = self.push()
+        self.set_mask(self.nobody)
+        try:
+            return expression()
+        except Exception:  # noqa: BLE001 (only its type was wanted)
+            return None
+        finally:
+            self.pop(saved)
 
     # -- memory ----------------------------------------------------------------
     def where(self, site: int) -> str:
@@ -440,6 +453,8 @@ class Runtime(Arithmetic):
             ) from None
 
     def load(self, array, index, site: int):
+        if not self.any:  # no lane reads (`_without_lanes`): a value of the element type only
+            return np.zeros(self.geometry.lanes, array.dtype)
         if type(array) is SimView:
             array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:

@@ -13,7 +13,7 @@ Needs no GPU. Each simulator runs in its own process, one after the other:
   the timed ones; and again inside ``with gpucourse.trace():``.
 
 Times are the median of ``--repeats`` launches of the kernels of
-``tests/conformance_kernels.py`` (the same kernels whose outputs the
+``tests/simulator/conformance_kernels.py`` (the same kernels whose outputs the
 conformance tests compare). A full run replaces its section of
 ``benchmarks/RESULTS.md`` (`gpucourse.course.record`) with the new table.
 """
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "simulator_speed"  # its section of benchmarks/RESULTS.md
 GOAL = 20  # the course simulator should be this many times faster than numba's
 
-for folder in (ROOT / "tests", ROOT / "benchmarks"):  # conformance_kernels and its device functions; common
+for folder in (ROOT / "tests", ROOT / "tests" / "simulator", ROOT / "benchmarks"):  # conformance_kernels, kernels_elsewhere; common
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

@@ -7,6 +7,7 @@ float64 arithmetic where it matters. Kernels declared with signatures run on
 the simulator too, and their PTX check uses the declared types.
 """
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda, float32, void
@@ -322,3 +323,45 @@ def test_declared_kernels_run_without_nvvm_unchecked(monkeypatch):
     launch(halve, a)
     np.testing.assert_array_equal(a, expected)
     assert ptx.float64_operations(halve.py_func) is None  # not compiled: nothing to compile it with
+
+
+# -- variables: one type over the whole function, from numba's typemap ------------------------------------
+@cuda.jit
+def product_plus_half(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        x = a[i]
+        for k in range(b.size):
+            x = x * b[k]
+            x = x + 0.5
+        out[i] = x
+
+
+def product_plus_half_compiled(a, b, out):
+    """The same body compiled by numba for the CPU (same typing, no contraction into fma), over all threads."""
+
+    @numba.njit(error_model="numpy")
+    def body(a, b, out):
+        for i in range(a.size):
+            x = a[i]
+            for k in range(b.size):
+                x = x * b[k]
+                x = x + 0.5
+            out[i] = x
+
+    body(a, b, out)
+
+
+def test_a_variable_has_the_type_numba_unifies_over_the_function():
+    """numba types ``x`` float64 (the loop assigns it float64 values), so even the first multiply is float64."""
+    a = RNG.uniform(-2, 2, N).astype(np.float32)
+    b = RNG.uniform(-2, 2, 5).astype(np.float32)
+    out, compiled = np.zeros_like(a), np.zeros_like(a)
+    launch(product_plus_half, a, b, out)
+    product_plus_half_compiled(a, b, compiled)
+    float32_only = a * b[0] + np.float32(0.5)
+    for k in range(1, b.size):
+        float32_only = float32_only * b[k] + np.float32(0.5)
+    assert not np.array_equal(compiled, float32_only)  # the data tells the two typings apart
+    if ptx.mode() != "off" and not ptx.toolchain_problem():  # the typemap comes from the PTX check
+        np.testing.assert_array_equal(out.view(np.int32), compiled.view(np.int32))

@@ -24,7 +24,9 @@ import time
 import weakref
 from types import SimpleNamespace
 
+import numpy as np
 from numba import cuda
+from numba.cuda.args import ArgHint, In
 from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
@@ -189,6 +191,11 @@ def _configuration(configuration) -> tuple:
     return grid, block, stream, shared_bytes
 
 
+def _without_hints(arguments) -> list:
+    """Arguments wrapped in ``cuda.In``/``Out``/``InOut`` as the kernel sees them (``In`` is never copied back)."""
+    return [np.array(a.value) if isinstance(a, In) else a.value if isinstance(a, ArgHint) else a for a in arguments]
+
+
 def _on_the_host(arguments):
     """Arguments the simulator can run on, and a function that copies results back to GPU arrays."""
     copies, host = [], []
@@ -216,10 +223,10 @@ class SimulatedLaunch:
     def __call__(self, *args):
         grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
         check_launch_limits(grid, block)
-        args, declared = _declared_arguments(self.dispatcher, args)
-        ptx.check_compiles(self.dispatcher, args, declared)
+        args, declared = _declared_arguments(self.dispatcher, _without_hints(args))
+        variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         host, copy_back = _on_the_host(args)
-        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
+        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
         copy_back()
 
 

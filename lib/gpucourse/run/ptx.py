@@ -8,6 +8,11 @@ such code fails at once, with numba's explanation, on a laptop too.
 
 ``GPUCOURSE_PTX_CHECK``: ``auto`` (default) checks when NVVM is installed,
 ``require`` fails when it is not (the test suite), ``off`` never checks.
+
+Each compilation also keeps the types numba gives the variables of the kernel
+and of its device functions (`variable_types`), which the simulator uses: numba
+types a variable once over the whole function (``x = a[i]`` is float64 if a loop
+later assigns ``x = x * 0.5``), where a value alone would keep its own type.
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ from types import SimpleNamespace
 
 import numba
 from numba import cuda
+from numba.core import types
+from numba.cuda import compiler
+from numba.cuda.core import ir
+from numba.np.numpy_support import as_dtype
 
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
 
 _compiled: dict = {}  # (py_func, argument types) -> PTX
+_kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
+_device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
 _toolchain_error: str | None = None
 
 
@@ -56,18 +67,88 @@ def argument_type(value):
     return numba.typeof(value if host is None else host)
 
 
+def _base_name(variable: str) -> str | None:
+    """The source name of an SSA version (``x.2`` -> ``x``); None for numba's temporaries and arguments."""
+    if variable.startswith(("$", "arg.")):
+        return None
+    return variable.split(".")[0]
+
+
+def _number_dtype(numba_type):
+    numba_type = types.unliteral(numba_type)
+    if isinstance(numba_type, (types.Number, types.Boolean)):
+        try:
+            return as_dtype(numba_type)
+        except NotImplementedError:
+            return None
+    return None
+
+
+def _unified_variables(annotation) -> dict:
+    """{source variable: dtype} from a compiled function's typemap.
+
+    SSA splits a variable into versions (``x``, ``x.1``, ...) joined by copies where control flow meets
+    (numba's phi nodes); versions joined so get one type. A name whose versions keep different types
+    (reassigned with another type, no loop or branch joining them) is left out.
+    """
+    typemap = annotation.typemap
+    parent = {name: name for name in typemap if _base_name(name)}
+
+    def root(name):
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for block in annotation.blocks.values():
+        for statement in block.body:
+            if (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Var)
+                    and statement.target.name in parent and statement.value.name in parent
+                    and _base_name(statement.target.name) == _base_name(statement.value.name)):
+                parent[root(statement.target.name)] = root(statement.value.name)
+    dtypes: dict = {}
+    for name in parent:
+        dtypes.setdefault(_base_name(name), set()).add(_number_dtype(typemap[root(name)]))
+    return {name: found.pop() for name, found in dtypes.items() if len(found) == 1 and None not in found}
+
+
+def _keep_variable_types(py_func, argtypes, annotation) -> None:
+    variables = _unified_variables(annotation)
+    _kernel_variables[(py_func, tuple(argtypes))] = variables
+    known = _device_variables.setdefault(py_func, dict(variables))
+    for name in [n for n in known if variables.get(n) != known[n]]:
+        del known[name]  # several signatures that type it differently
+
+
 @contextlib.contextmanager
 def target_device():
-    """Device functions ask the current device for its compute capability; answer for it."""
+    """Compile for the simulated device: answer its compute capability to device functions that ask for the
+    current device's, and keep the variable types of each function compiled."""
     from numba.cuda import dispatcher
 
     fake = SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
-    original = dispatcher.get_current_device
+    original_device, original_compile = dispatcher.get_current_device, compiler.compile_extra
+
+    def compile_extra(*args, **kwargs):
+        result = original_compile(*args, **kwargs)
+        if result.type_annotation is not None:
+            _keep_variable_types(kwargs["func"], kwargs["args"], result.type_annotation)
+        return result
+
     dispatcher.get_current_device = lambda: fake
+    compiler.compile_extra = compile_extra
     try:
         yield
     finally:
-        dispatcher.get_current_device = original
+        dispatcher.get_current_device, compiler.compile_extra = original_device, original_compile
+
+
+def variable_types(py_func, argtypes) -> dict:
+    """{function: {variable: dtype}} numba gives the kernel ``py_func`` compiled for ``argtypes`` and every
+    device function compiled so far (empty when the kernel was not compiled: no NVVM, or the check is off)."""
+    kernel = _kernel_variables.get((py_func, tuple(argtypes)))
+    if kernel is None:
+        return {}
+    return {**_device_variables, py_func: kernel}
 
 
 def compile_for_gpu(dispatcher, argtypes) -> str:
@@ -82,10 +163,13 @@ def _short(message: str, limit: int = 40) -> str:
     return "\n".join(lines[:limit])
 
 
-def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> None:
-    """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``)."""
+def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
+    """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``).
+
+    Returns the `variable_types` of the compiled kernel (empty when it was not compiled).
+    """
     if mode() == "off":
-        return
+        return {}
     problem = toolchain_problem()
     if problem:
         if mode() == "require":
@@ -93,11 +177,11 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> None:
                 f"cannot check kernels for the GPU: NVVM is missing ({problem}). "
                 "Install the course with its cu12 or cu13 extra, or a CUDA toolkit."
             )
-        return
+        return {}
     argtypes = argtypes or tuple(argument_type(a) for a in args)
     key = (dispatcher.py_func, argtypes)
     if key in _compiled:
-        return
+        return variable_types(*key)
     try:
         ptx = compile_for_gpu(dispatcher, argtypes)
     except Exception as exc:
@@ -107,6 +191,7 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> None:
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None
     _compiled[key] = ptx
+    return variable_types(*key)
 
 
 FLOAT64_OPERATION = re.compile(r"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f64)\b", re.M)

@@ -54,7 +54,10 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
         if signature is None or not isinstance(signature.return_type, (types.Number, types.Boolean)):
             return None
-        return tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+        arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+        if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
+            arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
+        return arguments, result
     except Exception:  # numba's typing refuses these types; the PTX check reports it
         return None
 
@@ -75,14 +78,16 @@ def _wrapped(value):
     return value
 
 
-def typed(function, *operands):
-    """``function(*operands)`` in the types numba gives it."""
+def typed(function, *operands, implementation=None):
+    """``function(*operands)`` in the types numba gives it, computed by ``implementation`` (default ``function``)
+    on the operands cast to the signature's argument types."""
+    implementation = implementation or function
     dtypes = tuple(map(dtype_of, operands))
     signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
     if signature is None:
-        return function(*operands)
+        return implementation(*operands)
     argument_dtypes, result_dtype = signature
-    return cast(function(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
+    return cast(implementation(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
 
 
 def _on_python_scalars(function, operands):

@@ -1,7 +1,8 @@
 """What a call inside a simulated kernel does: device functions, math, casts and builtins.
 
 Kernel code calls scalar functions (``math.exp``, ``min``, ``float32``) that
-must here work on arrays of one value per lane, with the dtype numba would give.
+must here work on arrays of one value per lane, with the dtype numba would give
+(`functions`).
 Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel;
 one declared with signatures gets its arguments and result converted to the
 signature numba picks, as on the GPU.
@@ -9,92 +10,22 @@ signature numba picks, as on the GPU.
 
 from __future__ import annotations
 
-import builtins
 import functools
-import math
 
 import numpy as np
 from numba.core import types as numba_types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.np.numpy_support import as_dtype, from_dtype
 
-from .arithmetic import cast, dtype_of, strong
+from .arithmetic import cast, dtype_of
 from .errors import UnsupportedInKernel, fault
+from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
 from .memory import SimArray, SimView
 from .runtime import RUNTIME, UNDEFINED
-from .transform import CALL, RT, UNDEFINED as UNDEFINED_NAME, rewrite
+from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
 _compiled: dict = {}
-
-
-def _fold(numpy_function, builtin):
-    def folded(*args):
-        if len(args) == 1:  # min(a_tuple)
-            args = tuple(args[0])
-        if any(isinstance(a, np.ndarray) for a in args):
-            return functools.reduce(numpy_function, map(strong, args))
-        return builtin(*args)
-
-    return folded
-
-
-def _cast(dtype, python_type):
-    def cast(value):
-        if isinstance(value, np.ndarray):
-            return value.astype(dtype)
-        return python_type(value)
-
-    return cast
-
-
-def _to_int(numpy_function, math_function):
-    def rounded(value):
-        if isinstance(value, np.ndarray):
-            return numpy_function(value).astype(np.int64)
-        return math_function(value)
-
-    return rounded
-
-
-def _elementwise(math_function):
-    """A math function without a NumPy twin, lane by lane, keeping a float32 input float32."""
-    vectorised = np.frompyfunc(math_function, 1, 1)
-
-    def apply(value):
-        if isinstance(value, np.ndarray):
-            dtype = value.dtype if value.dtype.kind == "f" else np.float64
-            return vectorised(value).astype(dtype)
-        return math_function(value)
-
-    return apply
-
-
-MATH = {
-    math.sqrt: np.sqrt, math.exp: np.exp, math.expm1: np.expm1, math.log: np.log, math.log2: np.log2,
-    math.log10: np.log10, math.log1p: np.log1p, math.sin: np.sin, math.cos: np.cos, math.tan: np.tan,
-    math.asin: np.arcsin, math.acos: np.arccos, math.atan: np.arctan, math.atan2: np.arctan2,
-    math.sinh: np.sinh, math.cosh: np.cosh, math.tanh: np.tanh, math.asinh: np.arcsinh,
-    math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: np.power,
-    math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
-    math.isinf: np.isinf, math.isfinite: np.isfinite,
-    math.floor: _to_int(np.floor, math.floor), math.ceil: _to_int(np.ceil, math.ceil),
-    math.trunc: _to_int(np.trunc, math.trunc),
-    math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
-    math.gamma: _elementwise(math.gamma), math.lgamma: _elementwise(math.lgamma),
-}
-
-BUILTINS = {
-    builtins.min: _fold(np.minimum, builtins.min),
-    builtins.max: _fold(np.maximum, builtins.max),
-    builtins.abs: lambda x: np.abs(x) if isinstance(x, np.ndarray) else abs(x),
-    builtins.int: _cast(np.int64, int),
-    builtins.float: _cast(np.float64, float),
-    builtins.bool: _cast(np.bool_, bool),
-    builtins.round: _to_int(np.rint, round),
-}
-
-_MAPPED = {**MATH, **BUILTINS}
 
 
 def dispatch(runtime, function, args, kwargs):
@@ -107,13 +38,13 @@ def dispatch(runtime, function, args, kwargs):
             return device_function(function.py_func)(*args, **kwargs)
         return _declared_call(function, args)
     try:
-        mapped = _MAPPED.get(function)
+        mapped = FUNCTIONS.get(function)
     except TypeError:  # unhashable
         mapped = None
     if mapped is not None:
         return mapped(*args, **kwargs)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:
-        return _cast(as_dtype(function), lambda v: as_dtype(function).type(v))(*args)
+        return cast_to(as_dtype(function), as_dtype(function).type)(*args)
     for value in args:
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
@@ -169,6 +100,7 @@ def kernel_globals(py_func) -> dict:
     namespace[RT] = RUNTIME
     namespace[CALL] = call
     namespace[UNDEFINED_NAME] = UNDEFINED
+    namespace[FUNCTION] = py_func
     namespace.setdefault("__builtins__", __builtins__)
     return namespace
 

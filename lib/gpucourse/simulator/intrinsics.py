@@ -1,4 +1,4 @@
-"""``cuda`` as a simulated kernel sees it: indices, memory, barriers, warps, atomics, fp16.
+"""``cuda`` as a simulated kernel sees it: indices, memory, barriers, warps, atomics, fp16, bits.
 
 A rewritten kernel runs with its globals copied and ``numba.cuda`` (and anything
 imported from it) replaced by `SIM_CUDA`, whose members act on all the lanes the
@@ -12,6 +12,7 @@ from numba import cuda as numba_cuda
 from numba.core import types as numba_types
 from numba.np.numpy_support import as_dtype
 
+from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
 from .memory import SimArray
@@ -330,7 +331,7 @@ class _Dim3:
     z = property(lambda self: getattr(rt.geometry, self.name).z)
 
 
-class SimCuda:
+class SimCuda(BitIntrinsics):
     """What ``cuda`` means inside a simulated kernel."""
 
     shared = Shared
@@ -379,12 +380,6 @@ class SimCuda:
     @staticmethod
     def fma(a, b, c):
         return a * b + c
-
-    @staticmethod
-    def popc(x):
-        if isinstance(x, np.ndarray):
-            return np.array([bin(int(v) & 0xFFFFFFFFFFFFFFFF).count("1") for v in x.tolist()], np.int32)
-        return bin(int(x) & 0xFFFFFFFFFFFFFFFF).count("1")
 
     @staticmethod
     def cbrt(x):

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import inspect
+import linecache
+import traceback
 
 import numpy as np
 
 from . import trace as tracing
 from .calls import device_function
+from .errors import BudgetExceeded, KernelFault, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
 from .memory import SimArray
 from .runtime import RUNTIME
+from .transform import FUNCTION
 
 MAX_THREADS = 1 << 22  # the simulator holds a few int64 values per thread of the launch
 
@@ -42,8 +46,28 @@ def _wrap_arguments(names, args) -> list:
     return wrapped
 
 
-def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
-    """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place."""
+def unsupported_construct(kernel: str, error: Exception) -> UnsupportedInKernel:
+    """The course message for a Python error raised while simulating a statement: the line of the kernel (or
+    device function) it came from, and what went wrong there."""
+    rewritten = [(frame, line) for frame, line in traceback.walk_tb(error.__traceback__) if FUNCTION in frame.f_globals]
+    where = f"kernel `{kernel}`"
+    if rewritten:
+        frame, line = rewritten[-1]
+        function = frame.f_globals[FUNCTION].__name__
+        if function != kernel:
+            where += f", device function `{function}`"
+        where += f", line {line}: {linecache.getline(frame.f_code.co_filename, line).strip()}"
+    return fault(UnsupportedInKernel, where,
+                 f"the course simulator does not support what this line does ({type(error).__name__}: {error}); "
+                 "write it with indexing and arithmetic the simulator supports, or run it on a GPU")
+
+
+def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict | None = None) -> None:
+    """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place.
+
+    ``variable_types`` ({function: {variable name: dtype}}, for the kernel and its device functions) are the
+    types numba's compilation gives variables: a value assigned to one is converted to its type, as numba does.
+    """
     if RUNTIME.geometry is not None:
         raise RuntimeError("a kernel cannot be launched while another simulated kernel runs")
     function = device_function(py_func)
@@ -61,11 +85,17 @@ def run(py_func, grid, block, args, shared_bytes: int = 0) -> None:
     geometry = Geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
-    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder)
+    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {})
     try:
         with np.errstate(all="ignore"):
             function(*wrapped)
         if recorder is not None:
             recorder.finish(RUNTIME)
+    except (KernelFault, BudgetExceeded):
+        raise
+    except Exception as error:  # noqa: BLE001 (any other error is Python the simulator cannot run)
+        if error is RUNTIME.raised_by_kernel:
+            raise
+        raise unsupported_construct(py_func.__name__, error) from None
     finally:
         RUNTIME.end()

@@ -144,11 +144,12 @@ class SimArray:
             return self.flat[elements]
         return self.data[components]
 
-    def assign(self, elements, components, values) -> None:
+    def assign(self, elements, components, values, field: str | None = None) -> None:
+        """Write ``values`` to the elements (or one field of the records) there."""
         if self.flat is not None:
-            self.flat[elements] = values
+            (self.flat if field is None else self.flat[field])[elements] = values
         else:
-            self.data[components] = values
+            (self.data if field is None else self.data[field])[components] = values
 
 
 class SimView:

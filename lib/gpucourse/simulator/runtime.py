@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arithmetic import Arithmetic, select
+from .arithmetic import Arithmetic, cast, dtype_of, select
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
+from .functions import Enumerated, Zipped
 from .geometry import Geometry
 from .memory import AccessRecord, SimArray, SimView, group_by_element, merge_records, unordered
 from .transform import SITES
@@ -25,6 +26,7 @@ class Undefined:
 
 UNDEFINED = Undefined()
 _DONE = object()  # a uniform loop's range is exhausted
+NO_TYPES: dict = {}
 
 
 class Frame:
@@ -43,10 +45,13 @@ class Runtime(Arithmetic):
     def __init__(self):
         self.geometry: Geometry | None = None
         self.trace = None
+        self.variable_types: dict = {}
 
     # -- launch --------------------------------------------------------------
-    def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None) -> None:
+    def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None,
+              variable_types: dict | None = None) -> None:
         self.geometry = g = geometry
+        self.variable_types = variable_types or {}
         self.kernel_name = kernel_name
         self.shared_bytes = shared_bytes
         self.trace = trace
@@ -56,6 +61,7 @@ class Runtime(Arithmetic):
         self.block_phase = np.zeros(g.blocks, np.int64)
         self.warp_phase = np.zeros(g.warps, np.int64)
         self.removed = self.nobody
+        self.raised_by_kernel = None
         self.exits = 0
         self.frames: list[Frame] = []
         self.loops: list[Loop] = []
@@ -69,6 +75,7 @@ class Runtime(Arithmetic):
 
     def end(self) -> None:
         self.geometry = None
+        self.variable_types = {}
         self.shared = {}
         self.trace = None
 
@@ -119,6 +126,20 @@ class Runtime(Arithmetic):
             self.set_mask(self.nobody)
         return self.any
 
+    def types_of(self, function) -> dict:
+        """{variable: dtype} numba gives the variables of ``function`` in this launch (empty if unknown)."""
+        return self.variable_types.get(function, NO_TYPES)
+
+    @staticmethod
+    def assigned(types: dict, name: str, value):
+        """``value`` converted to the type numba gives the variable ``name`` it is assigned to."""
+        if not types:
+            return value
+        dtype = types.get(name)
+        if dtype is None or dtype_of(value) in (dtype, None):
+            return value
+        return cast(value, dtype)
+
     def merge(self, old, new):
         """``new`` in the active lanes, ``old`` elsewhere."""
         if old is UNDEFINED or self.full:
@@ -164,6 +185,11 @@ class Runtime(Arithmetic):
         if isinstance(old, tuple):
             return tuple(self.merge_result(o, n) for o, n in zip(old, new))
         return select(self.mask, new, old)
+
+    def raised(self, exception) -> BaseException:
+        """The exception a kernel's ``raise`` statement raises, kept so that the launch passes it on as it is."""
+        self.raised_by_kernel = exception() if isinstance(exception, type) else exception
+        return self.raised_by_kernel
 
     def brk(self) -> None:
         loop = self.loops[-1]
@@ -221,16 +247,22 @@ class Runtime(Arithmetic):
         return self._loop(lambda k: next(values, _DONE))
 
     def loop_items(self, items, site: int):
-        """``for x in a_tuple`` (or the elements of a 1-D array, read by every lane)."""
-        if type(items) in (SimArray, SimView):
-            positions = iter(range(len(items)))
-            return self._loop(lambda k: self._next_element(items, positions, site))
-        values = iter(items)
-        return self._loop(lambda k: next(values, _DONE))
+        """``for x in items``: a tuple, the elements of an array (read by every lane), or ``enumerate``/``zip``."""
+        length, element = self._sequence(items, site)
+        return self._loop(lambda k: element(k) if k < length else _DONE)
 
-    def _next_element(self, array, positions, site):
-        k = next(positions, _DONE)
-        return k if k is _DONE else self.load(array, k, site)
+    def _sequence(self, items, site: int):
+        """(length, element(k)) of what a loop iterates."""
+        if type(items) in (SimArray, SimView):
+            return len(items), lambda k: self.load(items, k, site)
+        if type(items) is Enumerated:
+            length, element = self._sequence(items.items, site)
+            return length, lambda k: (items.start + k, element(k))
+        if type(items) is Zipped:
+            parts = [self._sequence(part, site) for part in items.items]
+            return min(length for length, _ in parts), lambda k: tuple(element(k) for _, element in parts)
+        items = tuple(items)
+        return len(items), items.__getitem__
 
     def _lane_range(self, start, stop, step):
         value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
@@ -300,9 +332,22 @@ class Runtime(Arithmetic):
         self.pop(saved)
         b = no() if self.narrow_not(condition) else None
         self.pop(saved)
-        if a is None or b is None:
-            return b if a is None else a
+        if a is None or b is None:  # every lane took one side: the result still has the type of both
+            a, b = (self._without_lanes(yes), b) if a is None else (a, self._without_lanes(no))
+            if a is None or b is None:
+                return b if a is None else a
         return select(condition, a, b)
+
+    def _without_lanes(self, expression):
+        """``expression()`` run by no lane, for the type of its value (None if it cannot run so)."""
+        saved = self.push()
+        self.set_mask(self.nobody)
+        try:
+            return expression()
+        except Exception:  # noqa: BLE001 (only its type was wanted)
+            return None
+        finally:
+            self.pop(saved)
 
     # -- memory ----------------------------------------------------------------
     def where(self, site: int) -> str:
@@ -330,6 +375,7 @@ class Runtime(Arithmetic):
                     raise fault(UnsupportedInKernel, self.where(site),
                                 f"index {axis} of `{SITES[site].expression}` is {value.dtype}, not an integer")
                 value = value if lanes is None else value[lanes]
+                value = value.astype(np.int64, copy=False)  # unsigned and boolean indices count as int64 do
                 low, high = value.min(), value.max()
             else:
                 value = int(value)
@@ -407,9 +453,13 @@ class Runtime(Arithmetic):
             ) from None
 
     def load(self, array, index, site: int):
+        if not self.any:  # no lane reads (`_without_lanes`): a value of the element type only
+            return np.zeros(self.geometry.lanes, array.dtype)
         if type(array) is SimView:
             array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:
+            if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
+                return np.asarray(array)[index]
             return array[index]
         if len(_as_tuple(index)) < array.ndim and not any(isinstance(i, slice) for i in _as_tuple(index)):
             return SimView(array, _as_tuple(index))  # a[i] of a 2-D array: its row i, as numba gives it
@@ -431,13 +481,13 @@ class Runtime(Arithmetic):
         if self.trace is not None:
             self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
         values = array.fetch(elements, components)
-        if lanes is None:
-            return values
-        out = np.zeros(self.geometry.lanes, array.dtype)
-        out[lanes] = values
-        return out
+        if lanes is not None:
+            values, active = np.zeros(self.geometry.lanes, array.dtype), values
+            values[lanes] = active
+        return values.view(np.recarray) if array.dtype.names else values  # r[i].x reads a field
 
-    def store(self, array, index, value, site: int):
+    def store(self, array, index, value, site: int, field: str | None = None):
+        """``array[index] = value``, or ``array[index].field = value`` for a record array."""
         if type(array) is SimView:
             array, index = array.base, array.prefix + _as_tuple(index)
         if type(array) is not SimArray:
@@ -465,7 +515,7 @@ class Runtime(Arithmetic):
             self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
-        array.assign(elements, components, value)
+        array.assign(elements, components, value, field)
 
     def check_duplicate_writes(self, array, lanes, elements, site):
         if len(elements) < 2:

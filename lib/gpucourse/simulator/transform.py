@@ -14,7 +14,9 @@ the runtime (``_g_rt``), which keeps that mask:
 - ``and``, ``or``, ``x if c else y`` and chained comparisons evaluate their
   right side only in the lanes that need it, as on a GPU;
 - arithmetic, bitwise, comparison and unary operators go through the runtime,
-  which computes them in the types numba gives them (`arithmetic`).
+  which computes them in the types numba gives them (`arithmetic`);
+- a value assigned to a variable is converted to the type numba's compilation
+  gives that variable over the whole function, when the launch knows it.
 
 Each memory access and call site gets a `Site` (function, line, source text) so
 that an error names the line the student wrote.
@@ -28,11 +30,13 @@ import textwrap
 from dataclasses import dataclass
 
 from .arithmetic import BINARY, UNARY, method_name
-from .errors import UnsupportedInKernel
+from .errors import UnsupportedInKernel, fault
 
 RT = "_g_rt"
 CALL = "_g_call"
 UNDEFINED = "_g_U"
+FUNCTION = "_g_function"  # the Python function a rewrite comes from, the key of its variable types
+TYPES = "_g_types"
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,16 @@ def may_remove_lanes(statement: ast.stmt) -> bool:
     return _exits(statement, loops=True)
 
 
+def _record_field(target: ast.expr) -> str | None:
+    """``x`` of the assignment targets ``r[i].x`` and ``r[i]['x']`` (a field of a record array), else None."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Subscript):
+        return target.attr
+    if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Subscript)
+            and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+        return target.slice.value
+    return None
+
+
 class KernelRewriter:
     """Rewrites one function definition (kernel or device function)."""
 
@@ -126,9 +140,9 @@ class KernelRewriter:
 
     def unsupported(self, node: ast.AST, what: str) -> UnsupportedInKernel:
         line = getattr(node, "lineno", self.tree.lineno)
-        return UnsupportedInKernel(
-            f"kernel `{self.function}`, line {line}: {what} is not supported in kernels by the course simulator"
-        )
+        source = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        return fault(UnsupportedInKernel, f"kernel `{self.function}`, line {line}: {source}",
+                     f"{what} is not supported in kernels by the course simulator")
 
     # -- expressions -------------------------------------------------------------
     def expr(self, node: ast.expr, target: str | None = None) -> ast.expr:
@@ -142,7 +156,7 @@ class KernelRewriter:
                 return _call("load", self.visit(node.value), index, rewriter.site(node))
 
             def visit_Slice(self, node):
-                raise rewriter.unsupported(node, "slicing an array (a[1:3]); index every dimension")
+                raise rewriter.unsupported(node, "slicing an array (a view such as a[1:3] or a[i, :]); index every dimension")
 
             def visit_BoolOp(self, node):
                 values = [self.visit(v) for v in node.values]
@@ -202,6 +216,7 @@ class KernelRewriter:
         return out or [ast.Pass()]
 
     def assign_name(self, name: str, value: ast.expr, nested: bool) -> ast.stmt:
+        value = _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(name), value)
         if nested:
             value = _call("merge", ast.Name(name, ast.Load()), value)
         return ast.Assign([ast.Name(name, ast.Store())], value)
@@ -209,6 +224,12 @@ class KernelRewriter:
     def assign(self, target: ast.expr, value: ast.expr, nested: bool, node: ast.stmt) -> list[ast.stmt]:
         if isinstance(target, ast.Name):
             return [self.assign_name(target.id, value, nested)]
+        field = _record_field(target)
+        if field is not None:
+            element = target.value
+            store = _call("store", self.expr(element.value), self.expr(element.slice), value, self.site(target),
+                          ast.Constant(field))
+            return [ast.Expr(store)]
         if isinstance(target, ast.Subscript):
             store = _call("store", self.expr(target.value), self.expr(target.slice), value, self.site(target))
             return [ast.Expr(store)]
@@ -260,7 +281,7 @@ class KernelRewriter:
         if isinstance(node, ast.Continue):
             return [ast.Expr(_call("cont"))]
         if isinstance(node, ast.Raise) and node.exc is not None:
-            return [ast.Raise(self.expr(node.exc), None)]
+            return [ast.Raise(_call("raised", self.expr(node.exc)), None)]
         if isinstance(node, (ast.Pass, ast.Assert)):
             return [ast.Pass()]  # numba-cuda compiles assert away unless debug=True
         raise self.unsupported(node, f"`{type(node).__name__.lower()}` statement")
@@ -340,7 +361,8 @@ class KernelRewriter:
             }
         )
         frame = self.fresh("f")
-        prologue = [ast.Assign([ast.Name(frame, ast.Store())], _call("enter"))]
+        prologue = [ast.Assign([ast.Name(frame, ast.Store())], _call("enter")),
+                    ast.Assign([ast.Name(TYPES, ast.Store())], _call("types_of", ast.Name(FUNCTION, ast.Load())))]
         if assigned:
             prologue.append(
                 ast.Assign([ast.Name(n, ast.Store()) for n in assigned], ast.Name(UNDEFINED, ast.Load()))

@@ -1,0 +1,151 @@
+"""numba-cuda's own kernel tests (``numba/cuda/tests/cudapy``) on the course simulator and on numba's.
+
+    python benchmarks/numba_cuda_conformance.py                  # every test file, writes RESULTS.md
+    python benchmarks/numba_cuda_conformance.py --files test_intrinsics.py test_math.py --no-write
+
+CPU only. Each test file runs with pytest in its own process twice: once on numba's
+simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course simulator
+(``GPUCOURSE_DEVICE=cpu``; the plugin `numba_cuda_conformance_plugin` imports gpucourse
+before the tests import numba.cuda, then sets numba's ``config.ENABLE_CUDASIM`` so that the
+tests skip what only a GPU can do, ``skip_on_cudasim``, and run what a simulator should,
+``skip_unless_cudasim``, exactly as on numba's simulator). The tests that pass on numba's
+simulator are the goal: the share of them that passes on the course simulator, and every
+one that does not, by cause. A failed assertion is listed apart: it may be a wrong number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ElementTree
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "numba_cuda_conformance"  # its section of benchmarks/RESULTS.md
+GOAL = 0.90
+TIMEOUT_S = 120  # per test file and side
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import package_versions, today  # noqa: E402
+
+
+def test_folder() -> Path:
+    import numba_cuda  # noqa: PLC0415
+
+    return Path(numba_cuda.__file__).parent / "numba" / "cuda" / "tests" / "cudapy"
+
+
+def side_environment(side: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), str(Path(__file__).parent),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if side == "numba":
+        return {**env, "NUMBA_ENABLE_CUDASIM": "1"}
+    return {**env, "GPUCOURSE_DEVICE": "cpu"}
+
+
+def run_file(side: str, path: Path) -> dict[str, tuple[str, str]]:
+    """{test id: (outcome, cause)} of one test file on one side; a file that times out gives {path: timeout}."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.xml"
+        command = [sys.executable, "-m", "pytest", "--import-mode=importlib", "--pyargs",
+                   f"numba.cuda.tests.cudapy.{path.stem}", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                   f"--junitxml={report}", "--rootdir", folder, "-p", "numba_cuda_conformance_plugin"]
+        try:
+            subprocess.run(command, env=side_environment(side), cwd=folder, capture_output=True,
+                           timeout=TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {path.name: ("timeout", f"over {TIMEOUT_S} s")}
+        if not report.exists():
+            return {path.name: ("error", "pytest wrote no report")}
+        return outcomes(report)
+
+
+def outcomes(report: Path) -> dict[str, tuple[str, str]]:
+    results = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        test = f"{case.get('classname')}::{case.get('name')}"
+        problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if problem is None:
+            results[test] = ("passed", "")
+        else:
+            outcome = "skipped" if problem.tag == "skipped" else "failed"
+            results[test] = (outcome, cause(problem.get("message") or problem.text or ""))
+    return results
+
+
+def cause(message: str) -> str:
+    """One line that groups failures: the exception and the start of its message, numbers and names blurred."""
+    line = next((s.strip() for s in message.splitlines() if s.strip()), "")
+    line = re.sub(r"`[^`]*`", "`.`", line)
+    line = re.sub(r"line \d+: .*", "line N", line)
+    line = re.sub(r"0x[0-9a-f]+|\d+", "N", line)
+    return line[:160]
+
+
+def compare(numba: dict, course: dict) -> dict:
+    """The tests that pass on numba's simulator, and how each does on the course simulator."""
+    goal = [test for test, (outcome, _) in numba.items() if outcome == "passed"]
+    passed = [test for test in goal if course.get(test, ("missing", ""))[0] == "passed"]
+    failing = defaultdict(list)
+    for test in goal:
+        outcome, why = course.get(test, ("missing", "not run"))
+        if outcome != "passed":
+            kind = "wrong result?" if why.startswith("AssertionError") else outcome
+            failing[(kind, why)].append(test)
+    return {"goal": len(goal), "passed": len(passed), "failing": failing,
+            "numba_counts": Counter(o for o, _ in numba.values()), "course_counts": Counter(o for o, _ in course.values())}
+
+
+def section(result: dict, files: int) -> str:
+    rate = result["passed"] / max(result["goal"], 1)
+    lines = [
+        "## numba-cuda's kernel tests on the course simulator",
+        "",
+        "`python benchmarks/numba_cuda_conformance.py` (CPU only): numba-cuda's own `numba/cuda/tests/cudapy` "
+        "tests, run on numba's simulator and on the course simulator.",
+        "",
+        f"- Date: {today()}",
+        f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
+        f"- Test files: {files}. Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
+        f"on the course simulator: {dict(result['course_counts'])}.",
+        f"- Of the {result['goal']} tests that pass on numba's simulator, {result['passed']} pass on the course "
+        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}).",
+        "",
+        "| outcome on the course simulator | cause | tests | examples |",
+        "|---|---|---:|---|",
+    ]
+    for (kind, why), tests in sorted(result["failing"].items(), key=lambda item: -len(item[1])):
+        examples = ", ".join(f"`{t.split('.')[-1]}`" for t in tests[:2])
+        lines.append(f"| {kind} | {why.replace('|', '/')} | {len(tests)} | {examples} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", nargs="*", help="test file names (default: every test_*.py)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md as it is")
+    arguments = parser.parse_args()
+    folder = test_folder()
+    files = [folder / name for name in arguments.files] if arguments.files else sorted(folder.glob("test_*.py"))
+    numba, course = {}, {}
+    for path in files:
+        numba.update(run_file("numba", path))
+        course.update(run_file("course", path))
+        print(f"{path.name}: {len(numba)} tests so far on numba's simulator, {len(course)} on the course's",
+              flush=True)
+    text = section(compare(numba, course), len(files))
+    print(text)
+    if not arguments.no_write:
+        from gpucourse.course import record  # noqa: PLC0415
+
+        record(NAME, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Functions a kernel calls on numbers (builtins, ``math``, ``cmath``), on lane arrays.
+
+Each maps a scalar function to one that takes a value per lane (or a scalar)
+and gives the dtype numba would; ``enumerate`` and ``zip`` give what a ``for``
+loop over arrays iterates (`Enumerated`, `Zipped`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import cmath
+import functools
+import math
+
+import numpy as np
+
+from .arithmetic import strong, typed
+
+
+def _fold(numpy_function, builtin):
+    def folded(*args):
+        if len(args) == 1:  # min(a_tuple)
+            args = tuple(args[0])
+        if any(isinstance(a, np.ndarray) for a in args):
+            return functools.reduce(numpy_function, map(strong, args))
+        return builtin(*args)
+
+    return folded
+
+
+def cast_to(dtype, python_type):
+    def cast(value):
+        if isinstance(value, np.ndarray):
+            return value.astype(dtype)
+        return python_type(value)
+
+    return cast
+
+
+def _to_int(numpy_function, math_function):
+    def rounded(value):
+        if isinstance(value, np.ndarray):
+            return numpy_function(value).astype(np.int64)
+        return math_function(value)
+
+    return rounded
+
+
+def _elementwise(math_function):
+    """A math function without a NumPy twin, lane by lane, keeping a float32 input float32."""
+    vectorised = np.frompyfunc(math_function, 1, 1)
+
+    def apply(value):
+        if isinstance(value, np.ndarray):
+            dtype = value.dtype if value.dtype.kind == "f" else np.float64
+            return vectorised(value).astype(dtype)
+        return math_function(value)
+
+    return apply
+
+
+_rint = _to_int(np.rint, round)
+
+
+def _elementwise_exact(math_function, arity: int):
+    """A math function computed lane by lane by Python itself, in the types numba gives the call."""
+    vectorised = np.frompyfunc(math_function, arity, 1)
+
+    def apply(*values):
+        return typed(math_function, *values, implementation=lambda *v: np.asarray(vectorised(*v), np.float64))
+
+    return apply
+
+
+def _typed_numpy(math_function, numpy_function):
+    """``numpy_function`` in the types numba gives ``math_function``."""
+    return lambda *values: typed(math_function, *values, implementation=numpy_function)
+
+
+def _round(value, ndigits=None):
+    if ndigits is None:
+        return _rint(value)
+    return typed(builtins.round, value, ndigits,
+                 implementation=np.frompyfunc(lambda v, n: builtins.round(float(v), int(n)), 2, 1))
+
+
+def _polar(z):
+    return np.abs(z), np.angle(z)
+
+
+def _rect(r, phi):
+    return r * np.cos(phi) + 1j * (r * np.sin(phi))
+
+
+class Enumerated:
+    """``enumerate(items, start)`` as a loop iterates it."""
+
+    def __init__(self, items, start=0):
+        self.items, self.start = items, start
+
+
+class Zipped:
+    """``zip(*items)`` as a loop iterates it."""
+
+    def __init__(self, *items):
+        self.items = items
+
+
+MATH = {
+    math.sqrt: np.sqrt, math.exp: np.exp, math.expm1: np.expm1, math.log: np.log, math.log2: np.log2,
+    math.log10: np.log10, math.log1p: np.log1p, math.sin: np.sin, math.cos: np.cos, math.tan: np.tan,
+    math.asin: np.arcsin, math.acos: np.arccos, math.atan: np.arctan, math.atan2: np.arctan2,
+    math.sinh: np.sinh, math.cosh: np.cosh, math.tanh: np.tanh, math.asinh: np.arcsinh,
+    math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: np.power,
+    math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
+    math.isinf: np.isinf, math.isfinite: np.isfinite,
+    math.floor: _to_int(np.floor, math.floor), math.ceil: _to_int(np.ceil, math.ceil),
+    math.trunc: _to_int(np.trunc, math.trunc),
+    math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
+    math.gamma: _elementwise(math.gamma), math.lgamma: _elementwise(math.lgamma),
+    math.degrees: _typed_numpy(math.degrees, np.degrees), math.radians: _typed_numpy(math.radians, np.radians),
+    math.exp2: _typed_numpy(math.exp2, np.exp2), math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
+    math.nextafter: _typed_numpy(math.nextafter, np.nextafter),
+    math.remainder: _elementwise_exact(math.remainder, 2),
+}
+
+BUILTINS = {
+    builtins.min: _fold(np.minimum, builtins.min),
+    builtins.max: _fold(np.maximum, builtins.max),
+    builtins.abs: lambda x: np.abs(x) if isinstance(x, np.ndarray) else abs(x),
+    builtins.int: cast_to(np.int64, int),
+    builtins.float: cast_to(np.float64, float),
+    builtins.bool: cast_to(np.bool_, bool),
+    builtins.round: _round,
+}
+
+CMATH = {
+    cmath.sqrt: np.sqrt, cmath.exp: np.exp, cmath.log: np.log, cmath.log10: np.log10, cmath.sin: np.sin,
+    cmath.cos: np.cos, cmath.tan: np.tan, cmath.asin: np.arcsin, cmath.acos: np.arccos, cmath.atan: np.arctan,
+    cmath.sinh: np.sinh, cmath.cosh: np.cosh, cmath.tanh: np.tanh, cmath.asinh: np.arcsinh,
+    cmath.acosh: np.arccosh, cmath.atanh: np.arctanh, cmath.isnan: np.isnan, cmath.isinf: np.isinf,
+    cmath.isfinite: np.isfinite, cmath.phase: np.angle, cmath.polar: _polar, cmath.rect: _rect,
+}
+
+FUNCTIONS = {**MATH, **CMATH, **BUILTINS, builtins.enumerate: Enumerated, builtins.zip: Zipped}
+
+__all__ = ["FUNCTIONS", "Enumerated", "Zipped", "cast_to"]

@@ -1,0 +1,194 @@
+"""Python and numba-cuda features beyond plain indexing run on the simulator (issue 13, part 3), and what it
+still cannot run stops with one course message naming the kernel and the line, never a Python error."""
+
+import cmath
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpucourse import simulated
+from gpucourse.simulator import UnsupportedInKernel
+
+N = 40
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+# -- support ------------------------------------------------------------------------------------------------
+@cuda.jit
+def bit_intrinsics(a, popc, clz, ffs, brev):
+    i = cuda.grid(1)
+    if i < a.size:
+        popc[i] = cuda.popc(a[i])
+        clz[i] = cuda.clz(a[i])
+        ffs[i] = cuda.ffs(a[i])
+        brev[i] = cuda.brev(a[i])
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
+def test_bit_intrinsics(dtype):
+    bits = np.dtype(dtype).itemsize * 8
+    a = np.random.default_rng(1).integers(0, 2**bits - 1, N, dtype=dtype, endpoint=True)
+    a[:3] = [0, 1, 2**bits - 1]
+    out = [np.zeros(N, dtype) for _ in range(3)] + [np.zeros(N, np.uint32)]
+    bit_intrinsics[1, 64](a, out[0], out[1], out[3], out[2])
+    values = [int(v) for v in a]
+    assert out[0].tolist() == [bin(v).count("1") for v in values]
+    assert out[1].tolist() == [bits - v.bit_length() for v in values]
+    assert out[3].tolist() == [(v & -v).bit_length() for v in values]
+    assert out[2].tolist() == [int(f"{v:0{bits}b}"[::-1], 2) for v in values]
+
+
+@cuda.jit
+def math_and_rounding(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        x = a[i]
+        out[i, 0] = math.radians(x)
+        out[i, 1] = math.degrees(x)
+        out[i, 2] = math.remainder(x, 0.7)
+        out[i, 3] = round(x, 2)
+        out[i, 4] = math.exp2(x)
+        out[i, 5] = math.nextafter(x, 0.0)
+        out[i, 6] = math.ldexp(x, 3)
+
+
+def test_math_functions_and_round_to_digits_as_python():
+    a = np.random.default_rng(2).uniform(-5, 5, N)
+    out = np.zeros((N, 7))
+    math_and_rounding[1, 64](a, out)
+    for x, row in zip(a.tolist(), out.tolist()):
+        assert row[:4] + row[5:] == [math.radians(x), math.degrees(x), math.remainder(x, 0.7), round(x, 2),
+                                     math.nextafter(x, 0.0), math.ldexp(x, 3)]
+        assert row[4] == pytest.approx(math.exp2(x), rel=1e-15)  # libdevice and libm may differ in the last bit
+
+
+@cuda.jit
+def complex_math(z, out):
+    i = cuda.grid(1)
+    if i < z.size:
+        out[i, 0] = cmath.sqrt(z[i])
+        out[i, 1] = cmath.exp(z[i])
+        out[i, 2] = cmath.log(z[i])
+        out[i, 3] = cmath.phase(z[i])
+
+
+def test_cmath_functions():
+    rng = np.random.default_rng(3)
+    z = rng.uniform(-3, 3, N) + 1j * rng.uniform(-3, 3, N)
+    out = np.zeros((N, 4), np.complex128)
+    complex_math[1, 64](z, out)
+    for value, row in zip(z.tolist(), out.tolist()):
+        np.testing.assert_allclose(row, [cmath.sqrt(value), cmath.exp(value), cmath.log(value),
+                                         cmath.phase(value)], rtol=1e-15)
+
+
+@cuda.jit
+def loops_over_arrays(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = 0.0
+        for v in a:
+            total += v
+        for k, v in enumerate(b):
+            total += k * v
+        for u, v in zip(a, b):
+            total += u * v
+        out[i] = total + a.shape[i % 1]
+
+
+def test_iteration_over_arrays_enumerate_zip_and_shape_by_expression():
+    a, b = np.arange(5.0), np.arange(3.0) + 1
+    out = np.zeros(N)
+    loops_over_arrays[1, 64](a, b, out)
+    expected = a.sum() + sum(k * v for k, v in enumerate(b)) + sum(u * v for u, v in zip(a, b)) + 5
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def add_one(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] += 1
+
+
+def test_argument_hints_and_forall():
+    a = np.zeros(N, np.int32)
+    add_one[1, 64](cuda.In(a))
+    assert not a.any()  # In: copied to the device only
+    add_one[1, 64](cuda.InOut(a))
+    add_one[1, 64](cuda.Out(a))
+    add_one.forall(N)(a)
+    np.testing.assert_array_equal(a, 3)
+
+
+@cuda.jit
+def count_with_unsigned_index(counts, keys):
+    i = cuda.grid(1)
+    if i < keys.size:
+        cuda.atomic.add(counts, (np.uint64(0), keys[i]), 1)
+
+
+def test_atomic_with_an_unsigned_index():
+    keys = np.arange(N, dtype=np.uint64) % 4
+    counts = np.zeros((1, 4), np.int64)
+    count_with_unsigned_index[1, 64](counts, keys)
+    np.testing.assert_array_equal(counts, [[10, 10, 10, 10]])
+
+
+PARTICLE = np.dtype([("x", np.float32), ("n", np.int32)])
+
+
+@cuda.jit
+def move_particles(particles):
+    i = cuda.grid(1)
+    if i < particles.size:
+        particles[i].x = particles[i].x + particles[i]["n"]
+        particles[i]["n"] = 0
+
+
+def test_record_arrays_read_and_write_fields():
+    particles = np.zeros(N, PARTICLE)
+    particles["x"], particles["n"] = np.arange(N), 2
+    move_particles[1, 64](particles)
+    np.testing.assert_array_equal(particles["x"], np.arange(N) + 2)
+    assert not particles["n"].any()
+
+
+# -- the rest: one course message -----------------------------------------------------------------------------
+@cuda.jit
+def reshaped(a, out):
+    i = cuda.grid(1)
+    out[i] = a.reshape(a.size)[i]
+
+
+@cuda.jit
+def real_part(z, out):
+    i = cuda.grid(1)
+    out[i] = z.real[i]
+
+
+@cuda.jit
+def sliced(a, out):
+    i = cuda.grid(1)
+    out[i] = a[1:][i]
+
+
+@pytest.mark.parametrize("kernel, args, line", [
+    (reshaped, (np.zeros((2, 2)), np.zeros(4)), "out[i] = a.reshape(a.size)[i]"),
+    (real_part, (np.zeros(4, np.complex128), np.zeros(4)), "out[i] = z.real[i]"),
+    (sliced, (np.zeros(5), np.zeros(4)), "a[1:]"),
+])
+def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, line):
+    with pytest.raises(UnsupportedInKernel) as fault:
+        kernel[1, 4](*args)
+    message = str(fault.value)
+    assert message.startswith(f"kernel `{kernel.py_func.__name__}`, line ")
+    assert line in message
+    assert "not supported" in message or "does not support" in message

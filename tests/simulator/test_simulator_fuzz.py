@@ -1,0 +1,140 @@
+"""Differential fuzzing: random kernels on the simulator against numba's CPU compilation of the same body.
+
+Hypothesis draws small kernels from a grammar of integer and float expressions over
+array elements (float32, float64, int32, int64, uint32) and literals, with a variable
+reassigned in a loop (numba types it once over the function). Each kernel runs on the
+simulator and, as ``numba.njit(error_model='numpy')``, over a loop of its threads on the
+CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit.
+
+Left out, because a GPU and a CPU legitimately differ there: transcendental functions
+(libdevice against libm), ``**``, fast-math, fused multiply-add (NVVM contracts ``a * b + c``
+on a GPU; neither the CPU build nor the simulator do), integer division and remainder by
+a value that may be zero (``//`` and ``%`` take positive literal divisors), shifts by more
+than a few bits, and float-to-integer conversions of out-of-range values (outputs are
+float64). Deterministic: ``derandomize=True``, a fixed number of examples.
+"""
+
+import importlib.util
+import itertools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpucourse import simulated
+
+THREADS = 70  # three warps, the last one partial
+OUTPUTS = 3
+ARRAYS = {"f": np.float32, "g": np.float64, "m": np.int32, "n": np.int64, "u": np.uint32}
+FOLDER = Path(tempfile.mkdtemp(prefix="gpucourse_fuzz_"))
+_numbers = itertools.count()
+
+INT_LITERALS = st.integers(-7, 7).map(str)
+FLOAT_LITERALS = st.sampled_from(["0.5", "-1.25", "3.0", "0.001", "-0.0", "7.75"])
+
+
+@st.composite
+def expressions(draw, depth: int = 3, variable: bool = True):
+    """(source, kind) of an expression; kind is "int" or "float", which decides what it may be used in.
+    ``variable``: it may read the variable ``t``."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        name = draw(st.sampled_from([*ARRAYS, *(["t"] if variable else []), "int_literal", "float_literal"]))
+        if name == "int_literal":
+            return draw(INT_LITERALS), "int"
+        if name == "float_literal":
+            return draw(FLOAT_LITERALS), "float"
+        if name == "t":
+            return "t", "float"
+        return f"{name}[i]", "float" if np.dtype(ARRAYS[name]).kind == "f" else "int"
+    left, left_kind = draw(expressions(depth - 1, variable))
+    right, right_kind = draw(expressions(depth - 1, variable))
+    both_int = left_kind == right_kind == "int"
+    kind = "int" if both_int else "float"
+    form = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "bits", "shift", "unary", "min", "ternary"]))
+    if form in "+-*":
+        return f"({left} {form} {right})", kind
+    if form == "/":
+        return f"({left} / {right})", "float"
+    if form in ("//", "%"):
+        return f"({left} {form} {draw(st.integers(2, 7))})", left_kind
+    if form == "bits" and both_int:
+        return f"({left} {draw(st.sampled_from(['&', '|', '^']))} {right})", "int"
+    if form == "shift" and left_kind == "int":
+        return f"({left} {draw(st.sampled_from(['<<', '>>']))} {draw(st.integers(0, 5))})", "int"
+    if form == "unary":
+        operator = draw(st.sampled_from(["-", "~"] if left_kind == "int" else ["-", "abs"]))
+        return (f"abs({left})" if operator == "abs" else f"({operator}{left})"), left_kind
+    if form == "min":
+        return f"{draw(st.sampled_from(['min', 'max']))}({left}, {right})", kind
+    condition, _ = draw(expressions(depth - 1, variable))
+    return f"({left} if {condition} < {right} else {right})", kind
+
+
+@st.composite
+def kernel_bodies(draw) -> list[str]:
+    """Statements of one thread: a variable reassigned in a loop, then one expression per output column."""
+    start, _ = draw(expressions(1, variable=False))
+    step, _ = draw(expressions(2))
+    body = [f"t = {start}", "for k in range(2):", f"    t = t * 0.5 + {step}"]
+    for column in range(OUTPUTS):
+        expression, _ = draw(expressions())
+        body.append(f"out[i, {column}] = {expression}")
+    return body
+
+
+def build(body: list[str]):
+    """The kernel and its CPU twin, from a module written to a file (the simulator reads kernels' source)."""
+    arguments = ", ".join([*ARRAYS, "out"])
+    thread = "\n".join(f"        {line}" for line in body)
+    source = (
+        "import numba\nfrom numba import cuda\n\n\n"
+        f"@cuda.jit\ndef kernel({arguments}):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n"
+        + "\n".join(f"    {line}" for line in thread.splitlines()) + "\n\n\n"
+        f"@numba.njit(error_model='numpy')\ndef on_cpu({arguments}):\n    for i in range(out.shape[0]):\n{thread}\n"
+    )
+    path = FOLDER / f"fuzz_{next(_numbers)}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel, module.on_cpu
+
+
+def inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    arrays = []
+    for dtype in ARRAYS.values():
+        if np.dtype(dtype).kind == "f":
+            arrays.append(rng.uniform(-4, 4, THREADS).astype(dtype))
+        else:
+            low = 1 if np.dtype(dtype).kind == "u" else -50
+            arrays.append(rng.integers(low, 50, THREADS).astype(dtype))
+    return arrays
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal values, NaN where the other is NaN, and the same sign of zero."""
+    return bool(np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b)))
+
+
+@settings(max_examples=20, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_bodies())
+def test_simulator_computes_what_numba_compiles(body):
+    kernel, on_cpu = build(body)
+    arrays = inputs()
+    simulated_out, compiled_out = np.zeros((THREADS, OUTPUTS)), np.zeros((THREADS, OUTPUTS))
+    on_cpu(*arrays, compiled_out)
+    with simulated():
+        kernel[3, 32](*arrays, simulated_out)
+    assert same_bits(simulated_out, compiled_out), "\n".join(body)
+
+
+@pytest.mark.parametrize("body", [["t = f[i]", "for k in range(2):", "    t = t * 0.5 + f[i]",
+                                   "out[i, 0] = t", "out[i, 1] = m[i] // 3", "out[i, 2] = (u[i] - n[i]) % 5"]])
+def test_a_known_kernel_agrees(body):
+    """The fuzzing harness itself on a hand-written body."""
+    test_simulator_computes_what_numba_compiles.hypothesis.inner_test(body)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import ptx as _ptx_check
 from .ptx import compile_for_gpu
 
 ARCHITECTURES = {"T4": "sm_75", "A100": "sm_80", "H100": "sm_90"}
-
-_ptx: dict = {}  # (py_func, argument types) -> PTX, compiled once for every architecture
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,8 @@ def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resou
     if resources_problem():
         return None
     key = (dispatcher.py_func, tuple(argtypes))
-    if key not in _ptx:
-        _ptx[key] = compile_for_gpu(dispatcher, argtypes)
-    ptx = _ptx[key]
+    compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
+    if key not in compiled:
+        compiled[key] = compile_for_gpu(dispatcher, argtypes)
+    ptx = compiled[key]
     return parse_report(_assembler_report(ptx, architecture), ptx, architecture)

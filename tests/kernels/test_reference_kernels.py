@@ -118,6 +118,20 @@ def test_zip_broadcasts_with_stride_zero(a_shape, b_shape):
     assert t.reads_per_element("b").sum() == out.size  # broadcast elements are read once per use
 
 
+def test_a_map_on_device_tensors_is_the_same_launch():
+    """What lecture 2a times on a GPU: the traced launch, with storage already on the device."""
+    view = Tensor.from_numpy(random((6, 10))).narrow(1, 2, 5).T
+    on_device = view.to_device()
+    assert (on_device.shape, on_device.strides, on_device.offset) == (view.shape, view.strides, view.offset)
+    out = poisoned(view.shape)
+    d_out = out.to_device()
+    kernel = elementwise.make_map(scale_shift)
+    with trace() as t:
+        elementwise.launch_elementwise(kernel, d_out, on_device, threads=32)
+    np.testing.assert_allclose(d_out.storage.copy_to_host().reshape(view.shape), view.numpy() * 3 - 1, rtol=1e-6)
+    assert t.reads_per_element("a").sum() == view.size
+
+
 def test_zip_of_a_tensor_and_its_transpose():
     a = Tensor.from_numpy(random((17, 17)))
     out = poisoned((17, 17))

@@ -1,19 +1,24 @@
 """What lectures draw: widgets and pictures, one module per course topic, and the roofline.
 
 Holds: `threads` (module 1), `elementwise` and `reduction` (module 2), `matmul` (module 3),
-`roofline`. May import: `gpucourse.kernels` and `gpucourse.simulator`.
+`roofline`, `occupancy` (blocks per SM from registers and shared memory). May import: `gpucourse.kernels`
+and `gpucourse.simulator`.
 """
 
-from . import elementwise, matmul, reduction, roofline, threads
+from . import elementwise, matmul, occupancy, reduction, roofline, threads
 from .elementwise import draw_views, draw_warp_sectors, positions, warp_positions, warp_sectors
+from .occupancy import SM, SMS, Occupancy, blocks_per_sm
 from .reduction import (additions, blelloch_steps, draw_reduction_trees, draw_scan, hillis_steele_steps,
                         reduction_levels)
-from .roofline import H100_SXM, Device, attainable, draw_roofline, intensity, seconds_at_least
+from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, Device, attainable, draw_roofline, intensity,
+                       seconds_at_least)
 from .threads import draw_launch, index_explorer, thread_map
 
-__all__ = ["threads", "elementwise", "reduction", "matmul", "roofline",
+__all__ = ["threads", "elementwise", "reduction", "matmul", "roofline", "occupancy",
            "draw_launch", "index_explorer", "thread_map",
            "draw_views", "draw_warp_sectors", "positions", "warp_positions", "warp_sectors",
            "additions", "blelloch_steps", "draw_reduction_trees", "draw_scan", "hillis_steele_steps",
            "reduction_levels",
-           "Device", "H100_SXM", "attainable", "draw_roofline", "intensity", "seconds_at_least"]
+           "SM", "SMS", "Occupancy", "blocks_per_sm",
+           "Device", "DEVICES", "T4", "A100_SXM", "H100_SXM", "attainable", "draw_roofline", "intensity",
+           "seconds_at_least"]

@@ -32,6 +32,16 @@ H100_SXM = Device(
     "NVIDIA H100 Tensor Core GPU data sheet, SXM form factor: FP32 67 teraFLOPS, GPU memory bandwidth 3.35 TB/s",
 )
 
+T4 = Device(
+    "T4", 8.1e12, 320e9,
+    "NVIDIA T4 Tensor Core GPU data sheet: single-precision 8.1 TFLOPS, GPU memory bandwidth 320 GB/s",
+)
+A100_SXM = Device(
+    "A100 SXM 80GB", 19.5e12, 2.039e12,
+    "NVIDIA A100 Tensor Core GPU data sheet, 80GB SXM: FP32 19.5 TFLOPS, GPU memory bandwidth 2,039 GB/s",
+)
+DEVICES = {"T4": T4, "A100": A100_SXM, "H100": H100_SXM}
+
 
 def intensity(flops: float, bytes_moved: float) -> float:
     """Arithmetic intensity: FLOPs per byte moved to or from memory."""

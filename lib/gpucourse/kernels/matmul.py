@@ -31,8 +31,6 @@ TILE = 16
 BM, BN, BK = 64, 64, 16  # register tiling: the block's tile of C, and its step along K
 TM, TN = 4, 4  # each thread's micro-tile of C
 THREADS_M, THREADS_N = BM // TM, BN // TN  # a block of 16 x 16 threads
-LOADS_A = BM * BK // (THREADS_M * THREADS_N)  # elements of A each thread copies per step
-LOADS_B = BK * BN // (THREADS_M * THREADS_N)
 
 
 @cuda.jit(device=True)
@@ -89,48 +87,62 @@ def matmul_tiled(C, A, B):
         C[z, row, col] = acc
 
 
-@cuda.jit
-def matmul_register_tiled(C, A, B):
-    tile_a = cuda.shared.array((BM, BK), float32)  # a warp's two rows of it are 16 words, 16 banks, apart
-    tile_b = cuda.shared.array((BK, BN), float32)
-    acc = cuda.local.array((TM, TN), float32)
-    a_values = cuda.local.array(TM, float32)
-    b_values = cuda.local.array(TN, float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    thread = ty * THREADS_N + tx
-    z = cuda.blockIdx.z
-    a, b = batch_of(A, z), batch_of(B, z)
-    M, N, K = C.shape[1], C.shape[2], A.shape[2]
-    row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
-    for i in range(TM):
-        for j in range(TN):
-            acc[i, j] = float32(0)
-    for start in range(0, K, BK):
-        for load in range(LOADS_A):  # consecutive threads copy consecutive k of a row of A
-            e = load * THREADS_M * THREADS_N + thread
-            r, k = e // BK, e % BK
-            inside = row0 + r < M and start + k < K
-            tile_a[r, k] = A[a, row0 + r, start + k] if inside else float32(0)
-        for load in range(LOADS_B):  # ... and consecutive columns of a row of B
-            e = load * THREADS_M * THREADS_N + thread
-            k, c = e // BN, e % BN
-            inside = start + k < K and col0 + c < N
-            tile_b[k, c] = B[b, start + k, col0 + c] if inside else float32(0)
-        cuda.syncthreads()
-        for k in range(BK):
-            for i in range(TM):  # this thread's rows: ty, ty + THREADS_M, ...
-                a_values[i] = tile_a[ty + i * THREADS_M, k]
-            for j in range(TN):  # its columns: tx, tx + THREADS_N, ... (neighbouring threads, neighbouring banks)
-                b_values[j] = tile_b[k, tx + j * THREADS_N]
-            for i in range(TM):
-                for j in range(TN):
-                    acc[i, j] += a_values[i] * b_values[j]
-        cuda.syncthreads()
-    for i in range(TM):
-        for j in range(TN):
-            r, c = row0 + ty + i * THREADS_M, col0 + tx + j * THREADS_N
-            if r < M and c < N:
-                C[z, r, c] = acc[i, j]
+def make_register_tiled(BM: int, BN: int, TM: int, TN: int, BK: int = 16):
+    """`matmul_register_tiled` for another shape: ``BM x BN`` tiles of C in steps of ``BK``, ``TM x TN`` per thread.
+
+    Lecture 3 compiles a few shapes to read their registers; `configuration` launches only the 64 x 64 one.
+    """
+    THREADS_M, THREADS_N = BM // TM, BN // TN
+    LOADS_A = BM * BK // (THREADS_M * THREADS_N)  # elements of A each thread copies per step
+    LOADS_B = BK * BN // (THREADS_M * THREADS_N)
+
+    @cuda.jit
+    def matmul_register_tiled(C, A, B):
+        tile_a = cuda.shared.array((BM, BK), float32)  # a warp's two rows of it are 16 words, 16 banks, apart
+        tile_b = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array((TM, TN), float32)
+        a_values = cuda.local.array(TM, float32)
+        b_values = cuda.local.array(TN, float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        thread = ty * THREADS_N + tx
+        z = cuda.blockIdx.z
+        a, b = batch_of(A, z), batch_of(B, z)
+        M, N, K = C.shape[1], C.shape[2], A.shape[2]
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0)
+        for start in range(0, K, BK):
+            for load in range(LOADS_A):  # consecutive threads copy consecutive k of a row of A
+                e = load * THREADS_M * THREADS_N + thread
+                r, k = e // BK, e % BK
+                inside = row0 + r < M and start + k < K
+                tile_a[r, k] = A[a, row0 + r, start + k] if inside else float32(0)
+            for load in range(LOADS_B):  # ... and consecutive columns of a row of B
+                e = load * THREADS_M * THREADS_N + thread
+                k, c = e // BN, e % BN
+                inside = start + k < K and col0 + c < N
+                tile_b[k, c] = B[b, start + k, col0 + c] if inside else float32(0)
+            cuda.syncthreads()
+            for k in range(BK):
+                for i in range(TM):  # this thread's rows: ty, ty + THREADS_M, ...
+                    a_values[i] = tile_a[ty + i * THREADS_M, k]
+                for j in range(TN):  # its columns: tx, tx + THREADS_N, ... (neighbouring threads, neighbouring banks)
+                    b_values[j] = tile_b[k, tx + j * THREADS_N]
+                for i in range(TM):
+                    for j in range(TN):
+                        acc[i, j] += a_values[i] * b_values[j]
+            cuda.syncthreads()
+        for i in range(TM):
+            for j in range(TN):
+                r, c = row0 + ty + i * THREADS_M, col0 + tx + j * THREADS_N
+                if r < M and c < N:
+                    C[z, r, c] = acc[i, j]
+
+    return matmul_register_tiled
+
+
+matmul_register_tiled = make_register_tiled(BM, BN, TM, TN, BK)
 
 
 KERNELS = [matmul_naive, matmul_coalesced, matmul_tiled, matmul_register_tiled]

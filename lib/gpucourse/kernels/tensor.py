@@ -119,6 +119,12 @@ class Tensor:
             self.storage[self.offset:], self.shape, tuple(s * item for s in self.strides), writeable=False
         )
 
+    def to_device(self) -> "Tensor":
+        """The same view with its storage copied to the GPU once: launches on it then copy no data."""
+        from numba import cuda  # noqa: PLC0415 - the rest of Tensor needs no GPU
+
+        return Tensor(cuda.to_device(self.storage), self.shape, self.strides, self.offset)
+
     def kernel_arguments(self) -> tuple[np.ndarray, tuple, tuple]:
         """(storage from the first element, shape, strides) as a kernel takes them: an array and two tuples."""
         return self.storage[self.offset:], self.shape, self.strides

@@ -1,7 +1,8 @@
 """Where kernels run: the backend chosen at import (a CUDA GPU, else the course's CPU simulator).
 
 Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`), `trace` and
-`simulated`, the check that every kernel compiles for a real GPU (`ptx`), and `doctor`.
+`simulated`, the check that every kernel compiles for a real GPU (`ptx`), a compiled kernel's registers and
+shared memory (`resources`), GPU timing with CUDA events (`timing`), and `doctor`.
 May import: `gpucourse.simulator`.
 """
 
@@ -12,6 +13,8 @@ BACKEND = select_backend()  # before anything below imports numba.cuda
 from . import ptx  # noqa: E402
 from .doctor import doctor, show_device  # noqa: E402
 from .ptx import KernelCompileError, compile_for_gpu, float64_operations, unchecked_kernels  # noqa: E402
+from .resources import ARCHITECTURES, Resources, kernel_resources, resources_problem  # noqa: E402
+from .timing import seconds_per_launch  # noqa: E402
 
 
 def _cpu_backend():
@@ -35,4 +38,5 @@ def trace():
 
 
 __all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "ptx",
-           "KernelCompileError", "compile_for_gpu", "float64_operations", "unchecked_kernels"]
+           "KernelCompileError", "compile_for_gpu", "float64_operations", "unchecked_kernels",
+           "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch"]

@@ -1,0 +1,41 @@
+"""'Your turn' cells: the student predicts a number or a pattern, then a check says right or wrong, and why.
+
+The notebook computes ``actual`` by running something (a trace count, a compiled kernel's
+registers), never by typing it in; ``guess`` is what the student wrote. ``None`` means not
+answered yet: the check says so and shows nothing of the answer, so a notebook run top to
+bottom with the guesses left empty passes.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _same(guess, actual, tolerance: float) -> bool:
+    if isinstance(actual, (int, float)) and not isinstance(actual, bool):
+        try:
+            return math.isclose(float(guess), float(actual), rel_tol=tolerance, abs_tol=0)
+        except (TypeError, ValueError):
+            return False
+    try:
+        return list(guess) == list(actual)
+    except TypeError:
+        return guess == actual
+
+
+def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> bool | None:
+    """Print whether ``guess`` equals ``actual`` (within a relative ``tolerance`` for numbers), with ``why``.
+
+    Returns True or False, or None when ``guess`` is None (not answered yet).
+    Sequences compare element by element, so a guessed list matches a NumPy array.
+    """
+    if guess is None:
+        print("Not answered yet: write your prediction in place of None, then run this cell again.")
+        return None
+    right = _same(guess, actual, tolerance)
+    shown = actual.tolist() if hasattr(actual, "tolist") else actual  # NumPy values print as plain Python
+    if right:
+        print(f"✓ Right: {shown}. {why}")
+    else:
+        print(f"✗ Not quite: you said {guess}, the run says {shown}. {why}")
+    return right

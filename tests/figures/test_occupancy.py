@@ -1,0 +1,43 @@
+"""Blocks per SM from registers and shared memory, against worked cases of the occupancy calculator's rules."""
+
+import pytest
+
+from gpucourse.figures import SMS, blocks_per_sm
+
+
+def test_small_blocks_are_capped_by_block_slots():
+    occupancy = blocks_per_sm(SMS["H100"], threads=32, registers=16)
+    assert occupancy.blocks == 32 and occupancy.limited_by == "block slots"
+    assert occupancy.fraction == 0.5          # 32 warps of 64
+
+
+def test_registers_are_given_per_warp_in_units_of_256():
+    # 96 registers x 32 threads = 3072 per warp; 8 warps = 24 576 per block; 65 536 / 24 576 = 2 blocks
+    t4 = blocks_per_sm(SMS["T4"], threads=256, registers=96)
+    assert t4.blocks == 2 and t4.limited_by == "registers" and t4.fraction == 0.5
+    h100 = blocks_per_sm(SMS["H100"], threads=256, registers=96)
+    assert h100.blocks == 2 and h100.fraction == 0.25
+    # 33 registers round up to 40 per thread (1280 per warp, 5 units of 256)
+    assert blocks_per_sm(SMS["H100"], 256, 33).limits["registers"] == 65536 // (8 * 1280)
+
+
+def test_shared_memory_counts_the_reserved_kilobyte_from_ampere_on():
+    assert blocks_per_sm(SMS["T4"], 128, 32, shared_bytes=16 * 1024).limits["shared memory"] == 4
+    assert blocks_per_sm(SMS["H100"], 128, 32, shared_bytes=16 * 1024).limits["shared memory"] == 228 // 17
+    one_block = blocks_per_sm(SMS["A100"], 1024, 32, shared_bytes=100 * 1024)
+    assert one_block.blocks == 1 and one_block.limited_by == "shared memory"
+
+
+def test_full_occupancy_needs_few_registers():
+    assert blocks_per_sm(SMS["T4"], 256, 32).fraction == 1.0
+    full = blocks_per_sm(SMS["H100"], 256, 32)
+    assert full.fraction == 1.0 and full.limited_by == "warps and registers"
+
+
+def test_impossible_blocks_are_refused():
+    with pytest.raises(ValueError, match="1024"):
+        blocks_per_sm(SMS["H100"], 2048, 32)
+    with pytest.raises(ValueError, match="255"):
+        blocks_per_sm(SMS["H100"], 256, 300)
+    with pytest.raises(ValueError, match="shared memory"):
+        blocks_per_sm(SMS["T4"], 256, 32, shared_bytes=100 * 1024)

@@ -8,7 +8,7 @@ from gpucourse import simulated, trace
 from gpucourse.grading import (CheckFailed, case, check_matrix_kernel, coalesced, coarsened_grid,
                                conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory,
                                reads_each_element_once, reads_per_thread, tiled_reads, transpose_tiles, warp_per_row,
-                               warp_reads_its_row, writes_each_element_once)
+                               warp_reads_its_row, writes_each_element_once, register_tiles, shared_reads_per_fma)
 from gpucourse.kernels import matmul as mm
 from gpucourse.simulator import BudgetExceeded
 
@@ -320,3 +320,126 @@ def test_float64_arithmetic_is_found_in_the_ptx():
     np.testing.assert_array_equal(out, np.cumsum(a))
     with pytest.raises(BudgetExceeded, match=r"computes in float64 on the GPU \(.*\.f64.*write float32\(0\)"):
         float32_only()(t.last)
+
+
+# ---------------------------------------------------------------- register micro-tiles (Assignment 3, Exercise 5)
+
+BM, BK, TM = 64, 16, 4
+THREADS = BM // TM
+BK_PADDED = BK + 1
+
+
+def matmul_nt_spec(A, B):
+    return A @ B.transpose(0, 2, 1)
+
+
+def micro_tile_kernel(registers: bool):
+    """``C = A @ B.T``, a 4 x 4 micro-tile per thread: its values in registers, or every product read from the tiles."""
+
+    @cuda.jit
+    def micro_tile(C, A, B):
+        tile_a = cuda.shared.array((BM, BK), float32)
+        tile_b = cuda.shared.array((BM, BK_PADDED), float32)
+        acc = cuda.local.array((TM, TM), float32)
+        a_values = cuda.local.array(TM, float32)
+        b_values = cuda.local.array(TM, float32)
+        tx, ty, z = cuda.threadIdx.x, cuda.threadIdx.y, cuda.blockIdx.z
+        a = z if A.shape[0] > 1 else 0
+        b = z if B.shape[0] > 1 else 0
+        M, N, K = C.shape[1], C.shape[2], A.shape[2]
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BM
+        for i in range(TM):
+            for j in range(TM):
+                acc[i, j] = float32(0)
+        for k0 in range(0, K, BK):
+            for e in range(ty * THREADS + tx, BM * BK, THREADS * THREADS):
+                r, c = e // BK, e % BK
+                k = k0 + c
+                tile_a[r, c] = A[a, row0 + r, k] if row0 + r < M and k < K else float32(0)
+                tile_b[r, c] = B[b, col0 + r, k] if col0 + r < N and k < K else float32(0)
+            cuda.syncthreads()
+            for k in range(BK):
+                if registers:
+                    for i in range(TM):
+                        a_values[i] = tile_a[ty + i * THREADS, k]
+                    for j in range(TM):
+                        b_values[j] = tile_b[tx + j * THREADS, k]
+                    for i in range(TM):
+                        for j in range(TM):
+                            acc[i, j] += a_values[i] * b_values[j]
+                else:  # the same numbers, two shared reads per multiply-add
+                    for i in range(TM):
+                        for j in range(TM):
+                            acc[i, j] += tile_a[ty + i * THREADS, k] * tile_b[tx + j * THREADS, k]
+            cuda.syncthreads()
+        for i in range(TM):
+            for j in range(TM):
+                row, col = row0 + ty + i * THREADS, col0 + tx + j * THREADS
+                if row < M and col < N:
+                    C[z, row, col] = acc[i, j]
+
+    return micro_tile
+
+
+@cuda.jit
+def micro_tile_from_global(C, A, B):
+    """Right numbers, 16 outputs per thread, no shared memory at all."""
+    tx, ty, z = cuda.threadIdx.x, cuda.threadIdx.y, cuda.blockIdx.z
+    a = z if A.shape[0] > 1 else 0
+    b = z if B.shape[0] > 1 else 0
+    for i in range(TM):
+        for j in range(TM):
+            row, col = cuda.blockIdx.y * BM + ty + i * THREADS, cuda.blockIdx.x * BM + tx + j * THREADS
+            if row < C.shape[1] and col < C.shape[2]:
+                acc = float32(0)
+                for k in range(A.shape[2]):
+                    acc += A[a, row, k] * B[b, col, k]
+                C[z, row, col] = acc
+
+
+def test_register_tiles_plan():
+    (c,) = register_tiles([(2, 1, 70, 40, 130)], block_tile=BM, threads=THREADS)
+    assert (c.grid, c.block) == ((3, 2, 2), (16, 16))
+    assert c.inputs == ((2, 70, 40), (1, 130, 40)) and c.out == (2, 70, 130)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        register_tiles([(2, 3, 4, 4, 4)])
+
+
+def test_shared_reads_per_fma_passes_a_micro_tile_in_registers_and_rejects_two_reads_per_product():
+    plan = register_tiles([(2, 1, 70, 40, 130), (1, 1, 5, 3, 7)], block_tile=BM, threads=THREADS)
+    budget = shared_reads_per_fma(0.5, outputs_per_thread=TM * TM, step=BK)
+    check_matrix_kernel(micro_tile_kernel(registers=True), matmul_nt_spec, plan, budget=budget, quiet=True)
+    with pytest.raises(CheckFailed, match=r"read shared memory 1536 times for its 768 multiply-adds \(16 outputs x 48 "
+                                          r"steps of k\), 2.00 reads per multiply-add, more than 0.5: at each k, load "
+                                          r"the micro-tile's values"):
+        check_matrix_kernel(micro_tile_kernel(registers=False), matmul_nt_spec, plan, budget=budget)
+    with pytest.raises(CheckFailed, match="uses no shared memory; stage the tiles in shared arrays"):
+        check_matrix_kernel(micro_tile_from_global, matmul_nt_spec, plan, budget=budget)
+    copies = reads_per_thread("A", lambda shape: 4 * -(-shape[-1] // BK))
+    check_matrix_kernel(micro_tile_kernel(registers=True), matmul_nt_spec, plan, budget=copies, quiet=True)
+    with pytest.raises(CheckFailed, match=r"each thread may read `A` at most 12 times, but .* read it 640 times"):
+        check_matrix_kernel(micro_tile_from_global, matmul_nt_spec, plan, budget=copies)
+
+
+@cuda.jit
+def matvec_float64_sum(y, A, x):
+    """Assignment 3, Exercise 3 with the natural mistake: a running sum started at `0.`."""
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < A.shape[0]:
+        value = 0.
+        for c in range(lane, A.shape[1], 32):
+            value += A[row, c] * x[c]
+        offset = 16
+        while offset > 0:
+            value += cuda.shfl_down_sync(0xFFFFFFFF, value, offset)
+            offset //= 2
+        if lane == 0:
+            y[row] = value
+
+
+def test_float32_only_catches_a_warp_sum_started_at_a_float64_zero():
+    plan = warp_per_row([(5, 100)], warps=[4])
+    check_matrix_kernel(matvec_shuffles, matvec_spec, plan, budget=float32_only(), quiet=True)
+    with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU .* write float32\(0\)"):
+        check_matrix_kernel(matvec_float64_sum, matvec_spec, plan, budget=float32_only())

@@ -9,10 +9,12 @@ from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_n
                    check_kernel, one_block, one_block_2d, outer)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
-                     matmul_tiles, no_shared_memory, reads_per_thread, tiled_reads, transpose_tiles,
+                     matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
+                     tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
-from .reduction import (block_per_row, check_axis_reduce, check_reduction, one_block_reduce,
-                        reads_each_element_once, writes_each_element_once)
+from .reduction import (block_per_row, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
+                        pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
+                        writes_each_element_once)
 from .runner import REDUCTION_RTOL
 
 __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
@@ -20,6 +22,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "tensor", "check_strided_map", "check_broadcast_zip",
            "one_block_reduce", "block_per_row", "check_axis_reduce", "check_reduction",
            "reads_each_element_once", "writes_each_element_once",
-           "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "warp_per_row", "coarsened_grid",
+           "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element",
+           "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only"]

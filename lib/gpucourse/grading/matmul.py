@@ -83,6 +83,22 @@ def matmul_tiles(shapes: Iterable[Sequence[int]], tile: int = 32, transpose_b: b
     return cases
 
 
+def register_tiles(shapes: Iterable[Sequence[int]], block_tile: int = 64, threads: int = 16) -> list[Case]:
+    """``C = A @ B.T`` with a register micro-tile: blocks of ``threads x threads`` threads per ``block_tile`` tile.
+
+    Each shape is ``(batch_a, batch_b, M, K, N)``: ``A`` is ``(batch_a, M, K)``, ``B`` is
+    ``(batch_b, N, K)`` and ``C`` is ``(batch, M, N)``, a batch of 1 broadcast. Each thread
+    computes ``(block_tile / threads)**2`` outputs: ``grid = (ceil(N / block_tile), ceil(M / block_tile), batch)``.
+    """
+    cases = []
+    for batch_a, batch_b, M, K, N in shapes:
+        if batch_a != batch_b and 1 not in (batch_a, batch_b):
+            raise ValueError(f"batches of {batch_a} and {batch_b} do not broadcast")
+        cases.append(case((blocks_needed(N, block_tile), blocks_needed(M, block_tile), max(batch_a, batch_b)),
+                          (threads, threads), [(batch_a, M, K), (batch_b, N, K)], out=(max(batch_a, batch_b), M, N)))
+    return cases
+
+
 def warp_per_row(shapes: Iterable[tuple[int, int]], warps: Iterable[int] = (4,)) -> list[Case]:
     """One warp per row of a ``(rows, cols)`` matrix ``A``: blocks of ``(32, w)`` threads for each ``w``.
 
@@ -177,6 +193,38 @@ def warp_reads_its_row(name: str):
         reads_per_thread(name, blocks_needed(cols, WARP),
                          why=f"the 32 lanes of a warp share the {cols} elements of its row")(t)
         t.assert_sectors_per_request(name, 4)
+
+    return budget
+
+
+def shared_reads_per_fma(at_most: float, outputs_per_thread: int, step: int, k_of: str = "A", axis: int = -1):
+    """A budget: each thread reads shared memory at most ``at_most`` times per multiply-add it does.
+
+    A thread of a register-tiled product computes ``outputs_per_thread`` outputs, each a sum over
+    ``K`` (dimension ``axis`` of ``k_of``) taken in steps of ``step`` (zeros past the end): it does
+    ``outputs_per_thread * ceil(K / step) * step`` multiply-adds. With one output per thread that is
+    2 shared reads per multiply-add; a ``TM x TN`` micro-tile that keeps ``TM`` values of one tile
+    and ``TN`` of the other in registers reads ``(TM + TN) / (TM * TN)``. The kernel must use shared
+    memory (reading the global arrays directly is not what this budget measures).
+    """
+
+    def budget(t):
+        shared = _shared_arrays(t)
+        if not shared:
+            raise BudgetExceeded(f"{t.kernel}: uses no shared memory; stage the tiles in shared arrays and compute "
+                                 "from there")
+        reads = sum(t.reads_per_thread(name) for name in shared)
+        K = t.array(k_of).shape[axis]
+        fmas = outputs_per_thread * blocks_needed(K, step) * step
+        worst = int(np.argmax(reads))
+        ratio = reads[worst] / fmas
+        if ratio > at_most + 1e-9:
+            raise BudgetExceeded(
+                f"{t.kernel}: {t.geometry.thread_name(worst)} read shared memory {int(reads[worst])} times for its "
+                f"{fmas} multiply-adds ({outputs_per_thread} outputs x {blocks_needed(K, step) * step} steps of k), "
+                f"{ratio:.2f} reads per multiply-add, more than {at_most:g}: at each k, load the micro-tile's values "
+                "of each shared tile into registers once (a local array) and multiply every pair of them"
+            )
 
     return budget
 

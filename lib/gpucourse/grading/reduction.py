@@ -36,6 +36,22 @@ def block_per_row(shapes: Iterable[tuple[int, int]], threads: Iterable[int]) -> 
     return [case(rows, t, [(rows, cols)], out=(rows,)) for rows, cols in shapes for t in threads]
 
 
+def pairs_per_thread(sizes: Iterable[int], threads: Iterable[int]) -> list[Case]:
+    """One block of ``T`` threads over 1-D inputs of ``n <= 2 T`` elements (two per thread); ``out`` as ``a``."""
+    cases = []
+    for n in sizes:
+        for t in threads:
+            if n > 2 * t:
+                raise ValueError(f"{n} elements need at least {blocks_needed(n, 2)} threads, not {t}")
+            cases.append(case(1, t, [(n,)], out=(n,)))
+    return cases
+
+
+def stencil_blocks(sizes: Iterable[int], threads: Iterable[int], radius: int) -> list[Case]:
+    """Enough blocks of ``T`` threads to cover ``a`` of each size, and ``2 radius + 1`` weights ``w``; ``out`` as ``a``."""
+    return [case(blocks_needed(n, t), t, [(n,), (2 * radius + 1,)], out=(n,)) for n in sizes for t in threads]
+
+
 # ---------------------------------------------------------------- budgets
 
 
@@ -62,6 +78,56 @@ def reads_each_element_once(*names: str, evenly: bool = True):
                         f"{exc}: spread the work so that every thread reads about as many elements of "
                         f"`{name}` as the others ({t.array(name).size} elements over {t.geometry.lanes} threads)"
                     ) from None
+
+    return budget
+
+
+def halo_reads(name: str, radius: int):
+    """A budget for a 1-D stencil of ``radius`` staged in shared memory: few global reads of ``name``.
+
+    Each block reads its own elements and a halo of ``radius`` on each side, once: no element is read
+    more than twice (by its block and, in a halo, by a neighbour; 1 + ceil(2 radius / T) for small
+    blocks ``T``), and no thread more than 3 times (its element and one on each side). A kernel in which
+    every thread reads its ``2 radius + 1`` neighbours from global memory reads each element that often.
+    """
+
+    def budget(t):
+        threads = t.geometry.threads_per_block
+        per_element = 1 + blocks_needed(2 * radius, threads)
+        why = (f"copy the block's elements and a halo of {radius} on each side into shared memory once, "
+               "and read the neighbours from there")
+        try:
+            t.assert_reads_per_element(name, at_most=per_element)
+            t.assert_reads_per_thread(name, at_most=1 + 2 * blocks_needed(radius, threads))
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{exc}: {why}") from None
+
+    return budget
+
+
+def shared_reads_per_element(at_most: float, elements_per_thread: int = 2):
+    """A budget for a scan in one block: shared-memory reads per element of the block's shared array.
+
+    The block scans ``elements_per_thread * T`` elements (``T`` threads, padded). A work-efficient
+    (Blelloch) scan does about ``2 m`` additions on ``m`` elements, an up-sweep and a down-sweep: about
+    6 shared reads per element with the copy out. The step-by-step scan that adds the element ``d``
+    places before for ``d = 1, 2, 4, ...`` does ``m log2(m)`` additions: 2 reads per element per step.
+    """
+
+    def budget(t):
+        shared = [name for name, array in t.arrays.items() if array.space == "shared"]
+        if not shared:
+            raise BudgetExceeded(f"{t.kernel}: uses no shared memory; scan in a shared array")
+        reads = sum(int(t.reads_per_thread(name).sum()) for name in shared)
+        elements = elements_per_thread * t.geometry.lanes
+        if reads > at_most * elements:
+            raise BudgetExceeded(
+                f"{t.kernel}: read shared memory {reads} times for a scan of {elements} elements "
+                f"({elements_per_thread} per thread), {reads / elements:.1f} per element, more than {at_most:g}: "
+                "a work-efficient scan (an up-sweep that builds a tree of partial sums, then a down-sweep) does "
+                f"about 2 additions per element; adding the element d places before for d = 1, 2, 4, ... does "
+                f"log2({elements}) = {np.log2(elements):.0f} per element"
+            )
 
     return budget
 

@@ -6,7 +6,6 @@ in the clean room, and the untouched release scores zero without crashing.
 """
 
 import html
-import json
 import os
 import re
 import shutil
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
+
+from gpucourse.grading.regions import lines_by_region
 
 from conftest import ROOT
 
@@ -85,16 +86,6 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(cour
 
 def hidden_test_lines(folder: Path) -> list[str]:
     """Lines that appear only inside ### BEGIN/END HIDDEN TESTS regions of the sources."""
-    hidden, visible = set(), set()
-    for notebook in folder.glob("*.ipynb"):
-        inside = False
-        for cell in json.loads(notebook.read_text())["cells"]:
-            for line in "".join(cell["source"]).splitlines():
-                line = line.strip()
-                if line.startswith("### BEGIN HIDDEN TESTS"):
-                    inside = True
-                elif line.startswith("### END HIDDEN TESTS"):
-                    inside = False
-                elif line:
-                    (hidden if inside else visible).add(line)
-    return sorted(hidden - visible)
+    regions = [lines_by_region(notebook) for notebook in folder.glob("*.ipynb")]
+    hidden = set().union(*[r["hidden tests"] for r in regions])
+    return sorted(hidden - set().union(*[r["public"] | r["solution"] for r in regions]))

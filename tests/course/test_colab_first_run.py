@@ -10,7 +10,6 @@ environment, the way a student runs it.
 import os
 import shutil
 import subprocess
-import sys
 import time
 import venv
 

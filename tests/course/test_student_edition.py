@@ -1,6 +1,5 @@
 """`make student-edition`: the course as students get it, without a line of a solution or hidden test."""
 
-import json
 import os
 import zipfile
 from pathlib import Path
@@ -11,9 +10,9 @@ from nbclient import NotebookClient
 
 from conftest import ROOT
 from gpucourse.course.student_edition import build, without_instructor_parts
+from gpucourse.grading.regions import lines_by_region
 from run_all import run_each_exercise_alone
 
-SECRET_REGIONS = {"### BEGIN SOLUTION": "### END SOLUTION", "### BEGIN HIDDEN TESTS": "### END HIDDEN TESTS"}
 TOO_SHORT_TO_TELL = 12  # shorter lines (`pass`, `d *= 2`) say nothing of a solution
 
 
@@ -31,16 +30,9 @@ def cell_lines(notebook: Path) -> list[str]:
 def secret_lines() -> set[str]:
     """Lines of solutions/ inside solution or hidden-test regions, and nowhere public: not outside
     those regions, not in the lectures or lib."""
-    secret, public, end = set(), set(), None
-    for notebook in (ROOT / "solutions").rglob("*.ipynb"):
-        for line in cell_lines(notebook):
-            if end is None:
-                end = SECRET_REGIONS.get(line)
-                public.add(line)
-            elif line == end:
-                end = None
-            elif len(line) >= TOO_SHORT_TO_TELL:
-                secret.add(line)
+    regions = [lines_by_region(notebook) for notebook in (ROOT / "solutions").rglob("*.ipynb")]
+    secret = {line for r in regions for line in r["solution"] | r["hidden tests"] if len(line) >= TOO_SHORT_TO_TELL}
+    public = set().union(*[r["public"] for r in regions])
     public |= {line for notebook in (ROOT / "lectures").glob("*.ipynb") for line in cell_lines(notebook)}
     public |= {line.strip() for source in (ROOT / "lib").rglob("*.py") for line in source.read_text().splitlines()}
     return secret - public

@@ -1,6 +1,5 @@
 """gpucourse.grading.core: launch plans, and failures that say what went wrong."""
 
-import re
 
 import numpy as np
 import pytest

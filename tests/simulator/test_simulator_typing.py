@@ -11,7 +11,6 @@ import numba
 import numpy as np
 import pytest
 from numba import cuda, float32, void
-from numba.core.types import float16
 
 from gpucourse import simulated
 from gpucourse.run import ptx

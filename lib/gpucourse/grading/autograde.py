@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import sandbox
+from .regions import lines_by_region
 
 NOT_RUN = "NotRun"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in tracebacks, which split a quoted line
@@ -201,14 +201,4 @@ def hidden_lines(course_root: Path, source_folder: str, resources) -> set[str]:
     source = course_root / source_folder / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
     if not source.is_file():
         return set()
-    lines, inside = set(), False
-    for cell in json.loads(source.read_text())["cells"]:
-        for line in "".join(cell["source"]).splitlines():
-            stripped = line.strip()
-            if stripped.startswith("### BEGIN HIDDEN TESTS"):
-                inside = True
-            elif stripped.startswith("### END HIDDEN TESTS"):
-                inside = False
-            elif inside and len(stripped) >= 8:
-                lines.add(stripped)
-    return lines
+    return {line for line in lines_by_region(source)["hidden tests"] if len(line) >= 8}

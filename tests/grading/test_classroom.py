@@ -124,7 +124,7 @@ def test_cheats_are_flagged_with_the_tests_that_differ(graded):
 
 def test_a_crash_or_a_hang_keeps_earlier_points_and_says_why(graded):
     course, _, grades = graded
-    assert "the kernel died in this cell" in grades["exits"]["notes"]
+    assert "cells not run: the kernel died in an earlier cell" in grades["exits"]["notes"]
     assert "ran past its time limit" in grades["hangs"]["notes"]
     feedback = (course / "feedback" / "exits" / mini.ASSIGNMENT / "mini.html").read_text()
     assert "KernelDied" in feedback and "not run: the kernel died in an earlier cell" in feedback

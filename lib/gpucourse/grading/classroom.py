@@ -155,13 +155,13 @@ def compare(result: Result, report: dict) -> None:
 
 def _not_run(course: Path, assignment: str, student: str) -> list[str]:
     """What the autograded notebooks say about cells that were not run (a dead kernel, the time limit)."""
-    notes = set()
+    said = {"NotRun": set(), "KernelDied": set()}
     for path in (course / "autograded" / student / assignment).glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             for output in cell.get("outputs", []):
-                if output.get("ename") in ("NotRun", "KernelDied"):
-                    notes.add(output.evalue.removeprefix("not run: "))
-    return sorted(notes)
+                if output.get("ename") in said:
+                    said[output.ename].add(output.evalue.removeprefix("not run: "))
+    return sorted(f"cells not run: {why}" for why in said["NotRun"]) or sorted(said["KernelDied"])
 
 
 def add_scores(course: Path, assignment: str, results: list[Result]) -> None:

@@ -32,3 +32,11 @@ def test_calls_patches_classes_and_shadowed_checks_are_left_out():
 
 def test_an_answer_that_does_not_parse_keeps_nothing():
     assert definitions_only("def broken(:\n    pass", PROTECTED) == ""
+
+
+def test_an_attribute_in_an_index_is_a_read_not_a_patch():
+    answer = ("@cuda.jit\ndef block_total(out, a):\n    out[cuda.blockIdx.x] = a[cuda.threadIdx.x]\n"
+              "def sneaky(n):\n    np.linalg.x[0] = n\n    return n\n"
+              "def sneakier(n):\n    n, np.x = n, n\n    return n\n")
+    kept = definitions_only(answer, PROTECTED)
+    assert bound_names(kept) == {"block_total"}

@@ -12,7 +12,7 @@ from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_fr
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
-from .reduction import (block_per_row, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
+from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         writes_each_element_once)
 from .runner import REDUCTION_RTOL
@@ -20,7 +20,7 @@ from .runner import REDUCTION_RTOL
 __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
            "one_block", "blocks_1d", "one_block_2d", "blocks_2d", "outer",
            "tensor", "check_strided_map", "check_broadcast_zip",
-           "one_block_reduce", "block_per_row", "check_axis_reduce", "check_reduction",
+           "one_block_reduce", "block_per_row", "block_sums", "check_axis_reduce", "check_reduction",
            "reads_each_element_once", "writes_each_element_once",
            "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",

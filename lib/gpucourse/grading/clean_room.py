@@ -46,13 +46,26 @@ def _clean_decorator(node: ast.expr) -> bool:
     return not isinstance(node, ast.Call) or all(map(_constant, [*node.args, *(k.value for k in node.keywords)]))
 
 
+def _patches_attribute(target: ast.AST | None) -> bool:
+    """Whether an assignment target writes to an attribute (``x.y = ...``, ``x.y[i] = ...``).
+
+    An attribute inside an index only reads it: ``out[cuda.blockIdx.x] = ...`` writes ``out``.
+    """
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(map(_patches_attribute, target.elts))
+    if isinstance(target, ast.Starred):
+        return _patches_attribute(target.value)
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return isinstance(target, ast.Attribute)
+
+
 def _clean_body(function: ast.FunctionDef) -> bool:
     for node in ast.walk(function):
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef)):
             return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)) and any(
-                isinstance(t, ast.Attribute) for target in getattr(node, "targets", [getattr(node, "target", None)])
-                for t in ast.walk(target or ast.Pass())):
+                _patches_attribute(target) for target in getattr(node, "targets", [getattr(node, "target", None)])):
             return False  # patching an attribute of something outside
         if isinstance(node, ast.Name) and (node.id.startswith("__") or node.id in FORBIDDEN_CALLS):
             return False

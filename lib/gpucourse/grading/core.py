@@ -79,10 +79,10 @@ def one_block(sizes: Iterable[int], inputs: int = 1, extra_threads: int = 0) -> 
     return [case(1, n + extra_threads, [(n,)] * inputs) for n in sizes]
 
 
-def blocks_1d(sizes: Iterable[int], threads: Iterable[int], inputs: int = 1) -> list[Case]:
-    """Enough blocks of each ``threads`` count to cover 1-D arrays of each size."""
+def blocks_1d(sizes: Iterable[int], threads: Iterable[int], inputs: int = 1, per_thread: int = 1) -> list[Case]:
+    """Enough blocks of each ``threads`` count to cover 1-D arrays of each size, ``per_thread`` elements a thread."""
     return [
-        case(blocks_needed(n, t), t, [(n,)] * inputs) for n in sizes for t in threads
+        case(blocks_needed(n, t * per_thread), t, [(n,)] * inputs) for n in sizes for t in threads
     ]
 
 

@@ -47,6 +47,15 @@ def pairs_per_thread(sizes: Iterable[int], threads: Iterable[int]) -> list[Case]
     return cases
 
 
+def block_sums(sizes: Iterable[int], threads: int) -> list[Case]:
+    """Enough blocks of ``threads`` threads to cover 1-D inputs of each size; ``out`` has one element per block.
+
+    Block ``b`` sums its chunk ``a[b T : (b + 1) T]`` into ``out[b]``, so the spec takes ``T`` too: a test
+    checks one block size per call, ``check_reduction(kernel, lambda a: spec(a, T), block_sums(sizes, T))``.
+    """
+    return [case(blocks_needed(n, threads), threads, [(n,)], out=(blocks_needed(n, threads),)) for n in sizes]
+
+
 def stencil_blocks(sizes: Iterable[int], threads: Iterable[int], radius: int) -> list[Case]:
     """Enough blocks of ``T`` threads to cover ``a`` of each size, and ``2 radius + 1`` weights ``w``; ``out`` as ``a``."""
     return [case(blocks_needed(n, t), t, [(n,), (2 * radius + 1,)], out=(n,)) for n in sizes for t in threads]

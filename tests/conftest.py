@@ -40,9 +40,13 @@ def browser_unavailable(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium for the whole session."""
+    """One headless Chromium per test module.
+
+    Not per session: while Playwright's sync API is open, its event loop counts as running in the
+    main thread, and nbclient in later tests then waits on a kernel from a helper thread (seen to hang).
+    """
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -7,7 +7,8 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
   shared memory size) runs on the course simulator (`gpucourse.simulator`),
   after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
 - the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns numba's simulator arrays, backed by host memory;
+  ``synchronize``) returns numba's simulator arrays, backed by host memory
+  (allocations remember what was written: `gpucourse.run.device_memory`);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),
@@ -34,7 +35,7 @@ from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 from numba.np.numpy_support import as_dtype
 
 from .. import simulator
-from . import ptx
+from . import device_memory, ptx
 
 _timing_noted = False
 
@@ -113,11 +114,11 @@ def check_launch_limits(grid: tuple, block: tuple) -> None:
 # Host API functions of numba.cuda that need a device, and their simulator twins.
 _HOST_API = {
     "to_device": sim_arrays.to_device,
-    "device_array": sim_arrays.device_array,
-    "device_array_like": sim_arrays.device_array_like,
+    "device_array": device_memory.device_array,
+    "device_array_like": device_memory.device_array_like,
     "pinned_array": sim_arrays.pinned_array,
     "pinned_array_like": sim_arrays.pinned_array_like,
-    "mapped_array": sim_arrays.mapped_array,
+    "mapped_array": device_memory.mapped_array,
     "pinned": sim_arrays.pinned,
     "stream": sim_api.stream,
     "default_stream": sim_api.stream,

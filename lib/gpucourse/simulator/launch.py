@@ -29,8 +29,21 @@ def host_array(value):
     return None
 
 
+def written_mask(value):
+    """Where an argument's ``written`` mask (a boolean array of its shape) says some element is still unwritten:
+    the mask, flat, for the launch to check reads against and record writes in; else None."""
+    written = getattr(value, "written", None)
+    if not isinstance(written, np.ndarray) or written.all():
+        return None
+    return written.reshape(-1) if written.flags.c_contiguous else written.flat
+
+
 def _wrap_arguments(names, args) -> list:
-    """Arrays become global SimArrays; two arguments over the same memory share one."""
+    """Arrays become global SimArrays; two arguments over the same memory share one.
+
+    A device allocation may carry a ``written`` mask (see `written_mask`): reading an element nothing wrote
+    is then an uninitialised read, and the launch's writes update the mask.
+    """
     wrapped, seen = [], {}
     for name, value in zip(names, args):
         array = host_array(value)
@@ -41,7 +54,7 @@ def _wrap_arguments(names, args) -> list:
         if key in seen:
             seen[key].name += f"/{name}"
         else:
-            seen[key] = SimArray(array, name, "global", array.shape)
+            seen[key] = SimArray(array, name, "global", array.shape, written=written_mask(value))
         wrapped.append(seen[key])
     return wrapped
 

@@ -106,7 +106,7 @@ class SimArray:
     """An array in one memory space of a simulated launch."""
 
     def __init__(self, data: np.ndarray, name: str, space: str, shape: tuple, *, readonly: bool = False,
-                 initialised: bool = True):
+                 initialised: bool = True, written=None):
         self.data = data
         self.name = name
         self.space = space  # "global", "shared", "local" or "const"
@@ -121,7 +121,8 @@ class SimArray:
         self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")
         copies = data.size // max(self.size, 1)
-        self.written = None if initialised else np.zeros(max(data.size, 1), bool)
+        # Elements written so far, by flat element number (None: all are, or need not be, checked).
+        self.written = written if initialised else np.zeros(max(data.size, 1), bool)
         total = self.size * copies
         self.writes = AccessRecord(total) if self.tracked else None
         self.reads = AccessRecord(total) if self.tracked else None

@@ -445,11 +445,10 @@ class Runtime(Arithmetic):
         if unwritten.any():
             first = int(np.flatnonzero(unwritten)[0])
             lane = int(self.active_lanes()[first])
-            space = "shared memory starts with leftovers" if array.space == "shared" else "local memory starts undefined"
             raise fault(
                 UninitializedRead, self.where(site),
                 f"{self.geometry.thread_name(lane)} reads `{array.name}{_element_name(array, int(elements[first]))}`, "
-                f"which no thread has written ({space}; write it, then syncthreads, before reading it)",
+                f"which nothing has written ({_UNWRITTEN[array.space]})",
             ) from None
 
     def load(self, array, index, site: int):
@@ -576,6 +575,14 @@ class Runtime(Arithmetic):
         out = np.zeros(self.geometry.lanes, array.dtype)
         out[lanes] = old
         return out
+
+
+_UNWRITTEN = {
+    "shared": "shared memory starts with leftovers; write it, then syncthreads, before reading it",
+    "local": "local memory starts undefined; write it before reading it",
+    "global": "memory from cuda.device_array starts with leftovers; copy data in (copy_to_device) or write it "
+              "in an earlier kernel before reading it",
+}
 
 
 def _as_tuple(index) -> tuple:

@@ -134,3 +134,18 @@ def test_out_of_bounds_names_the_thread_in_cuda_terms():
     message = str(error.value)
     assert re.search(r"thread threadIdx=\(\d, 0, 0\) of block blockIdx=\(1, 0, 0\): index \d+ is out of bounds", message)
     assert "tid=" not in message
+
+
+def leading_zeros(out, value):
+    out[0] = cuda.clz(value)
+
+
+def test_a_python_int_too_wide_for_a_declared_int32_wraps_as_in_numba():
+    kernel = cuda.jit("void(int32[:], int32)")(leading_zeros)
+    out = np.zeros(1, np.int32)
+    kernel[1, 1](out, 0xFFFFFFFF)  # -1 as an int32
+    assert out[0] == 0
+    kernel[1, 1](out, 0x80000000)
+    assert out[0] == 0
+    kernel[1, 1](out, 1)
+    assert out[0] == 31

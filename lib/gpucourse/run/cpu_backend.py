@@ -35,6 +35,7 @@ from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 from numba.np.numpy_support import as_dtype
 
 from .. import simulator
+from ..simulator.arithmetic import cast
 from . import device_memory, ptx
 
 _timing_noted = False
@@ -176,7 +177,7 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
             f"kernel `{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
             f"it cannot be launched with ({', '.join(map(str, actual))})"
         )
-    converted = [as_dtype(t).type(a) if isinstance(t, (types.Number, types.Boolean)) else a
+    converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
                  for a, t in zip(args, chosen.args)]
     return converted, tuple(chosen.args)
 

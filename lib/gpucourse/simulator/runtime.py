@@ -451,17 +451,63 @@ class Runtime(Arithmetic):
                 f"which nothing has written ({_UNWRITTEN[array.space]})",
             ) from None
 
+    def through_view(self, view: SimView, index, site: int, verb: str) -> tuple:
+        """(base array, its index) of element ``view[index]``, the index checked against the view's own axes."""
+        index = _as_tuple(index)
+        if view.prefix is not None:
+            return view.base, view.prefix + index
+        if len(index) != view.ndim:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{SITES[site].expression}` gives {len(index)} index(es) to a view of {view.ndim} dimension(s)")
+        lanes = self.lanes()
+        for position, axis in view.sliced_axes():
+            value = index[position]
+            value = value if lanes is None or not isinstance(value, np.ndarray) else value[lanes]
+            if np.size(value) and (np.min(value) < 0 or np.max(value) >= len(axis)):
+                self.out_of_bounds(view, index, position, len(axis), site, verb)
+        return view.base, view.base_index(index)
+
+    def view(self, array, index, site: int):
+        """``array[index]`` where the index has slices: a view (``a[1:3]``, ``a[i, :]``, ``a[::2]``)."""
+        if type(array) is SimArray:
+            array = SimView.whole(array)
+        if type(array) is not SimView:
+            return array[index]  # a.shape[1:]
+        index = _as_tuple(index)
+        if len(index) > array.ndim:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{SITES[site].expression}` gives {len(index)} index(es) to `{array.name}`, which has "
+                        f"{array.ndim} dimension(s) {array.shape}")
+        return array.view(index)
+
+    def slice_of(self, site: int, *bounds) -> slice:
+        """``start:stop:step`` of a subscript, each bound the same in every active lane."""
+        return slice(*(self._uniform(bound, site) for bound in bounds))
+
+    def _uniform(self, bound, site: int):
+        if not isinstance(bound, np.ndarray):
+            return bound
+        lanes = self.lanes()
+        values = bound if lanes is None or not bound.ndim else bound[lanes]
+        if values.size and values.min() != values.max():
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"the bounds of the slice in `{SITES[site].expression}` differ from thread to thread, which "
+                        "the course simulator does not support: give every thread the same bounds, or index elements")
+        return int(values.flat[0]) if values.size else 0
+
     def load(self, array, index, site: int):
         if not self.any:  # no lane reads (`_without_lanes`): a value of the element type only
             return np.zeros(self.geometry.lanes, array.dtype)
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            if len(_as_tuple(index)) < array.ndim:
+                return array.view(_as_tuple(index))
+            array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
             if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
                 return np.asarray(array)[index]
             return array[index]
-        if len(_as_tuple(index)) < array.ndim and not any(isinstance(i, slice) for i in _as_tuple(index)):
-            return SimView(array, _as_tuple(index))  # a[i] of a 2-D array: its row i, as numba gives it
+        if len(_as_tuple(index)) < array.ndim:
+            return SimView(array, _as_tuple(index) + tuple(map(range, array.shape[len(_as_tuple(index)):])))
         lanes, components, elements = self.resolve(array, index, site, "read")
         if array.written is not None:
             self.check_uninitialised(array, lanes, elements, site)
@@ -488,7 +534,7 @@ class Runtime(Arithmetic):
     def store(self, array, index, value, site: int, field: str | None = None):
         """``array[index] = value``, or ``array[index].field = value`` for a record array."""
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            array, index = self.through_view(array, index, site, "write")
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(array).__name__}")
         if array.readonly:
@@ -537,7 +583,7 @@ class Runtime(Arithmetic):
     def atomic(self, operation, array, index, value, site: int, compare=None):
         """``operation(old, value)`` applied element by element in lane order; returns the old values."""
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            array, index = self.through_view(array, index, site, "update")
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), "atomics need an array argument")
         lanes, components, elements = self.resolve(array, index, site, "update")

@@ -152,11 +152,21 @@ class KernelRewriter:
             def visit_Subscript(self, node):
                 if not isinstance(node.ctx, ast.Load):
                     return node
-                index = self.visit(node.slice)
-                return _call("load", self.visit(node.value), index, rewriter.site(node))
+                site = rewriter.site(node)
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                if not any(isinstance(part, ast.Slice) for part in parts):
+                    return _call("load", self.visit(node.value), self.visit(node.slice), site)
+                index = [self.bounds(part, site) if isinstance(part, ast.Slice) else self.visit(part) for part in parts]
+                index = ast.Tuple(index, ast.Load()) if isinstance(node.slice, ast.Tuple) else index[0]
+                return _call("view", self.visit(node.value), index, site)
 
-            def visit_Slice(self, node):
-                raise rewriter.unsupported(node, "slicing an array (a view such as a[1:3] or a[i, :]); index every dimension")
+            def bounds(self, node: ast.Slice, site: ast.Constant) -> ast.Call:
+                """``start:stop:step`` as a runtime call that checks the threads agree on them."""
+                return _call("slice_of", site, *(ast.Constant(None) if bound is None else self.visit(bound)
+                                                 for bound in (node.lower, node.upper, node.step)))
+
+            def visit_Slice(self, node):  # a slice outside a loaded subscript: an assignment target
+                raise rewriter.unsupported(node, "assigning to a slice of an array (a[1:3] = ...); assign element by element")
 
             def visit_BoolOp(self, node):
                 values = [self.visit(v) for v in node.values]

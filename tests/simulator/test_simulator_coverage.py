@@ -9,7 +9,7 @@ import pytest
 from numba import cuda
 
 from gpucourse import simulated
-from gpucourse.simulator import UnsupportedInKernel
+from gpucourse.simulator import DataRace, UnsupportedInKernel
 
 N = 40
 
@@ -159,6 +159,30 @@ def test_record_arrays_read_and_write_fields():
     move_particles[1, 64](particles)
     np.testing.assert_array_equal(particles["x"], np.arange(N) + 2)
     assert not particles["n"].any()
+
+
+SAMPLE = np.dtype([("x", np.float64), ("h", np.float32, 2), ("counts", np.int32, 3)])
+
+
+@cuda.jit
+def fill_record(r, counts):
+    if cuda.grid(1) == 0:
+        r.x = 1.5
+        r.h[1] = 4.0
+        r["counts"] = counts
+
+
+def test_a_record_argument_is_written_by_one_thread_and_racy_with_more():
+    record = np.zeros(1, SAMPLE).view(np.recarray)[0]  # a record scalar, as numba-cuda's tests pass one
+    fill_record[1, 4](record, np.arange(3, dtype=np.int32))
+    assert record["x"] == 1.5 and list(record["h"]) == [0, 4] and list(record["counts"]) == [0, 1, 2]
+    with pytest.raises(DataRace, match=r"`r\.x`: thread threadIdx=\(0, 0, 0\).* and thread threadIdx=\(1, 0, 0\)"):
+        set_record_field[1, 2](record)
+
+
+@cuda.jit
+def set_record_field(r):
+    r.x = cuda.threadIdx.x
 
 
 # -- the rest: one course message -----------------------------------------------------------------------------

@@ -536,7 +536,7 @@ class Runtime(Arithmetic):
         if type(array) is SimView:
             array, index = self.through_view(array, index, site, "write")
         if type(array) is not SimArray:
-            raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(array).__name__}")
+            return self.store_in_record(array, index, value, site)
         if array.readonly:
             raise fault(UnsupportedInKernel, self.where(site),
                         f"`{array.name}` is in constant memory, which kernels can only read")
@@ -561,6 +561,24 @@ class Runtime(Arithmetic):
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
         array.assign(elements, components, value, field)
+
+    def store_in_record(self, record, index, value, site: int) -> None:
+        """``r.x = v``, ``r['x'] = v`` or ``r.h[k] = v`` on a record argument: memory every thread shares."""
+        if not isinstance(record, (np.void, np.ndarray)):
+            raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(record).__name__}")
+        lanes = self.active_lanes()
+        if len(lanes) > 1:
+            first, second = (self.geometry.thread_name(int(lane)) for lane in lanes[:2])
+            raise fault(DataRace, self.where(site),
+                        f"data race on `{SITES[site].expression}`: {first} and {second} write it in the same "
+                        "instruction; let one thread write")
+        if not len(lanes):
+            return
+        if type(value) is SimArray:
+            value = value.data
+        elif isinstance(value, np.ndarray) and value.shape == (self.geometry.lanes,) + np.shape(record[index]):
+            value = value[lanes[0]]  # the writing thread's value
+        record[index] = value
 
     def check_duplicate_writes(self, array, lanes, elements, site):
         if len(elements) < 2:

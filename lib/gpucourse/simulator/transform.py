@@ -243,6 +243,9 @@ class KernelRewriter:
         if isinstance(target, ast.Subscript):
             store = _call("store", self.expr(target.value), self.expr(target.slice), value, self.site(target))
             return [ast.Expr(store)]
+        if isinstance(target, ast.Attribute):  # r.x = v of a record argument
+            store = _call("store", self.expr(target.value), ast.Constant(target.attr), value, self.site(target))
+            return [ast.Expr(store)]
         if isinstance(target, (ast.Tuple, ast.List)):
             temp = self.fresh("t")
             out = [ast.Assign([ast.Name(temp, ast.Store())], value)]

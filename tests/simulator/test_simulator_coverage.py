@@ -185,6 +185,23 @@ def set_record_field(r):
     r.x = cuda.threadIdx.x
 
 
+add_device = cuda.jit(device=True)(lambda a, b: a + b)
+
+
+@cuda.jit
+def sums_with_a_lambda(out, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = add_device(a[i], 1.0)
+
+
+def test_a_device_function_written_as_a_lambda():
+    a = np.arange(N, dtype=np.float32)
+    out = np.zeros_like(a)
+    sums_with_a_lambda[1, 64](out, a)
+    np.testing.assert_array_equal(out, a + 1)
+
+
 # -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
 def reshaped(a, out):

@@ -120,6 +120,8 @@ _HOST_API = {
     "pinned_array": sim_arrays.pinned_array,
     "pinned_array_like": sim_arrays.pinned_array_like,
     "mapped_array": device_memory.mapped_array,
+    "mapped_array_like": device_memory.device_array_like,
+    "managed_array": sim_arrays.managed_array,
     "pinned": sim_arrays.pinned,
     "stream": sim_api.stream,
     "default_stream": sim_api.stream,
@@ -237,6 +239,10 @@ def _launch(self, configuration):
 
 
 def _forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+    if ntasks < 0:
+        raise ValueError(f"Can't create ForAll with negative task count: {ntasks}")
+    if ntasks == 0:  # nothing to launch, as in numba
+        return lambda *args: None
     tpb = tpb or 128
     return SimulatedLaunch(self, ((ntasks + tpb - 1) // tpb, tpb, stream, sharedmem))
 

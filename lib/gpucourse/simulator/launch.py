@@ -39,24 +39,27 @@ def written_mask(value):
 
 
 def _wrap_arguments(names, args) -> list:
-    """Arrays become global SimArrays; two arguments over the same memory share one.
+    """Arrays, also inside tuple arguments, become global SimArrays; two arguments over the same memory share one.
 
     A device allocation may carry a ``written`` mask (see `written_mask`): reading an element nothing wrote
     is then an uninitialised read, and the launch's writes update the mask.
     """
-    wrapped, seen = [], {}
-    for name, value in zip(names, args):
+    seen = {}
+
+    def wrap(name, value):
+        if type(value) is tuple:
+            return tuple(wrap(f"{name}[{k}]", item) for k, item in enumerate(value))
         array = host_array(value)
         if array is None:
-            wrapped.append(value)
-            continue
+            return value
         key = (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
         if key in seen:
             seen[key].name += f"/{name}"
         else:
             seen[key] = SimArray(array, name, "global", array.shape, written=written_mask(value))
-        wrapped.append(seen[key])
-    return wrapped
+        return seen[key]
+
+    return [wrap(name, value) for name, value in zip(names, args)]
 
 
 def unsupported_construct(kernel: str, error: Exception) -> UnsupportedInKernel:

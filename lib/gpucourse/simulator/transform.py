@@ -390,6 +390,17 @@ class KernelRewriter:
         return tree
 
 
+def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
+    """The ``def`` a lambda of these lines with ``py_func``'s arguments stands for (``cuda.reduce(lambda a, b: a + b)``)."""
+    code = py_func.__code__
+    names = list(code.co_varnames[: code.co_argcount])
+    for node in ast.walk(module):
+        if isinstance(node, ast.Lambda) and [a.arg for a in node.args.args] == names:
+            return ast.copy_location(
+                ast.FunctionDef(py_func.__name__, node.args, [ast.Return(node.body)], [], None, type_params=[]), node)
+    return None
+
+
 def rewrite(py_func) -> tuple[ast.Module, str]:
     """The rewritten module source tree of ``py_func`` and its filename."""
     try:
@@ -403,7 +414,7 @@ def rewrite(py_func) -> tuple[ast.Module, str]:
     source = textwrap.dedent("".join(lines))
     module = ast.parse(source)
     ast.increment_lineno(module, first - 1)
-    tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None)
+    tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None) or _lambda_as_def(module, py_func)
     if tree is None:
         raise UnsupportedInKernel(f"`{py_func.__name__}` is not a `def`: write kernels and device functions with def")
     file_lines = [""] * (first - 1) + [line.rstrip("\n") for line in lines]

@@ -90,6 +90,27 @@ def test_cmath_functions():
 
 
 @cuda.jit
+def exp_and_rect(z, r, phi, out):
+    i = cuda.grid(1)
+    if i < z.size:
+        out[i, 0] = cmath.exp(z[i])
+        out[i, 1] = cmath.rect(r[i], phi[i])
+
+
+def test_cmath_special_values_are_c99s():
+    inf, nan = math.inf, math.nan
+    z = np.array([complex(-inf, -inf), complex(inf, 0.0), complex(nan, 0.0), 1 + 1j])
+    r, phi = np.array([0.0, inf, 2.0, 1.0]), np.array([-0.0, 0.0, -0.0, 0.5])
+    out = np.zeros((4, 2), np.complex128)
+    exp_and_rect[1, 4](z, r, phi, out)
+    expected = [[cmath.exp(v), cmath.rect(a, b)] for v, a, b in zip(z.tolist(), r.tolist(), phi.tolist())]
+    for got, want in zip(out.tolist(), expected):
+        for g, w in zip(got, want):  # equal, nan for nan, and zeros with their sign
+            assert (math.copysign(1, g.real), math.copysign(1, g.imag)) == (math.copysign(1, w.real), math.copysign(1, w.imag))
+            np.testing.assert_equal(g, w)
+
+
+@cuda.jit
 def loops_over_arrays(a, b, out):
     i = cuda.grid(1)
     if i < out.size:

@@ -102,7 +102,7 @@ def compare(numba: dict, course: dict) -> dict:
             "numba_counts": Counter(o for o, _ in numba.values()), "course_counts": Counter(o for o, _ in course.values())}
 
 
-def section(result: dict, files: int) -> str:
+def section(result: dict, files: list[str]) -> str:
     rate = result["passed"] / max(result["goal"], 1)
     lines = [
         "## numba-cuda's kernel tests on the course simulator",
@@ -112,7 +112,8 @@ def section(result: dict, files: int) -> str:
         "",
         f"- Date: {today()}",
         f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
-        f"- Test files: {files}. Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
+        f"- Test files ({len(files)}): {', '.join(files)}.",
+        f"- Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
         f"on the course simulator: {dict(result['course_counts'])}.",
         f"- Of the {result['goal']} tests that pass on numba's simulator, {result['passed']} pass on the course "
         f"simulator: **{rate:.1%}** (goal {GOAL:.0%}).",
@@ -139,7 +140,7 @@ def main() -> None:
         course.update(run_file("course", path))
         print(f"{path.name}: {len(numba)} tests so far on numba's simulator, {len(course)} on the course's",
               flush=True)
-    text = section(compare(numba, course), len(files))
+    text = section(compare(numba, course), [path.name for path in files])
     print(text)
     if not arguments.no_write:
         from gpucourse.course import record  # noqa: PLC0415

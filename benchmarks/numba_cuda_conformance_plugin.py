@@ -5,7 +5,8 @@ here). Without ``NUMBA_ENABLE_CUDASIM=1`` it loads before the tests import numba
 gpucourse (``GPUCOURSE_DEVICE=cpu`` puts the course simulator behind numba.cuda); numba's test
 helpers (``numba.cuda.testing``: ``skip_on_cudasim``, ``skip_unless_cudasim``, the compute
 capability checks) are then told that a simulator runs the tests, so that they skip and run what
-they would on numba's simulator, while ``cuda.jit`` stays numba's real one.
+they would on numba's simulator, and so are test modules that read the config themselves, while
+``cuda.jit`` stays numba's real one.
 """
 
 import os
@@ -28,6 +29,15 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
             setattr(config, name, value)
 
     testing.config = SimulatorConfig()
+
+
+def pytest_collection_modifyitems(items):
+    """Test modules that read numba's config themselves (``if config.ENABLE_CUDASIM:`` in a test) read it too."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return
+    for module in {item.module for item in items if getattr(item, "module", None) is not None}:
+        if getattr(module, "config", None) is config:
+            module.config = testing.config
 
 
 @pytest.fixture

@@ -134,3 +134,35 @@ def test_out_of_bounds_names_the_thread_in_cuda_terms():
     message = str(error.value)
     assert re.search(r"thread threadIdx=\(\d, 0, 0\) of block blockIdx=\(1, 0, 0\): index \d+ is out of bounds", message)
     assert "tid=" not in message
+
+
+def leading_zeros(out, value):
+    out[0] = cuda.clz(value)
+
+
+def test_a_python_int_too_wide_for_a_declared_int32_wraps_as_in_numba():
+    kernel = cuda.jit("void(int32[:], int32)")(leading_zeros)
+    out = np.zeros(1, np.int32)
+    kernel[1, 1](out, 0xFFFFFFFF)  # -1 as an int32
+    assert out[0] == 0
+    kernel[1, 1](out, 0x80000000)
+    assert out[0] == 0
+    kernel[1, 1](out, 1)
+    assert out[0] == 31
+
+
+@cuda.jit
+def add_pairs(arrays):
+    i = cuda.grid(1)
+    if i < arrays[0].size:
+        arrays[0][i] = arrays[1][i] + arrays[2][i]
+
+
+def test_tuples_of_arrays_and_forall_with_no_work():
+    a, b = np.arange(40, dtype=np.float32), np.ones(40, np.float32)
+    out = np.zeros_like(a)
+    add_pairs[2, 32]((out, a, b))
+    np.testing.assert_array_equal(out, a + 1)
+    add_pairs.forall(0)((out, a, b))  # nothing to do, as in numba
+    with pytest.raises(ValueError, match="negative task count"):
+        add_pairs.forall(-1)

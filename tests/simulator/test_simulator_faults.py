@@ -161,7 +161,7 @@ def test_uninitialised_shared_read():
     a = data(TILE)
     with pytest.raises(UninitializedRead) as fault:
         reads_unwritten_shared[1, TILE](np.zeros_like(a), a)
-    assert "thread threadIdx=(0, 0, 0) of block blockIdx=(0, 0, 0) reads `tile[31]`, which no thread has written" in str(
+    assert "thread threadIdx=(0, 0, 0) of block blockIdx=(0, 0, 0) reads `tile[31]`, which nothing has written" in str(
         fault.value
     )
 

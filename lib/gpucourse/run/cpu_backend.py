@@ -7,7 +7,8 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
   shared memory size) runs on the course simulator (`gpucourse.simulator`),
   after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
 - the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns numba's simulator arrays, backed by host memory;
+  ``synchronize``) returns numba's simulator arrays, backed by host memory
+  (allocations remember what was written: `gpucourse.run.device_memory`);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),
@@ -34,7 +35,8 @@ from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 from numba.np.numpy_support import as_dtype
 
 from .. import simulator
-from . import ptx
+from ..simulator.arithmetic import cast
+from . import device_memory, ptx
 
 _timing_noted = False
 
@@ -113,11 +115,13 @@ def check_launch_limits(grid: tuple, block: tuple) -> None:
 # Host API functions of numba.cuda that need a device, and their simulator twins.
 _HOST_API = {
     "to_device": sim_arrays.to_device,
-    "device_array": sim_arrays.device_array,
-    "device_array_like": sim_arrays.device_array_like,
+    "device_array": device_memory.device_array,
+    "device_array_like": device_memory.device_array_like,
     "pinned_array": sim_arrays.pinned_array,
     "pinned_array_like": sim_arrays.pinned_array_like,
-    "mapped_array": sim_arrays.mapped_array,
+    "mapped_array": device_memory.mapped_array,
+    "mapped_array_like": device_memory.device_array_like,
+    "managed_array": sim_arrays.managed_array,
     "pinned": sim_arrays.pinned,
     "stream": sim_api.stream,
     "default_stream": sim_api.stream,
@@ -175,7 +179,7 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
             f"kernel `{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
             f"it cannot be launched with ({', '.join(map(str, actual))})"
         )
-    converted = [as_dtype(t).type(a) if isinstance(t, (types.Number, types.Boolean)) else a
+    converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
                  for a, t in zip(args, chosen.args)]
     return converted, tuple(chosen.args)
 
@@ -235,6 +239,10 @@ def _launch(self, configuration):
 
 
 def _forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+    if ntasks < 0:
+        raise ValueError(f"Can't create ForAll with negative task count: {ntasks}")
+    if ntasks == 0:  # nothing to launch, as in numba
+        return lambda *args: None
     tpb = tpb or 128
     return SimulatedLaunch(self, ((ntasks + tpb - 1) // tpb, tpb, stream, sharedmem))
 

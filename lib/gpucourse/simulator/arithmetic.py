@@ -29,6 +29,7 @@ from numba.np.numpy_support import as_dtype, from_dtype
 
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 _INT64_RANGE = 1 << 64
+_UINT64_MAX = _INT64_RANGE - 1
 
 
 @functools.cache
@@ -63,11 +64,13 @@ def _signature(function, dtypes: tuple) -> tuple | None:
 
 
 def cast(value, dtype: np.dtype):
-    """``value`` (lane array or scalar) as ``dtype``."""
+    """``value`` (lane array or scalar) as ``dtype``; a Python int too wide for an integer dtype wraps, as in numba."""
     if type(value) is np.ndarray:
         return value.astype(dtype, copy=False)
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
+    if type(value) is int and dtype.kind in "iu":
+        return np.uint64(value & _UINT64_MAX).astype(dtype)
     return dtype.type(value)
 
 

@@ -20,7 +20,7 @@ class DivergentBarrier(KernelFault):
 
 
 class UninitializedRead(KernelFault):
-    """A read of shared or local memory that no thread has written."""
+    """A read of shared or local memory, or of a fresh device allocation, that nothing has written."""
 
 
 class WarpFault(KernelFault):

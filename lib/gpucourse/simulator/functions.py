@@ -88,8 +88,39 @@ def _polar(z):
     return np.abs(z), np.angle(z)
 
 
+def _quiet(cmath_function):
+    """``cmath_function`` giving nan where Python raises (numba computes on)."""
+    def apply(*values):
+        try:
+            return cmath_function(*values)
+        except (ValueError, OverflowError):
+            return complex(math.nan, math.nan)
+
+    return apply
+
+
+def _special_values_as_cmath(numpy_function, cmath_function):
+    """``numpy_function``, except in lanes with an infinite or nan input: there Python's ``cmath`` gives the
+    C99 values numba-cuda gives."""
+    python = np.frompyfunc(_quiet(cmath_function), 1, 1)
+
+    def apply(z):
+        result = numpy_function(z)
+        special = ~np.isfinite(z)
+        if not np.any(special):
+            return result
+        exact = np.asarray(python(z), np.result_type(result))
+        return np.where(special, exact, result) if isinstance(result, np.ndarray) else exact[()]
+
+    return apply
+
+
 def _rect(r, phi):
-    return r * np.cos(phi) + 1j * (r * np.sin(phi))
+    """``cmath.rect`` lane by lane by Python (NumPy's ``r * cos + 1j * r * sin`` loses signed zeros and infinities)."""
+    return typed(cmath.rect, r, phi, implementation=lambda *v: np.asarray(_RECT(*v), np.complex128))
+
+
+_RECT = np.frompyfunc(_quiet(cmath.rect), 2, 1)
 
 
 class Enumerated:
@@ -135,7 +166,7 @@ BUILTINS = {
 }
 
 CMATH = {
-    cmath.sqrt: np.sqrt, cmath.exp: np.exp, cmath.log: np.log, cmath.log10: np.log10, cmath.sin: np.sin,
+    cmath.sqrt: np.sqrt, cmath.exp: _special_values_as_cmath(np.exp, cmath.exp), cmath.log: np.log, cmath.log10: np.log10, cmath.sin: np.sin,
     cmath.cos: np.cos, cmath.tan: np.tan, cmath.asin: np.arcsin, cmath.acos: np.arccos, cmath.atan: np.arctan,
     cmath.sinh: np.sinh, cmath.cosh: np.cosh, cmath.tanh: np.tanh, cmath.asinh: np.arcsinh,
     cmath.acosh: np.arccosh, cmath.atanh: np.arctanh, cmath.isnan: np.isnan, cmath.isinf: np.isinf,

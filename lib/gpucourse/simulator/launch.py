@@ -29,21 +29,37 @@ def host_array(value):
     return None
 
 
+def written_mask(value):
+    """Where an argument's ``written`` mask (a boolean array of its shape) says some element is still unwritten:
+    the mask, flat, for the launch to check reads against and record writes in; else None."""
+    written = getattr(value, "written", None)
+    if not isinstance(written, np.ndarray) or written.all():
+        return None
+    return written.reshape(-1) if written.flags.c_contiguous else written.flat
+
+
 def _wrap_arguments(names, args) -> list:
-    """Arrays become global SimArrays; two arguments over the same memory share one."""
-    wrapped, seen = [], {}
-    for name, value in zip(names, args):
+    """Arrays, also inside tuple arguments, become global SimArrays; two arguments over the same memory share one.
+
+    A device allocation may carry a ``written`` mask (see `written_mask`): reading an element nothing wrote
+    is then an uninitialised read, and the launch's writes update the mask.
+    """
+    seen = {}
+
+    def wrap(name, value):
+        if type(value) is tuple:
+            return tuple(wrap(f"{name}[{k}]", item) for k, item in enumerate(value))
         array = host_array(value)
         if array is None:
-            wrapped.append(value)
-            continue
+            return value
         key = (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
         if key in seen:
             seen[key].name += f"/{name}"
         else:
-            seen[key] = SimArray(array, name, "global", array.shape)
-        wrapped.append(seen[key])
-    return wrapped
+            seen[key] = SimArray(array, name, "global", array.shape, written=written_mask(value))
+        return seen[key]
+
+    return [wrap(name, value) for name, value in zip(names, args)]
 
 
 def unsupported_construct(kernel: str, error: Exception) -> UnsupportedInKernel:

@@ -106,7 +106,7 @@ class SimArray:
     """An array in one memory space of a simulated launch."""
 
     def __init__(self, data: np.ndarray, name: str, space: str, shape: tuple, *, readonly: bool = False,
-                 initialised: bool = True):
+                 initialised: bool = True, written=None):
         self.data = data
         self.name = name
         self.space = space  # "global", "shared", "local" or "const"
@@ -121,7 +121,8 @@ class SimArray:
         self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")
         copies = data.size // max(self.size, 1)
-        self.written = None if initialised else np.zeros(max(data.size, 1), bool)
+        # Elements written so far, by flat element number (None: all are, or need not be, checked).
+        self.written = written if initialised else np.zeros(max(data.size, 1), bool)
         total = self.size * copies
         self.writes = AccessRecord(total) if self.tracked else None
         self.reads = AccessRecord(total) if self.tracked else None
@@ -153,19 +154,72 @@ class SimArray:
 
 
 class SimView:
-    """``a[i]`` of an array with more dimensions: the rest of ``a``, with ``i`` (per lane) fixed in front."""
+    """A view of an array, as ``a[i]`` of a 2-D array or ``a[1:3]``, ``a[i, :]``, ``a[::2]`` give it.
 
-    def __init__(self, base: SimArray, prefix: tuple):
+    ``axes`` has one entry per axis of the base array: a fixed index (a number, or one per lane), or the
+    `range` of base indices a view axis runs over (slices compose as ranges do: ``range(8)[1::2][:2]``).
+    ``prefix`` is the fixed indices when they all come first and every other axis is whole (``a[i]``),
+    the case a view's index only extends; else None.
+    """
+
+    def __init__(self, base: SimArray, axes: tuple):
         self.base = base
-        self.prefix = prefix
-        self.shape = base.shape[len(prefix):]
+        self.axes = axes
+        ranges = [axis for axis in axes if type(axis) is range]
+        self.shape = tuple(len(axis) for axis in ranges)
         self.ndim = len(self.shape)
         self.size = int(np.prod(self.shape, dtype=np.int64))
         self.dtype = base.dtype
-        self.name = base.name
+        lead = next((k for k, axis in enumerate(axes) if type(axis) is range), len(axes))
+        whole = all(type(axis) is range and axis == range(extent) for axis, extent in zip(axes[lead:], base.shape[lead:]))
+        self.prefix = axes[:lead] if whole else None
+        self.name = base.name if self.prefix is not None else f"{base.name}[{', '.join(map(_shown, axes))}]"
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    def sliced_axes(self):
+        """(position in the view's index, range) of each view axis that is not a whole base axis."""
+        position = 0
+        for axis, extent in zip(self.axes, self.base.shape):
+            if type(axis) is range:
+                if axis != range(extent):
+                    yield position, axis
+                position += 1
+
+    def base_index(self, index: tuple) -> tuple:
+        """The base array's index of the view's (complete, bounds-checked) ``index``."""
+        components = iter(index)
+        return tuple(_through(axis, next(components)) if type(axis) is range else axis for axis in self.axes)
+
+    @classmethod
+    def whole(cls, base: SimArray) -> "SimView":
+        return cls(base, tuple(range(extent) for extent in base.shape))
+
+    def view(self, index: tuple) -> "SimView":
+        """The view of this view that ``index`` (integers per lane and `slice`s of numbers) gives."""
+        components = iter(index)
+        axes = []
+        for axis in self.axes:
+            if type(axis) is range:
+                component = next(components, slice(None))
+                axis = axis[component] if type(component) is slice else _through(axis, component)
+            axes.append(axis)
+        return SimView(self.base, tuple(axes))
+
+
+def _through(axis: range, position):
+    """The base index at ``position`` (a number or one per lane) of a view axis."""
+    if axis.start == 0 and axis.step == 1:
+        return position
+    return axis.start + axis.step * position
+
+
+def _shown(axis) -> str:
+    if type(axis) is not range:
+        return str(int(axis)) if np.ndim(axis) == 0 else "i"
+    stop = axis.start + axis.step * len(axis)
+    return f"{axis.start}:{stop if stop >= 0 else ''}" + (f":{axis.step}" if axis.step != 1 else "")
 
 
 def _offset_in_allocation(array: np.ndarray) -> int:

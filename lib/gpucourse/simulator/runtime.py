@@ -445,24 +445,69 @@ class Runtime(Arithmetic):
         if unwritten.any():
             first = int(np.flatnonzero(unwritten)[0])
             lane = int(self.active_lanes()[first])
-            space = "shared memory starts with leftovers" if array.space == "shared" else "local memory starts undefined"
             raise fault(
                 UninitializedRead, self.where(site),
                 f"{self.geometry.thread_name(lane)} reads `{array.name}{_element_name(array, int(elements[first]))}`, "
-                f"which no thread has written ({space}; write it, then syncthreads, before reading it)",
+                f"which nothing has written ({_UNWRITTEN[array.space]})",
             ) from None
+
+    def through_view(self, view: SimView, index, site: int, verb: str) -> tuple:
+        """(base array, its index) of element ``view[index]``, the index checked against the view's own axes."""
+        index = _as_tuple(index)
+        if view.prefix is not None:
+            return view.base, view.prefix + index
+        if len(index) != view.ndim:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{SITES[site].expression}` gives {len(index)} index(es) to a view of {view.ndim} dimension(s)")
+        lanes = self.lanes()
+        for position, axis in view.sliced_axes():
+            value = index[position]
+            value = value if lanes is None or not isinstance(value, np.ndarray) else value[lanes]
+            if np.size(value) and (np.min(value) < 0 or np.max(value) >= len(axis)):
+                self.out_of_bounds(view, index, position, len(axis), site, verb)
+        return view.base, view.base_index(index)
+
+    def view(self, array, index, site: int):
+        """``array[index]`` where the index has slices: a view (``a[1:3]``, ``a[i, :]``, ``a[::2]``)."""
+        if type(array) is SimArray:
+            array = SimView.whole(array)
+        if type(array) is not SimView:
+            return array[index]  # a.shape[1:]
+        index = _as_tuple(index)
+        if len(index) > array.ndim:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{SITES[site].expression}` gives {len(index)} index(es) to `{array.name}`, which has "
+                        f"{array.ndim} dimension(s) {array.shape}")
+        return array.view(index)
+
+    def slice_of(self, site: int, *bounds) -> slice:
+        """``start:stop:step`` of a subscript, each bound the same in every active lane."""
+        return slice(*(self._uniform(bound, site) for bound in bounds))
+
+    def _uniform(self, bound, site: int):
+        if not isinstance(bound, np.ndarray):
+            return bound
+        lanes = self.lanes()
+        values = bound if lanes is None or not bound.ndim else bound[lanes]
+        if values.size and values.min() != values.max():
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"the bounds of the slice in `{SITES[site].expression}` differ from thread to thread, which "
+                        "the course simulator does not support: give every thread the same bounds, or index elements")
+        return int(values.flat[0]) if values.size else 0
 
     def load(self, array, index, site: int):
         if not self.any:  # no lane reads (`_without_lanes`): a value of the element type only
             return np.zeros(self.geometry.lanes, array.dtype)
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            if len(_as_tuple(index)) < array.ndim:
+                return array.view(_as_tuple(index))
+            array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
             if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
                 return np.asarray(array)[index]
             return array[index]
-        if len(_as_tuple(index)) < array.ndim and not any(isinstance(i, slice) for i in _as_tuple(index)):
-            return SimView(array, _as_tuple(index))  # a[i] of a 2-D array: its row i, as numba gives it
+        if len(_as_tuple(index)) < array.ndim:
+            return SimView(array, _as_tuple(index) + tuple(map(range, array.shape[len(_as_tuple(index)):])))
         lanes, components, elements = self.resolve(array, index, site, "read")
         if array.written is not None:
             self.check_uninitialised(array, lanes, elements, site)
@@ -489,9 +534,9 @@ class Runtime(Arithmetic):
     def store(self, array, index, value, site: int, field: str | None = None):
         """``array[index] = value``, or ``array[index].field = value`` for a record array."""
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            array, index = self.through_view(array, index, site, "write")
         if type(array) is not SimArray:
-            raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(array).__name__}")
+            return self.store_in_record(array, index, value, site)
         if array.readonly:
             raise fault(UnsupportedInKernel, self.where(site),
                         f"`{array.name}` is in constant memory, which kernels can only read")
@@ -517,6 +562,24 @@ class Runtime(Arithmetic):
             value = value if lanes is None else value[lanes]
         array.assign(elements, components, value, field)
 
+    def store_in_record(self, record, index, value, site: int) -> None:
+        """``r.x = v``, ``r['x'] = v`` or ``r.h[k] = v`` on a record argument: memory every thread shares."""
+        if not isinstance(record, (np.void, np.ndarray)):
+            raise fault(UnsupportedInKernel, self.where(site), f"cannot assign into {type(record).__name__}")
+        lanes = self.active_lanes()
+        if len(lanes) > 1:
+            first, second = (self.geometry.thread_name(int(lane)) for lane in lanes[:2])
+            raise fault(DataRace, self.where(site),
+                        f"data race on `{SITES[site].expression}`: {first} and {second} write it in the same "
+                        "instruction; let one thread write")
+        if not len(lanes):
+            return
+        if type(value) is SimArray:
+            value = value.data
+        elif isinstance(value, np.ndarray) and value.shape == (self.geometry.lanes,) + np.shape(record[index]):
+            value = value[lanes[0]]  # the writing thread's value
+        record[index] = value
+
     def check_duplicate_writes(self, array, lanes, elements, site):
         if len(elements) < 2:
             return
@@ -538,7 +601,7 @@ class Runtime(Arithmetic):
     def atomic(self, operation, array, index, value, site: int, compare=None):
         """``operation(old, value)`` applied element by element in lane order; returns the old values."""
         if type(array) is SimView:
-            array, index = array.base, array.prefix + _as_tuple(index)
+            array, index = self.through_view(array, index, site, "update")
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), "atomics need an array argument")
         lanes, components, elements = self.resolve(array, index, site, "update")
@@ -576,6 +639,14 @@ class Runtime(Arithmetic):
         out = np.zeros(self.geometry.lanes, array.dtype)
         out[lanes] = old
         return out
+
+
+_UNWRITTEN = {
+    "shared": "shared memory starts with leftovers; write it, then syncthreads, before reading it",
+    "local": "local memory starts undefined; write it before reading it",
+    "global": "memory from cuda.device_array starts with leftovers; copy data in (copy_to_device) or write it "
+              "in an earlier kernel before reading it",
+}
 
 
 def _as_tuple(index) -> tuple:

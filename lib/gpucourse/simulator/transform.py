@@ -152,11 +152,21 @@ class KernelRewriter:
             def visit_Subscript(self, node):
                 if not isinstance(node.ctx, ast.Load):
                     return node
-                index = self.visit(node.slice)
-                return _call("load", self.visit(node.value), index, rewriter.site(node))
+                site = rewriter.site(node)
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                if not any(isinstance(part, ast.Slice) for part in parts):
+                    return _call("load", self.visit(node.value), self.visit(node.slice), site)
+                index = [self.bounds(part, site) if isinstance(part, ast.Slice) else self.visit(part) for part in parts]
+                index = ast.Tuple(index, ast.Load()) if isinstance(node.slice, ast.Tuple) else index[0]
+                return _call("view", self.visit(node.value), index, site)
 
-            def visit_Slice(self, node):
-                raise rewriter.unsupported(node, "slicing an array (a view such as a[1:3] or a[i, :]); index every dimension")
+            def bounds(self, node: ast.Slice, site: ast.Constant) -> ast.Call:
+                """``start:stop:step`` as a runtime call that checks the threads agree on them."""
+                return _call("slice_of", site, *(ast.Constant(None) if bound is None else self.visit(bound)
+                                                 for bound in (node.lower, node.upper, node.step)))
+
+            def visit_Slice(self, node):  # a slice outside a loaded subscript: an assignment target
+                raise rewriter.unsupported(node, "assigning to a slice of an array (a[1:3] = ...); assign element by element")
 
             def visit_BoolOp(self, node):
                 values = [self.visit(v) for v in node.values]
@@ -232,6 +242,9 @@ class KernelRewriter:
             return [ast.Expr(store)]
         if isinstance(target, ast.Subscript):
             store = _call("store", self.expr(target.value), self.expr(target.slice), value, self.site(target))
+            return [ast.Expr(store)]
+        if isinstance(target, ast.Attribute):  # r.x = v of a record argument
+            store = _call("store", self.expr(target.value), ast.Constant(target.attr), value, self.site(target))
             return [ast.Expr(store)]
         if isinstance(target, (ast.Tuple, ast.List)):
             temp = self.fresh("t")
@@ -377,6 +390,17 @@ class KernelRewriter:
         return tree
 
 
+def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
+    """The ``def`` a lambda of these lines with ``py_func``'s arguments stands for (``cuda.reduce(lambda a, b: a + b)``)."""
+    code = py_func.__code__
+    names = list(code.co_varnames[: code.co_argcount])
+    for node in ast.walk(module):
+        if isinstance(node, ast.Lambda) and [a.arg for a in node.args.args] == names:
+            return ast.copy_location(
+                ast.FunctionDef(py_func.__name__, node.args, [ast.Return(node.body)], [], None, type_params=[]), node)
+    return None
+
+
 def rewrite(py_func) -> tuple[ast.Module, str]:
     """The rewritten module source tree of ``py_func`` and its filename."""
     try:
@@ -390,7 +414,7 @@ def rewrite(py_func) -> tuple[ast.Module, str]:
     source = textwrap.dedent("".join(lines))
     module = ast.parse(source)
     ast.increment_lineno(module, first - 1)
-    tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None)
+    tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None) or _lambda_as_def(module, py_func)
     if tree is None:
         raise UnsupportedInKernel(f"`{py_func.__name__}` is not a `def`: write kernels and device functions with def")
     file_lines = [""] * (first - 1) + [line.rstrip("\n") for line in lines]

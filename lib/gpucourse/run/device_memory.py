@@ -1,0 +1,87 @@
+"""Device arrays that remember which of their elements something wrote.
+
+On a GPU, ``cuda.device_array`` (and ``device_array_like``, ``mapped_array``)
+hands out memory holding whatever was there before. On the CPU these
+allocations are `TrackedDeviceArray`s: numba's simulator arrays with a
+``written`` mask (a boolean array of their shape) that the course simulator
+consults when a kernel reads them, and updates when a kernel writes them, so
+that a read of an element nothing wrote is an ``UninitializedRead``. Copies
+from the host (``copy_to_device``, ``to_device(..., to=d)``, ``d[...] = x``)
+count as writes; views keep a view of the mask, and the views that cannot
+(another dtype, `split`) count as writing the whole array, so that no read
+through them is flagged wrongly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+
+
+class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
+    """A simulated device array with a ``written`` mask of its shape (False: nothing wrote that element)."""
+
+    def __init__(self, ary: np.ndarray, written: np.ndarray, stream=0):
+        super().__init__(ary, stream)
+        self.written = written
+
+    def __getitem__(self, index):
+        item = self._ary[index]
+        if type(item) is not np.ndarray or not np.shares_memory(item, self._ary):
+            return super().__getitem__(index)
+        return TrackedDeviceArray(item, self.written[index], self.stream)
+
+    def _untracked(self, derived):
+        """A view the mask cannot follow: from now on the whole array counts as written."""
+        self.written[...] = True
+        return derived
+
+    def __setitem__(self, index, value):
+        self._ary[index] = value
+        self.written[index] = True
+
+    def transpose(self, axes=None):
+        return TrackedDeviceArray(np.transpose(self._ary, axes), np.transpose(self.written, axes), self.stream)
+
+    def reshape(self, *shape, **options):
+        data, written = self._ary.reshape(*shape, **options), self.written.reshape(*shape, **options)
+        if not np.shares_memory(data, self._ary):
+            return sim_arrays.FakeCUDAArray(data, self.stream)
+        if not np.shares_memory(written, self.written):
+            return self._untracked(sim_arrays.FakeCUDAArray(data, self.stream))
+        return TrackedDeviceArray(data, written, self.stream)
+
+    def ravel(self, order="C"):
+        return self.reshape(-1, order=order)
+
+    def view(self, *args, **kwargs):
+        return self._untracked(super().view(*args, **kwargs))
+
+    def split(self, section, stream=0):
+        return self._untracked(super().split(section, stream))
+
+    def bind(self, stream=0):
+        return TrackedDeviceArray(self._ary, self.written, stream)
+
+    def copy_to_device(self, ary, stream=0):
+        super().copy_to_device(ary, stream)
+        self.written[...] = True
+
+
+def device_array(*args, **kwargs) -> TrackedDeviceArray:
+    """``cuda.device_array``: an allocation nothing has written yet."""
+    array = sim_arrays.device_array(*args, **kwargs)
+    return TrackedDeviceArray(array._ary, np.zeros(array._ary.shape, bool), array.stream)
+
+
+def device_array_like(ary, stream=0) -> TrackedDeviceArray:
+    """``cuda.device_array_like``: an allocation of ``ary``'s shape and dtype, nothing copied."""
+    array = sim_arrays.device_array_like(ary, stream)
+    return TrackedDeviceArray(array._ary, np.zeros(array._ary.shape, bool), stream)
+
+
+def mapped_array(*args, **kwargs) -> TrackedDeviceArray:
+    """``cuda.mapped_array``: host memory the device can read, as uninitialised as ``device_array``'s."""
+    for ignored in ("portable", "wc"):
+        kwargs.pop(ignored, None)
+    return device_array(*args, **kwargs)

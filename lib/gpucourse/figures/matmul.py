@@ -227,7 +227,7 @@ def _draw_step(ax, M, N, K, tile, step: TileStep, steps: int):
         ax.text(*label_at, f"{name} ({h} x {w})", ha="center", va="center", fontsize=8, color="0.3")
 
     def tile_box(x, y, span_x, span_y, size_x, size_y, colour):
-        (x0, x1), (y0, y1) = span_x, span_y
+        (x0, _), (y0, _) = span_x, span_y
         box(x + x0, y + y0, tile, tile, facecolor="none", edgecolor=colour, lw=1.2, ls="--", hatch="///",
             alpha=0.6)  # the whole tile: the part past the edge is loaded as zeros
         cx, cy = _clip(span_x, size_x), _clip(span_y, size_y)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from numba.core import types as numba_types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.np.numpy_support import as_dtype, from_dtype

@@ -17,7 +17,6 @@ from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
 from .memory import SimArray
 from .runtime import RUNTIME as rt
-from .runtime import UNDEFINED
 from .transform import SITES
 
 SHARED_MEMORY_PER_BLOCK = 48 * 1024

@@ -33,11 +33,21 @@ def unavailable() -> str | None:
     return None
 
 
+def python_paths_under(folder: str) -> list[str]:
+    """The folders this Python runs from (environment, import path, the course library) inside ``folder``."""
+    library = Path(__file__).resolve().parents[2]  # the folder that holds the gpucourse package
+    paths = {sys.prefix, sys.base_prefix, str(library), *(p for p in sys.path if p and Path(p).is_dir())}
+    inside = sorted(str(Path(p).resolve()) for p in paths if Path(p).resolve().is_relative_to(folder))
+    return [p for p in inside if not any(p != q and Path(p).is_relative_to(q) for q in inside)]
+
+
 def kernel_argv(course_root: Path, workdir: Path, memory_bytes: int) -> list[str]:
     """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox."""
     course_root, workdir = course_root.resolve(), workdir.resolve()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    for path in python_paths_under("/tmp"):  # a course checked out in /tmp: its Python must stay in view
+        argv += ["--ro-bind", path, path]
     for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU machine: the kernel may use the GPU
         argv += ["--dev-bind", str(device), str(device)]
     for folder in HIDDEN_FOLDERS:

@@ -1,0 +1,28 @@
+"""The sandbox keeps in view what the kernel's Python needs, also for a course checked out in /tmp."""
+
+import sys
+from pathlib import Path
+
+from gpucourse.grading import sandbox
+
+LIBRARY = Path(sandbox.__file__).resolve().parents[2]
+
+
+def test_the_environment_and_the_library_stay_in_view_under_a_hidden_folder():
+    prefix = Path(sys.prefix).resolve()
+    assert str(prefix) in sandbox.python_paths_under(str(prefix.parent))
+    assert str(LIBRARY) in sandbox.python_paths_under(str(LIBRARY.parent))
+    assert sandbox.python_paths_under("/no/such/folder") == []
+
+
+def test_the_kernel_sees_its_folder_and_not_the_course(tmp_path):
+    course, workdir = tmp_path / "course", tmp_path / "course" / "autograded" / "ann" / "a1"
+    for folder in ("solutions", "submitted", "autograded"):
+        (course / folder).mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True)
+    argv = sandbox.kernel_argv(course, workdir, 1 << 30)
+    pairs = list(zip(argv, argv[1:]))
+    assert all(("--tmpfs", str(course / f)) in pairs for f in ("solutions", "submitted", "autograded"))
+    assert ("--bind", str(workdir)) in pairs and ("--chdir", str(workdir)) in pairs
+    assert argv.index("--tmpfs") < argv.index("--bind")  # the hidden folders first, then the kernel's own
+    assert "--data=1073741824" in argv and argv[-2:] == ["-f", "{connection_file}"]

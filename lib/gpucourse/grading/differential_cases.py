@@ -1,0 +1,148 @@
+"""The kernels of the differential test (`differential`), one block per course module, and the bounds of
+the solution kernels.
+
+A module adds its reference kernels in a few lines: a function ``cases(rng) -> list[Case]`` whose
+cases build their inputs once (random, non-uniform, sizes that are not multiples of the block) and
+launch on whatever backend is current, returning the outputs by name; then
+``register(name, cases, ulps=..., why=...)``. Solution kernels need only a line in `SOLUTION_BOUNDS`
+when they may differ by more than 0 ulps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..kernels import Tensor, axis_reduction, elementwise, matmul, reduction
+from .differential import Case, register
+
+FMA = ("FMA contraction: the GPU rounds `acc + a * b` once, the simulator may round twice; at most half an ulp "
+       "of the running sum per step")
+
+
+def _poisoned(shape) -> np.ndarray:
+    return np.full(shape, np.nan, np.float32)
+
+
+def _positive(rng, shape) -> np.ndarray:
+    """Random, non-uniform and positive: no cancellation, so an ulp bound on the sum holds for every element."""
+    return rng.uniform(0.5, 1.5, shape).astype(np.float32)
+
+
+# -- module 2: map and zip over strided tensors, the sum ladder, the axis reduction --------------------------------
+def square(x):
+    return x * x
+
+
+def add(x, y):
+    return x + y
+
+
+SQUARE = {False: elementwise.make_map(square), True: elementwise.make_map(square, grid_stride=True)}
+ADD = {False: elementwise.make_zip(add), True: elementwise.make_zip(add, grid_stride=True)}
+
+
+def _elementwise_cases(rng, kernels, inputs: int) -> list[Case]:
+    cases = []
+    for shape, view, threads, blocks in (((1000,), None, 128, None), ((37, 29), "T", 32, None),
+                                         ((5, 1, 33), "broadcast", 256, None), ((300, 7), None, 64, 3)):
+        arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(inputs)]
+        kernel = kernels[blocks is not None]
+
+        def run(arrays=arrays, view=view, threads=threads, blocks=blocks, kernel=kernel):
+            tensors = [Tensor.from_numpy(a.copy()) for a in arrays]
+            if view == "T":
+                tensors = [t.T for t in tensors]
+            out_shape = (5, 4, 33) if view == "broadcast" else tensors[0].shape
+            out = Tensor.from_numpy(_poisoned(out_shape))
+            elementwise.launch_elementwise(kernel, out, *tensors, threads=threads, blocks=blocks)
+            return {"out": out.numpy()}
+
+        cases.append(Case(f"{shape}{' ' + view if view else ''}, {threads} threads"
+                          f"{f', {blocks} blocks (grid-stride)' if blocks else ''}", run))
+    return cases
+
+
+register("elementwise.make_map(x * x)", lambda rng: _elementwise_cases(rng, SQUARE, 1))
+register("elementwise.make_zip(x + y)", lambda rng: _elementwise_cases(rng, ADD, 2))
+
+
+def _sum_cases(kernel):
+    def cases(rng) -> list[Case]:
+        made = []
+        atomic = kernel is reduction.sum_grid_stride_atomic
+        for n in (1, 1000, 3001):
+            a = _positive(rng, n) if atomic else rng.standard_normal(n).astype(np.float32)
+            for blocks in sorted({reduction.blocks_for(kernel, n)} | ({3, 8} if atomic else set())):
+                def run(a=a, blocks=blocks):
+                    partial = cuda.to_device(np.zeros(1, np.float32) if atomic else _poisoned(blocks))
+                    kernel[blocks, reduction.THREADS](partial, cuda.to_device(a))
+                    return {"partial": partial.copy_to_host()}
+
+                made.append(Case(f"n={n}, {blocks} blocks of {reduction.THREADS}", run))
+        return made
+
+    return cases
+
+
+for _kernel in reduction.LADDER[:-1]:
+    register(f"reduction.{_kernel.py_func.__name__}", _sum_cases(_kernel),
+             why="a tree in a fixed order, the same on both: bit for bit")
+register("reduction.sum_grid_stride_atomic", _sum_cases(reduction.sum_grid_stride_atomic), ulps=8,
+         why="one atomic add per block (at most 8) in an order the GPU picks: one rounding per block may differ "
+             "(positive inputs)")
+
+AXIS_SUM = axis_reduction.make_axis_reduce(add, 0.0)
+
+
+def _axis_cases(rng) -> list[Case]:
+    cases = []
+    for shape, axis in (((7, 300), 1), ((130, 5), 0), ((3, 4, 50), 1)):
+        a = rng.standard_normal(shape).astype(np.float32)
+
+        def run(a=a, axis=axis):
+            out = Tensor.from_numpy(_poisoned(a.shape[:axis] + (1,) + a.shape[axis + 1:]))
+            axis_reduction.launch_axis_reduce(AXIS_SUM, out, Tensor.from_numpy(a.copy()), axis)
+            return {"out": out.numpy()}
+
+        cases.append(Case(f"{shape} along axis {axis}, {axis_reduction.THREADS} threads", run))
+    return cases
+
+
+register("axis_reduction.make_axis_reduce(+)", _axis_cases,
+         why="each thread's loop and the block's tree in a fixed order: bit for bit")
+
+
+# -- module 3: matrix multiplication --------------------------------------------------------------------------------
+MATMUL_K = (29, 70, 1)
+
+
+def _matmul_cases(kernel):
+    def cases(rng) -> list[Case]:
+        made = []
+        for (batch, M, N), K, batch_b in zip(((1, 37, 45), (2, 20, 19), (1, 65, 3)), MATMUL_K, (1, 1, 1)):
+            A, B = _positive(rng, (batch, M, K)), _positive(rng, (batch_b, K, N))
+
+            def run(A=A, B=B, shape=(batch, M, N)):
+                C = cuda.to_device(_poisoned(shape))
+                matmul.launch(kernel, C, cuda.to_device(A), cuda.to_device(B))
+                return {"C": C.copy_to_host()}
+
+            grid, block = matmul.configuration(kernel, (batch, M, N))
+            made.append(Case(f"({batch}, {M}, {K}) @ ({batch_b}, {K}, {N}), grid {grid}, block {block}", run))
+        return made
+
+    return cases
+
+
+for _kernel in matmul.KERNELS:
+    register(f"matmul.{_kernel.py_func.__name__}", _matmul_cases(_kernel), ulps=max(MATMUL_K),
+             why=f"{FMA}: at most K ulps (K <= {max(MATMUL_K)} here, positive inputs)")
+
+# -- module 4 and 5 add their blocks here ---------------------------------------------------------------------------
+
+# Solution kernels whose outputs may differ (kernel name -> (ulps, why)); every other one: bit for bit.
+SOLUTION_BOUNDS = {
+    name: (64, f"{FMA}; mixed signs, so in ulps of the largest output")
+    for name in ("matmul_nt_kernel", "matvec_kernel", "weight_grad_kernel", "matmul_micro_tile_kernel")
+} | {"stencil_kernel": (8, f"{FMA}: a few taps per output")}

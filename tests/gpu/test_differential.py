@@ -1,0 +1,128 @@
+"""The differential test (simulator vs GPU) and its harness.
+
+On a GPU machine `test_the_simulator_agrees_with_the_gpu` runs every registered reference kernel and
+every solution kernel on both; elsewhere it is skipped with one line. The harness is tested on the CPU:
+the simulator against itself agrees, and against a deliberately perturbed copy of itself it does not.
+"""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from gpucourse import BACKEND
+from gpucourse.grading import differential, differential_cases
+from gpucourse.grading.differential import (REGISTRY, Case, compare, compare_all, register, report, simulator,
+                                            solution_subjects, ulps_apart)
+
+
+def perturbed(ulps: int):
+    """The simulator, with one element of every float output moved by ``ulps`` ulps: a simulator bug."""
+    def backend(run):
+        outputs = simulator(run)
+        for value in outputs.values():
+            if value.dtype.kind == "f" and np.isfinite(value).any():
+                flat = value.reshape(-1)
+                k = int(np.flatnonzero(np.isfinite(flat))[-1])
+                flat[k] += ulps * np.spacing(np.abs(value[np.isfinite(value)]).max())
+        return outputs
+    return backend
+
+
+def test_ulps_apart_is_zero_only_for_equal_outputs_and_counts_ulps_of_the_largest_magnitude():
+    a = np.array([1.0, -2.0, np.nan, 0.0], np.float32)
+    assert ulps_apart(a, a.copy()) == 0
+    assert ulps_apart(a, np.array([1.0, -2.0, np.nan, -0.0], np.float32)) == 0  # -0 == +0
+    b = a.copy()
+    b[1] = np.nextafter(np.float32(-2), np.float32(-3))
+    assert ulps_apart(a, b) == 1
+    b[0] = np.float32(1) + 3 * np.spacing(np.float32(2))
+    assert ulps_apart(a, b) == 3  # in ulps of 2, the largest magnitude
+    assert math.isinf(ulps_apart(a, np.array([1.0, -2.0, 5.0, 0.0], np.float32)))  # a NaN gone
+    assert math.isinf(ulps_apart(a, a[:3]))
+    assert math.isinf(ulps_apart(a, a.astype(np.float64)))
+    assert ulps_apart(np.arange(5), np.arange(5)) == 0
+    assert math.isinf(ulps_apart(np.arange(5), np.arange(5) + (np.arange(5) == 4)))  # integers: bit for bit
+
+
+def test_a_bound_needs_a_reason_and_a_name_is_registered_once():
+    with pytest.raises(ValueError, match="needs a reason"):
+        register("test-only kernel", lambda rng: [], ulps=2)
+    with pytest.raises(ValueError, match="already registered"):
+        register(next(iter(REGISTRY)), lambda rng: [])
+
+
+def test_every_library_module_has_kernels_in_the_registry_with_cases():
+    modules = {name.split(".")[0] for name in REGISTRY}
+    assert {"elementwise", "reduction", "axis_reduction", "matmul"} <= modules
+    rng = np.random.default_rng(0)
+    assert all(len(subject.cases(rng)) >= 3 for subject in REGISTRY.values())
+
+
+def test_the_simulator_agrees_with_itself_and_a_perturbed_simulator_is_caught():
+    subjects = list(REGISTRY.values())
+    same = compare_all(subjects, reference=simulator, candidate=simulator)
+    assert all(o.agrees and o.worst == 0 for o in same), report(same)
+    one_ulp = compare_all(subjects, reference=simulator, candidate=perturbed(1))
+    assert {o.subject.name for o in one_ulp if not o.agrees} == {s.name for s in subjects if s.ulps == 0}
+    far = compare_all(subjects, reference=simulator, candidate=perturbed(1000))
+    assert not any(o.agrees for o in far)
+    text = report(far, "simulator", "perturbed simulator")
+    assert f"disagreements between the simulator and the perturbed simulator" in text
+    assert "`matmul.matmul_tiled`, (1, 37, 29) @ (1, 29, 45)" in text and "ulps apart (bound 70)" in text
+
+
+def test_a_launch_that_fails_on_one_side_is_a_disagreement():
+    def broken(run):
+        raise RuntimeError("the simulator cannot run this")
+
+    case = Case("n=3", lambda: {"out": np.zeros(3, np.float32)})
+    outcome = compare(differential.Subject("k", lambda rng: [case]), reference=simulator, candidate=broken)
+    assert outcome.disagreements == ["n=3: raised on the candidate: RuntimeError: the simulator cannot run this"]
+    assert "| `k` | 1 | 0 |" in report([outcome]) and "**no**" in report([outcome])
+
+
+def test_a_solution_notebooks_kernels_become_subjects_with_the_launches_of_its_checks(tmp_path):
+    cells = ["import numpy as np\nfrom numba import cuda\nfrom gpucourse.grading import check_kernel, blocks_1d",
+             "@cuda.jit\ndef triple_kernel(out, a):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+             "        out[i] = 3 * a[i]",
+             "%time 1\ncheck_kernel(triple_kernel, lambda a: 3 * a, blocks_1d([5, 100], threads=[32, 64]))"]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": []} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "one.ipynb").write_text(json.dumps(notebook))
+    [subject] = solution_subjects(tmp_path / "one.ipynb", {"triple_kernel": (1, "a stated reason")})
+    assert subject.name == f"{tmp_path.name}/triple_kernel" and subject.ulps == 1
+    outcome = compare(subject, reference=simulator, candidate=simulator)
+    assert outcome.cases == 4 and outcome.agrees
+    assert not compare(subject, reference=simulator, candidate=perturbed(2)).agrees
+
+
+def test_every_solution_kernel_with_a_bound_exists():
+    names = {line.split("def ")[1].split("(")[0] for path in ROOT.glob("solutions/*/*.ipynb")
+             for cell in json.loads(path.read_text())["cells"] for line in "".join(cell["source"]).splitlines()
+             if line.startswith("def ")}
+    assert set(differential_cases.SOLUTION_BOUNDS) <= names
+
+
+@pytest.mark.skipif(not BACKEND.on_gpu, reason=f"no CUDA GPU here ({BACKEND.reason}): the differential test runs "
+                    "on a GPU machine, with `make gpu-check`")
+def test_the_simulator_agrees_with_the_gpu():
+    subjects = list(REGISTRY.values())
+    for notebook in sorted(ROOT.glob("solutions/*/*.ipynb")):
+        subjects += solution_subjects(notebook, differential_cases.SOLUTION_BOUNDS)
+    outcomes = compare_all(subjects)
+    assert all(o.agrees for o in outcomes), report(outcomes)
+
+
+def test_the_runner_says_in_one_line_why_it_skips_without_a_gpu():
+    if BACKEND.on_gpu:
+        pytest.skip("a GPU is usable here: the runner would compare")
+    run = subprocess.run([sys.executable, "-m", "gpucourse.grading.differential"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.returncode == 0 and run.stderr == ""
+    assert run.stdout.strip().splitlines() == [
+        f"The differential test needs a CUDA GPU: skipped ({BACKEND.reason})."]

@@ -36,7 +36,7 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test browser release setup-cells student-edition grade grade-one sandbox
+.PHONY: lab-instructor test browser release setup-cells student-edition grade grade-one sandbox gpu-check gpu-wheels
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
@@ -81,4 +81,12 @@ grade: $(INSTALLED) sandbox
 ## Grade again one student S of assignment A.
 grade-one: $(INSTALLED) sandbox
 	$(PY) -m gpucourse.grading.classroom $(A) --student $(S)
+
+## The whole course on a real GPU: notebooks, GPU benchmarks, the differential test (ARGS="--help" for its parts).
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py $(ARGS)
+
+## Download (online) the wheels gpu-check installs offline on the GPU machine, into wheels/gpu-check/.
+gpu-wheels:
+	$(PYTHON) benchmarks/gpu_check.py --download-wheels $(ARGS)
 # END INSTRUCTOR ONLY

@@ -1,0 +1,152 @@
+"""make gpu-check on a machine without a GPU: its usage, its parts, the refusal, the wheels, the environment it
+prepares, the notebook runner, the summary and the output folder. (The GPU run itself needs the GPU machine.)"""
+
+import io
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_check  # noqa: E402
+
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+
+
+def run_script(*arguments, env=None):
+    return subprocess.run([sys.executable, str(SCRIPT), *arguments], capture_output=True, text=True, timeout=120,
+                          env=env or os.environ)
+
+
+def executable(path, text):
+    path.write_text("#!/bin/sh\n" + text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_the_usage_documents_every_part_and_the_limits():
+    usage = run_script("--help")
+    assert usage.returncode == 0
+    for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "--part", "10 minutes",
+                  "64 MiB", "--limit", "--out", "--download-wheels", "--use-this-python", "summary.md"):
+        assert words in usage.stdout, words
+
+
+def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
+    assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "matmul", "differential"]
+    assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
+    assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
+    with pytest.raises(SystemExit, match="no part named conv; the parts are: lectures, solutions"):
+        gpu_check.select_parts(["conv"])
+    for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
+        (tmp_path / f"{name}.py").write_text("")
+    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential"]
+
+
+@pytest.mark.parametrize("nvidia_smi", [None, "echo 'NVIDIA-SMI has failed: no driver' >&2; exit 9"],
+                         ids=["no nvidia-smi", "nvidia-smi without a GPU"])
+def test_without_a_gpu_it_refuses_in_one_line_and_writes_nothing(tmp_path, nvidia_smi):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    if nvidia_smi:
+        executable(tools / "nvidia-smi", nvidia_smi + "\n")
+    out = tmp_path / "out"
+    run = run_script("--out", str(out), env={**os.environ, "PATH": str(tools)})
+    assert run.returncode == 2 and run.stderr == ""
+    [line] = run.stdout.splitlines()
+    assert line.startswith("gpu-check needs an NVIDIA GPU and there is none here (")
+    assert ("no nvidia-smi on PATH" if nvidia_smi is None else "no driver") in line
+    assert not out.exists()
+
+
+def test_the_wheels_are_downloaded_for_the_gpu_machine_and_the_unneeded_ones_left_out(tmp_path, capsys):
+    calls = tmp_path / "calls"
+    fake_python = executable(tmp_path / "python", textwrap.dedent(f"""\
+        echo "$@" >> {calls}
+        while [ "$1" != "-d" ]; do shift; done
+        for name in numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64 debugpy-1.8-py2.py3-none-any jedi-0.20-py3-none-any; do
+          head -c 2048 /dev/zero > "$2/$name.whl"
+        done
+        """))
+    folder = tmp_path / "wheels"
+    assert gpu_check.download_wheels(folder, str(fake_python)) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    pip_calls = calls.read_text().splitlines()
+    assert len(pip_calls) == 2 and all("--python-version 3.12 " in c and "--abi cp312" in c and
+                                       "--platform manylinux_2_28_x86_64" in c for c in pip_calls)
+    assert "numpy<2.5" in pip_calls[0] and "--no-deps numba-cuda==0.30.*" in pip_calls[1]
+    assert "1 wheels in" in capsys.readouterr().out
+
+
+def fake_wheel(folder, name="gpucheckprobe"):
+    """A minimal pure-Python wheel: one module, its dist-info."""
+    folder.mkdir(exist_ok=True)
+    info = f"{name}-1.0.dist-info"
+    files = {f"{name}.py": "ANSWER = 42\n", f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_prepare_installs_the_carried_wheels_offline_into_an_environment_that_sees_the_machines_packages(tmp_path):
+    with pytest.raises(SystemExit, match="no wheels in .*make gpu-wheels"):
+        gpu_check.prepare(tmp_path / "empty", tmp_path / "venv", io.StringIO())
+    fake_wheel(tmp_path / "wheels")
+    with open(tmp_path / "log", "w") as log:
+        python = gpu_check.prepare(tmp_path / "wheels", tmp_path / "venv", log)
+    probe = subprocess.run([python, "-c", "import gpucheckprobe, sys; print(gpucheckprobe.ANSWER, sys.prefix)"],
+                           capture_output=True, text=True)
+    assert probe.stdout.split() == ["42", str(tmp_path / "venv")]
+    assert "include-system-site-packages = true" in (tmp_path / "venv" / "pyvenv.cfg").read_text()
+
+
+def test_a_notebook_fails_on_an_error_on_stderr_output_and_off_the_gpu(tmp_path):
+    def notebook(name, *cells):
+        path = tmp_path / f"{name}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
+        return path
+
+    quiet = notebook("quiet", "x = 1")
+    assert gpu_check.execute_notebook(quiet, 120, require_gpu=False) == []
+    assert gpu_check.execute_notebook(quiet, 120) == ["ran on the simulator, not the GPU"]
+    noisy = notebook("noisy", "import sys\nprint('careful', file=sys.stderr)")
+    assert gpu_check.execute_notebook(noisy, 120, require_gpu=False) == ["stderr: careful"]
+    [failed] = gpu_check.execute_notebook(notebook("broken", "1 / 0"), 120, require_gpu=False)
+    assert failed.startswith("a cell failed") and "ZeroDivisionError" in failed
+
+
+def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_and_summary_to_out(tmp_path):
+    def runner(part, python, seconds_left, log, out, match):
+        log.write(f"ran {part}\n")
+        return gpu_check.Result(part, "passed" if part != "matmul" else "failed", 12.4,
+                                "" if part != "matmul" else "exit status 1: see gpu-check.log")
+
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 5, None, runner)
+    assert [r.status for r in results] == ["not run"] * 3  # under 10 s left: nothing is started
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 570, None,
+                              runner)
+    assert [r.status for r in results] == ["passed", "failed", "passed"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]
+    log = (tmp_path / "out" / "gpu-check.log").read_text()
+    assert "ran lectures\nran matmul\nran differential\n" in log and "Python 3." in log
+    assert (tmp_path / "out" / "RESULTS.md").read_text() == (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    assert (tmp_path / "out" / "summary.md").read_text().splitlines() == [
+        "| part | result | seconds | note |", "|---|---|---:|---|", "| lectures | passed | 12 |  |",
+        "| matmul | failed | 12 | exit status 1: see gpu-check.log |", "| differential | passed | 12 |  |", "",
+        "gpu-check: 2 of 3 parts passed."]
+
+
+def test_a_benchmark_that_finds_no_gpu_fails_its_part(tmp_path):
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("bandwidth", sys.executable, 120, log, tmp_path, None)
+    assert (result.status, result.note) == ("failed", "found no usable GPU: see gpu-check.log")
+    assert "needs a CUDA GPU" in (tmp_path / "log").read_text()

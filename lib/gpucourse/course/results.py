@@ -38,13 +38,27 @@ def record(name: str, text: str, path: Path = RESULTS) -> None:
     path.write_text(updated)
 
 
-def show_recorded(name: str, path: Path = RESULTS):
-    """Display section ``name`` in a notebook, or say that it has not been measured yet."""
+def measured_on(text: str) -> str | None:
+    """Where and when a recorded section was measured, "on DEVICE, DATE" (from its "`python ...` on DEVICE" and "- Date:" lines), or None."""
+    device = re.search(r"^`[^`]+` on (.+?)(?: \(|\.?$)", text, re.M)
+    date = re.search(r"^- Date: (\S+)", text, re.M)
+    return f"on {device.group(1)}, {date.group(1)}" if device and date else None
+
+
+def show_recorded(name: str, path: Path = RESULTS, otherwise=None):
+    """Display section ``name`` in a notebook, saying on which device and date it was measured.
+
+    When it was never recorded, ``otherwise`` (called if callable, e.g. a prediction from
+    `gpucourse.figures.show_prediction`) is shown instead, else a note saying how to record it.
+    """
     from IPython.display import Markdown
 
+    text = recorded(name, path)
+    if text is None and otherwise is not None:
+        return otherwise() if callable(otherwise) else otherwise
     if not path.exists():  # an installed package (Colab) has no benchmarks folder
         return Markdown(f"*The recorded `{name}` results are in `benchmarks/RESULTS.md` of the course repository.*")
-    text = recorded(name, path)
     if text is None:
         return Markdown(f"*No `{name}` results recorded yet: run `python benchmarks/{name}.py` on a GPU.*")
-    return Markdown(text)
+    where = measured_on(text)
+    return Markdown(f"*Measured {where} (`benchmarks/RESULTS.md`).*\n\n{text}" if where else text)

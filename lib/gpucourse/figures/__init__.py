@@ -1,7 +1,8 @@
 """What lectures draw: widgets and pictures, one module per course topic, and the roofline.
 
 Holds: `threads` (module 1), `elementwise` and `reduction` (module 2), `matmul` (module 3),
-`roofline`, `occupancy` (blocks per SM from registers and shared memory). May import: `gpucourse.kernels`
+`roofline` (the one table of data-sheet figures, `DEVICES`, and `show_prediction`: a traced launch's lower
+bound on time), `occupancy` (blocks per SM from registers and shared memory). May import: `gpucourse.kernels`
 and `gpucourse.simulator`.
 """
 
@@ -10,8 +11,8 @@ from .elementwise import draw_views, draw_warp_sectors, positions, warp_position
 from .occupancy import SM, SMS, Occupancy, blocks_per_sm
 from .reduction import (additions, blelloch_steps, draw_reduction_trees, draw_scan, hillis_steele_steps,
                         reduction_levels)
-from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, Device, attainable, draw_roofline, intensity,
-                       seconds_at_least)
+from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, Device, LaunchBound, attainable, draw_roofline, intensity,
+                       launch_bound, seconds_at_least, show_prediction)
 from .threads import draw_launch, index_explorer, thread_map
 
 __all__ = ["threads", "elementwise", "reduction", "matmul", "roofline", "occupancy",
@@ -21,4 +22,4 @@ __all__ = ["threads", "elementwise", "reduction", "matmul", "roofline", "occupan
            "reduction_levels",
            "SM", "SMS", "Occupancy", "blocks_per_sm",
            "Device", "DEVICES", "T4", "A100_SXM", "H100_SXM", "attainable", "draw_roofline", "intensity",
-           "seconds_at_least"]
+           "seconds_at_least", "LaunchBound", "launch_bound", "show_prediction"]

@@ -89,3 +89,93 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="major", color="0.9")
     return ax.figure
+
+
+# -- a prediction from the simulator's trace, for lectures until a GPU run is recorded -----------------------------
+SECTOR_BYTES = 32
+PREDICTION_LABEL = "Prediction, not a measurement"
+
+
+@dataclass(frozen=True)
+class LaunchBound:
+    """The least time one traced launch can take on ``device``: its global memory traffic at peak bandwidth or its
+    FLOPs at peak rate, whichever is slower."""
+
+    kernel: str
+    sectors: int  # 32-byte sectors of global memory the launch's warps read, wrote or updated atomically
+    flops: float
+    device: Device
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.sectors * SECTOR_BYTES
+
+    @property
+    def seconds(self) -> float:
+        return seconds_at_least(self.flops, self.bytes_moved, self.device)
+
+    @property
+    def bound_by(self) -> str:
+        return "memory" if self.bytes_moved / self.device.bandwidth >= self.flops / self.device.peak_flops else "FLOPs"
+
+
+def _device(device) -> Device:
+    if isinstance(device, Device):
+        return device
+    if device not in DEVICES:
+        raise ValueError(f"no data-sheet figures for a device named {device!r}: use one of {', '.join(DEVICES)} "
+                         "(gpucourse.figures.DEVICES) or a gpucourse.figures.Device")
+    return DEVICES[device]
+
+
+def launch_bound(launch, flops: float = 0, device="H100") -> LaunchBound:
+    """`LaunchBound` of ``launch``, one launch of a trace (``with gpucourse.trace() as t: ...``, then ``t.last``
+    or ``t[k]``), doing ``flops`` operations, on ``device`` (a name of `DEVICES` or a `Device`)."""
+    if not hasattr(launch, "arrays"):
+        raise TypeError(f"launch_bound needs one traced launch (t.last or t[k] of `with gpucourse.trace() as t:`), "
+                        f"got {type(launch).__name__}")
+    sectors = sum(stats.sectors for array in launch.arrays.values() if array.space == "global"
+                  for stats in array.instructions.values())
+    return LaunchBound(launch.kernel, int(sectors), float(flops), _device(device))
+
+
+def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "H100"), measure: str = ""):
+    """A labelled lower bound on time, in a notebook, for traced launches (``{label: t[k]}``) on each device.
+
+    Bytes moved are the trace's 32-byte sectors x 32; ``flops`` (a number, or one per label) the launch's
+    arithmetic. The speed shown is the most the launch can reach: ``useful_bytes`` (GB/s) or FLOPs (TFLOP/s)
+    over that least time. ``measure`` names the command that records real numbers. Returns IPython Markdown.
+    """
+    from IPython.display import Markdown  # noqa: PLC0415
+
+    devices = [_device(d) for d in devices]
+
+    def per(value, label):
+        return value.get(label, 0) if isinstance(value, dict) else value
+
+    speed = "GB/s" if useful_bytes is not None else "TFLOP/s"
+    header = ["launch", "bytes moved", "FLOPs"] + [f"{d.name}: {what}" for d in devices
+                                                   for what in ("at least", f"at most {speed}")]
+    rows = []
+    for label, launch in launches.items():
+        bounds = [launch_bound(launch, per(flops, label), d) for d in devices]
+        cells = [f"`{label}`", f"{bounds[0].bytes_moved:,}", f"{bounds[0].flops:,.0f}"]
+        for b in bounds:
+            rate = per(useful_bytes, label) / b.seconds / 1e9 if useful_bytes is not None else b.flops / b.seconds / 1e12
+            cells += [f"{b.seconds * 1e6:.3g} µs ({b.bound_by})", f"{rate:.3g}"]
+        rows.append("| " + " | ".join(cells) + " |")
+    sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s ({d.source})"
+                        for d in devices)
+    text = "\n".join([
+        f"**{PREDICTION_LABEL}**: no GPU run is recorded yet, so this is a *lower bound* on the time of each launch "
+        "as traced, at its size (an upper bound on its speed), from the simulator's trace: bytes moved = the 32-byte sectors its warps "
+        "touched x 32, at the device's peak bandwidth, or its FLOPs at the peak FP32 rate, whichever is slower; "
+        "no launch overhead, every sector from device memory (a cache that serves repeated sectors can beat it).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * 3 + "---:|" * (2 * len(devices)),
+        *rows,
+        "",
+        f"Data sheets: {sources}." + (f" Measured numbers: `{measure}` on a GPU records them." if measure else ""),
+    ])
+    return Markdown(text)

@@ -1,0 +1,61 @@
+"""The prediction lectures show until a GPU run is recorded: a traced launch's lower bound on time, labelled."""
+
+import numpy as np
+import pytest
+
+import gpucourse
+from gpucourse.figures import DEVICES, H100_SXM, T4, launch_bound, show_prediction
+from gpucourse.kernels import Tensor, elementwise
+
+
+def double(x):
+    return x + x
+
+
+DOUBLE = elementwise.make_map(double)
+
+
+def traced_map(a: np.ndarray, transposed: bool = False):
+    view = Tensor.from_numpy(a.copy())
+    view = view.T if transposed else view
+    out = Tensor.from_numpy(np.full(view.shape, np.nan, np.float32))
+    with gpucourse.trace() as t:
+        elementwise.launch_elementwise(DOUBLE, out, view, threads=128)
+    np.testing.assert_array_equal(out.numpy(), 2 * view.numpy())
+    return t.last
+
+
+def test_the_devices_come_from_one_table_of_data_sheet_figures():
+    assert DEVICES["T4"] is T4 and DEVICES["H100"] is H100_SXM
+    assert (T4.peak_flops, T4.bandwidth, H100_SXM.peak_flops, H100_SXM.bandwidth) == (8.1e12, 320e9, 67e12, 3.35e12)
+
+
+def test_the_bound_is_the_sectors_moved_over_the_bandwidth_or_the_flops_over_the_peak():
+    rng = np.random.default_rng(1)
+    contiguous = launch_bound(traced_map(rng.standard_normal((10, 100)).astype(np.float32)), flops=1000, device="T4")
+    assert contiguous.sectors == 2 * 1000 * 4 // 32  # read once, written once, coalesced
+    assert contiguous.bytes_moved == 8000 and contiguous.bound_by == "memory"
+    assert contiguous.seconds == pytest.approx(8000 / 320e9)
+    strided = launch_bound(traced_map(rng.standard_normal((100, 10)).astype(np.float32), True), device=H100_SXM)
+    assert strided.sectors > 2 * contiguous.sectors  # a transposed read touches more sectors
+    arithmetic = launch_bound(traced_map(rng.standard_normal((10, 100)).astype(np.float32)), flops=1e9)
+    assert arithmetic.bound_by == "FLOPs" and arithmetic.seconds == pytest.approx(1e9 / 67e12)
+
+
+def test_the_prediction_is_labelled_a_lower_bound_and_names_its_devices_and_sources():
+    launch = traced_map(np.random.default_rng(2).standard_normal((10, 100)).astype(np.float32))
+    text = show_prediction({"double": launch}, useful_bytes=8000, measure="python benchmarks/bandwidth.py").data
+    assert text.startswith("**Prediction, not a measurement**") and "*lower bound*" in text
+    assert "| launch | bytes moved | FLOPs | T4: at least | T4: at most GB/s | H100 SXM: at least |" in text
+    assert f"| `double` | 8,000 | 0 | {8000 / 320e9 * 1e6:.3g} µs (memory) | 320 |" in text  # every byte useful
+    assert "T4 Tensor Core GPU data sheet" in text and "`python benchmarks/bandwidth.py` on a GPU" in text
+    flops = show_prediction({"double": launch}, flops={"double": 1000}, devices=["H100"]).data
+    assert "H100 SXM: at most TFLOP/s" in flops and "T4" not in flops
+
+
+def test_a_wrong_device_or_launch_says_what_to_pass():
+    launch = traced_map(np.random.default_rng(3).standard_normal((10, 100)).astype(np.float32))
+    with pytest.raises(ValueError, match="no data-sheet figures for a device named 'V100': use one of T4, A100, H100"):
+        launch_bound(launch, device="V100")
+    with pytest.raises(TypeError, match=r"needs one traced launch \(t.last"):
+        launch_bound(np.zeros(3))

@@ -11,7 +11,7 @@ Parts, in this order (``--part`` names one or more; the default runs them all):
                        stderr or a backend other than the GPU fails it
   <benchmark>          every GPU benchmark of benchmarks/ (each script but the helpers and the
                        CPU-only ones), full size: it records its section of RESULTS.md
-  differential         `python -m gpucourse.grading.differential`: every reference and solution
+  differential         `python -m gpucourse.grading.differential_cases`: every reference and solution
                        kernel on the GPU and on the simulator; its report becomes RESULTS.md's
                        `differential` section
 
@@ -184,7 +184,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, match:
         command = [python, __file__, "--execute", *map(str, paths)]
         note = f"{len(paths)} notebooks"
     elif part == "differential":
-        command = [python, "-m", "gpucourse.grading.differential", "--markdown", str(out / "differential.md")]
+        command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
         note = ""
     else:
         command = [python, str(BENCHMARKS / f"{part}.py")]

@@ -121,7 +121,7 @@ def test_the_simulator_agrees_with_the_gpu():
 def test_the_runner_says_in_one_line_why_it_skips_without_a_gpu():
     if BACKEND.on_gpu:
         pytest.skip("a GPU is usable here: the runner would compare")
-    run = subprocess.run([sys.executable, "-m", "gpucourse.grading.differential"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "gpucourse.grading.differential_cases"], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert run.returncode == 0 and run.stderr == ""
     assert run.stdout.strip().splitlines() == [

@@ -1,7 +1,8 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2) and `matmul` (module 3), `feedback`. May import: `gpucourse.run`,
+and `reduction` (module 2) and `matmul` (module 3), `feedback`, and the differential test of the simulator
+against a GPU (`differential`, its kernels and runner in `differential_cases`). May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
 """
 

@@ -10,32 +10,27 @@ kernels with a bound of 0 must be bit for bit equal; other float kernels may dif
 bound in ulps of the output's largest magnitude (`ulps_apart`), for a stated reason (reduction
 order, FMA contraction). Any disagreement is a simulator bug.
 
-    python -m gpucourse.grading.differential          # on a GPU machine; --markdown FILE keeps the report
+The runner, on a GPU machine: ``python -m gpucourse.grading.differential_cases`` (`make gpu-check` runs it).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import linecache
 import math
 import os
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from ..run import BACKEND, simulated
+from ..run import simulated
 from . import core
 
 Backend = Callable[[Callable[[], dict]], dict]  # runs a case's launch somewhere, returns its outputs
-ROOT = Path(__file__).resolve().parents[3]
-SECTION = "differential"
 
 
 @dataclass(frozen=True)
@@ -234,43 +229,3 @@ def solution_subjects(notebook: Path, bounds: dict[str, tuple[int, str]]) -> lis
         subjects.append(Subject(label, lambda _rng, cases=cases: cases, ulps, why) if why else
                         Subject(label, lambda _rng, cases=cases: cases, ulps))
     return subjects
-
-
-# -- the runner gpu_check calls ------------------------------------------------------------------------------------
-def main(argv=None) -> int:
-    from . import differential_cases
-
-    parser = argparse.ArgumentParser(description="Differential test: every reference and solution kernel on the GPU "
-                                     "and on the course simulator, outputs compared.")
-    parser.add_argument("--no-solutions", action="store_true", help="only the library's reference kernels")
-    parser.add_argument("--markdown", type=Path, help=f"also write the report (the `{SECTION}` section of RESULTS.md) "
-                        "to this file")
-    arguments = parser.parse_args(argv)
-    if not BACKEND.on_gpu:
-        print(f"The differential test needs a CUDA GPU: skipped ({BACKEND.reason}).")
-        return 0
-    start = time.perf_counter()
-    subjects = list(REGISTRY.values())
-    if not arguments.no_solutions:
-        for notebook in sorted(ROOT.glob("solutions/*/*.ipynb")):
-            subjects += solution_subjects(notebook, differential_cases.SOLUTION_BOUNDS)
-    outcomes = compare_all(subjects)
-    from numba import cuda
-
-    name = cuda.get_current_device().name
-    name = name.decode() if isinstance(name, bytes) else name
-    text = (f"## Differential test: the course simulator against a GPU\n\n"
-            f"`python -m gpucourse.grading.differential` (run by `make gpu-check`).\n\n"
-            f"- Device: {name}\n- Date: {time.strftime('%Y-%m-%d')}\n"
-            f"- Python {sys.version.split()[0]}, numpy {np.__version__}\n"
-            f"- Bound: ulps of the output's largest magnitude; 0 means bit for bit.\n\n"
-            + report(outcomes))
-    print(text)
-    print(f"({time.perf_counter() - start:.0f} s)")
-    if arguments.markdown:
-        arguments.markdown.write_text(text)
-    return 0 if all(o.agrees for o in outcomes) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,15 +6,27 @@ cases build their inputs once (random, non-uniform, sizes that are not multiples
 launch on whatever backend is current, returning the outputs by name; then
 ``register(name, cases, ulps=..., why=...)``. Solution kernels need only a line in `SOLUTION_BOUNDS`
 when they may differ by more than 0 ulps.
+
+On a GPU machine, ``python -m gpucourse.grading.differential_cases`` runs them all (`make gpu-check`
+does); ``--markdown FILE`` keeps the report. Without a GPU it says so in one line.
 """
 
 from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 from numba import cuda
 
 from ..kernels import Tensor, axis_reduction, elementwise, matmul, reduction
-from .differential import Case, register
+from ..run import BACKEND
+from .differential import REGISTRY, Case, compare_all, register, report, solution_subjects
+
+ROOT = Path(__file__).resolve().parents[3]
+SECTION = "differential"
 
 FMA = ("FMA contraction: the GPU rounds `acc + a * b` once, the simulator may round twice; at most half an ulp "
        "of the running sum per step")
@@ -146,3 +158,39 @@ SOLUTION_BOUNDS = {
     name: (64, f"{FMA}; mixed signs, so in ulps of the largest output")
     for name in ("matmul_nt_kernel", "matvec_kernel", "weight_grad_kernel", "matmul_micro_tile_kernel")
 } | {"stencil_kernel": (8, f"{FMA}: a few taps per output")}
+
+
+# -- the runner `make gpu-check` calls ------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Differential test: every reference and solution kernel on the GPU "
+                                     "and on the course simulator, outputs compared.")
+    parser.add_argument("--no-solutions", action="store_true", help="only the library's reference kernels")
+    parser.add_argument("--markdown", type=Path, help=f"also write the report (the `{SECTION}` section of RESULTS.md) "
+                        "to this file")
+    arguments = parser.parse_args(argv)
+    if not BACKEND.on_gpu:
+        print(f"The differential test needs a CUDA GPU: skipped ({BACKEND.reason}).")
+        return 0
+    start = time.perf_counter()
+    subjects = list(REGISTRY.values())
+    if not arguments.no_solutions:
+        for notebook in sorted(ROOT.glob("solutions/*/*.ipynb")):
+            subjects += solution_subjects(notebook, SOLUTION_BOUNDS)
+    outcomes = compare_all(subjects)
+    name = cuda.get_current_device().name
+    name = name.decode() if isinstance(name, bytes) else name
+    text = (f"## Differential test: the course simulator against a GPU\n\n"
+            f"`python -m gpucourse.grading.differential_cases` (run by `make gpu-check`).\n\n"
+            f"- Device: {name}\n- Date: {time.strftime('%Y-%m-%d')}\n"
+            f"- Python {sys.version.split()[0]}, numpy {np.__version__}\n"
+            f"- Bound: ulps of the output's largest magnitude; 0 means bit for bit.\n\n"
+            + report(outcomes))
+    print(text)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    if arguments.markdown:
+        arguments.markdown.write_text(text)
+    return 0 if all(o.agrees for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

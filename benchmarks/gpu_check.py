@@ -60,6 +60,7 @@ WITHOUT_DEPENDENCIES = ["numba-cuda==0.30.*"]  # its numba and llvmlite (60 MB) 
 # Dependencies nothing imports when notebooks run headless: the debugger, completion, widget front ends.
 LEFT_OUT = {"debugpy", "jedi", "parso", "widgetsnbextension", "jupyterlab_widgets"}
 BACKEND_MARK = "GPU_CHECK_BACKEND"
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")  # one folder per GPU the NVIDIA driver sees
 
 
 @dataclass
@@ -120,10 +121,12 @@ def execute_notebook(path: Path, timeout: int, require_gpu: bool = True) -> list
 
 
 # -- the environment ----------------------------------------------------------------------------------------------
-def no_gpu() -> str | None:
-    """Why there is no NVIDIA GPU here (nvidia-smi lists none), or None."""
+def no_gpu(driver_gpus: Path = DRIVER_GPUS) -> str | None:
+    """Why there is no NVIDIA GPU here (nvidia-smi lists none, or without it the driver lists none), or None."""
     if shutil.which("nvidia-smi") is None:
-        return "no nvidia-smi on PATH"
+        if driver_gpus.is_dir() and any(driver_gpus.iterdir()):
+            return None
+        return f"no nvidia-smi on PATH and no GPU in {driver_gpus}"
     try:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:

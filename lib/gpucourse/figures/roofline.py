@@ -162,7 +162,7 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
         cells = [f"`{label}`", f"{bounds[0].bytes_moved:,}", f"{bounds[0].flops:,.0f}"]
         for b in bounds:
             rate = per(useful_bytes, label) / b.seconds / 1e9 if useful_bytes is not None else b.flops / b.seconds / 1e12
-            cells += [f"{b.seconds * 1e6:.3g} µs ({b.bound_by})", f"{rate:.3g}"]
+            cells += [f"{b.seconds * 1e6:.3g} µs ({b.bound_by})", f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"]
         rows.append("| " + " | ".join(cells) + " |")
     sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s ({d.source})"
                         for d in devices)

@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT
 from gpucourse import BACKEND
 from gpucourse.grading import differential, differential_cases
-from gpucourse.grading.differential import (REGISTRY, Case, compare, compare_all, register, report, simulator,
-                                            solution_subjects, ulps_apart)
+from gpucourse.grading.differential import (REGISTRY, Case, compare, compare_all, kernel_case, register, report,
+                                            simulator, solution_subjects, ulps_apart)
 
 
 def perturbed(ulps: int):
@@ -99,6 +99,28 @@ def test_a_solution_notebooks_kernels_become_subjects_with_the_launches_of_its_c
     outcome = compare(subject, reference=simulator, candidate=simulator)
     assert outcome.cases == 4 and outcome.agrees
     assert not compare(subject, reference=simulator, candidate=perturbed(2)).agrees
+
+
+def test_a_module_adds_a_kernel_in_a_few_lines():
+    from numba import cuda
+
+    @cuda.jit
+    def halve(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] * np.float32(0.5)
+
+    def cases(rng):
+        return [kernel_case(halve, blocks, 64, (n,), np.float32, [rng.standard_normal(n).astype(np.float32)])
+                for n, blocks in ((100, 2), (1000, 16))]
+
+    register("test-only halve", cases)
+    try:
+        outcome = compare(REGISTRY["test-only halve"], reference=simulator, candidate=simulator)
+        assert outcome.cases == 2 and outcome.agrees
+        assert not compare(REGISTRY["test-only halve"], reference=simulator, candidate=perturbed(1)).agrees
+    finally:
+        del REGISTRY["test-only halve"]
 
 
 def test_every_solution_kernel_with_a_bound_exists():

@@ -193,13 +193,15 @@ def _recording_launches(launches: list):
         core.launch_on_copies = original
 
 
-def _solution_case(kernel, grid, block, out_shape, dtype, arguments) -> Case:
+def kernel_case(kernel, grid, block, out_shape, dtype, arguments, label: str | None = None) -> Case:
+    """The case ``kernel[grid, block](out, *arguments)``, as the checks launch it (`core.launch_on_copies`): ``out``
+    poisoned with a canary after it; its outputs are ``out``, the canary and every array argument as left."""
     def run():
         out, canary, after = core.launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
         arrays = {f"argument {k + 2}": a for k, a in enumerate(after) if isinstance(a, np.ndarray)}
         return {"out": out, "past the end of out": canary, **arrays}
 
-    return Case(f"grid {grid}, block {block}, out {tuple(out_shape)}", run)
+    return Case(label or f"grid {grid}, block {block}, out {tuple(out_shape)}", run)
 
 
 def solution_subjects(notebook: Path, bounds: dict[str, tuple[int, str]]) -> list[Subject]:
@@ -221,7 +223,7 @@ def solution_subjects(notebook: Path, bounds: dict[str, tuple[int, str]]) -> lis
         os.chdir(cwd)
     by_kernel: dict[str, list[Case]] = {}
     for kernel, *launch in launches:
-        by_kernel.setdefault(core.kernel_name(kernel), []).append(_solution_case(kernel, *launch))
+        by_kernel.setdefault(core.kernel_name(kernel), []).append(kernel_case(kernel, *launch))
     subjects = []
     for name, cases in by_kernel.items():
         ulps, why = bounds.get(name, (0, ""))

@@ -2,10 +2,17 @@
 the solution kernels.
 
 A module adds its reference kernels in a few lines: a function ``cases(rng) -> list[Case]`` whose
-cases build their inputs once (random, non-uniform, sizes that are not multiples of the block) and
-launch on whatever backend is current, returning the outputs by name; then
-``register(name, cases, ulps=..., why=...)``. Solution kernels need only a line in `SOLUTION_BOUNDS`
-when they may differ by more than 0 ulps.
+cases build their inputs once (random, non-uniform, sizes that are not multiples of the block, several
+launch configurations); ``kernel_case(kernel, grid, block, out_shape, dtype, inputs)`` is the case of
+``kernel[grid, block](out, *inputs)``, and a `Case` of its own launches in any other way, returning the
+outputs by name. Then ``register(name, cases, ulps=..., why=...)``. Module 4, for example:
+
+    def _conv_cases(rng):
+        return [kernel_case(conv.conv2d_direct, grid, block, out_shape, np.float32, [x, w]) for ...]
+
+    register("conv.conv2d_direct", _conv_cases, ulps=..., why=FMA)
+
+Solution kernels need only a line in `SOLUTION_BOUNDS` when they may differ by more than 0 ulps.
 
 On a GPU machine, ``python -m gpucourse.grading.differential_cases`` runs them all (`make gpu-check`
 does); ``--markdown FILE`` keeps the report. Without a GPU it says so in one line.
@@ -23,7 +30,7 @@ from numba import cuda
 
 from ..kernels import Tensor, axis_reduction, elementwise, matmul, reduction
 from ..run import BACKEND
-from .differential import REGISTRY, Case, compare_all, register, report, solution_subjects
+from .differential import REGISTRY, Case, compare_all, kernel_case, register, report, solution_subjects
 
 ROOT = Path(__file__).resolve().parents[3]
 SECTION = "differential"
@@ -82,14 +89,18 @@ register("elementwise.make_zip(x + y)", lambda rng: _elementwise_cases(rng, ADD,
 def _sum_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
-        atomic = kernel is reduction.sum_grid_stride_atomic
         for n in (1, 1000, 3001):
-            a = _positive(rng, n) if atomic else rng.standard_normal(n).astype(np.float32)
-            for blocks in sorted({reduction.blocks_for(kernel, n)} | ({3, 8} if atomic else set())):
-                def run(a=a, blocks=blocks):
-                    partial = cuda.to_device(np.zeros(1, np.float32) if atomic else _poisoned(blocks))
-                    kernel[blocks, reduction.THREADS](partial, cuda.to_device(a))
-                    return {"partial": partial.copy_to_host()}
+            if kernel is not reduction.sum_grid_stride_atomic:
+                made.append(kernel_case(kernel, reduction.blocks_for(kernel, n), reduction.THREADS,
+                                        (reduction.blocks_for(kernel, n),), np.float32,
+                                        [rng.standard_normal(n).astype(np.float32)], f"n={n}"))
+                continue
+            a = _positive(rng, n)
+            for blocks in (1, 3, 8):
+                def run(a=a, blocks=blocks):  # the total starts at 0: atomics add into it
+                    total = cuda.to_device(np.zeros(1, np.float32))
+                    kernel[blocks, reduction.THREADS](total, cuda.to_device(a))
+                    return {"total": total.copy_to_host()}
 
                 made.append(Case(f"n={n}, {blocks} blocks of {reduction.THREADS}", run))
         return made
@@ -132,16 +143,11 @@ MATMUL_K = (29, 70, 1)
 def _matmul_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
-        for (batch, M, N), K, batch_b in zip(((1, 37, 45), (2, 20, 19), (1, 65, 3)), MATMUL_K, (1, 1, 1)):
-            A, B = _positive(rng, (batch, M, K)), _positive(rng, (batch_b, K, N))
-
-            def run(A=A, B=B, shape=(batch, M, N)):
-                C = cuda.to_device(_poisoned(shape))
-                matmul.launch(kernel, C, cuda.to_device(A), cuda.to_device(B))
-                return {"C": C.copy_to_host()}
-
+        for (batch, M, N), K in zip(((1, 37, 45), (2, 20, 19), (1, 65, 3)), MATMUL_K):
+            A, B = _positive(rng, (batch, M, K)), _positive(rng, (1, K, N))  # B broadcast over the batch
             grid, block = matmul.configuration(kernel, (batch, M, N))
-            made.append(Case(f"({batch}, {M}, {K}) @ ({batch_b}, {K}, {N}), grid {grid}, block {block}", run))
+            made.append(kernel_case(kernel, grid, block, (batch, M, N), np.float32, [A, B],
+                                    f"({batch}, {M}, {K}) @ (1, {K}, {N}), grid {grid}, block {block}"))
         return made
 
     return cases

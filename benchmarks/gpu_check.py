@@ -11,6 +11,7 @@ Parts, in this order (``--part`` names one or more; the default runs them all):
                        stderr or a backend other than the GPU fails it
   <benchmark>          every GPU benchmark of benchmarks/ (each script but the helpers and the
                        CPU-only ones), full size: it records its section of RESULTS.md
+                       (``--quick``: its quick mode, which records nothing)
   differential         `python -m gpucourse.grading.differential_cases`: every reference and solution
                        kernel on the GPU and on the simulator; its report becomes RESULTS.md's
                        `differential` section
@@ -179,7 +180,8 @@ def versions(python: str) -> str:
 
 
 # -- running -----------------------------------------------------------------------------------------------------
-def run_part(part: str, python: str, seconds_left: float, log, out: Path, match: str | None) -> Result:
+def run_part(part: str, python: str, seconds_left: float, log, out: Path, match: str | None,
+             quick: bool = False) -> Result:
     env = {**os.environ, "GPUCOURSE_DEVICE": "gpu", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "lib"), os.environ.get("PYTHONPATH")]))}
     if part in ("lectures", "solutions"):
@@ -190,8 +192,8 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, match:
         command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
         note = ""
     else:
-        command = [python, str(BENCHMARKS / f"{part}.py")]
-        note = ""
+        command = [python, str(BENCHMARKS / f"{part}.py"), *(["--quick"] if quick else [])]
+        note = "quick: nothing recorded" if quick else ""
     start = time.monotonic()
     log.write(f"\n===== {part}: {' '.join(command)}\n")
     try:
@@ -223,7 +225,8 @@ def summary(results: list[Result]) -> str:
     return "\n".join(rows + ["", f"gpu-check: {len(results) - failed} of {len(results)} parts passed."])
 
 
-def check(parts: list[str], python: str, out: Path, limit: float, match: str | None, runner=run_part) -> list[Result]:
+def check(parts: list[str], python: str, out: Path, limit: float, match: str | None, quick: bool = False,
+          runner=run_part) -> list[Result]:
     """Run ``parts`` in order within ``limit`` seconds, logging to ``out``/gpu-check.log; write RESULTS.md and
     summary.md there."""
     out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +238,8 @@ def check(parts: list[str], python: str, out: Path, limit: float, match: str | N
             if left < 10:
                 results.append(Result(part, "not run", 0, f"time limit: run `--part {part}` in another command"))
                 continue
-            results.append(runner(part, python, left, log, out, match))
+            results.append(runner(part, python, left, log, out, match, quick))
+            print(f"gpu-check: {part} {results[-1].status} ({results[-1].seconds:.0f} s)", flush=True)
             log.flush()
     if (BENCHMARKS / "RESULTS.md").exists():
         shutil.copy(BENCHMARKS / "RESULTS.md", out / "RESULTS.md")
@@ -253,6 +257,7 @@ def main(argv=None) -> int:
                         help="where the log, RESULTS.md and summary.md go (default build/gpu-check; $OUT on the device)")
     parser.add_argument("--limit", type=float, default=LIMIT, help=f"seconds for the whole command (default {LIMIT})")
     parser.add_argument("--notebooks", metavar="TEXT", help="only the notebooks whose file name contains TEXT")
+    parser.add_argument("--quick", action="store_true", help="the benchmarks' quick modes (a smoke run: nothing recorded)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the wheels folder (default wheels/gpu-check)")
     parser.add_argument("--venv", type=Path, default=VENV, help="the virtual environment (default build/gpu-check-venv)")
     parser.add_argument("--use-this-python", action="store_true",
@@ -292,7 +297,7 @@ def main(argv=None) -> int:
     else:
         with open(arguments.out / "gpu-check.log", "a") as log:
             python = prepare(arguments.wheels, arguments.venv, log)
-    results = check(parts, python, arguments.out, arguments.limit, arguments.notebooks)
+    results = check(parts, python, arguments.out, arguments.limit, arguments.notebooks, arguments.quick)
     print((arguments.out / "summary.md").read_text(), end="")
     return 0 if all(r.status == "passed" for r in results) else 1
 

@@ -36,7 +36,7 @@ def test_the_usage_documents_every_part_and_the_limits():
     usage = run_script("--help")
     assert usage.returncode == 0
     for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "--part", "10 minutes",
-                  "64 MiB", "--limit", "--out", "--download-wheels", "--use-this-python", "summary.md"):
+                  "64 MiB", "--limit", "--out", "--download-wheels", "--use-this-python", "summary.md", "--quick"):
         assert words in usage.stdout, words
 
 
@@ -135,15 +135,16 @@ def test_a_notebook_fails_on_an_error_on_stderr_output_and_off_the_gpu(tmp_path)
 
 
 def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_and_summary_to_out(tmp_path):
-    def runner(part, python, seconds_left, log, out, match):
+    def runner(part, python, seconds_left, log, out, match, quick):
         log.write(f"ran {part}\n")
         return gpu_check.Result(part, "passed" if part != "matmul" else "failed", 12.4,
                                 "" if part != "matmul" else "exit status 1: see gpu-check.log")
 
-    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 5, None, runner)
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 5, None,
+                              runner=runner)
     assert [r.status for r in results] == ["not run"] * 3  # under 10 s left: nothing is started
     results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 570, None,
-                              runner)
+                              runner=runner)
     assert [r.status for r in results] == ["passed", "failed", "passed"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]
     log = (tmp_path / "out" / "gpu-check.log").read_text()
@@ -159,6 +160,7 @@ def test_a_benchmark_that_finds_no_gpu_fails_its_part(tmp_path):
     if BACKEND.on_gpu:
         pytest.skip("a GPU is usable here: the benchmark would measure")
     with open(tmp_path / "log", "w") as log:
-        result = gpu_check.run_part("bandwidth", sys.executable, 120, log, tmp_path, None)
+        result = gpu_check.run_part("bandwidth", sys.executable, 120, log, tmp_path, None, quick=True)
     assert (result.status, result.note) == ("failed", "found no usable GPU: see gpu-check.log")
+    assert "bandwidth.py --quick\n" in (tmp_path / "log").read_text()
     assert "needs a CUDA GPU" in (tmp_path / "log").read_text()

@@ -148,3 +148,23 @@ def test_the_runner_says_in_one_line_why_it_skips_without_a_gpu():
     assert run.returncode == 0 and run.stderr == ""
     assert run.stdout.strip().splitlines() == [
         f"The differential test needs a CUDA GPU: skipped ({BACKEND.reason})."]
+
+
+def test_the_runner_writes_its_report_with_device_date_and_versions(tmp_path, monkeypatch, capsys):
+    """The runner's GPU path, with the simulator standing in for the GPU (on a CPU machine both sides are it)."""
+    from types import SimpleNamespace
+
+    from gpucourse.run import Backend
+
+    if BACKEND.on_gpu:
+        pytest.skip("a GPU is usable here: test_the_simulator_agrees_with_the_gpu runs the real thing")
+    monkeypatch.setattr(differential_cases, "BACKEND", Backend("gpu", "a stand-in"))
+    monkeypatch.setattr(differential_cases.cuda, "get_current_device", lambda: SimpleNamespace(name=b"Stand-in GPU"))
+    assert differential_cases.main(["--no-solutions", "--markdown", str(tmp_path / "report.md")]) == 0
+    text = (tmp_path / "report.md").read_text()
+    assert text.startswith("## Differential test: the course simulator against a GPU\n\n"
+                           "`python -m gpucourse.grading.differential_cases` on Stand-in GPU.\n\n- Date: ")
+    assert "- Versions: Python 3." in text and "numba-cuda 0.30" in text and "CUDA driver" in text
+    assert f"launches of {len(REGISTRY)} kernels" in text and text.endswith(f"All {len(REGISTRY)} kernels agree "
+                                                                             "between the GPU and the simulator.")
+    assert text in capsys.readouterr().out

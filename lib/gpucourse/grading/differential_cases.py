@@ -166,6 +166,25 @@ SOLUTION_BOUNDS = {
 } | {"stencil_kernel": (8, f"{FMA}: a few taps per output")}
 
 
+def _versions() -> str:
+    """Python, numpy, numba, numba-cuda, the CUDA driver."""
+    from importlib import metadata
+
+    found = [f"Python {sys.version.split()[0]}"]
+    for package in ("numpy", "numba", "numba-cuda"):
+        try:
+            found.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{package} (not installed)")
+    try:
+        from numba.cuda.cudadrv import driver
+
+        found.append("CUDA driver " + ".".join(map(str, driver.driver.get_version())))
+    except Exception:  # a driver that does not say: the rest still stands
+        found.append("CUDA driver (unknown)")
+    return ", ".join(found)
+
+
 # -- the runner `make gpu-check` calls ------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Differential test: every reference and solution kernel on the GPU "
@@ -186,9 +205,10 @@ def main(argv=None) -> int:
     name = cuda.get_current_device().name
     name = name.decode() if isinstance(name, bytes) else name
     text = (f"## Differential test: the course simulator against a GPU\n\n"
-            f"`python -m gpucourse.grading.differential_cases` (run by `make gpu-check`).\n\n"
-            f"- Device: {name}\n- Date: {time.strftime('%Y-%m-%d')}\n"
-            f"- Python {sys.version.split()[0]}, numpy {np.__version__}\n"
+            f"`python -m gpucourse.grading.differential_cases` on {name}.\n\n"
+            f"- Date: {time.strftime('%Y-%m-%d')}\n- Versions: {_versions()}\n"
+            f"- Cases: {sum(o.cases for o in outcomes)} launches of {len(outcomes)} kernels, each on the GPU and on "
+            f"the simulator with the same inputs (`make gpu-check` runs it).\n"
             f"- Bound: ulps of the output's largest magnitude; 0 means bit for bit.\n\n"
             + report(outcomes))
     print(text)

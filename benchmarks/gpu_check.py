@@ -161,8 +161,11 @@ def prepare(wheels: Path, environment: Path, log) -> str:
         raise SystemExit(f"gpu_check: no wheels in {wheels}: run `make gpu-wheels` on a machine with network and "
                          "carry the folder (or pass --use-this-python where the course is installed)")
     python = environment / "bin" / "python"
-    if not python.exists():
-        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(environment)
+    if not python.exists():  # the machine's pip serves it (it sees the machine's packages), else its own
+        venv.EnvBuilder(system_site_packages=True, with_pip=False).create(environment)
+        if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode:
+            if subprocess.run([str(python), "-m", "ensurepip"], stdout=log, stderr=subprocess.STDOUT).returncode:
+                raise SystemExit(f"gpu_check: no pip for {python} (neither the machine's nor ensurepip)")
     install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                               "--no-index", "--find-links", str(wheels), "--no-deps", *map(str, found)],
                              stdout=log, stderr=subprocess.STDOUT)

@@ -164,3 +164,20 @@ def test_a_benchmark_that_finds_no_gpu_fails_its_part(tmp_path):
     assert (result.status, result.note) == ("failed", "found no usable GPU: see gpu-check.log")
     assert "bandwidth.py --quick\n" in (tmp_path / "log").read_text()
     assert "needs a CUDA GPU" in (tmp_path / "log").read_text()
+
+
+def test_a_whole_run_on_a_machine_whose_gpu_is_not_usable_fails_its_parts_and_still_reports(tmp_path):
+    """nvidia-smi lists a GPU but numba finds none: GPUCOURSE_DEVICE=gpu stops every part, never the simulator."""
+    if BACKEND.on_gpu:
+        pytest.skip("a GPU is usable here: the parts would run")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    executable(tools / "nvidia-smi", "echo 'GPU 0: Stand-in (UUID: GPU-0)'\n")
+    out = tmp_path / "out"
+    run = run_script("--use-this-python", "--part", "differential", "--out", str(out),
+                     env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.startswith("gpu-check: differential failed (")
+    assert "\n| differential | failed | " in run.stdout and run.stdout.endswith("\n\ngpu-check: 0 of 1 parts passed.\n")
+    assert "GPUCOURSE_DEVICE=gpu but no usable CUDA GPU found" in (out / "gpu-check.log").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]

@@ -9,7 +9,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
+from gpucourse import simulated, trace  # noqa: E402
 from gpucourse.figures import conv as cf  # noqa: E402
+from gpucourse.kernels import conv  # noqa: E402
 
 rng = np.random.default_rng(4)
 GEOMETRIES = [(2, 5, 5, 3, 3, 1, 1), (3, 7, 6, 3, 2, 2, 0), (1, 9, 8, 5, 5, 2, 2), (4, 4, 4, 1, 1, 1, 0)]
@@ -28,7 +30,7 @@ def test_im2col_indices_pick_the_windows(C, H, W, R, S, stride, padding):
     cells = cf.im2col_indices(C, H, W, R, S, stride, padding)
     picked = np.where(cells == cf.PADDING, 0.0, x.ravel()[np.maximum(cells, 0)])
     np.testing.assert_array_equal(picked, windows(x, R, S, stride, padding))
-    assert cells.shape == (cf.output_size(H, R, stride, padding) * cf.output_size(W, S, stride, padding), C * R * S)
+    assert cells.shape == (conv.output_size(H, R, stride, padding) * conv.output_size(W, S, stride, padding), C * R * S)
 
 
 def test_im2col_bytes_of_a_resnet_layer():
@@ -77,6 +79,31 @@ def test_warp_cells_and_their_sectors():
     assert cf.sectors([cf.PADDING, 0, 7, 8]) == 2
 
 
+@pytest.mark.parametrize("stride, padding", [(1, 1), (2, 0), (2, 2)])
+def test_warp_cells_are_what_the_implicit_gemm_loaders_read(stride, padding):
+    """Warp 0 of block (0, 0), its copies of the first step along k: NCHW along pixels, NHWC along taps."""
+    B, C, H, W, M, R, S = 2, 5, 9, 11, 6, 3, 3
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((M, C, R, S)).astype(np.float32)
+    loads = conv.BK * conv.BP // (conv.THREADS * conv.THREADS)  # each thread copies `loads` cells per step
+    warps_apart = conv.THREADS * conv.THREADS // cf.WARP
+    for layout, kernel, along, tile in (("NCHW", conv.conv_implicit_gemm, "pixels", (conv.BP, conv.BK)),
+                                        ("NHWC", conv.conv_implicit_gemm_nhwc, "taps", (conv.BK, conv.BP))):
+        xl, wl = (x, w) if layout == "NCHW" else (x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy())
+        with simulated(), trace() as t:
+            y = conv.conv2d(xl, wl, stride, padding, kernel)
+        np.testing.assert_allclose(y, conv.conv2d_reference(xl, wl, stride, padding, layout), rtol=1e-4, atol=1e-4)
+        read = np.zeros(x.size, bool)
+        for thread in range(cf.WARP):
+            read |= t.last.touched("x", block=0, phase=0, thread=(thread % conv.THREADS, thread // conv.THREADS)).ravel()
+        expected = np.zeros(x.size, bool)
+        for load in range(loads):
+            pixels, taps = cf.warp_cells(along, tile, warp=load * warps_apart)
+            offsets = cf.loader_offsets(layout, xl.shape, R, S, pixels, taps, stride, padding)
+            expected[offsets[offsets != cf.PADDING]] = True
+        assert expected.any() and np.array_equal(read, expected), layout
+
+
 def test_figures_build():
     fig = cf.draw_im2col()
     assert "up to 9 times" in fig.axes[0].get_title()
@@ -86,8 +113,8 @@ def test_figures_build():
     plt.close(fig)
     with pytest.raises(ValueError, match="outside the 5 x 5 output"):
         cf.draw_im2col(pixel=(5, 0))
-    pixels, taps = cf.warp_cells("taps", pixel0=9)
-    fig = cf.draw_layout_loads((1, 8, 8, 8), 3, 3, pixels, taps, padding=1)
+    fig = cf.draw_layout_loads((1, 8, 8, 8), 3, 3, {layout: cf.warp_cells("taps", pixel0=9) for layout in cf.LAYOUTS},
+                               padding=1)
     assert [ax.get_title(loc="left") for ax in fig.axes] == [
         "NCHW: 32 lanes load 22 distinct floats, 6 sectors", "NHWC: 32 lanes load 24 distinct floats, 3 sectors"]
     plt.close(fig)

@@ -19,23 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.conv import output_shape, output_size
 from .matmul import SECTOR_FLOATS, WARP, _matrix_cells, _plural
 
 LAYOUTS = ("NCHW", "NHWC")
 PADDING = -1  # an im2col cell that lies in the zero padding, not in the input
 
 
-def output_size(size: int, taps: int, stride: int = 1, padding: int = 0) -> int:
-    """Output pixels along one axis: ``(size + 2 padding - taps) // stride + 1``."""
-    return (size + 2 * padding - taps) // stride + 1
-
-
 def _check_geometry(H, W, R, S, stride, padding):
-    if stride < 1 or padding < 0:
-        raise ValueError(f"stride must be at least 1 and padding at least 0, not stride={stride}, padding={padding}")
-    if output_size(H, R, stride, padding) < 1 or output_size(W, S, stride, padding) < 1:
-        raise ValueError(f"a {R} x {S} filter does not fit a {H} x {W} image with padding {padding}: "
-                         "use a smaller filter or more padding")
+    output_shape((1, 1, H, W), (1, 1, R, S), stride, padding)  # a ValueError that says what to fix
 
 
 # -- im2col -----------------------------------------------------------------------------------------------
@@ -225,33 +217,34 @@ def sectors(offsets) -> int:
     return len(np.unique(offsets[offsets != PADDING] // SECTOR_FLOATS))
 
 
-def draw_layout_loads(shape, R: int, S: int, pixels, taps, stride: int = 1, padding: int = 0):
-    """The same warp load (im2col cells ``pixels[i]``, ``taps[i]``) from an NCHW input of ``shape``
-    (B, C, H, W) and from its NHWC copy, one above the other. Memory is drawn one row per channel plane of
-    H W floats (NCHW) or per image row of W C floats (NHWC): dark, the floats the warp loads; pale, the rest
-    of their 32-byte sectors (vertical lines). Returns the figure.
+def draw_layout_loads(shape, R: int, S: int, warps: dict, stride: int = 1, padding: int = 0):
+    """One warp's load of im2col cells from an NCHW input of ``shape`` (B, C, H, W) and from its NHWC copy,
+    one above the other. ``warps``: layout -> (pixels, taps) its lanes load (`warp_cells`).
+
+    Memory is drawn one row per channel plane of H W floats (NCHW) or per image row of W C floats (NHWC):
+    dark, the floats the warp loads; pale, the rest of their 32-byte sectors (vertical lines). Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     B, C, H, W = shape
-    fig, axes = plt.subplots(2, 1, figsize=(11, 2.2 + 0.22 * B * (C + H)),
-                             gridspec_kw={"height_ratios": [C, H]})
-    for ax, layout in zip(axes, LAYOUTS):
+    fig, axes = plt.subplots(len(warps), 1, figsize=(11, 2.2 + 0.22 * B * (C + H)), squeeze=False,
+                             gridspec_kw={"height_ratios": [C if layout == "NCHW" else H for layout in warps]})
+    for ax, (layout, (pixels, taps)) in zip(axes[:, 0], warps.items()):
         in_layout = shape if layout == "NCHW" else (B, H, W, C)
         offsets = loader_offsets(layout, in_layout, R, S, pixels, taps, stride, padding)
         loaded = np.unique(offsets[offsets != PADDING])
         width = H * W if layout == "NCHW" else W * C
-        _matrix_cells(ax, (B * C * H * W // width, width), np.stack(np.divmod(loaded, width), axis=1),
+        rows = B * C * H * W // width
+        _matrix_cells(ax, (rows, width), np.stack(np.divmod(loaded, width), axis=1),
                       (0.16, 0.38, 0.78), (0.72, 0.82, 0.96),
                       f"{layout}: {np.count_nonzero(offsets != PADDING)} lanes load {len(loaded)} distinct floats, "
                       f"{_plural(sectors(offsets), 'sector')}")
         ax.set_aspect("auto")
         ax.set_ylabel("channel plane\n(b, c)" if layout == "NCHW" else "image row\n(b, h)", fontsize=8)
-        ax.set_yticks(np.arange(B * C * H * W // width) + 0.5, range(B * C * H * W // width))
+        ax.set_yticks(np.arange(rows) + 0.5, range(rows))
         ax.set_xticks(range(0, width + 1, W if layout == "NCHW" else C))
-    axes[0].set_xlabel("h W + w", fontsize=8)
-    axes[1].set_xlabel("w C + c", fontsize=8)
+        ax.set_xlabel("h W + w" if layout == "NCHW" else "w C + c", fontsize=8)
     fig.legend(handles=[Patch(color=(0.16, 0.38, 0.78), label="dark: floats the warp loads"),
                         Patch(color=(0.72, 0.82, 0.96), label="pale: the rest of their 32-byte sectors")],
                loc="lower center", ncol=2, fontsize=8, frameon=False)

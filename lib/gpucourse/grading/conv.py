@@ -23,8 +23,8 @@ import numpy as np
 
 from ..kernels.conv import output_size
 from ..simulator import BudgetExceeded
-from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names,
-                   report, run_checked)
+from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
+                   parameter_names, report, run_checked)
 from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
@@ -299,7 +299,7 @@ def check_conv_function(
         try:
             got = function(x, w, stride, padding)
         except Exception as exc:
-            raise CheckFailed(f"{call} failed: {type(exc).__name__}: {exc}") from None
+            raise CheckFailed(explain_failure(name, call, exc, out_name="y")) from None
         got = np.asarray(got)
         if got.shape != expected.shape:
             raise CheckFailed(f"{call} returned an array of shape {got.shape}, not {expected.shape}")

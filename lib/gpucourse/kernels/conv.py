@@ -23,7 +23,7 @@ with ``X`` the im2col matrix of ``N = B*Ho*Wo`` rows and ``K = C*R*S`` columns.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from . import matmul as mm
 
@@ -31,10 +31,11 @@ from . import matmul as mm
 # with THREADS x THREADS threads, each a TP x TF micro-tile held in registers
 BP, BF, BK = 64, 64, 16
 TP, TF = 4, 4
-BF_PADDED = BF + 1  # NHWC's [k, filter] weight tile: a warp's stores along k hit 2 banks at most
+BF_PADDED = BF + 2  # NHWC's [k, filter] weight tile: rows 2 banks apart, so a warp's stores along k hit 32 banks
 THREADS = 16
-LOADS_X = BK * BP // (THREADS * THREADS)  # elements of each tile a thread copies per step
-LOADS_W = BK * BF // (THREADS * THREADS)
+SWEEP = THREADS * THREADS  # a block's threads, which copy SWEEP cells of a tile at a time
+LOADS_X = BK * BP // SWEEP  # cells of each tile a thread copies per step
+LOADS_W = BK * BF // SWEEP
 
 DIRECT_THREADS = 128
 IM2COL_BLOCK = (32, 8)  # x along the columns of the im2col matrix, y along its rows
@@ -135,27 +136,25 @@ def im2col(cols, x, R, S, stride, padding):
 
 
 @cuda.jit(device=True)
-def im2col_value(x, n, k, Ho, Wo, R, S, stride, padding):
-    """Element ``(n, k)`` of NCHW ``x``'s im2col matrix, read from ``x`` (zero in the padding)."""
+def im2col_value(x, b, top, left, k, R, S):
+    """Cell ``k = (c, p, q)`` of an im2col row of NCHW ``x``: ``x[b, c, top + p, left + q]``, 0 in the padding.
+
+    The row is the output pixel whose ``R x S`` patch starts at ``(top, left)`` of image ``b``; an image
+    past the batch or a ``k`` past ``C*R*S`` (the edges of the last tiles) gives 0 too.
+    """
     B, C, H, W = x.shape
-    if n >= B * Ho * Wo or k >= C * R * S:
-        return float32(0)
-    wo, ho, b = n % Wo, (n // Wo) % Ho, n // (Wo * Ho)
-    q, p, c = k % S, (k // S) % R, k // (S * R)
-    h, v = ho * stride + p - padding, wo * stride + q - padding
-    return x[b, c, h, v] if 0 <= h < H and 0 <= v < W else float32(0)
+    c, p, q = k // (R * S), k // S % R, k % S
+    h, v = top + p, left + q
+    return x[b, c, h, v] if b < B and c < C and 0 <= h < H and 0 <= v < W else float32(0)
 
 
 @cuda.jit(device=True)
-def im2col_value_nhwc(x, n, k, Ho, Wo, R, S, stride, padding):
-    """Element ``(n, k)`` of NHWC ``x``'s im2col matrix, ``k = (p, q, c)`` with ``c`` fastest."""
+def im2col_value_nhwc(x, b, top, left, k, R, S):
+    """The same for NHWC ``x``, whose ``k = (p, q, c)`` runs fastest along the channels."""
     B, H, W, C = x.shape
-    if n >= B * Ho * Wo or k >= C * R * S:
-        return float32(0)
-    wo, ho, b = n % Wo, (n // Wo) % Ho, n // (Wo * Ho)
-    c, q, p = k % C, (k // C) % S, k // (C * S)
-    h, v = ho * stride + p - padding, wo * stride + q - padding
-    return x[b, h, v, c] if 0 <= h < H and 0 <= v < W else float32(0)
+    c, q, p = k % C, k // C % S, k // (C * S)
+    h, v = top + p, left + q
+    return x[b, h, v, c] if b < B and p < R and 0 <= h < H and 0 <= v < W else float32(0)
 
 
 @cuda.jit
@@ -171,19 +170,22 @@ def conv_implicit_gemm(y, x, w, stride, padding):
     M, Ho, Wo = y.shape[1], y.shape[2], y.shape[3]
     N, K = y.shape[0] * Ho * Wo, C * R * S
     n0, m0 = cuda.blockIdx.x * BP, cuda.blockIdx.y * BF
+    # at every step this thread copies cells of the same im2col row, output pixel n0 + thread % BP:
+    # its image and the corner of its patch are worked out once
+    n = n0 + thread % BP
+    b, top, left = n // (Ho * Wo), n // Wo % Ho * stride - padding, n % Wo * stride - padding
     for i in range(TF):
         for j in range(TP):
             acc[i, j] = float32(0)
     for start in range(0, K, BK):
-        for load in range(LOADS_X):  # consecutive threads copy consecutive output pixels' element k
-            e = load * THREADS * THREADS + thread
-            k, n = e // BP, e % BP
-            tile_x[k, n] = im2col_value(x, n0 + n, start + k, Ho, Wo, R, S, stride, padding)
-        for load in range(LOADS_W):  # ... and consecutive k of a filter (w is (M, K) in memory)
-            e = load * THREADS * THREADS + thread
-            f, k = e // BK, e % BK
-            m, kk = m0 + f, start + k
-            tile_w[f, k] = w[m, kk // (R * S), (kk // S) % R, kk % S] if m < M and kk < K else float32(0)
+        for load in range(LOADS_X):  # consecutive threads copy consecutive pixels' cell k
+            k = thread // BP + load * (SWEEP // BP)
+            tile_x[k, thread % BP] = im2col_value(x, b, top, left, start + k, R, S)
+        kk = start + thread % BK  # ... and consecutive k of a filter (w is (M, K) in memory)
+        c, p, q = kk // (R * S), kk // S % R, kk % S
+        for load in range(LOADS_W):
+            f = thread // BK + load * (SWEEP // BK)
+            tile_w[f, thread % BK] = w[m0 + f, c, p, q] if m0 + f < M and kk < K else float32(0)
         cuda.syncthreads()
         for k in range(BK):
             for j in range(TP):  # this thread's pixels: tx, tx + THREADS, ...
@@ -211,25 +213,34 @@ def conv_implicit_gemm_nhwc(y, x, w, stride, padding):
     acc = cuda.local.array((TP, TF), float32)
     x_values = cuda.local.array(TP, float32)
     w_values = cuda.local.array(TF, float32)
+    images = cuda.local.array(LOADS_X, int32)
+    tops = cuda.local.array(LOADS_X, int32)
+    lefts = cuda.local.array(LOADS_X, int32)
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     thread = ty * THREADS + tx
     C, R, S = x.shape[3], w.shape[1], w.shape[2]
     Ho, Wo, M = y.shape[1], y.shape[2], y.shape[3]
     N, K = y.shape[0] * Ho * Wo, C * R * S
     m0, n0 = cuda.blockIdx.x * BF, cuda.blockIdx.y * BP
+    # this thread copies cell start + thread % BK of the rows of pixels thread // BK, + SWEEP // BK, ...
+    # of the tile: their images and patch corners are worked out once
+    for load in range(LOADS_X):
+        n = n0 + thread // BK + load * (SWEEP // BK)
+        images[load] = n // (Ho * Wo)
+        tops[load] = n // Wo % Ho * stride - padding
+        lefts[load] = n % Wo * stride - padding
     for i in range(TP):
         for j in range(TF):
             acc[i, j] = float32(0)
     for start in range(0, K, BK):
-        for load in range(LOADS_X):  # consecutive threads copy consecutive k (channels) of a pixel
-            e = load * THREADS * THREADS + thread
-            n, k = e // BK, e % BK
-            tile_x[n, k] = im2col_value_nhwc(x, n0 + n, start + k, Ho, Wo, R, S, stride, padding)
-        for load in range(LOADS_W):  # ... and consecutive k of a filter (w is (M, K) in memory)
-            e = load * THREADS * THREADS + thread
-            f, k = e // BK, e % BK
-            m, kk = m0 + f, start + k
-            tile_w[k, f] = w[m, kk // (C * S), (kk // C) % S, kk % C] if m < M and kk < K else float32(0)
+        kk = start + thread % BK  # consecutive threads copy consecutive k (channels) ...
+        for load in range(LOADS_X):
+            tile_x[thread // BK + load * (SWEEP // BK), thread % BK] = im2col_value_nhwc(
+                x, images[load], tops[load], lefts[load], kk, R, S)
+        c, q, p = kk % C, kk // C % S, kk // (C * S)
+        for load in range(LOADS_W):  # ... of a pixel, and of a filter (w is (M, K) in memory)
+            f = thread // BK + load * (SWEEP // BK)
+            tile_w[thread % BK, f] = w[m0 + f, p, q, c] if m0 + f < M and kk < K else float32(0)
         cuda.syncthreads()
         for k in range(BK):
             for i in range(TP):  # this thread's pixels: ty, ty + THREADS, ...

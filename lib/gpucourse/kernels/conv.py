@@ -13,9 +13,10 @@ with ``X`` the im2col matrix of ``N = B*Ho*Wo`` rows and ``K = C*R*S`` columns.
 2. `im2col` + module 3's GEMM (`conv_im2col`): builds ``X`` in memory, ``R*S`` copies of
    (almost) every input element, then multiplies it by the filters.
 3. `conv_implicit_gemm`: module 3's register-tiled GEMM whose tile loader computes the im2col
-   index of each element on the fly: the same tiles, no ``X`` in memory. Threads along output
-   pixels, so a warp loads neighbouring pixels (coalesced in NCHW at stride 1) and writes
-   neighbouring outputs.
+   index of each element on the fly (`im2col_value`): the same tiles, no ``X`` in memory. A thread
+   copies cells of the same output pixel at every step, so it works out the pixel's image and
+   patch corner once, and per cell only the tap ``(c, p, q)``. Threads along output pixels, so a
+   warp loads neighbouring pixels (coalesced in NCHW at stride 1) and writes neighbouring outputs.
 4. `conv_implicit_gemm_nhwc`: the same in NHWC, threads along filters and ``k = (p, q, c)``
    with ``c`` fastest: a warp loads neighbouring channels, coalesced at any stride.
 """

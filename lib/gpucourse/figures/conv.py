@@ -17,6 +17,8 @@ against the simulator's trace of the library kernels.
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from ..kernels.conv import output_shape, output_size
@@ -87,6 +89,7 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     row = ho * Wo + wo
     K = C * R * S
     pale, grey, patch, filters = (0.93, 0.93, 0.93), (0.82, 0.82, 0.82), (0.98, 0.62, 0.25), plt.get_cmap("tab10")
+    patch_padding = (0.96, 0.84, 0.72)  # the part of the patch in the padding: zeros
 
     fig, ax = plt.subplots(figsize=(12, 0.32 * max(Ho * Wo, C * (H + 2 * padding + 1)) + 1.6))
     # the input, one padded grid per channel, stacked
@@ -98,7 +101,7 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
         colours = np.where(inside[..., None], pale, grey)
         hs = slice(ho * stride, ho * stride + R)
         ws = slice(wo * stride, wo * stride + S)
-        colours[hs, ws] = patch
+        colours[hs, ws] = np.where(inside[hs, ws, None], patch, patch_padding)
         top = c * (Hp + 1)
         _grid(ax, values, (0, top), colours)
         ax.add_patch(Rectangle((padding, top + padding), W, H, fill=False, edgecolor="0.3", lw=1))
@@ -106,7 +109,7 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     # im2col: Ho Wo x K
     x_cols = Wp + 3
     colours = np.where((cols == PADDING)[..., None], grey, pale)
-    colours[row] = np.where(cols[row, :, None] == PADDING, grey, patch)
+    colours[row] = np.where(cols[row, :, None] == PADDING, patch_padding, patch)
     _grid(ax, cols, (x_cols, 0), colours, labels=False)
     for k in range(K):
         value = cols[row, k]
@@ -115,7 +118,6 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     ax.add_patch(Rectangle((x_cols, row), K, 1, fill=False, edgecolor="black", lw=1.4))
     ax.text(x_cols + K / 2, -0.8, f"im2col ({Ho * Wo} x {K}): one row per output pixel, columns (c, p, q)",
             ha="center", fontsize=8)
-    ax.text(x_cols - 0.3, row + 0.5, f"row {row} = pixel ({ho}, {wo})", ha="right", va="center", fontsize=7)
     # the filters as columns: K x M, then the output Ho Wo x M
     x_w = x_cols + K + 2
     w_colours = np.array([[np.array(filters(m)[:3]) * 0.45 + 0.55 for m in range(M)]] * K)
@@ -128,15 +130,16 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     ax.text(x_y + M / 2, -0.8, f"y ({Ho * Wo} x {M})", ha="center", fontsize=8)
     ax.text(x_w - 1, row + 0.5, "@", ha="center", va="center", fontsize=11)
     ax.text(x_y - 1, row + 0.5, "=", ha="center", va="center", fontsize=11)
-    ax.set_xlim(-3.5, x_y + M + 0.5)
+    ax.text(x_y + M + 0.4, row + 0.5, f"row {row}: pixel ({ho}, {wo})", ha="left", va="center", fontsize=8)
+    ax.set_xlim(-3.5, x_y + M + 6)
     ax.set_ylim(max(Ho * Wo, C * (Hp + 1), K + 2) + 0.5, -1.8)
     ax.set_aspect("equal")
     ax.axis("off")
     copies = np.bincount(cols[cols != PADDING], minlength=C * H * W)
-    ax.set_title(f"{R} x {S} filters, stride {stride}, padding {padding}: output pixel ({ho}, {wo}) is its patch "
-                 f"(orange, {R * S} taps x {C} channels) times each filter. The im2col matrix holds "
-                 f"{cols.size} cells for {C * H * W} inputs: each input up to {copies.max()} times.",
-                 fontsize=9, wrap=True)
+    ax.set_title("\n".join(textwrap.wrap(
+        f"{R} x {S} filters, stride {stride}, padding {padding}: output pixel ({ho}, {wo}) is its patch (orange, "
+        f"{R * S} taps x {C} channels) times each filter. The im2col matrix holds {cols.size} cells for "
+        f"{C * H * W} inputs: each input up to {copies.max()} times.", 100)), fontsize=9)
     fig.tight_layout()
     return fig
 

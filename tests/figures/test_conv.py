@@ -95,7 +95,8 @@ def test_warp_cells_are_what_the_implicit_gemm_loaders_read(stride, padding):
         np.testing.assert_allclose(y, conv.conv2d_reference(xl, wl, stride, padding, layout), rtol=1e-4, atol=1e-4)
         read = np.zeros(x.size, bool)
         for thread in range(cf.WARP):
-            read |= t.last.touched("x", block=0, phase=0, thread=(thread % conv.THREADS, thread // conv.THREADS)).ravel()
+            tid = (thread % conv.THREADS, thread // conv.THREADS)
+            read |= t.last.touched("x", block=0, phase=0, thread=tid).ravel()
         expected = np.zeros(x.size, bool)
         for load in range(loads):
             pixels, taps = cf.warp_cells(along, tile, warp=load * warps_apart)

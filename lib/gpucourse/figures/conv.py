@@ -7,12 +7,11 @@ blow-up. `draw_im2col` draws one output pixel's patch becoming a row of that
 matrix and the filters becoming its columns; `im2col_viewer` puts the pixel
 behind sliders.
 
-`loader_offsets` lists the addresses of the input that the 32 lanes of one
-warp load when an implicit-GEMM tile loader fetches im2col cells straight from
-an NCHW or NHWC input; `sectors` counts the 32-byte sectors that costs and
-`warp_cells` picks a warp's cells of the tile and `draw_layout_loads`
-draws both layouts side by side. Tests check these
-against the simulator's trace of the library kernels.
+`warp_cells` picks the im2col cells one warp of an implicit-GEMM tile loader
+copies; `loader_offsets` gives the addresses of the input it reads for them,
+straight from an NCHW or NHWC input; `sectors` counts the 32-byte sectors that
+costs, and `draw_layout_loads` draws both layouts one above the other. The
+tests check these against the simulator's trace of the library's kernels.
 """
 
 from __future__ import annotations

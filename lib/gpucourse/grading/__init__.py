@@ -1,13 +1,15 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2) and `matmul` (module 3), `feedback`, and the differential test of the simulator
-against a GPU (`differential`, its kernels and runner in `differential_cases`). May import: `gpucourse.run`,
+and `reduction` (module 2), `matmul` (module 3) and `conv` (module 4), `feedback`, and the differential test
+of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`). May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
 """
 
 from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_function,
                    check_kernel, one_block, one_block_2d, outer)
+from .conv import (check_conv, check_conv_function, depthwise_pixels, filter_gradients, gemm_tiles, halo_tile_reads,
+                   im2col_columns, input_gradients, output_tiles, pooled_tiles)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
@@ -26,4 +28,6 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
-           "no_shared_memory", "float32_only"]
+           "no_shared_memory", "float32_only",
+           "check_conv", "check_conv_function", "im2col_columns", "gemm_tiles", "output_tiles", "pooled_tiles",
+           "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads"]

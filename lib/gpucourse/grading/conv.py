@@ -1,0 +1,335 @@
+"""Checks for module 4's kernels: im2col, the GEMM behind a convolution, tiled, depthwise and fused convolutions.
+
+A launch plan fixes the grid, the block, the shapes, the stride and the padding; the check draws
+random, non-uniform inputs, poisons the output (with a canary after it), launches
+``kernel[grid, block](out, *inputs, *scalars)`` and compares with the spec computed in float64,
+within the rounding of float32 sums (``REDUCTION_RTOL`` times the spec of the absolute values). A
+test cell reads::
+
+    check_conv(conv_tiled_kernel, conv_spec, output_tiles([(2, 3, 9, 11, 4, 3, 3)], stride=2, padding=1))
+
+A wrong output is named as what it is: the output pixel ``(h, w)`` of image ``b`` and its channel,
+or the row (output pixel) and column (channel and filter tap) of an im2col matrix, with the
+expected and the computed value; when every wrong output's window overlaps the padding, the
+message says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..kernels.conv import output_size
+from ..simulator import BudgetExceeded
+from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
+                   parameter_names, report, run_checked)
+from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
+
+# What an element of ``out`` is, by the plan that made it
+NCHW, NHWC, COLUMNS, FILTERS, INPUTS = "NCHW", "NHWC", "columns", "filters", "inputs"
+
+
+@dataclass(frozen=True)
+class ConvCase:
+    """One launch: configuration, input shapes, the int arguments after them, and what ``out`` holds."""
+
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    inputs: tuple[tuple[int, ...], ...]
+    scalars: tuple[int, ...]  # passed to the kernel after the arrays
+    spec_scalars: tuple[int, ...]  # passed to the spec after the arrays
+    out: tuple[int, ...]
+    kind: str  # NCHW, NHWC (outputs), COLUMNS (an im2col matrix (C*R*S, B*Ho*Wo)), FILTERS (M, C, R, S), INPUTS (B, C, H, W)
+    geometry: tuple[int, ...]  # (B, C, H, W, R, S, stride, padding, Ho, Wo) of the convolution behind it
+
+    def describe(self) -> str:
+        B, C, H, W, R, S, stride, padding, Ho, Wo = self.geometry
+        shapes = ", ".join(str(s) for s in self.inputs)
+        return (f"grid={self.grid}, block={self.block}, inputs {shapes} -> out {self.out} "
+                f"({R}x{S} filter, stride {stride}, padding {padding})")
+
+
+def _geometry(B, C, H, W, R, S, stride, padding) -> tuple[int, ...]:
+    Ho, Wo = output_size(H, R, stride, padding), output_size(W, S, stride, padding)
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"a {R}x{S} filter does not fit in a {H}x{W} image with padding {padding}")
+    return B, C, H, W, R, S, stride, padding, Ho, Wo
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+def im2col_columns(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0,
+                   block: tuple[int, int] = (32, 8)) -> list[ConvCase]:
+    """im2col of NCHW ``x`` into ``cols`` of (C*R*S, B*Ho*Wo): a column per output pixel, a row per (c, p, q).
+
+    Each shape is ``(B, C, H, W, R, S)``; the kernel is ``kernel(cols, x, R, S, stride, padding)``.
+    ``threadIdx.x`` runs along the columns of ``cols``: ``grid = (ceil(B*Ho*Wo / bx), ceil(C*R*S / by))``.
+    """
+    cases = []
+    for B, C, H, W, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        rows, cols = C * R * S, B * g[8] * g[9]
+        cases.append(ConvCase((blocks_needed(cols, block[0]), blocks_needed(rows, block[1])), tuple(block),
+                              ((B, C, H, W),), (R, S, stride, padding), (R, S, stride, padding), (rows, cols),
+                              COLUMNS, g))
+    return cases
+
+
+def gemm_tiles(shapes: Iterable[Sequence[int]], tile: int = 16) -> list[ConvCase]:
+    """``y = w @ cols`` written as NCHW ``y``: ``w`` is (M, K), ``cols`` is (K, B*Ho*Wo), ``y`` is (B, M, Ho, Wo).
+
+    Each shape is ``(B, M, Ho, Wo, K)``; the spec is ``spec(w, cols, B, Ho, Wo)``. One block of ``tile x tile`` threads per tile of the
+    product, ``threadIdx.x`` along its columns (output pixels): ``grid = (ceil(B*Ho*Wo / tile), ceil(M / tile))``.
+    """
+    cases = []
+    for B, M, Ho, Wo, K in shapes:
+        N = B * Ho * Wo
+        cases.append(ConvCase((blocks_needed(N, tile), blocks_needed(M, tile)), (tile, tile), ((M, K), (K, N)), (),
+                              (B, Ho, Wo), (B, M, Ho, Wo), NCHW, (B, K, Ho, Wo, 1, 1, 1, 0, Ho, Wo)))
+    return cases
+
+
+def output_tiles(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0, tile: int = 16) -> list[ConvCase]:
+    """NCHW convolution, one block of ``tile x tile`` threads per ``tile x tile`` piece of an output channel.
+
+    Each shape is ``(B, C, H, W, M, R, S)``; the kernel is ``kernel(y, x, w, stride, padding)`` with
+    ``x`` (B, C, H, W), ``w`` (M, C, R, S) and ``y`` (B, M, Ho, Wo). ``threadIdx.x`` runs along
+    ``w``, and layer ``z`` of the grid is image ``z // M``, channel ``z % M``:
+    ``grid = (ceil(Wo / tile), ceil(Ho / tile), B * M)``.
+    """
+    cases = []
+    for B, C, H, W, M, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        Ho, Wo = g[8], g[9]
+        cases.append(ConvCase((blocks_needed(Wo, tile), blocks_needed(Ho, tile), B * M), (tile, tile),
+                              ((B, C, H, W), (M, C, R, S)), (stride, padding), (stride, padding), (B, M, Ho, Wo),
+                              NCHW, g))
+    return cases
+
+
+def pooled_tiles(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0, tile: int = 16) -> list[ConvCase]:
+    """Convolution, bias, ReLU and a 2x2 max-pool in one kernel: ``kernel(out, x, w, bias, stride, padding)``.
+
+    Shapes as `output_tiles`; ``bias`` is (M,), ``out`` is (B, M, Ho // 2, Wo // 2), and one block of
+    ``tile x tile`` threads per piece of a pooled channel: ``grid = (ceil(Wo/2 / tile), ceil(Ho/2 / tile), B * M)``.
+    """
+    cases = []
+    for B, C, H, W, M, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        Hp, Wp = g[8] // 2, g[9] // 2
+        if Hp < 1 or Wp < 1:
+            raise ValueError(f"a {g[8]}x{g[9]} output has no 2x2 window to pool")
+        cases.append(ConvCase((blocks_needed(Wp, tile), blocks_needed(Hp, tile), B * M), (tile, tile),
+                              ((B, C, H, W), (M, C, R, S), (M,)), (stride, padding), (stride, padding),
+                              (B, M, Hp, Wp), NCHW, g))
+    return cases
+
+
+def depthwise_pixels(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0,
+                     block: tuple[int, int] = (32, 8)) -> list[ConvCase]:
+    """Depthwise NHWC convolution: ``kernel(y, x, k, stride, padding)``, ``x`` (B, H, W, C), ``k`` (R, S, C).
+
+    Each shape is ``(B, H, W, C, R, S)``; ``y`` is (B, Ho, Wo, C). ``threadIdx.x`` runs along the
+    channels, ``threadIdx.y`` along the output pixels (b, h, w) in order:
+    ``grid = (ceil(C / bx), ceil(B*Ho*Wo / by))``.
+    """
+    cases = []
+    for B, H, W, C, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        Ho, Wo = g[8], g[9]
+        cases.append(ConvCase((blocks_needed(C, block[0]), blocks_needed(B * Ho * Wo, block[1])), tuple(block),
+                              ((B, H, W, C), (R, S, C)), (stride, padding), (stride, padding), (B, Ho, Wo, C),
+                              NHWC, g))
+    return cases
+
+
+def filter_gradients(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0,
+                     block: tuple[int, int] = (32, 4)) -> list[ConvCase]:
+    """The weight gradient: ``kernel(dw, dy, x, stride, padding)``, ``dy`` (B, M, Ho, Wo), ``x`` (B, C, H, W).
+
+    Each shape is ``(B, C, H, W, M, R, S)``; ``dw`` is (M, C, R, S) and the spec is
+    ``spec(dy, x, R, S, stride, padding)``. One thread per element of ``dw``, ``threadIdx.x``
+    along ``k = (c, p, q)`` and ``threadIdx.y`` along the filters:
+    ``grid = (ceil(C*R*S / bx), ceil(M / by))``.
+    """
+    cases = []
+    for B, C, H, W, M, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        cases.append(ConvCase((blocks_needed(C * R * S, block[0]), blocks_needed(M, block[1])), tuple(block),
+                              ((B, M, g[8], g[9]), (B, C, H, W)), (stride, padding), (R, S, stride, padding),
+                              (M, C, R, S), FILTERS, g))
+    return cases
+
+
+def input_gradients(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0, tile: int = 16) -> list[ConvCase]:
+    """The input gradient: ``kernel(dx, dy, w, stride, padding)``, ``dy`` (B, M, Ho, Wo), ``w`` (M, C, R, S).
+
+    Each shape is ``(B, C, H, W, M, R, S)``; ``dx`` is (B, C, H, W) and the spec is
+    ``spec(dy, w, H, W, stride, padding)``. One block of ``tile x tile`` threads per piece of an
+    input channel, ``threadIdx.x`` along ``w``, layer ``z`` of the grid image ``z // C``, channel ``z % C``:
+    ``grid = (ceil(W / tile), ceil(H / tile), B * C)``.
+    """
+    cases = []
+    for B, C, H, W, M, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        cases.append(ConvCase((blocks_needed(W, tile), blocks_needed(H, tile), B * C), (tile, tile),
+                              ((B, M, g[8], g[9]), (M, C, R, S)), (stride, padding), (H, W, stride, padding),
+                              (B, C, H, W), INPUTS, g))
+    return cases
+
+
+# ---------------------------------------------------------------- the check
+
+
+def _window_overlaps_padding(kase: ConvCase, h: int, w: int) -> bool:
+    B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
+    top, left = h * stride - padding, w * stride - padding
+    return top < 0 or left < 0 or top + R > H or left + S > W
+
+
+def element_name(kase: ConvCase, index: tuple[int, ...]) -> str:
+    """What ``out[index]`` is, in the convolution's terms."""
+    B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
+    if kase.kind == COLUMNS:
+        k, n = index
+        return (f"row k={k} (channel c={k // (R * S)}, filter tap p={k // S % R}, q={k % S}), column n={n} "
+                f"(image b={n // (Ho * Wo)}, output pixel h={n // Wo % Ho}, w={n % Wo})")
+    if kase.kind == FILTERS:
+        m, c, p, q = index
+        return f"filter m={m}, channel c={c}, tap p={p}, q={q}"
+    if kase.kind == INPUTS:
+        b, c, h, w = index
+        return f"image b={b}, input pixel h={h}, w={w}, channel c={c}"
+    b, m, h, w = index if kase.kind == NCHW else (index[0], index[3], index[1], index[2])
+    return f"image b={b}, output pixel h={h}, w={w}, channel m={m}"
+
+
+def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, bad: np.ndarray) -> str:
+    first = tuple(int(i) for i in bad[0])
+    value = got[first]
+    lines = [
+        f"{name} gave a wrong result with {kase.describe()}:",
+        f"  out[{', '.join(map(str, first))}] ({element_name(kase, first)}) should be {expected[first].item()!r}, "
+        f"got {value.item()!r}" + (" (never written: it still holds the poison value)" if _is_poison(value) else ""),
+        f"  {len(bad)} of {got.size} elements are wrong",
+    ]
+    if kase.kind in (NCHW, NHWC) and kase.geometry[7] > 0:
+        hw = [(int(i[2]), int(i[3])) if kase.kind == NCHW else (int(i[1]), int(i[2])) for i in bad]
+        if all(_window_overlaps_padding(kase, h, w) for h, w in hw):
+            lines.append("  every wrong output's window overlaps the padding: inputs outside the image count as 0 "
+                         "(and must not be read)")
+    return "\n".join(lines)
+
+
+def wrong_outputs(got: np.ndarray, expected: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
+    """Indices where ``got`` is further from the float64 ``expected`` than float sums of terms of ``scale`` round."""
+    dtype = np.dtype(dtype)
+    tolerance = REDUCTION_RTOL.get(dtype, 1e-5) * scale + TOLERANCES.get(dtype, (1e-5, 1e-6))[1]
+    with np.errstate(invalid="ignore"):
+        return np.argwhere(~(np.abs(got.astype(np.float64) - expected) <= tolerance))
+
+
+def check_conv(
+    kernel,
+    spec: Callable[..., np.ndarray],
+    cases: Iterable[ConvCase],
+    *,
+    dtype=np.float32,
+    seed: int = 0,
+    name: str | None = None,
+    quiet: bool = False,
+    budget=None,
+) -> None:
+    """Check ``kernel[grid, block](out, *inputs, *scalars)`` against ``spec(*inputs, *spec_scalars)`` for every case.
+
+    Cases come from a launch plan (`im2col_columns`, `gemm_tiles`, `output_tiles`, `pooled_tiles`,
+    `depthwise_pixels`, `filter_gradients`, `input_gradients`); ``budget`` (one callable or a list) is called with the
+    launch's trace once the result is right.
+    """
+    __tracebackhide__ = True
+    dtype = np.dtype(dtype)
+    name = name or kernel_name(kernel)
+    parameters = parameter_names(kernel)
+    labels = [parameters[0] if parameters else "out"] + [f"`{p}`" for p in parameters[1:]]
+    budgets = budget_list(budget)
+    rng = np.random.default_rng(seed)
+    cases = list(cases)
+    for kase in cases:
+        inputs = [random_values(rng, shape, dtype) for shape in kase.inputs]
+        expected = expected_of(spec, dtype, *inputs, *kase.spec_scalars)
+        if expected.shape != kase.out:
+            raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
+        scale = np.abs(expected_of(spec, dtype, *[np.abs(x) for x in inputs], *kase.spec_scalars))
+        described = kase.describe()
+        got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype,
+                                    [*inputs, *kase.scalars], labels, budgets)
+        bad = wrong_outputs(got, expected, scale, dtype)
+        if len(bad):
+            raise CheckFailed(explain(name, kase, got, expected, bad))
+        check_budgets(name, described, budgets, recorded, parameters)
+    report(name, len(cases), quiet)
+
+
+def check_conv_function(
+    function: Callable[..., np.ndarray],
+    spec: Callable[..., np.ndarray],
+    shapes: Iterable[Sequence[int]],
+    *,
+    stride: int = 1,
+    padding: int = 0,
+    seed: int = 0,
+    quiet: bool = False,
+) -> None:
+    """Check a host function ``function(x, w, stride, padding) -> y`` (NCHW) against ``spec(x, w, stride, padding)``.
+
+    Each shape is ``(B, C, H, W, M, R, S)``; ``x`` and ``w`` are random float32 NumPy arrays.
+    """
+    __tracebackhide__ = True
+    name = getattr(function, "__name__", "function")
+    rng = np.random.default_rng(seed)
+    cases = output_tiles(shapes, stride, padding)
+    for kase in cases:
+        x, w = (random_values(rng, shape, np.float32) for shape in kase.inputs)
+        expected = expected_of(spec, np.float32, x, w, stride, padding)
+        scale = np.abs(expected_of(spec, np.float32, np.abs(x), np.abs(w), stride, padding))
+        call = f"{name}(x of shape {x.shape}, w of shape {w.shape}, stride={stride}, padding={padding})"
+        try:
+            got = function(x, w, stride, padding)
+        except Exception as exc:
+            raise CheckFailed(explain_failure(name, call, exc, out_name="y")) from None
+        got = np.asarray(got)
+        if got.shape != expected.shape:
+            raise CheckFailed(f"{call} returned an array of shape {got.shape}, not {expected.shape}")
+        bad = wrong_outputs(got, expected, scale, np.float32)
+        if len(bad):
+            raise CheckFailed(explain(call, kase, got, expected, bad).replace(f" with {kase.describe()}", ""))
+    report(name, len(cases), quiet, unit="call")
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def halo_tile_reads(name: str = "x", tile: int = 16, stride: int = 1):
+    """A budget for a tiled convolution: each thread reads ``name`` at most ``C * ceil(patch / tile**2)`` times.
+
+    A block of ``tile x tile`` threads needs a patch of ``((tile-1)*stride + R) x ((tile-1)*stride + S)``
+    inputs of each channel, the tile and its halo: copied once into shared memory, its threads
+    share the copying. A thread that reads its own ``C*R*S`` inputs is over the budget.
+    """
+
+    def budget(t):
+        C = t.array(name).shape[1]
+        R, S = t.array("w").shape[2:]
+        patch = ((tile - 1) * stride + R) * ((tile - 1) * stride + S)
+        limit = C * blocks_needed(patch, tile * tile)
+        worst = int(t.reads_per_thread(name).max())
+        if worst > limit:
+            raise BudgetExceeded(
+                f"{t.kernel}: a thread read `{name}` {worst} times, more than {limit}: per channel the block's "
+                f"{tile * tile} threads copy the {patch} inputs of its tile and halo into shared memory once, "
+                f"{blocks_needed(patch, tile * tile)} each, and compute from there")
+
+    return budget

@@ -1,0 +1,328 @@
+"""gpucourse.grading.conv: plans, messages that name the wrong pixel and channel, and budgets that tell kernels apart."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse import simulated
+from gpucourse.grading import (CheckFailed, check_conv, check_conv_function, coalesced, depthwise_pixels,
+                               filter_gradients, float32_only, gemm_tiles, halo_tile_reads, im2col_columns,
+                               input_gradients, output_tiles, pooled_tiles, reads_per_thread)
+from gpucourse.grading.conv import element_name
+from gpucourse.kernels import conv as cv
+
+TILE = 16
+PATCH = (TILE - 1) * 2 + 5
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def conv_spec(x, w, stride, padding):
+    return cv.conv2d_reference(x, w, stride, padding)
+
+
+def columns_spec(x, R, S, stride, padding):
+    return cv.im2col_reference(x, R, S, stride, padding).T
+
+
+def depthwise_spec(x, k, stride, padding):
+    C = x.shape[3]
+    filters = np.zeros((C, C) + k.shape[:2])
+    filters[np.arange(C), np.arange(C)] = k.transpose(2, 0, 1)  # channel c sees only channel c
+    return cv.conv2d_reference(x, filters.transpose(0, 2, 3, 1), stride, padding, layout="NHWC")
+
+
+# ---------------------------------------------------------------- kernels under test
+
+
+def output_pixel(clamp: bool = False):
+    """One thread per output pixel of one channel (the plan of `output_tiles`): the direct convolution.
+
+    With ``clamp``, a tap outside the image reads the nearest edge pixel instead of counting as 0.
+    """
+
+    @cuda.jit
+    def conv(y, x, w, stride, padding):
+        v, h = cuda.grid(2)
+        M, H, W = w.shape[0], x.shape[2], x.shape[3]
+        b, m = cuda.blockIdx.z // M, cuda.blockIdx.z % M
+        if h < y.shape[2] and v < y.shape[3]:
+            acc = float32(0)
+            for c in range(x.shape[1]):
+                for p in range(w.shape[2]):
+                    for q in range(w.shape[3]):
+                        i, j = h * stride + p - padding, v * stride + q - padding
+                        if clamp:
+                            i, j = min(max(i, 0), H - 1), min(max(j, 0), W - 1)
+                        if 0 <= i < H and 0 <= j < W:
+                            acc += x[b, c, i, j] * w[m, c, p, q]
+            y[b, m, h, v] = acc
+
+    return conv
+
+
+@cuda.jit
+def conv_halo_tile(y, x, w, stride, padding):
+    patch = cuda.shared.array((PATCH, PATCH), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    M, R, S = w.shape[0], w.shape[2], w.shape[3]
+    b, m = cuda.blockIdx.z // M, cuda.blockIdx.z % M
+    top, left = cuda.blockIdx.y * TILE * stride - padding, cuda.blockIdx.x * TILE * stride - padding
+    width = (TILE - 1) * stride + S
+    acc = float32(0)
+    for c in range(x.shape[1]):
+        for e in range(ty * TILE + tx, ((TILE - 1) * stride + R) * width, TILE * TILE):
+            i, j = top + e // width, left + e % width
+            inside = 0 <= i < x.shape[2] and 0 <= j < x.shape[3]
+            patch[e // width, e % width] = x[b, c, i, j] if inside else float32(0)
+        cuda.syncthreads()
+        for p in range(R):
+            for q in range(S):
+                acc += patch[ty * stride + p, tx * stride + q] * w[m, c, p, q]
+        cuda.syncthreads()
+    h, v = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
+    if h < y.shape[2] and v < y.shape[3]:
+        y[b, m, h, v] = acc
+
+
+def im2col_along(columns: bool):
+    """im2col into (C*R*S, B*Ho*Wo) with threadIdx.x along its columns (coalesced writes) or its rows."""
+
+    @cuda.jit
+    def im2col(cols, x, R, S, stride, padding):
+        B, C, H, W = x.shape
+        Ho, Wo = (H + 2 * padding - R) // stride + 1, (W + 2 * padding - S) // stride + 1
+        first, second = cuda.grid(2)
+        n, k = (first, second) if columns else (second, first)
+        if n < cols.shape[1] and k < cols.shape[0]:
+            b, h, v = n // (Ho * Wo), n // Wo % Ho, n % Wo
+            i, j = h * stride + k // S % R - padding, v * stride + k % S - padding
+            cols[k, n] = x[b, k // (R * S), i, j] if 0 <= i < H and 0 <= j < W else float32(0)
+
+    return im2col
+
+
+def depthwise_along(channels: bool):
+    """Depthwise NHWC with threadIdx.x along the channels (coalesced) or along the output pixels."""
+
+    @cuda.jit
+    def depthwise(y, x, k, stride, padding):
+        first, second = cuda.grid(2)
+        c, n = (first, second) if channels else (second, first)
+        B, H, W, C = x.shape
+        Ho, Wo = y.shape[1], y.shape[2]
+        if c < C and n < B * Ho * Wo:
+            b, h, v = n // (Ho * Wo), n // Wo % Ho, n % Wo
+            acc = float32(0)
+            for p in range(k.shape[0]):
+                for q in range(k.shape[1]):
+                    i, j = h * stride + p - padding, v * stride + q - padding
+                    if 0 <= i < H and 0 <= j < W:
+                        acc += x[b, i, j, c] * k[p, q, c]
+            y[b, h, v, c] = acc
+
+    return depthwise
+
+
+# ---------------------------------------------------------------- plans and messages
+
+
+def test_plans_cover_the_outputs_with_their_launches():
+    im2col, = im2col_columns([(2, 3, 7, 9, 3, 2)], stride=2, padding=1, block=(32, 8))
+    assert im2col.out == (18, 2 * 4 * 5) and im2col.grid == (2, 3) and im2col.scalars == (3, 2, 2, 1)
+    gemm, = gemm_tiles([(2, 20, 6, 7, 27)], tile=16)
+    assert gemm.inputs == ((20, 27), (27, 84)) and gemm.out == (2, 20, 6, 7) and gemm.grid == (6, 2)
+    tiles, = output_tiles([(2, 3, 37, 21, 4, 5, 5)], stride=2, padding=2)
+    assert tiles.out == (2, 4, 19, 11) and tiles.grid == (1, 2, 8)
+    pooled, = pooled_tiles([(1, 2, 9, 11, 3, 3, 3)], padding=1, tile=4)
+    assert pooled.out == (1, 3, 4, 5) and pooled.grid == (2, 1, 3) and pooled.inputs[2] == (3,)
+    depthwise, = depthwise_pixels([(2, 7, 9, 40, 3, 3)], stride=2, block=(32, 4))
+    assert depthwise.out == (2, 3, 4, 40) and depthwise.grid == (2, 6)
+    dw, = filter_gradients([(2, 3, 7, 9, 5, 3, 2)], padding=1)
+    assert dw.inputs == ((2, 5, 7, 10), (2, 3, 7, 9)) and dw.out == (5, 3, 3, 2) and dw.spec_scalars == (3, 2, 1, 1)
+    dx, = input_gradients([(2, 3, 8, 9, 5, 3, 3)], stride=2, padding=1)
+    assert dx.inputs == ((2, 5, 4, 5), (5, 3, 3, 3)) and dx.grid == (1, 1, 6) and dx.spec_scalars == (8, 9, 2, 1)
+    with pytest.raises(ValueError, match="a 5x5 filter does not fit in a 3x9 image with padding 0"):
+        output_tiles([(1, 1, 3, 9, 1, 5, 5)])
+
+
+def test_a_correct_kernel_passes_on_odd_shapes_strides_and_paddings(capsys):
+    conv = output_pixel()
+    for stride, padding in [(1, 0), (2, 1), (2, 2)]:
+        check_conv(conv, conv_spec, output_tiles([(2, 3, 9, 7, 5, 3, 3), (1, 2, 11, 6, 3, 2, 4)], stride, padding,
+                                                 tile=8))
+    check_conv(im2col_along(columns=True), columns_spec, im2col_columns([(2, 3, 7, 9, 3, 3)], 2, 2))
+    check_conv(depthwise_along(channels=True), depthwise_spec, depthwise_pixels([(2, 7, 9, 40, 3, 3)], 2, 1))
+    assert capsys.readouterr().out.count("✓") == 5
+
+
+def test_a_wrong_output_is_named_by_image_pixel_and_channel():
+    with pytest.raises(CheckFailed) as failed:
+        check_conv(output_pixel(clamp=True), conv_spec, output_tiles([(2, 3, 9, 7, 5, 3, 3)], stride=1, padding=1, tile=8))
+    message = str(failed.value)
+    assert "out[0, 0, 0, 0] (image b=0, output pixel h=0, w=0, channel m=0) should be" in message
+    assert "every wrong output's window overlaps the padding" in message
+
+
+def test_a_missing_write_says_it_was_never_written():
+    @cuda.jit
+    def skips_the_last_channel(y, x, w, stride, padding):
+        v, h = cuda.grid(2)
+        M = w.shape[0]
+        b, m = cuda.blockIdx.z // M, cuda.blockIdx.z % M
+        if h < y.shape[2] and v < y.shape[3] and m < M - 1:
+            acc = float32(0)
+            for c in range(x.shape[1]):
+                for p in range(w.shape[2]):
+                    for q in range(w.shape[3]):
+                        acc += x[b, c, h * stride + p, v * stride + q] * w[m, c, p, q]
+            y[b, m, h, v] = acc
+
+    with pytest.raises(CheckFailed, match=r"out\[0, 2, 0, 0\] \(image b=0, output pixel h=0, w=0, channel m=2\) "
+                                          r"should be .*never written") as failed:
+        check_conv(skips_the_last_channel, conv_spec, output_tiles([(1, 2, 6, 6, 3, 3, 3)]))
+    assert "overlaps the padding" not in str(failed.value)
+
+
+def test_other_layouts_are_named_in_their_own_terms():
+    nhwc, = depthwise_pixels([(1, 4, 5, 3, 3, 3)], padding=1)
+    kase, = filter_gradients([(1, 2, 5, 5, 3, 3, 3)])
+    assert element_name(nhwc, (0, 1, 2, 3)) == "image b=0, output pixel h=1, w=2, channel m=3"
+    assert element_name(kase, (2, 1, 0, 2)) == "filter m=2, channel c=1, tap p=0, q=2"
+    columns, = im2col_columns([(2, 3, 5, 6, 3, 2)], padding=1)  # Ho, Wo = 5, 7
+    assert element_name(columns, (13, 40)) == ("row k=13 (channel c=2, filter tap p=0, q=1), "
+                                               "column n=40 (image b=1, output pixel h=0, w=5)")
+    inputs, = input_gradients([(1, 2, 5, 5, 3, 3, 3)])
+    assert element_name(inputs, (0, 1, 4, 3)) == "image b=0, input pixel h=4, w=3, channel c=1"
+
+
+def test_a_host_function_is_checked_and_its_errors_explained(capsys):
+    check_conv_function(lambda x, w, s, p: cv.conv2d(x, w, s, p, kernel=cv.conv_direct), conv_spec,
+                        [(2, 3, 9, 7, 5, 3, 3)], stride=2, padding=1)
+    assert "✓ <lambda>: correct on 1 call" in capsys.readouterr().out
+
+    def transposed(x, w, s, p):
+        return conv_spec(x, w, s, p).transpose(0, 1, 3, 2)
+
+    with pytest.raises(CheckFailed, match=r"transposed\(x of shape \(1, 2, 6, 5\), w of shape \(3, 2, 3, 3\), "
+                                          r"stride=1, padding=0\) returned an array of shape \(1, 3, 3, 4\), "
+                                          r"not \(1, 3, 4, 3\)"):
+        check_conv_function(transposed, conv_spec, [(1, 2, 6, 5, 3, 3, 3)])
+
+    def unwritten(x, w, s, p):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match=r"unwritten is not written yet"):
+        check_conv_function(unwritten, conv_spec, [(1, 2, 6, 5, 3, 3, 3)])
+
+    def broken(x, w, s, p):
+        return x[5]
+
+    with pytest.raises(CheckFailed, match=r"broken failed with broken\(x of shape \(1, 2, 6, 5\), .*\):\n  IndexError"):
+        check_conv_function(broken, conv_spec, [(1, 2, 6, 5, 3, 3, 3)])
+
+    def off_by_one(x, w, s, p):
+        y = cv.conv2d_reference(x, w, s, p)
+        y[0, 1, 2, 0] += 1
+        return y
+
+    with pytest.raises(CheckFailed, match=r"out\[0, 1, 2, 0\] \(image b=0, output pixel h=2, w=0, channel m=1\)"):
+        check_conv_function(off_by_one, conv_spec, [(1, 2, 6, 5, 3, 3, 3)])
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_the_halo_budget_tells_a_tiled_convolution_from_a_direct_one():
+    for stride, padding in [(1, 1), (2, 2)]:
+        plan = output_tiles([(2, 3, 37, 21, 2, 5, 5)], stride, padding, tile=TILE)
+        check_conv(conv_halo_tile, conv_spec, plan, budget=halo_tile_reads("x", tile=TILE, stride=stride))
+        with pytest.raises(CheckFailed, match=r"(?s)correct but over its budget.*read `x` 75 times, more than (6|15): per "
+                                              "channel the block's 256 threads copy"):
+            check_conv(output_pixel(), conv_spec, plan, budget=halo_tile_reads("x", tile=TILE, stride=stride))
+
+
+def test_coalescing_budgets_tell_which_axis_threadIdx_x_runs_along():
+    plan = im2col_columns([(2, 3, 8, 8, 3, 3)], padding=1)
+    check_conv(im2col_along(columns=True), columns_spec, plan, budget=coalesced("cols", kind="write"))
+    along_rows = [replace(plan[0], grid=(1, 16))]  # 32 x 8 threads over 27 rows and 128 columns
+    with pytest.raises(CheckFailed, match="over its budget"):
+        check_conv(im2col_along(columns=False), columns_spec, along_rows, budget=coalesced("cols", kind="write"))
+    plan = depthwise_pixels([(2, 7, 9, 64, 3, 3)], stride=2, padding=1)
+    check_conv(depthwise_along(channels=True), depthwise_spec, plan, budget=coalesced("x", "k"))
+    along_pixels = [replace(plan[0], grid=(2, 8))]  # 32 x 8 threads over 40 pixels and 64 channels
+    with pytest.raises(CheckFailed, match="over its budget"):
+        check_conv(depthwise_along(channels=False), depthwise_spec, along_pixels, budget=coalesced("x"))
+
+
+def test_a_float64_literal_in_a_fused_kernel_is_caught():
+    def fused(zero):
+        @cuda.jit
+        def conv_bias_relu_pool(out, x, w, bias, stride, padding):
+            v, h = cuda.grid(2)
+            M = w.shape[0]
+            b, m = cuda.blockIdx.z // M, cuda.blockIdx.z % M
+            if h < out.shape[2] and v < out.shape[3]:
+                best = zero
+                for d in range(4):
+                    acc = bias[m]
+                    for c in range(x.shape[1]):
+                        for p in range(w.shape[2]):
+                            for q in range(w.shape[3]):
+                                i = (2 * h + d // 2) * stride + p - padding
+                                j = (2 * v + d % 2) * stride + q - padding
+                                if 0 <= i < x.shape[2] and 0 <= j < x.shape[3]:
+                                    acc += x[b, c, i, j] * w[m, c, p, q]
+                    best = max(best, acc)
+                out[b, m, h, v] = best
+
+        return conv_bias_relu_pool
+
+    def spec(x, w, bias, stride, padding):
+        y = np.maximum(conv_spec(x, w, stride, padding) + bias[:, None, None], 0)
+        B, M, Ho, Wo = y.shape
+        return y[:, :, :Ho // 2 * 2, :Wo // 2 * 2].reshape(B, M, Ho // 2, 2, Wo // 2, 2).max(axis=(3, 5))
+
+    plan = pooled_tiles([(2, 3, 9, 11, 4, 3, 3)], stride=1, padding=1, tile=4)
+    check_conv(fused(float32(0)), spec, plan, budget=float32_only())
+    with pytest.raises(CheckFailed, match="computes in float64"):
+        check_conv(fused(0.0), spec, plan, budget=float32_only())
+
+
+def test_the_gradients_plans_match_their_specs_and_a_read_budget():
+    @cuda.jit
+    def every_tap(dx, dy, w, stride, padding):  # reads dy at every tap, multiplies the misses by 0
+        j, i = cuda.grid(2)
+        B, C, H, W = dx.shape
+        b, c = cuda.blockIdx.z // C, cuda.blockIdx.z % C
+        if i < H and j < W:
+            acc = float32(0)
+            for p in range(w.shape[2]):
+                for q in range(w.shape[3]):
+                    hs, vs = i + padding - p, j + padding - q
+                    h, v = max(hs, 0) // stride, max(vs, 0) // stride
+                    hit = hs >= 0 and vs >= 0 and hs % stride == 0 and vs % stride == 0
+                    for m in range(w.shape[0]):
+                        value = dy[b, m, min(h, dy.shape[2] - 1), min(v, dy.shape[3] - 1)]
+                        if hit and h < dy.shape[2] and v < dy.shape[3]:
+                            acc += value * w[m, c, p, q]
+            dx[b, c, i, j] = acc
+
+    def input_grad_spec(dy, w, H, W, stride, padding):
+        # the adjoint of the convolution: <conv(x), dy> = <x, dx> for every x, so dx = J^T dy
+        B, M = dy.shape[:2]
+        C = w.shape[1]
+        basis = np.eye(B * C * H * W).reshape(-1, B, C, H, W)
+        columns = np.stack([conv_spec(e, w, stride, padding).ravel() for e in basis], axis=1)
+        return (columns.T @ dy.ravel()).reshape(B, C, H, W)
+
+    plan = input_gradients([(1, 2, 7, 6, 3, 3, 3)], stride=2, padding=1, tile=4)
+    check_conv(every_tap, input_grad_spec, plan)
+    with pytest.raises(CheckFailed, match=r"may read `dy` at most 12 times, but .* read it 27 times"):
+        check_conv(every_tap, input_grad_spec, plan, budget=reads_per_thread("dy", at_most=lambda s: s[1] * 4))

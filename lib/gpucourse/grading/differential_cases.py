@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from ..kernels import Tensor, axis_reduction, elementwise, matmul, reduction
+from ..kernels import Tensor, axis_reduction, conv, elementwise, matmul, reduction
 from ..run import BACKEND
 from .differential import REGISTRY, Case, compare_all, kernel_case, register, report, solution_subjects
 
@@ -157,13 +157,61 @@ for _kernel in matmul.KERNELS:
     register(f"matmul.{_kernel.py_func.__name__}", _matmul_cases(_kernel), ulps=max(MATMUL_K),
              why=f"{FMA}: at most K ulps (K <= {max(MATMUL_K)} here, positive inputs)")
 
-# -- module 4 and 5 add their blocks here ---------------------------------------------------------------------------
+# -- module 4: convolution ---------------------------------------------------------------------------------------------
+# (batch, channels, height, width), (filters, taps), stride, padding: odd sizes, stride 2, paddings 0-2, taps 1-5.
+CONV_LAYERS = (((1, 3, 11, 13), (5, 3), 1, 1), ((2, 4, 9, 7), (7, 3), 2, 0), ((1, 2, 12, 10), (3, 5), 2, 2),
+               ((2, 5, 6, 9), (17, 1), 1, 0))
+CONV_TERMS = max(C * R * R for (_, C, _, _), (_, R), _, _ in CONV_LAYERS)
+
+
+def _conv_cases(kernel):
+    nhwc = conv.layout_of(kernel) == "NHWC"
+
+    def cases(rng) -> list[Case]:
+        made = []
+        for (B, C, H, W), (M, R), stride, padding in CONV_LAYERS:
+            x, w = _positive(rng, (B, C, H, W)), _positive(rng, (M, C, R, R))
+            if nhwc:
+                x, w = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+            y_shape = conv.output_shape(x.shape, w.shape, stride, padding, conv.layout_of(kernel))
+            grid, block = conv.configuration(kernel, y_shape)
+            made.append(kernel_case(kernel, grid, block, y_shape, np.float32, [x, w, stride, padding],
+                                    f"x {x.shape}, w {w.shape}, stride {stride}, padding {padding}, grid {grid}"))
+        return made
+
+    return cases
+
+
+def _im2col_cases(rng) -> list[Case]:
+    made = []
+    for (B, C, H, W), (_, R), stride, padding in CONV_LAYERS:
+        x = _positive(rng, (B, C, H, W))
+        rows = B * conv.output_size(H, R, stride, padding) * conv.output_size(W, R, stride, padding)
+        bx, by = conv.IM2COL_BLOCK
+        grid = (-(-C * R * R // bx), -(-rows // by))
+        made.append(kernel_case(conv.im2col, grid, conv.IM2COL_BLOCK, (rows, C * R * R), np.float32,
+                                [x, R, R, stride, padding], f"x {x.shape}, {R}x{R} taps, stride {stride}, "
+                                f"padding {padding}"))
+    return made
+
+
+for _name, _kernel in conv.KERNELS.items():
+    register(f"conv.{_kernel.py_func.__name__}", _conv_cases(_kernel), ulps=CONV_TERMS,
+             why=f"{FMA}: at most one ulp per term, C x R x S <= {CONV_TERMS} here (positive inputs)")
+register("conv.im2col", _im2col_cases, why="a copy with zeros for the padding: bit for bit")
+
+# -- module 5 adds its block here ------------------------------------------------------------------------------------
 
 # Solution kernels whose outputs may differ (kernel name -> (ulps, why)); every other one: bit for bit.
 SOLUTION_BOUNDS = {
     name: (64, f"{FMA}; mixed signs, so in ulps of the largest output")
-    for name in ("matmul_nt_kernel", "matvec_kernel", "weight_grad_kernel", "matmul_micro_tile_kernel")
-} | {"stencil_kernel": (8, f"{FMA}: a few taps per output")}
+    for name in ("matmul_nt_kernel", "matvec_kernel", "matmul_micro_tile_kernel")
+} | {"stencil_kernel": (8, f"{FMA}: a few taps per output")} | {
+    name: (256, f"{FMA}; sums of up to a few hundred terms (a weight gradient sums over every output pixel), mixed "
+                "signs, so in ulps of the largest output")
+    for name in ("weight_grad_kernel", "gemm_nchw_kernel", "conv_tiled_kernel", "depthwise_kernel",
+                 "input_grad_kernel", "conv_bias_relu_pool_kernel")
+}
 
 
 def _versions() -> str:

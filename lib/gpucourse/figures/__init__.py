@@ -1,11 +1,11 @@
 """What lectures draw: widgets and pictures, one module per course topic, and the roofline.
 
-Holds: `threads` (module 1), `elementwise` and `reduction` (module 2), `matmul` (module 3),
+Holds: `threads` (module 1), `elementwise` and `reduction` (module 2), `matmul` (module 3), `fusion` (module 5),
 `roofline`, `occupancy` (blocks per SM from registers and shared memory). May import: `gpucourse.kernels`
 and `gpucourse.simulator`.
 """
 
-from . import elementwise, matmul, occupancy, reduction, roofline, threads
+from . import elementwise, fusion, matmul, occupancy, reduction, roofline, threads
 from .elementwise import draw_views, draw_warp_sectors, positions, warp_positions, warp_sectors
 from .occupancy import SM, SMS, Occupancy, blocks_per_sm
 from .reduction import (additions, blelloch_steps, draw_reduction_trees, draw_scan, hillis_steele_steps,
@@ -14,7 +14,7 @@ from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, Device, attainable, draw
                        seconds_at_least)
 from .threads import draw_launch, index_explorer, thread_map
 
-__all__ = ["threads", "elementwise", "reduction", "matmul", "roofline", "occupancy",
+__all__ = ["threads", "elementwise", "reduction", "matmul", "fusion", "roofline", "occupancy",
            "draw_launch", "index_explorer", "thread_map",
            "draw_views", "draw_warp_sectors", "positions", "warp_positions", "warp_sectors",
            "additions", "blelloch_steps", "draw_reduction_trees", "draw_scan", "hillis_steele_steps",

@@ -84,15 +84,19 @@ def test_bytes_per_launch_counts_sectors_of_global_memory():
     rows, cols = 3, 64                                        # a row is 8 sectors; a warp covers half a row
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     factor = rng.standard_normal(rows).astype(np.float32)
-    out = np.full_like(x, np.nan)
+    out, twice = np.full_like(x, np.nan), np.full_like(x, np.nan)
     with simulated(), trace() as t:
         scale_rows[-(-x.size // 96), 96](out, x, factor)
-        scale_rows[1, 256](out, out, factor)
-    np.testing.assert_allclose(out, x * factor[:, None] ** 2, rtol=1e-6)
+        scale_rows[1, 256](twice, out, factor)
+    np.testing.assert_allclose(twice, x * factor[:, None] ** 2, rtol=1e-6)
     first, second = ff.bytes_per_launch(t)
     warps = x.size // 32
     assert first == ff.Traffic("scale_rows", x.nbytes + warps * 32, x.nbytes)   # the factor: one sector per warp
     assert second.total == first.total == ff.total_bytes(t) // 2
+    assert ff.array_bytes(t, "factor") == 2 * warps * 32 and ff.array_bytes(t, "out", "write") == 2 * x.nbytes
+    assert ff.array_bytes(t, "x") == 2 * x.nbytes and ff.array_bytes(t, "x", "write") == 0
+    with pytest.raises(KeyError, match="touched"):
+        ff.array_bytes(t, "y")
     with pytest.raises(ValueError, match="no launch"), simulated(), trace() as empty:
         ff.bytes_per_launch(empty)
 
@@ -110,7 +114,8 @@ def test_figures_build():
     assert "l = l_old x rescale" in fig.axes[1].texts[0].get_text()
     with pytest.raises(ValueError, match="step is 0 to 3"):
         ff.draw_online_step(row, 5, 4)
-    traffic = {"three": [ff.Traffic("a", 4096, 1024), ff.Traffic("b", 2048, 2048)], "one": [ff.Traffic("ab", 4096, 1024)]}
+    traffic = {"three": [ff.Traffic("a", 4096, 1024), ff.Traffic("b", 2048, 2048)],
+               "one": [ff.Traffic("ab", 4096, 1024)]}
     fig = ff.draw_bytes_moved(traffic)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["three", "one"]
     ns = [64, 128, 256]

@@ -10,7 +10,7 @@ puts the steps behind a slider.
 
 `bytes_per_launch` reads the global traffic of every launch in a
 ``gpucourse.trace()`` (32-byte sectors, so a warp's broadcast read counts once);
-`draw_bytes_moved` stacks it per pipeline. `draw_memory_against_n` plots
+`array_bytes` that of one array; `draw_bytes_moved` stacks it per pipeline. `draw_memory_against_n` plots
 measured bytes (largest allocation, traffic) against N on log-log axes, with
 the formulas they should follow.
 """
@@ -195,6 +195,17 @@ def bytes_per_launch(recorded) -> list[Traffic]:
     if not found:
         raise ValueError("the trace holds no launch: run the kernels inside `with gpucourse.trace() as t:`")
     return found
+
+
+def array_bytes(recorded, name: str, kind: str = "read") -> int:
+    """Global bytes (32-byte sectors) of ``kind`` on the array called ``name``, over all launches in ``recorded``."""
+    if kind not in ("read", "write"):
+        raise ValueError(f"kind is 'read' or 'write', not {kind!r}")
+    found = [launch.arrays[name] for launch in recorded.launches if name in launch.arrays]
+    if not found:
+        known = sorted({n for launch in recorded.launches for n in launch.arrays})
+        raise KeyError(f"no launch in the trace touched an array called {name!r} (they touched {known})")
+    return sum(a.instructions[kind].sectors * SECTOR_BYTES for a in found if a.space == "global")
 
 
 def total_bytes(recorded) -> int:

@@ -1,13 +1,16 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2) and `matmul` (module 3), `feedback`. May import: `gpucourse.run`,
+and `reduction` (module 2) and `matmul` (module 3), `fusion` (module 5), `feedback`. May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
 """
 
 from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_function,
                    check_kernel, one_block, one_block_2d, outer)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
+from .fusion import (block_rows, check_attention, check_cross_entropy, check_gemm_epilogue, check_layernorm,
+                     check_row_kernel, global_bytes, global_traffic, kv_reads_per_query_block, memory_independent_of_n,
+                     reads_per_element, warp_rows)
 from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
@@ -25,4 +28,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
-           "no_shared_memory", "float32_only"]
+           "no_shared_memory", "float32_only",
+           "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_cross_entropy", "check_attention",
+           "warp_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
+           "memory_independent_of_n"]

@@ -97,6 +97,7 @@ def draw_online_step(row, block: int, step: int):
     the old sum gets. Returns the figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     row = np.asarray(row, np.float64)
     steps = online_softmax_steps(row, block)
@@ -133,6 +134,7 @@ def draw_online_step(row, block: int, step: int):
     bottom.set_ylabel("exp(x - m_new)")
     bottom.set_xlabel("entry of the row")
     bottom.set_xlim(-0.7, row.size - 0.3)
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     if bottom.get_legend_handles_labels()[0]:
         bottom.legend(fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0))
     text = (f"rescale = exp(m_old - m_new)\n        = {s.scale:.4g}\n"
@@ -272,12 +274,13 @@ def slope(ns, values) -> float:
 
 
 def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[str, dict[str, object]] | None = None,
-                          span=(64, 1024)):
+                          span=(64, 1024), note: str = "points: measured on the simulator; lines: the formulas"):
     """Log-log panels of bytes against N: measured points, and formula lines over ``span``.
 
     ``panels``: panel title -> {series name -> (ns, bytes measured)}. ``formulas``: panel title ->
-    {series name -> a function of N giving bytes}, drawn as lines of the series' colour; the legend
-    shows each series' measured slope (1: linear, 2: quadratic). Returns the figure.
+    {series name -> a function of N giving bytes}, drawn as lines of the series' colour through
+    N = s, 1.5 s, 2 s, 3 s, ... (s = ``span[0]``); the legend shows each series' measured slope
+    (1: linear, 2: quadratic). ``note``: the figure's caption. Returns the figure.
     """
     import matplotlib.pyplot as plt
 
@@ -286,7 +289,8 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
     palette = plt.get_cmap("tab10")(np.arange(10))
     names = list(dict.fromkeys(n for series in panels.values() for n in series))
     colour = {n: palette[i % 10] for i, n in enumerate(names)}
-    line = np.geomspace(*span, 50)
+    line = [n for k in range(int(np.log2(span[1] / span[0])) + 1) for n in (span[0] * 2 ** k, span[0] * 3 * 2 ** k // 2)
+            if n <= span[1]]
     markers = "osD^v<>"
     for ax, (title, series) in zip(axes[0], panels.items()):
         for name, (ns, measured) in series.items():
@@ -295,7 +299,7 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
                     label=label)
             formula = formulas.get(title, {}).get(name)
             if formula is not None:
-                ax.plot(line, [formula(int(round(n))) for n in line], color=colour[name], lw=1.2, alpha=0.7)
+                ax.plot(line, [formula(n) for n in line], color=colour[name], lw=1.2, alpha=0.7)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.yaxis.set_major_formatter(_in_bytes)
@@ -307,6 +311,6 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
         ax.set_title(title, fontsize=10, loc="left")
         ax.grid(True, which="major", color="0.9")
         ax.legend(fontsize=7.5, loc="upper left")
-    fig.suptitle("points: measured on the simulator; lines: the formulas", fontsize=9)
+    fig.suptitle(note, fontsize=9)
     fig.tight_layout()
     return fig

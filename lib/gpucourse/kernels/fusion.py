@@ -160,54 +160,31 @@ def gemm_bias_relu(C, A, B, bias, fused=True) -> None:
 
 
 @cuda.jit(device=True)
-def warp_max(value):
-    """The max of ``value`` over the warp, in every lane (xor shuffles)."""
-    offset = 16
-    while offset > 0:
-        value = max(value, cuda.shfl_xor_sync(FULL_MASK, value, offset))
-        offset //= 2
-    return value
+def combine(a, b, take_max):
+    """``max(a, b)`` or ``a + b``."""
+    return max(a, b) if take_max else a + b
 
 
 @cuda.jit(device=True)
-def warp_sum(value):
-    """The sum of ``value`` over the warp, in every lane (xor shuffles)."""
-    offset = 16
-    while offset > 0:
-        value += cuda.shfl_xor_sync(FULL_MASK, value, offset)
-        offset //= 2
-    return value
+def block_reduce(value, take_max):
+    """The max (``take_max``) or the sum of ``value`` over the block, in every thread.
 
-
-@cuda.jit(device=True)
-def block_max(value):
-    """The max of ``value`` over the block, in every thread: warp shuffles, then one word per warp in shared memory."""
+    The 32 lanes of each warp combine with xor shuffles (every lane gets the warp's value), lane 0 of each
+    warp leaves it in shared memory, and after a barrier every thread combines the warps' values.
+    """
     partial = cuda.shared.array(MAX_WARPS, float32)
     t = cuda.threadIdx.x
-    value = warp_max(value)
+    offset = 16
+    while offset > 0:
+        value = combine(value, cuda.shfl_xor_sync(FULL_MASK, value, offset), take_max)
+        offset //= 2
     if t % 32 == 0:
         partial[t // 32] = value
     cuda.syncthreads()
     result = partial[0]
     for w in range(1, cuda.blockDim.x // 32):
-        result = max(result, partial[w])
+        result = combine(result, partial[w], take_max)
     cuda.syncthreads()  # everyone has read `partial` before it is used again
-    return result
-
-
-@cuda.jit(device=True)
-def block_sum(value):
-    """The sum of ``value`` over the block, in every thread."""
-    partial = cuda.shared.array(MAX_WARPS, float32)
-    t = cuda.threadIdx.x
-    value = warp_sum(value)
-    if t % 32 == 0:
-        partial[t // 32] = value
-    cuda.syncthreads()
-    result = float32(0)
-    for w in range(cuda.blockDim.x // 32):
-        result += partial[w]
-    cuda.syncthreads()
     return result
 
 
@@ -241,7 +218,7 @@ def row_max(m, x):
     best = float32(NEG_INF)
     for j in range(t, x.shape[1], cuda.blockDim.x):
         best = max(best, x[row, j])
-    best = block_max(best)
+    best = block_reduce(best, True)
     if t == 0:
         m[row] = best
 
@@ -255,7 +232,7 @@ def exp_and_sum(e, l, x, m):
         value = math.exp(x[row, j] - top)
         e[row, j] = value
         total += value
-    total = block_sum(total)
+    total = block_reduce(total, False)
     if t == 0:
         l[row] = total
 
@@ -277,12 +254,12 @@ def softmax_row_fused(y, x):
     for j in range(t, N, cuda.blockDim.x):
         saved[j] = x[row, j]
         best = max(best, saved[j])
-    top = safe_max(block_max(best))
+    top = safe_max(block_reduce(best, True))
     total = float32(0)
     for j in range(t, N, cuda.blockDim.x):  # each thread touches only its own elements: no barrier needed
         saved[j] = math.exp(saved[j] - top)
         total += saved[j]
-    scale = reciprocal(block_sum(total))
+    scale = reciprocal(block_reduce(total, False))
     for j in range(t, N, cuda.blockDim.x):
         y[row, j] = saved[j] * scale
 
@@ -430,12 +407,12 @@ def attention_row_fused(O, Q, K, V, causal):
             acc += q[c] * K[j, c]
         s[j] = acc * scale
         best = max(best, s[j])
-    top = safe_max(block_max(best))
+    top = safe_max(block_reduce(best, True))
     total = float32(0)
     for j in range(t, keys, cuda.blockDim.x):
         s[j] = math.exp(s[j] - top)
         total += s[j]
-    scale = reciprocal(block_sum(total))  # its barriers also make every s[j] visible to every thread
+    scale = reciprocal(block_reduce(total, False))  # its barriers also make every s[j] visible to every thread
     for c in range(t, d, cuda.blockDim.x):  # thread t sums column c of V weighted by the probabilities
         acc = float32(0)
         for j in range(keys):

@@ -10,6 +10,7 @@ import pytest
 from numba import cuda
 
 from gpucourse import simulated, trace
+from gpucourse.grading.fusion import global_bytes
 from gpucourse.kernels import fusion as fu
 
 
@@ -84,6 +85,9 @@ def test_softmax_traffic_naive_vs_fused_vs_online():
         fu.softmax_naive(x)
     assert len(naive) == 3
     assert global_traffic(naive, "x") == (2 * x.size, 0) and global_traffic(naive, "e") == (x.size, x.size)
+    assert global_bytes(fused) == 2 * x.nbytes  # one read of x, one write of y: the least a softmax can move
+    assert global_bytes(online) == 3 * x.nbytes
+    assert global_bytes(naive) > 5 * x.nbytes  # x twice, e written and read, y written, and the row statistics
 
 
 def test_softmax_explains_bad_input():

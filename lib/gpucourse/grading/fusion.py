@@ -32,7 +32,8 @@ import numpy as np
 
 from ..kernels.fusion import attention_reference
 from ..simulator import BudgetExceeded
-from .core import CheckFailed, blocks_needed, check_budgets, kernel_name, parameter_names, report, run_checked
+from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
+                   run_checked)
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -151,7 +152,7 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
     parameters = parameter_names(kernel)
     out_name = parameters[0] if parameters else "out"
     labels = [out_name] + [f"`{p}`" for p in parameters[1:]]
-    budgets = budget if isinstance(budget, (list, tuple)) else ([] if budget is None else [budget])
+    budgets = budget_list(budget)
     count = 0
     for launch in launches:
         got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,

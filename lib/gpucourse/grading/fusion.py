@@ -132,7 +132,8 @@ def explain_rows(name: str, launch: RowLaunch, got: np.ndarray, bad: np.ndarray,
     row = first[0]
     value, wanted = got[first], launch.expected[first]
     index = ", ".join(map(str, first))
-    never = " (never written: it still holds the poison value)" if np.isnan(value) and not np.isnan(wanted) else ""
+    never = (" (NaN: the poison of an element never written, or a NaN computed, such as exp(-inf - -inf) or 0 / 0)"
+             if np.isnan(value) and not np.isnan(wanted) else "")
     special = f" ({launch.rows[row]})" if row in launch.rows else ""
     wrong_rows = np.unique(bad[:, 0])
     lines = [f"{name} gave a wrong result with {launch.describe()}:",

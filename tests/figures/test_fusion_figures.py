@@ -120,8 +120,12 @@ def test_figures_build():
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["three", "one"]
     ns = [64, 128, 256]
     fig = ff.draw_memory_against_n({"largest": {"naive": (ns, [4 * n * n for n in ns])}},
-                                   {"largest": {"naive": lambda n: 4 * n * n}})
+                                   {"largest": {"naive": lambda n: 4 * n * n}}, span=(64, 256), note="caption")
     assert "slope 2.00" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    formula = fig.axes[0].lines[-1]
+    assert list(formula.get_xdata()) == [64, 96, 128, 192, 256]        # s, 1.5 s, 2 s, 3 s, 4 s
+    assert list(formula.get_ydata()) == [4 * n * n for n in (64, 96, 128, 192, 256)]
+    assert fig._suptitle.get_text() == "caption"
     plt.close("all")
 
 

@@ -1,8 +1,9 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2), `matmul` (module 3) and `conv` (module 4), `feedback`, and the differential test
-of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`). May import: `gpucourse.run`,
+and `reduction` (module 2), `matmul` (module 3), `conv` (module 4) and `fusion` (module 5), `feedback`, and the
+differential test of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`).
+May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
 """
 
@@ -11,6 +12,9 @@ from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_n
 from .conv import (check_conv, check_conv_function, depthwise_pixels, filter_gradients, gemm_tiles, halo_tile_reads,
                    im2col_columns, input_gradients, output_tiles, pooled_tiles)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
+from .fusion import (block_rows, check_attention, check_cross_entropy, check_gemm_epilogue, check_layernorm,
+                     check_row_kernel, global_bytes, global_traffic, kv_reads_per_query_block, memory_independent_of_n,
+                     reads_per_element, warp_rows)
 from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
@@ -30,4 +34,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only",
            "check_conv", "check_conv_function", "im2col_columns", "gemm_tiles", "output_tiles", "pooled_tiles",
-           "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads"]
+           "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
+           "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_cross_entropy", "check_attention",
+           "warp_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
+           "memory_independent_of_n"]

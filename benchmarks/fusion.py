@@ -1,0 +1,421 @@
+"""Module 5's fused kernels on a GPU: row softmax naive vs fused vs torch.softmax, attention naive vs flash vs SDPA.
+
+    python benchmarks/fusion.py             # every size below; writes RESULTS.md
+    python benchmarks/fusion.py --quick     # one softmax and two attention sizes, 3 samples, prints only
+    python benchmarks/fusion.py --no-write
+
+Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
+
+Softmax of each row of a float32 (rows, cols) matrix, in GB/s of the least traffic a softmax needs
+(read x once, write y once: 2 x rows x cols x 4 bytes over the time), beside a device-to-device copy
+of x measured in the same run: `softmax_naive`'s three kernels (row max, exp and sum into an
+intermediate array, divide), `softmax_row_fused` (one block per row, the row in shared memory, up to
+4096 columns), `softmax_online` (running max and sum, two reads of x) from `gpucourse.kernels.fusion`,
+and ``torch.softmax`` when PyTorch is installed (on the same memory, through
+``__cuda_array_interface__``). Goals: fused at least 3x naive and at least 80% of torch.softmax.
+
+Attention for one head, Q, K, V of (N, d) with d = 64, not causal, N = 1024 ... 16384: time, and the
+device memory each path needs beyond Q, K, V and O (its peak extra memory): `attention_naive`'s three
+kernels (scores into an N x N array, their softmax into another, times V with module 3's tiled
+matmul), `attention_flash` (tiles of K and V in shared memory, no extra memory), and
+``torch.nn.functional.scaled_dot_product_attention`` (its extra memory from
+``torch.cuda.max_memory_allocated``). Goals: flash's extra memory does not grow with N (it is 0), and
+flash at least 3x faster than the naive attention at N = 4096.
+
+Correctness, before anything is timed: inputs standard normal float32 (softmax rows scaled by 4);
+every output poisoned with NaN; results compared with NumPy float64 (the whole softmax; 32 rows of
+attention), relative error ``||got - want|| / ||want||`` under 1e-5 (softmax) and 1e-4 (attention).
+A wrong result is marked WRONG and nothing is recorded. Timing: `common.median_ms` (CUDA events,
+warm-up, launches queued behind a sleeping kernel, the median of the samples); softmax launches rotate
+over enough copies of x and y to fill 4x the L2 cache. A path predicted to need more than a second
+per call (from its time at the largest N so far, growing as N^2) is skipped and said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from numba import cuda, uint32
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import (  # noqa: E402
+    L2_ROTATION,
+    Device,
+    buffer_sets,
+    current_device,
+    finish,
+    hold,
+    markdown_table,
+    median_ms,
+    poison,
+    reference_libraries,
+    relative_error,
+    today,
+    versions,
+    without_gpu,
+)
+
+NAME = "fusion"  # its section of benchmarks/RESULTS.md
+ITEM = 4  # bytes of a float32
+SOFTMAX_SHAPES = ((4096, 1024), (4096, 4096), (16384, 4096))
+QUICK_SOFTMAX = ((4096, 1024),)
+ATTENTION_N = (1024, 2048, 4096, 8192, 16384)
+QUICK_ATTENTION = (1024, 2048)
+HEAD_DIM = 64
+SAMPLES, QUICK_SAMPLES = 5, 3
+SKIP_ABOVE_MS = 1000.0
+SOFTMAX_TOLERANCE, ATTENTION_TOLERANCE = 1e-5, 1e-4
+CHECKED_ROWS = 32  # query rows of each attention result compared with float64
+FUSED_OVER_NAIVE, FUSED_OF_TORCH = 3.0, 0.8
+FLASH_OVER_NAIVE, FLASH_GOAL_N = 3.0, 4096
+
+
+# -- measurements and their report (pure) -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Measurement:
+    path: str  # the row's label, e.g. "`softmax_row_fused`"
+    problem: str  # "softmax" or "attention"
+    size: tuple[int, int]  # (rows, cols) or (N, d)
+    ms: float | None  # median milliseconds per call; None: skipped
+    extra_bytes: int | None = None  # attention: device memory beyond Q, K, V and O
+    note: str = ""
+    wrong: bool = False
+    reference: bool = False  # the copy, torch.softmax or SDPA
+
+    @property
+    def skipped(self) -> bool:
+        return self.ms is None
+
+    @property
+    def gbps(self) -> float:
+        """Softmax: the least traffic (read x, write y) over the time, in GB/s."""
+        rows, cols = self.size
+        return 2 * rows * cols * ITEM / (self.ms * 1e-3) / 1e9 if self.ms else math.nan
+
+
+def find(measurements: list[Measurement], path: str, size) -> Measurement | None:
+    found = [m for m in measurements if m.path == path and m.size == tuple(size) and not m.skipped and not m.wrong]
+    return found[0] if found else None
+
+
+def mib(n: int | None) -> str:
+    return "" if n is None else f"{n / 2**20:,.1f}"
+
+
+def softmax_table(measurements: list[Measurement]) -> str:
+    rows = []
+    for m in (m for m in measurements if m.problem == "softmax"):
+        copy = find(measurements, COPY, m.size)
+        share = f"{m.gbps / copy.gbps:.0%}" if copy and not m.skipped else ""
+        rows.append([m.path, f"{m.size[0]} x {m.size[1]}", "" if m.skipped else f"{m.ms:.4g}",
+                     "" if m.skipped else f"{m.gbps:,.0f}", share, ("WRONG result; " if m.wrong else "") + m.note])
+    return markdown_table(["softmax", "rows x cols", "time (ms)", "GB/s (read x + write y)", "of copy", "note"],
+                          rows, right={2, 3, 4})
+
+
+def attention_table(measurements: list[Measurement]) -> str:
+    rows = []
+    for m in (m for m in measurements if m.problem == "attention"):
+        rows.append([m.path, str(m.size[0]), str(m.size[1]), "" if m.skipped else f"{m.ms:.4g}",
+                     mib(m.extra_bytes), ("WRONG result; " if m.wrong else "") + m.note])
+    return markdown_table(["attention", "N", "d", "time (ms)", "extra memory (MiB)", "note"], rows,
+                          right={1, 2, 3, 4})
+
+
+def goal_lines(measurements: list[Measurement]) -> list[str]:
+    """Each goal: met, NOT met, or not measured (and why)."""
+    lines = []
+    largest = max((m.size for m in measurements if m.problem == "softmax"), default=None, key=lambda s: s[0] * s[1])
+    target = f"`softmax_row_fused` >= {FUSED_OVER_NAIVE:g}x `softmax_naive` and >= {FUSED_OF_TORCH:.0%} of torch.softmax"
+    fused = naive = torch = None
+    if largest:
+        fused, naive = find(measurements, "`softmax_row_fused`", largest), find(measurements, NAIVE_SOFTMAX, largest)
+        torch = find(measurements, TORCH_SOFTMAX, largest)
+    if not (fused and naive):
+        lines.append(f"Goal: {target}: not measured.")
+    else:
+        speedup = naive.ms / fused.ms
+        parts = [f"{speedup:.1f}x naive"]
+        met = speedup >= FUSED_OVER_NAIVE
+        if torch:
+            parts.append(f"{torch.ms / fused.ms:.0%} of torch.softmax")
+            met = met and torch.ms / fused.ms >= FUSED_OF_TORCH
+        if not met:
+            lines.append(f"Goal: {target} at {largest[0]} x {largest[1]}: NOT met ({', '.join(parts)}).")
+        elif torch:
+            lines.append(f"Goal: {target} at {largest[0]} x {largest[1]}: met ({', '.join(parts)}).")
+        else:
+            lines.append(f"Goal: {target} at {largest[0]} x {largest[1]}: partly measured (no torch.softmax): "
+                         f"{parts[0]}.")
+    target = f"`attention_flash` >= {FLASH_OVER_NAIVE:g}x `attention_naive` at N = {FLASH_GOAL_N}, extra memory 0"
+    size = (FLASH_GOAL_N, HEAD_DIM)
+    flash, naive = find(measurements, "`attention_flash`", size), find(measurements, NAIVE_ATTENTION, size)
+    if not (flash and naive):
+        lines.append(f"Goal: {target}: not measured.")
+    else:
+        flashes = [m for m in measurements if m.path == "`attention_flash`" and not m.skipped]
+        linear = all(m.extra_bytes == 0 for m in flashes)
+        speedup = naive.ms / flash.ms
+        status = "met" if speedup >= FLASH_OVER_NAIVE and linear else "NOT met"
+        lines.append(f"Goal: {target}: {status} ({speedup:.1f}x; extra memory "
+                     f"{'0 at every N' if linear else 'not 0'}).")
+    return lines
+
+
+def section(measurements: list[Measurement], device: Device, versions: str, samples: int) -> str:
+    """The Markdown recorded in RESULTS.md."""
+    return "\n".join([
+        "## Fusion: row softmax and attention",
+        "",
+        f"`python benchmarks/fusion.py` on {device.name} ({device.sms} SMs).",
+        "",
+        f"- Date: {today()}",
+        f"- Versions: {versions}",
+        *[f"- {line}" for line in goal_lines(measurements)],
+        "- Softmax GB/s: 2 x rows x cols x 4 bytes (read x once, write y once) over the time, beside a "
+        "device-to-device copy of x in the same run. Attention: one head, not causal; extra memory is what a path "
+        "allocates beyond Q, K, V and O (naive: the scores and the probabilities, N x N each; SDPA: "
+        "torch.cuda.max_memory_allocated).",
+        f"- Timing: CUDA events, warm-up first, launches queued behind a sleeping kernel; median of {samples} "
+        f"samples; softmax arrays rotate over {L2_ROTATION}x the L2 size. Checked first against NumPy float64 "
+        f"(relative error under {SOFTMAX_TOLERANCE:g} for softmax, {ATTENTION_TOLERANCE:g} for attention).",
+        "",
+        "### Row softmax",
+        "",
+        softmax_table(measurements),
+        "",
+        "### Attention, d = 64",
+        "",
+        attention_table(measurements),
+    ])
+
+
+# -- cases: what is launched, and how it is checked ------------------------------------------------------
+COPY = "device-to-device copy"
+NAIVE_SOFTMAX = "`softmax_naive` (3 kernels)"
+TORCH_SOFTMAX = "`torch.softmax`"
+NAIVE_ATTENTION = "`attention_naive` (3 kernels)"
+SDPA = "`torch.nn.functional.scaled_dot_product_attention`"
+
+
+@dataclass
+class Case:
+    """One path at one size: calls (one per set of arrays), the result of the first set, extra memory."""
+
+    path: str
+    calls: list[Callable[[], None]]
+    result: Callable[[], np.ndarray] | None  # None: nothing to check (the copy)
+    kernel_launches: int = 1
+    extra_bytes: Callable[[], int] | None = None
+    reference: bool = False
+    note: str = ""
+
+
+def pointer(array) -> int:
+    return array.__cuda_array_interface__["data"][0]
+
+
+def shared_tensor(torch, array):
+    """``array`` as a torch tensor on the same memory (checked: no copy)."""
+    tensor = torch.as_tensor(array, device="cuda")
+    if tensor.data_ptr() != pointer(array):
+        raise RuntimeError("torch copied an array instead of sharing it")
+    return tensor
+
+
+def softmax_cases(xs: list, ys: list, libraries: dict) -> list[Case]:
+    from gpucourse.kernels import fusion  # noqa: PLC0415
+
+    rows, cols = xs[0].shape
+    first = ys[0]
+    cases = [Case(COPY, [functools.partial(y.copy_to_device, x) for x, y in zip(xs, ys)], None, reference=True)]
+    m, l = cuda.device_array(rows, np.float32), cuda.device_array(rows, np.float32)
+    e = cuda.device_array((rows, cols), np.float32)
+
+    def naive(y, x):
+        fusion.row_max[rows, fusion.THREADS](m, x)
+        fusion.exp_and_sum[rows, fusion.THREADS](e, l, x, m)
+        fusion.divide[rows, fusion.THREADS](y, e, l)
+
+    cases.append(Case(NAIVE_SOFTMAX, [functools.partial(naive, y, x) for x, y in zip(xs, ys)], first.copy_to_host,
+                      kernel_launches=3, note="intermediate e of rows x cols"))
+    for kernel in fusion.SOFTMAX_KERNELS:
+        if kernel is fusion.softmax_row_fused and cols > fusion.MAX_COLS:
+            continue
+        calls = [functools.partial(fusion.launch_softmax, kernel, y, x) for x, y in zip(xs, ys)]
+        cases.append(Case(f"`{kernel.py_func.__name__}`", calls, first.copy_to_host,
+                          note=f"{rows} blocks of {fusion.THREADS}"))
+    if "torch" in libraries:
+        torch = libraries["torch"]
+        tensors = [shared_tensor(torch, x) for x in xs]
+        output = {}
+
+        def torch_softmax(k):
+            output[k] = torch.softmax(tensors[k], dim=-1)
+
+        cases.append(Case(TORCH_SOFTMAX, [functools.partial(torch_softmax, k) for k in range(len(xs))],
+                          lambda: output[0].cpu().numpy(), reference=True, note="same x; allocates its y"))
+    return cases
+
+
+def attention_cases(Q, K, V, O, libraries: dict) -> list[Case]:
+    from gpucourse.kernels import fusion  # noqa: PLC0415
+    from gpucourse.kernels import matmul  # noqa: PLC0415
+
+    N = Q.shape[0]
+    S, P = cuda.device_array((N, N), np.float32), cuda.device_array((N, N), np.float32)
+    tile = fusion.TILE
+
+    def naive():
+        fusion.scores[(-(-N // tile), -(-N // tile)), (tile, tile)](S, Q, K, False)
+        fusion.launch_softmax(fusion.softmax_online, P, S)
+        matmul.launch(matmul.matmul_tiled, O.reshape((1,) + O.shape), P.reshape((1, N, N)), V.reshape((1,) + V.shape))
+
+    cases = [Case(NAIVE_ATTENTION, [naive], O.copy_to_host, kernel_launches=3,
+                  extra_bytes=lambda: S.nbytes + P.nbytes, note="scores and probabilities: N x N each"),
+             Case("`attention_flash`", [functools.partial(fusion.launch_attention, fusion.attention_flash, O, Q, K, V)],
+                  O.copy_to_host, extra_bytes=lambda: 0,
+                  note=f"blocks of {fusion.BLOCK_ROWS} queries, tiles of {fusion.BLOCK_KEYS} keys")]
+    if "torch" in libraries:
+        torch = libraries["torch"]
+        q, k, v = (shared_tensor(torch, a)[None, None] for a in (Q, K, V))
+        output = {}
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def call():
+            output[0] = sdpa(q, k, v)
+
+        def extra() -> int:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            call()
+            torch.cuda.synchronize()
+            return max(0, torch.cuda.max_memory_allocated() - before - O.nbytes)
+
+        cases.append(Case(SDPA, [call], lambda: output[0][0, 0].cpu().numpy(), extra_bytes=extra, reference=True,
+                          note="same Q, K, V; float32"))
+    return cases
+
+
+# -- measuring --------------------------------------------------------------------------------------------
+def predicted_ms(path: str, N: int, measurements: list[Measurement]) -> float | None:
+    """The time at ``N`` that ``path``'s time at its largest measured N predicts (growing as N^2)."""
+    done = [m for m in measurements if m.path == path and m.problem == "attention" and not m.skipped]
+    if not done:
+        return None
+    largest = max(done, key=lambda m: m.size[0])
+    return largest.ms * (N / largest.size[0]) ** 2
+
+
+def measure(case: Case, problem: str, size, expected: Callable[[np.ndarray], float], poisoned: list,
+            samples: int, device: Device, tolerance: float) -> Measurement:
+    """Poison, call once (warm-up and check), then time; WRONG when the relative error is over ``tolerance``."""
+    for array in poisoned:
+        poison(array)
+    for call in case.calls:
+        call()
+    cuda.synchronize()
+    error = expected(case.result()) if case.result else 0.0
+    wrong = not error <= tolerance
+    extra = case.extra_bytes() if case.extra_bytes else None
+    ms, queued = median_ms(case.calls, samples, device, case.kernel_launches)
+    note = case.note + (f"; relative error {error:.1e} > {tolerance:g}" if wrong else "")
+    if device.real and not queued:
+        note += "; the GPU was released before all launches were queued: time may include launch gaps"
+    return Measurement(case.path, problem, tuple(size), ms, extra, note, wrong, case.reference)
+
+
+def measure_softmax(shape, device: Device, samples: int, libraries: dict, seed: int = 0) -> list[Measurement]:
+    rows, cols = shape
+    host = (np.random.default_rng(seed).standard_normal(shape) * 4).astype(np.float32)
+    want = np.exp(host - host.max(axis=1, keepdims=True)).astype(np.float64)
+    want /= want.sum(axis=1, keepdims=True)
+    sets = buffer_sets(2 * host.nbytes, device.l2_bytes)
+    xs = [cuda.to_device(host) for _ in range(sets)]
+    ys = [cuda.device_array(shape, np.float32) for _ in range(sets)]
+    measurements = []
+    for case in softmax_cases(xs, ys, libraries):
+        m = measure(case, "softmax", shape, lambda got: relative_error(got, want), ys[:1], samples, device,
+                    SOFTMAX_TOLERANCE)
+        measurements.append(m)
+        print(f"  {m.path:40} {rows:6} x {cols:<6} {m.ms:10.4g} ms {m.gbps:8.0f} GB/s"
+              f"{'  WRONG' if m.wrong else ''}", flush=True)
+    return measurements
+
+
+def measure_attention(N: int, device: Device, samples: int, libraries: dict, earlier: list[Measurement] = (),
+                      d: int = HEAD_DIM, seed: int = 0) -> list[Measurement]:
+    from gpucourse.kernels import fusion  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    hosts = [rng.standard_normal((N, d)).astype(np.float32) for _ in range(3)]
+    rows = np.unique(np.linspace(0, N - 1, min(N, CHECKED_ROWS)).astype(int))
+    want = fusion.attention_reference(hosts[0][rows], hosts[1], hosts[2])
+    Q, K, V = (cuda.to_device(h) for h in hosts)
+    O = cuda.device_array((N, d), np.float32)
+    measurements = []
+    for case in attention_cases(Q, K, V, O, libraries):
+        prediction = predicted_ms(case.path, N, [*earlier, *measurements])
+        if prediction and prediction > SKIP_ABOVE_MS:
+            m = Measurement(case.path, "attention", (N, d), None, None,
+                            f"skipped: about {prediction / 1e3:.3g} s per call predicted", reference=case.reference)
+        else:
+            m = measure(case, "attention", (N, d), lambda got: relative_error(got[rows], want), [O], samples, device,
+                        ATTENTION_TOLERANCE)
+        measurements.append(m)
+        print(f"  {m.path:52} N={N:<6} " + (m.note if m.skipped else f"{m.ms:10.4g} ms  extra {mib(m.extra_bytes)} MiB"
+                                             + ("  WRONG" if m.wrong else "")), flush=True)
+    return measurements
+
+
+def fits(N: int) -> str | None:
+    """None when the naive attention's two N x N arrays (and the rest) fit in free device memory."""
+    need = 2 * N * N * ITEM + 4 * N * HEAD_DIM * ITEM + 256 * 2**20
+    context = cuda.current_context()
+    context.deallocations.clear()
+    free, _ = context.get_memory_info()
+    return None if need <= free else f"needs about {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few sizes, 3 samples, prints only")
+    parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
+    parser.add_argument("--no-write", action="store_true", help="print the tables only")
+    options = parser.parse_args(argv)
+
+    if without_gpu("fusion.py"):
+        return 0
+    samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
+    device, libraries = current_device(), reference_libraries()
+    libraries.pop("cupy", None)  # the references here are PyTorch's
+    hold[1, 1](uint32(1))  # compiled before anything is timed
+    cuda.synchronize()
+    print(f"{device.name}: {device.sms} SMs; references: {', '.join(libraries) or 'none (no PyTorch)'}", flush=True)
+    measurements, skipped = [], False
+    for shape in QUICK_SOFTMAX if options.quick else SOFTMAX_SHAPES:
+        measurements += measure_softmax(shape, device, samples, libraries)
+    for N in QUICK_ATTENTION if options.quick else ATTENTION_N:
+        reason = fits(N)
+        if reason:
+            skipped = True
+            print(f"  attention N={N} skipped: {reason}", flush=True)
+            continue
+        measurements += measure_attention(N, device, samples, libraries, measurements)
+    text = section(measurements, device, versions(libraries), samples)
+    return finish(NAME, text, measurements, write=not options.quick and not skipped and not options.no_write)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,410 @@
+"""Checks for module 5's fused kernels: GEMM epilogues, row kernels (softmax, LayerNorm, cross-entropy), attention.
+
+A test cell reads::
+
+    check_row_kernel(softmax_warp_kernel, softmax_spec, warp_rows([(7, 100)], warps=[4]),
+                     budget=[reads_per_element("x", exactly=1), no_shared_memory()])
+
+The inputs are random and non-uniform; a row kernel's logits include rows that
+a softmax must survive: a fully masked row (every value ``-inf``), a partly
+masked one and one of large values (about ``3e4``: ``exp`` overflows float32
+past 89 unless the row's max is subtracted). ``out`` is poisoned; the result is
+compared with the float64 spec within the rounding float32 allows there (it
+grows with the size of the row's values). A failure names the **row** (and
+what is special about it), the first wrong column, expected vs got, and the
+other wrong rows; for attention it also says which **block of keys** the
+output looks like it left out or did not rescale.
+
+Budgets (callables on a launch's trace, as in `check_kernel`): `global_traffic`,
+`reads_per_element`, `kv_reads_per_query_block` (flash attention reads K and V
+once per block of queries, and not the tiles the causal mask hides), and
+`memory_independent_of_n` (no shared or local buffer that grows with N).
+`global_bytes(trace)` adds up the global bytes of every launch of a trace.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..kernels.fusion import attention_reference
+from ..simulator import BudgetExceeded
+from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
+                   run_checked)
+
+WARP = 32
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+@dataclass
+class RowLaunch:
+    """One launch: configuration, arguments after ``out``, the float64 answer and the tolerance per element."""
+
+    grid: tuple
+    block: tuple
+    what: str
+    arguments: list
+    expected: np.ndarray
+    tolerance: np.ndarray
+    rows: dict = field(default_factory=dict)  # row -> what is special about it
+    diagnose: Callable | None = None  # (row, got row) -> a hint, or ""
+
+    def describe(self) -> str:
+        return f"grid={self.grid}, block={self.block}, {self.what}"
+
+
+def global_bytes(recorded) -> int:
+    """Bytes read and written in global memory by every launch of a trace (``with gpucourse.trace() as t``), or one.
+
+    Every thread's access counts: a value that each thread of a block reads counts once per thread (on a GPU a
+    warp's broadcast is one transaction, and caches absorb repeats).
+    """
+    launches = getattr(recorded, "launches", [recorded])
+    total = 0
+    for launch in launches:
+        for array in launch.arrays.values():
+            if array.space == "global":
+                total += sum(int(array.per_thread[kind].sum()) for kind in ("read", "write")) * array.itemsize
+    return total
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def logits(rng: np.random.Generator, rows: int, cols: int, special: bool = True) -> tuple[np.ndarray, dict]:
+    """Random rows of scale 1 to 8; with ``special``, row 0 all -inf, row 1 half -inf, row 2 large (about 3e4)."""
+    x = rng.standard_normal((rows, cols)) * rng.uniform(1, 8, size=(rows, 1))
+    notes = {}
+    if special and rows >= 3:
+        x[0] = -np.inf
+        x[1, rng.random(cols) < 0.5] = -np.inf
+        x[2] = x[2] * 100 + 3e4
+        notes = {0: "a fully masked row: every value is -inf", 1: "a partly masked row: some values are -inf",
+                 2: "a row of large values, about 3e4: exp overflows unless the max is subtracted first"}
+    return x.astype(np.float32), notes
+
+
+def row_scale(x: np.ndarray) -> np.ndarray:
+    """The largest finite |value| of each row (0 for a fully masked row)."""
+    finite = np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0.0)
+    return finite.max(axis=-1, initial=0.0)
+
+
+# ---------------------------------------------------------------- launch plans
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Rows and columns of ``x`` and the launch that covers them."""
+
+    shape: tuple[int, int]
+    grid: tuple
+    block: tuple
+
+
+def warp_rows(shapes: Iterable[tuple[int, int]], warps: Iterable[int] = (4,)) -> list[RowPlan]:
+    """One warp per row: blocks of ``(32, w)`` threads, warp ``threadIdx.y`` of block ``blockIdx.x`` owns row
+    ``blockIdx.x * w + threadIdx.y``; ``grid = ceil(rows / w)``."""
+    warps = list(warps)
+    return [RowPlan((rows, cols), (blocks_needed(rows, w),), (WARP, w)) for rows, cols in shapes for w in warps]
+
+
+def block_rows(shapes: Iterable[tuple[int, int]], threads: Iterable[int] = (128,)) -> list[RowPlan]:
+    """One block of ``threads`` threads per row: ``grid = rows``."""
+    threads = list(threads)
+    return [RowPlan((rows, cols), (rows,), (t,)) for rows, cols in shapes for t in threads]
+
+
+# ---------------------------------------------------------------- the check
+
+
+def _rows_text(rows: Sequence[int], limit: int = 8) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def explain_rows(name: str, launch: RowLaunch, got: np.ndarray, bad: np.ndarray, out_name: str) -> str:
+    """Which row is wrong first, what is special about it, expected vs got, and the other wrong rows."""
+    first = tuple(int(i) for i in bad[0])
+    row = first[0]
+    value, wanted = got[first], launch.expected[first]
+    index = ", ".join(map(str, first))
+    never = (" (NaN: the poison of an element never written, or a NaN computed, such as exp(-inf - -inf) or 0 / 0)"
+             if np.isnan(value) and not np.isnan(wanted) else "")
+    special = f" ({launch.rows[row]})" if row in launch.rows else ""
+    wrong_rows = np.unique(bad[:, 0])
+    lines = [f"{name} gave a wrong result with {launch.describe()}:",
+             f"  row {row}{special} is wrong: {out_name}[{index}] should be {float(wanted)!r}, got {float(value)!r}{never}",
+             f"  {len(wrong_rows)} of {got.shape[0]} rows are wrong: {_rows_text(wrong_rows)}"]
+    if launch.diagnose is not None:
+        hint = launch.diagnose(row, got[row])
+        if hint:
+            lines.append(f"  {hint}")
+    return "\n".join(lines)
+
+
+def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=False, budget=None) -> None:
+    """Run each launch on copies, compare within its tolerance, explain by row, then apply the budgets."""
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    parameters = parameter_names(kernel)
+    out_name = parameters[0] if parameters else "out"
+    labels = [out_name] + [f"`{p}`" for p in parameters[1:]]
+    budgets = budget_list(budget)
+    count = 0
+    for launch in launches:
+        got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
+                                    np.float32, launch.arguments, labels, budgets)
+        expected = launch.expected
+        with np.errstate(invalid="ignore"):
+            ok = (got == expected) | (np.abs(got.astype(np.float64) - expected) <= launch.tolerance)
+        bad = np.argwhere(~ok)
+        if len(bad):
+            raise CheckFailed(explain_rows(name, launch, got, bad, out_name))
+        check_budgets(name, launch.describe(), budgets, recorded, parameters)
+        count += 1
+    report(name, count, quiet)
+
+
+def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: int = 0, special: bool = True,
+                     name=None, quiet=False, budget=None) -> None:
+    """``kernel[grid, block](y, x)``: each row of ``y`` is ``spec`` of that row of ``x`` (softmax-like, values <= 1).
+
+    The tolerance is float32 rounding of the row's exponentials: ``1e-5 * |expected| + 1e-6``.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+
+    def launches():
+        for plan in plans:
+            x, notes = logits(rng, *plan.shape, special=special)
+            expected = np.asarray(spec(x.astype(np.float64)), np.float64)
+            yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x], expected,
+                            1e-5 * np.abs(expected) + 1e-6, notes)
+
+    check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def check_layernorm(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: int = 0, name=None, quiet=False,
+                    budget=None) -> None:
+    """``kernel[grid, block](y, x, gamma, beta)``: LayerNorm of each row of ``x`` (``gamma``, ``beta`` per column).
+
+    Some rows have a large mean (up to 1e3) next to a small spread: a one-pass ``E[x^2] - E[x]^2`` loses the
+    variance there, Welford's update (or sums of ``x - shift``) does not.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+
+    def launches():
+        for plan in plans:
+            rows, cols = plan.shape
+            x = rng.standard_normal((rows, cols)) * rng.uniform(0.5, 3, size=(rows, 1))
+            shifted = rng.random(rows) < 0.3
+            x[shifted] += rng.uniform(-1e3, 1e3, size=(int(shifted.sum()), 1))
+            x = x.astype(np.float32)
+            gamma = rng.uniform(0.5, 2, cols).astype(np.float32)
+            beta = rng.uniform(-1, 1, cols).astype(np.float32)
+            expected = np.asarray(spec(x.astype(np.float64), gamma.astype(np.float64), beta.astype(np.float64)))
+            mean = x.astype(np.float64).mean(axis=1, keepdims=True)
+            spread = np.maximum(x.astype(np.float64).std(axis=1, keepdims=True), 1e-3)
+            rounding = 16 * F32_EPS * np.abs(mean) / spread  # a float32 mean of values near 1e3 is off by about 1e3 * eps
+            tolerance = 1e-5 * np.abs(expected) + np.abs(gamma) * (rounding + 1e-5) + 1e-6
+            notes = {int(r): "a row with a large mean next to a small spread" for r in np.flatnonzero(shifted)}
+            yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x, gamma, beta], expected,
+                            tolerance, notes)
+
+    check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def check_cross_entropy(kernel, spec: Callable, plans: Iterable[RowPlan], *, ignore_index: int = -100, seed: int = 0,
+                        name=None, quiet=False, budget=None) -> None:
+    """``kernel[grid, block](loss, logits, labels)``: one loss per row; ``labels`` int32, ``ignore_index`` -> 0.
+
+    Rows: large logits, and labels equal to ``ignore_index`` (a padding token). The tolerance grows with the
+    row's largest |logit| (float32 keeps 7 digits of it).
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+
+    def launches():
+        for plan in plans:
+            rows, classes = plan.shape
+            x, _ = logits(rng, rows, classes, special=False)
+            notes = {}
+            if rows >= 2:
+                x[1] = x[1] * 100 + 3e4
+                notes[1] = "a row of large logits, about 3e4: exp overflows unless the max is subtracted first"
+            labels = rng.integers(0, classes, rows).astype(np.int32)
+            if rows >= 3:
+                labels[0] = ignore_index
+                notes[0] = f"its label is {ignore_index}, the padding that is ignored: its loss is 0"
+            expected = np.asarray(spec(x.astype(np.float64), labels), np.float64)
+            tolerance = 1e-5 * (np.abs(expected) + row_scale(x)) + 1e-5
+            yield RowLaunch(plan.grid, plan.block, f"logits of shape {plan.shape}", [x, labels], expected,
+                            tolerance, notes)
+
+    check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def check_gemm_epilogue(kernel, spec: Callable, shapes: Iterable[tuple[int, int, int]], *, tile: int = 16,
+                        seed: int = 0, name=None, quiet=False, budget=None) -> None:
+    """``kernel[grid, (tile, tile)](C, A, B, bias)``, ``C = spec(A, B, bias)`` of shape (M, N), x along C's columns.
+
+    Each shape is ``(M, K, N)``; the tolerance is float32 rounding of the sum: ``1e-5 * (|A| @ |B| + |bias|)``.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+
+    def launches():
+        for M, K, N in shapes:
+            A = rng.uniform(-2, 2, (M, K)).astype(np.float32)
+            B = (rng.uniform(-2, 2, (K, N)) / np.sqrt(K)).astype(np.float32)
+            bias = rng.uniform(-1, 1, N).astype(np.float32)
+            A64, B64, bias64 = A.astype(np.float64), B.astype(np.float64), bias.astype(np.float64)
+            expected = np.asarray(spec(A64, B64, bias64))
+            tolerance = 2e-5 * (np.abs(A64) @ np.abs(B64) + np.abs(bias64)) + 1e-6
+            grid = (blocks_needed(N, tile), blocks_needed(M, tile))
+            yield RowLaunch(grid, (tile, tile), f"A {(M, K)}, B {(K, N)}, bias {(N,)} -> C {(M, N)}",
+                            [A, B, bias], expected, tolerance)
+
+    check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
+    """A hint for a wrong query row: the output it matches when some blocks of keys are left out or not rescaled."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        N = K.shape[0]
+        last = row + 1 if causal else N
+        blocks = blocks_needed(last, key_block)
+        scale = max(1e-6, float(np.abs(V).max()))
+        for b in range(blocks - 1):  # only the first b + 1 blocks of keys (all visible to this query)
+            stop = (b + 1) * key_block
+            partial = attention_reference(Q[row:row + 1], K[:stop], V[:stop])[0]
+            if np.allclose(got, partial, atol=1e-4 * scale):
+                return (f"its output is attention over keys 0 to {stop - 1} only: the block of keys {stop} to "
+                        f"{min(last, stop + key_block) - 1} (block {b + 1}) and the ones after it are missing")
+        for b in range(1, blocks):  # a block of keys alone
+            keys = slice(b * key_block, min(last, (b + 1) * key_block))
+            alone = attention_reference(Q[row:row + 1], K[keys], V[keys])[0]
+            if np.allclose(got, alone, atol=1e-4 * scale):
+                return (f"its output is attention over the block of keys {keys.start} to {keys.stop - 1} alone: the "
+                        "blocks before it were lost (rescale the running sum and output by exp(m_old - m_new), "
+                        "do not reset them)")
+        return (f"the keys of query row {row} are 0 to {last - 1}, in {blocks} blocks of {key_block}: check the "
+                "running max, the rescale exp(m_old - m_new) of l and of the output, and the final division by l")
+
+    return diagnose
+
+
+def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: int, key_block: int,
+                    causal: bool = True, large: bool = True, seed: int = 0, name=None, quiet=False,
+                    budget=None) -> None:
+    """``kernel[ceil(N / block_rows), block_rows](O, Q, K, V)``: one head of (causal) attention, shapes ``(N, d)``.
+
+    With ``large``, the last query row is scaled by 60 (scores in the hundreds). A failure names the
+    query row and the block of ``key_block`` keys its output seems to miss.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(seed)
+
+    def launches():
+        for N, d in shapes:
+            Q, K, V = (rng.standard_normal((N, d)).astype(np.float32) * rng.uniform(0.5, 2) for _ in range(3))
+            notes = {}
+            if large:
+                Q[-1] *= 60
+                notes[N - 1] = "large scores: its query row is 60 times larger"
+            expected = attention_reference(Q, K, V, causal)
+            scores = np.abs(Q.astype(np.float64)) @ np.abs(K.astype(np.float64)).T / math.sqrt(d)
+            tolerance = 1e-5 * float(np.abs(V).max()) * (1 + scores.max(axis=1, keepdims=True)) + 1e-6
+            yield RowLaunch((blocks_needed(N, block_rows),), (block_rows,), f"Q, K, V of shape {(N, d)}",
+                            [Q, K, V], expected, np.broadcast_to(tolerance, expected.shape), notes,
+                            attention_diagnosis(Q, K, V, causal, key_block))
+
+    check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def reads_per_element(name: str, *, exactly: int | None = None, at_most: int | None = None, why: str = ""):
+    """A budget: every element of ``name`` is read from global memory ``exactly`` (or ``at_most``) times."""
+
+    def budget(t):
+        try:
+            t.assert_reads_per_element(name, exactly=exactly, at_most=at_most)
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{exc}{': ' + why if why else ''}") from None
+
+    return budget
+
+
+def global_traffic(name: str, *, reads: int, writes: int, why: str = ""):
+    """A budget: ``name`` is read at most ``reads`` and written at most ``writes`` times per element, in total."""
+
+    def budget(t):
+        array = t.array(name)
+        got = {kind: int(array.per_thread[kind].sum()) for kind in ("read", "write")}
+        allowed = {"read": reads * array.size, "write": writes * array.size}
+        for kind in ("read", "write"):
+            if got[kind] > allowed[kind]:
+                raise BudgetExceeded(
+                    f"`{name}` ({array.size} elements) was {kind}{'ten' if kind == 'write' else ''} {got[kind]} times "
+                    f"in global memory, more than {allowed[kind]} ({reads if kind == 'read' else writes} per element)"
+                    f"{': ' + why if why else ''}")
+
+    return budget
+
+
+def kv_reads_per_query_block(block_rows: int, key_block: int, causal: bool = True, names=("K", "V")):
+    """A budget: each row of K and V is read from global memory once per block of ``block_rows`` queries that
+    needs it (all of them; with ``causal``, those whose last query comes at or after the row's tile of keys),
+    one element per read: tiles through shared memory, not one read per query."""
+
+    def budget(t):
+        for name in names:
+            N = t.array(name).shape[0]
+            blocks = blocks_needed(N, block_rows)
+            if causal:
+                tile_start = np.arange(N) // key_block * key_block
+                last_query = np.minimum(N, (np.arange(blocks) + 1) * block_rows)
+                allowed = (last_query[None, :] > tile_start[:, None]).sum(axis=1)
+            else:
+                allowed = np.full(N, blocks)
+            reads = t.reads_per_element(name)
+            over = np.flatnonzero((reads > allowed[:, None]).any(axis=1))
+            if len(over):
+                row = int(over[0])
+                raise BudgetExceeded(
+                    f"row {row} of `{name}` was read up to {int(reads[row].max())} times per element, more than "
+                    f"{int(allowed[row])}: one read per block of {block_rows} queries that needs its tile of "
+                    f"{key_block} keys" + (" (the causal mask hides it from the blocks before it: skip those tiles)"
+                                           if causal else "") + "; copy the tile into shared memory once per block")
+
+    return budget
+
+
+def memory_independent_of_n(limit_bytes: int = 48 * 1024):
+    """A budget: the kernel's shared memory fits ``limit_bytes`` and no shared or local array has N x N elements.
+
+    Flash attention keeps tiles of K and V and one row of accumulators per query: its memory does not grow with N.
+    Use it with N large enough that N x N exceeds the kernel's tiles (a 16 x 64 tile: N >= 33).
+    """
+
+    def budget(t):
+        N = t.array("Q").shape[0]
+        shared = {name: a for name, a in t.arrays.items() if a.space == "shared"}
+        total = sum(a.size * a.itemsize for a in shared.values())
+        if total > limit_bytes:
+            raise BudgetExceeded(f"{t.kernel}: {total} bytes of shared memory per block, more than {limit_bytes}: "
+                                 "keep tiles of K and V, not whole rows of scores")
+        for name, a in t.arrays.items():
+            if a.space in ("shared", "local") and a.size >= N * N:
+                raise BudgetExceeded(f"{t.kernel}: `{name}` has {a.size} elements, as many as the N x N = {N * N} "
+                                     "scores: flash attention never holds them; use an online softmax over tiles")
+
+    return budget

@@ -1,0 +1,524 @@
+"""Fusion: a matmul epilogue, row softmax from naive to online, attention from naive to flash (float32).
+
+Rows are the last axis; every array is C-contiguous float32 on the device.
+
+- GEMM epilogue: `matmul_bias_relu` is module 3's shared-memory tiling (``C = A @ B``,
+  2-D here) with ``+ bias`` and ReLU applied to the accumulator before its one store;
+  `add_bias` and `relu` are the unfused kernels that read and write ``C`` again.
+- Softmax of each row of ``x`` (M, N) into ``y``: `softmax_naive` (host) launches three
+  kernels (row max, exp and row sum, divide) with intermediate arrays;
+  `softmax_row_fused` keeps the row in shared memory (``N <= MAX_COLS``): one read of
+  ``x``, one write of ``y``; `softmax_online` keeps a running max ``m`` and sum ``l``
+  (rescaled by ``exp(m_old - m_new)`` when the max grows), then a write pass: two reads
+  of ``x``, any ``N``. All three use one block of ``THREADS`` threads per row.
+- Attention ``softmax(Q K^T / sqrt(d)) V`` for one head, Q, K, V and O of shape (N, d),
+  ``d <= MAX_D``, optional causal mask (query i sees keys 0..i): `attention_naive` (host)
+  materialises the N x N scores and probabilities; `attention_row_fused` (one block per
+  query row, its row of scores in shared memory, ``N <= MAX_COLS``); `attention_flash`
+  (a block of ``BLOCK_ROWS`` query rows, one thread each, walks tiles of ``BLOCK_KEYS``
+  keys of K and V through shared memory with the online softmax: no N x N buffer, K and
+  V read once per block of queries, and with the mask the tiles past the block's last
+  query are skipped).
+
+A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
+gives NaN): the references and every kernel here agree on that.
+
+Host side: `launch_softmax` and `launch_attention` pick the grid and check shapes with a
+clear message; `softmax`, `attention` and the naive host functions take and return host
+arrays. Memory: every device allocation those host functions make goes through
+`device_array`, and ``with allocations() as record:`` lists them (``record.sizes``,
+``record.largest`` in bytes): the naive paths allocate N x N, the fused ones only
+inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from . import matmul as mm
+
+TILE = mm.TILE  # the GEMM's square tile
+THREADS = 128  # threads per block of the row kernels (softmax, row-fused attention): a multiple of 32
+MAX_COLS = 4096  # the longest row `softmax_row_fused` and `attention_row_fused` hold in shared memory (16 KiB)
+MAX_WARPS = 32  # warps a block can have (1024 threads)
+MAX_D = 128  # the largest head dimension
+BLOCK_ROWS = 32  # attention_flash: query rows per block (one thread each)
+BLOCK_KEYS = 32  # attention_flash: keys per tile of K and V
+FULL_MASK = 0xFFFFFFFF
+NEG_INF = -math.inf
+
+
+# ------------------------------------------------------------------ float64 references
+
+
+def softmax_reference(x, axis=-1) -> np.ndarray:
+    """Softmax in float64 along ``axis``; a slice that is all ``-inf`` gives zeros (torch: NaN)."""
+    x = np.asarray(x, np.float64)
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isneginf(top), 0.0, top)
+    e = np.exp(x - top)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def attention_reference(Q, K, V, causal=False) -> np.ndarray:
+    """``softmax(Q K^T / sqrt(d)) V`` in float64; with ``causal`` query i sees keys 0..i."""
+    Q, K, V = (np.asarray(a, np.float64) for a in (Q, K, V))
+    scores = Q @ K.T / np.sqrt(Q.shape[1])
+    if causal:
+        scores = np.where(np.tri(Q.shape[0], K.shape[0], dtype=bool), scores, -np.inf)
+    return softmax_reference(scores) @ V
+
+
+# ------------------------------------------------------------------ GEMM with a fused epilogue
+
+
+@cuda.jit(device=True)
+def tile_product(A, B, row, col):
+    """``A[row] . B[:, col]`` for this thread, the block stepping through 16 x 16 tiles in shared memory."""
+    tile_a = cuda.shared.array((TILE, TILE), float32)
+    tile_b = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    M, K = A.shape
+    N = B.shape[1]
+    acc = float32(0)
+    for start in range(0, K, TILE):
+        a_k, b_k = start + tx, start + ty
+        tile_a[ty, tx] = A[row, a_k] if row < M and a_k < K else float32(0)
+        tile_b[ty, tx] = B[b_k, col] if b_k < K and col < N else float32(0)
+        cuda.syncthreads()
+        for j in range(TILE):
+            acc += tile_a[ty, j] * tile_b[j, tx]
+        cuda.syncthreads()
+    return acc
+
+
+@cuda.jit
+def matmul_bias_relu(C, A, B, bias):
+    col, row = cuda.grid(2)
+    acc = tile_product(A, B, row, col)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = max(acc + bias[col], float32(0))  # the epilogue: in registers, before the one store
+
+
+@cuda.jit
+def matmul_plain(C, A, B):
+    col, row = cuda.grid(2)
+    acc = tile_product(A, B, row, col)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = acc
+
+
+@cuda.jit
+def add_bias(C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] += bias[col]
+
+
+@cuda.jit
+def relu(C):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = max(C[row, col], float32(0))
+
+
+def gemm_grid(C) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(grid, block) of 16 x 16 threads covering the 2-D ``C``, x along its columns."""
+    M, N = C.shape
+    return (-(-N // TILE), -(-M // TILE)), (TILE, TILE)
+
+
+def check_gemm(C, A, B, bias) -> None:
+    """A clear error when the shapes of ``C = relu(A @ B + bias)`` do not fit."""
+    if A.ndim != 2 or B.ndim != 2 or C.ndim != 2:
+        raise ValueError(f"A, B and C must be 2-D matrices, got {A.ndim}-D, {B.ndim}-D and {C.ndim}-D")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A's columns ({A.shape[1]}) must equal B's rows ({B.shape[0]})")
+    if C.shape != (A.shape[0], B.shape[1]) or bias.shape != (B.shape[1],):
+        raise ValueError(f"C must be {A.shape[0]}x{B.shape[1]} and bias of length {B.shape[1]}, "
+                         f"got C {C.shape} and bias {bias.shape}")
+
+
+def gemm_bias_relu(C, A, B, bias, fused=True) -> None:
+    """``C = relu(A @ B + bias)`` on device arrays: one fused launch, or three (matmul, add_bias, relu)."""
+    check_gemm(C, A, B, bias)
+    grid, block = gemm_grid(C)
+    if fused:
+        matmul_bias_relu[grid, block](C, A, B, bias)
+    else:
+        matmul_plain[grid, block](C, A, B)
+        add_bias[grid, block](C, bias)
+        relu[grid, block](C)
+
+
+# ------------------------------------------------------------------ block-wide reductions
+
+
+@cuda.jit(device=True)
+def combine(a, b, take_max):
+    """``max(a, b)`` or ``a + b``."""
+    return max(a, b) if take_max else a + b
+
+
+@cuda.jit(device=True)
+def block_reduce(value, take_max):
+    """The max (``take_max``) or the sum of ``value`` over the block, in every thread.
+
+    The 32 lanes of each warp combine with xor shuffles (every lane gets the warp's value), lane 0 of each
+    warp leaves it in shared memory, and after a barrier every thread combines the warps' values.
+    """
+    partial = cuda.shared.array(MAX_WARPS, float32)
+    t = cuda.threadIdx.x
+    offset = 16
+    while offset > 0:
+        value = combine(value, cuda.shfl_xor_sync(FULL_MASK, value, offset), take_max)
+        offset //= 2
+    if t % 32 == 0:
+        partial[t // 32] = value
+    cuda.syncthreads()
+    result = partial[0]
+    for w in range(1, cuda.blockDim.x // 32):
+        result = combine(result, partial[w], take_max)
+    cuda.syncthreads()  # everyone has read `partial` before it is used again
+    return result
+
+
+@cuda.jit(device=True)
+def merge(m, l, m_other, l_other):
+    """Two online-softmax states (running max, sum of exp(x - max)) as one; (-inf, 0) is the empty state."""
+    m_new = max(m, m_other)
+    if m_new == NEG_INF:
+        return m_new, float32(0)
+    return m_new, l * math.exp(m - m_new) + l_other * math.exp(m_other - m_new)
+
+
+@cuda.jit(device=True)
+def safe_max(m):
+    """The max to subtract: 0 for a row that is all -inf, so that exp(-inf - 0) = 0 and not NaN."""
+    return float32(0) if m == NEG_INF else m
+
+
+@cuda.jit(device=True)
+def reciprocal(total):
+    """1 / total, and 0 for a fully masked row (total 0)."""
+    return float32(1) / total if total > float32(0) else float32(0)
+
+
+# ------------------------------------------------------------------ softmax
+
+
+@cuda.jit
+def row_max(m, x):
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    best = float32(NEG_INF)
+    for j in range(t, x.shape[1], cuda.blockDim.x):
+        best = max(best, x[row, j])
+    best = block_reduce(best, True)
+    if t == 0:
+        m[row] = best
+
+
+@cuda.jit
+def exp_and_sum(e, l, x, m):
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    top = safe_max(m[row])
+    total = float32(0)
+    for j in range(t, x.shape[1], cuda.blockDim.x):
+        value = math.exp(x[row, j] - top)
+        e[row, j] = value
+        total += value
+    total = block_reduce(total, False)
+    if t == 0:
+        l[row] = total
+
+
+@cuda.jit
+def divide(y, e, l):
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    scale = reciprocal(l[row])
+    for j in range(t, y.shape[1], cuda.blockDim.x):
+        y[row, j] = e[row, j] * scale
+
+
+@cuda.jit
+def softmax_row_fused(y, x):
+    saved = cuda.shared.array(MAX_COLS, float32)  # the row, read once from global memory
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    N = x.shape[1]
+    best = float32(NEG_INF)
+    for j in range(t, N, cuda.blockDim.x):
+        saved[j] = x[row, j]
+        best = max(best, saved[j])
+    top = safe_max(block_reduce(best, True))
+    total = float32(0)
+    for j in range(t, N, cuda.blockDim.x):  # each thread touches only its own elements: no barrier needed
+        saved[j] = math.exp(saved[j] - top)
+        total += saved[j]
+    scale = reciprocal(block_reduce(total, False))
+    for j in range(t, N, cuda.blockDim.x):
+        y[row, j] = saved[j] * scale
+
+
+@cuda.jit
+def softmax_online(y, x):
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    N = x.shape[1]
+    m, l = float32(NEG_INF), float32(0)
+    for j in range(t, N, cuda.blockDim.x):  # one pass: running max m and sum l of this thread's elements
+        m, l = merge(m, l, x[row, j], float32(1))
+    offset = 16
+    while offset > 0:  # merge the states of the warp ...
+        m, l = merge(m, l, cuda.shfl_xor_sync(FULL_MASK, m, offset), cuda.shfl_xor_sync(FULL_MASK, l, offset))
+        offset //= 2
+    states_m = cuda.shared.array(MAX_WARPS, float32)
+    states_l = cuda.shared.array(MAX_WARPS, float32)
+    if t % 32 == 0:
+        states_m[t // 32], states_l[t // 32] = m, l
+    cuda.syncthreads()
+    m, l = states_m[0], states_l[0]
+    for w in range(1, cuda.blockDim.x // 32):  # ... then of the block's warps
+        m, l = merge(m, l, states_m[w], states_l[w])
+    top, scale = safe_max(m), reciprocal(l)
+    for j in range(t, N, cuda.blockDim.x):  # the write pass
+        y[row, j] = math.exp(x[row, j] - top) * scale
+
+
+SOFTMAX_KERNELS = [softmax_row_fused, softmax_online]
+
+
+def check_rows(y, x) -> None:
+    """A clear error when ``x`` and ``y`` are not two float32 matrices of one shape."""
+    if x.ndim != 2 or y.shape != x.shape:
+        raise ValueError(f"x must be 2-D (rows, columns) and y of its shape, got x {x.shape} and y {y.shape}")
+    if x.dtype != np.float32 or y.dtype != np.float32:
+        raise TypeError(f"x and y must be float32, got {x.dtype} and {y.dtype}: convert with .astype(np.float32)")
+
+
+def launch_softmax(kernel, y, x, threads=THREADS) -> None:
+    """``kernel[rows, threads](y, x)``: one block per row; ``threads`` a multiple of 32 up to 1024."""
+    check_rows(y, x)
+    if threads % 32 or not 32 <= threads <= 32 * MAX_WARPS:
+        raise ValueError(f"threads must be a multiple of 32 between 32 and 1024, got {threads}")
+    if kernel is softmax_row_fused and x.shape[1] > MAX_COLS:
+        raise ValueError(f"softmax_row_fused holds a row in shared memory: at most {MAX_COLS} columns, got "
+                         f"{x.shape[1]}; use softmax_online for longer rows")
+    if x.shape[0]:
+        kernel[x.shape[0], threads](y, x)
+
+
+# ------------------------------------------------------------------ allocations of the host paths
+
+
+class Allocations:
+    """The device allocations made inside ``with allocations():``, in bytes."""
+
+    def __init__(self):
+        self.sizes: list[int] = []
+
+    @property
+    def largest(self) -> int:
+        return max(self.sizes, default=0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.sizes)
+
+
+_recording: list[Allocations] = []
+
+
+@contextlib.contextmanager
+def allocations():
+    """Record every `device_array` the host functions of this module make inside the block."""
+    record = Allocations()
+    _recording.append(record)
+    try:
+        yield record
+    finally:
+        _recording.remove(record)
+
+
+def device_array(shape, source=None):
+    """A float32 device array of ``shape`` (a copy of ``source`` when given), recorded by `allocations`."""
+    host = np.zeros(shape, np.float32) if source is None else np.ascontiguousarray(source, np.float32)
+    for record in _recording:
+        record.sizes.append(host.nbytes)
+    return cuda.to_device(host)
+
+
+def softmax_naive(x) -> np.ndarray:
+    """Softmax of each row of the host matrix ``x`` in three launches, with intermediate arrays m, e and l."""
+    d_x = device_array(np.shape(x), x)
+    rows = d_x.shape[0]
+    d_m, d_e, d_l, d_y = device_array(rows), device_array(d_x.shape), device_array(rows), device_array(d_x.shape)
+    if rows:
+        row_max[rows, THREADS](d_m, d_x)
+        exp_and_sum[rows, THREADS](d_e, d_l, d_x, d_m)
+        divide[rows, THREADS](d_y, d_e, d_l)
+    return d_y.copy_to_host()
+
+
+def softmax(x, kernel=softmax_online) -> np.ndarray:
+    """Softmax of each row of the host matrix ``x`` with one fused kernel."""
+    d_x = device_array(np.shape(x), x)
+    d_y = device_array(d_x.shape)
+    launch_softmax(kernel, d_y, d_x)
+    return d_y.copy_to_host()
+
+
+# ------------------------------------------------------------------ attention
+
+
+@cuda.jit
+def scores(S, Q, K, causal):
+    """``S = Q K^T / sqrt(d)``, ``-inf`` above the diagonal with ``causal``: one thread per score."""
+    key, query = cuda.grid(2)
+    N, d = Q.shape
+    if query < N and key < K.shape[0]:
+        s = float32(NEG_INF)
+        if not causal or key <= query:
+            s = float32(0)
+            for c in range(d):
+                s += Q[query, c] * K[key, c]
+            s *= float32(1) / math.sqrt(float32(d))
+        S[query, key] = s
+
+
+@cuda.jit
+def attention_row_fused(O, Q, K, V, causal):
+    s = cuda.shared.array(MAX_COLS, float32)  # this query's row of scores
+    q = cuda.shared.array(MAX_D, float32)
+    query, t = cuda.blockIdx.x, cuda.threadIdx.x
+    N, d = Q.shape
+    for c in range(t, d, cuda.blockDim.x):
+        q[c] = Q[query, c]
+    cuda.syncthreads()
+    keys = query + 1 if causal else N
+    scale = float32(1) / math.sqrt(float32(d))
+    best = float32(NEG_INF)
+    for j in range(t, keys, cuda.blockDim.x):  # thread t scores keys t, t + blockDim, ...
+        acc = float32(0)
+        for c in range(d):
+            acc += q[c] * K[j, c]
+        s[j] = acc * scale
+        best = max(best, s[j])
+    top = safe_max(block_reduce(best, True))
+    total = float32(0)
+    for j in range(t, keys, cuda.blockDim.x):
+        s[j] = math.exp(s[j] - top)
+        total += s[j]
+    scale = reciprocal(block_reduce(total, False))  # its barriers also make every s[j] visible to every thread
+    for c in range(t, d, cuda.blockDim.x):  # thread t sums column c of V weighted by the probabilities
+        acc = float32(0)
+        for j in range(keys):
+            acc += s[j] * V[j, c]
+        O[query, c] = acc * scale
+
+
+@cuda.jit
+def attention_flash(O, Q, K, V, causal):
+    k_tile = cuda.shared.array((BLOCK_KEYS, MAX_D), float32)
+    v_tile = cuda.shared.array((BLOCK_KEYS, MAX_D), float32)
+    q = cuda.local.array(MAX_D, float32)  # this thread's query row ...
+    acc = cuda.local.array(MAX_D, float32)  # ... and its unnormalised output row
+    p = cuda.local.array(BLOCK_KEYS, float32)  # its scores for the current tile
+    t = cuda.threadIdx.x
+    first = cuda.blockIdx.x * BLOCK_ROWS
+    query = first + t
+    N, d = Q.shape
+    scale = float32(1) / math.sqrt(float32(d))
+    for c in range(d):
+        q[c] = Q[query, c] * scale if query < N else float32(0)
+        acc[c] = float32(0)
+    m, l = float32(NEG_INF), float32(0)
+    end = min(N, first + BLOCK_ROWS) if causal else N  # with the mask, no key past the block's last query
+    for start in range(0, end, BLOCK_KEYS):
+        for e in range(t, BLOCK_KEYS * d, BLOCK_ROWS):  # the block copies the tiles, consecutive threads along a row
+            j, c = e // d, e % d
+            inside = start + j < N
+            k_tile[j, c] = K[start + j, c] if inside else float32(0)
+            v_tile[j, c] = V[start + j, c] if inside else float32(0)
+        cuda.syncthreads()
+        tile_max = float32(NEG_INF)
+        for j in range(BLOCK_KEYS):
+            s = float32(NEG_INF)
+            if start + j < N and (not causal or start + j <= query):
+                s = float32(0)
+                for c in range(d):
+                    s += q[c] * k_tile[j, c]
+            p[j] = s
+            tile_max = max(tile_max, s)
+        m_new = max(m, tile_max)
+        if m_new != NEG_INF:  # else every key so far is masked: nothing to add
+            rescale = math.exp(m - m_new)  # the old sum and output were relative to m
+            l *= rescale
+            for c in range(d):
+                acc[c] *= rescale
+            for j in range(BLOCK_KEYS):
+                w = math.exp(p[j] - m_new)
+                l += w
+                for c in range(d):
+                    acc[c] += w * v_tile[j, c]
+            m = m_new
+        cuda.syncthreads()  # everyone is done with the tiles before the next copy
+    if query < N:
+        inverse = reciprocal(l)
+        for c in range(d):
+            O[query, c] = acc[c] * inverse
+
+
+ATTENTION_KERNELS = [attention_row_fused, attention_flash]
+
+
+def check_attention(O, Q, K, V) -> None:
+    """A clear error when Q, K, V and O are not float32 (N, d) matrices of one shape with d <= MAX_D."""
+    shapes = {name: a.shape for name, a in zip("OQKV", (O, Q, K, V))}
+    if len(set(shapes.values())) != 1 or len(Q.shape) != 2:
+        raise ValueError(f"O, Q, K and V must be 2-D (N, d) of one shape, got {shapes}")
+    if Q.shape[1] > MAX_D or Q.shape[1] == 0:
+        raise ValueError(f"the head dimension d must be between 1 and {MAX_D}, got {Q.shape[1]}")
+    dtypes = {name: str(a.dtype) for name, a in zip("OQKV", (O, Q, K, V))}
+    if set(dtypes.values()) != {"float32"}:
+        raise TypeError(f"O, Q, K and V must be float32, got {dtypes}: convert with .astype(np.float32)")
+
+
+def launch_attention(kernel, O, Q, K, V, causal=False) -> None:
+    """``kernel[grid, block](O, Q, K, V, causal)`` with the grid of ``kernel``."""
+    check_attention(O, Q, K, V)
+    N = Q.shape[0]
+    if kernel is attention_row_fused and N > MAX_COLS:
+        raise ValueError(f"attention_row_fused holds a row of scores in shared memory: at most {MAX_COLS} keys, "
+                         f"got {N}; use attention_flash")
+    if not N:
+        return
+    if kernel is attention_flash:
+        kernel[-(-N // BLOCK_ROWS), BLOCK_ROWS](O, Q, K, V, causal)
+    else:
+        kernel[N, THREADS](O, Q, K, V, causal)
+
+
+def attention_naive(Q, K, V, causal=False) -> np.ndarray:
+    """Attention on host arrays in three steps with two N x N device arrays: scores, their softmax, times V."""
+    d_Q, d_K, d_V = (device_array(np.shape(a), a) for a in (Q, K, V))
+    check_attention(d_Q, d_Q, d_K, d_V)
+    N = d_Q.shape[0]
+    d_S, d_P, d_O = device_array((N, N)), device_array((N, N)), device_array(d_Q.shape)
+    if N:
+        scores[(-(-N // TILE), -(-N // TILE)), (TILE, TILE)](d_S, d_Q, d_K, causal)
+        launch_softmax(softmax_online, d_P, d_S)
+        mm.launch(mm.matmul_tiled, d_O.reshape((1,) + d_O.shape), d_P.reshape((1, N, N)),
+                  d_V.reshape((1,) + d_V.shape))
+    return d_O.copy_to_host()
+
+
+def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
+    """Attention on host arrays with one fused kernel."""
+    d_Q, d_K, d_V = (device_array(np.shape(a), a) for a in (Q, K, V))
+    d_O = device_array(d_Q.shape)
+    launch_attention(kernel, d_O, d_Q, d_K, d_V, causal)
+    return d_O.copy_to_host()

@@ -1,0 +1,130 @@
+"""benchmarks/fusion.py: its report and goals, and its GPU path on the simulator (no timing is asserted)."""
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, load_benchmark
+from gpucourse.course import results
+
+SCRIPT = ROOT / "benchmarks" / "fusion.py"
+SIMULATED = dict(name="CPU simulator", sms=2, l2_bytes=16 * 1024, real=False)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    module, unload = load_benchmark(SCRIPT.stem, "fusion_benchmark")
+    yield module
+    unload()
+
+
+def fake_run(bench, fused_ms=1.0, torch_ms=0.9, flash_ms=2.0):
+    M = bench.Measurement
+    size = (4096, 4096)
+    run = [M(bench.COPY, "softmax", size, 0.8, reference=True), M(bench.NAIVE_SOFTMAX, "softmax", size, 4.0),
+           M("`softmax_row_fused`", "softmax", size, fused_ms), M("`softmax_online`", "softmax", size, 1.3),
+           M(bench.TORCH_SOFTMAX, "softmax", size, torch_ms, reference=True)]
+    for N in (1024, 4096):
+        run += [M(bench.NAIVE_ATTENTION, "attention", (N, 64), 10.0 * (N / 1024) ** 2, 2 * N * N * 4),
+                M("`attention_flash`", "attention", (N, 64), flash_ms * (N / 1024) ** 2, 0),
+                M(bench.SDPA, "attention", (N, 64), 0.1, 3 * 2**20, reference=True)]
+    return run
+
+
+def test_gbps_counts_one_read_and_one_write(bench):
+    m = bench.Measurement("`softmax_row_fused`", "softmax", (1000, 1000), 1.0)
+    assert m.gbps == pytest.approx(8.0)  # 8 MB in 1 ms
+    assert np.isnan(bench.Measurement("x", "softmax", (10, 10), None).gbps)
+
+
+def test_goals_met_and_not_met(bench):
+    lines = bench.goal_lines(fake_run(bench))
+    assert lines[0].startswith("Goal: `softmax_row_fused` >= 3x `softmax_naive` and >= 80% of torch.softmax at "
+                               "4096 x 4096: met (4.0x naive, 90% of torch.softmax)")
+    assert lines[1].endswith(": met (5.0x; extra memory 0 at every N).")
+    slow = bench.goal_lines(fake_run(bench, fused_ms=2.0, flash_ms=5.0))
+    assert ": NOT met (2.0x naive, 45% of torch.softmax)" in slow[0] and ": NOT met (2.0x;" in slow[1]
+    without_torch = [m for m in fake_run(bench) if m.path != bench.TORCH_SOFTMAX]
+    assert "partly measured (no torch.softmax): 4.0x naive" in bench.goal_lines(without_torch)[0]
+    assert bench.goal_lines([]) == [
+        "Goal: `softmax_row_fused` >= 3x `softmax_naive` and >= 80% of torch.softmax: not measured.",
+        "Goal: `attention_flash` >= 3x `attention_naive` at N = 4096, extra memory 0: not measured."]
+
+
+def test_section_has_both_tables_and_records(bench, tmp_path):
+    run = fake_run(bench)
+    text = bench.section(run, bench.Device("NVIDIA H100", 132, 50 * 2**20), "versions", 5)
+    assert text.startswith("## Fusion: row softmax and attention")
+    assert "| `softmax_row_fused` | 4096 x 4096 | 1 | 134 | 80% |" in text  # of the copy's 0.8 ms
+    assert "| `attention_naive` (3 kernels) | 4096 | 64 | 160 | 128.0 |" in text
+    assert text.count("\n| ") == (1 + 5) + (1 + 6)
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Benchmark results\n")
+    results.record(bench.NAME, text, path)
+    assert results.recorded(bench.NAME, path) == text
+
+
+class View(np.ndarray):
+    """A NumPy view of a simulator array's memory, standing in for a torch tensor."""
+
+    def data_ptr(self):
+        return self.__array_interface__["data"][0]
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return np.asarray(self)
+
+
+def fake_torch():
+    """``torch.softmax`` on the simulator's arrays, on the same memory."""
+
+    def softmax(t, dim):
+        e = np.exp(t - t.max(axis=dim, keepdims=True))
+        return (e / e.sum(axis=dim, keepdims=True)).view(View)
+
+    return SimpleNamespace(as_tensor=lambda array, device=None: array._ary.view(View), softmax=softmax)
+
+
+def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
+    monkeypatch.setattr(bench, "pointer", lambda array: array._ary.__array_interface__["data"][0])
+    device = bench.Device(**SIMULATED)
+    run = bench.measure_softmax((5, 70), device, 1, {"torch": fake_torch()})
+    assert [m.path for m in run] == [bench.COPY, bench.NAIVE_SOFTMAX, "`softmax_row_fused`", "`softmax_online`",
+                                     bench.TORCH_SOFTMAX]
+    run += bench.measure_attention(40, device, 1, {}, d=16)
+    assert [m.path for m in run[5:]] == [bench.NAIVE_ATTENTION, "`attention_flash`"]
+    assert not [m for m in run if m.wrong], [m.note for m in run if m.wrong]
+    assert all(m.ms > 0 for m in run)
+    assert run[5].extra_bytes == 2 * 40 * 40 * 4 and run[6].extra_bytes == 0
+    text = bench.section(run, device, "versions", 1)
+    assert "Goal: `attention_flash` >= 3x `attention_naive` at N = 4096, extra memory 0: not measured." in text
+
+
+def test_a_wrong_result_is_flagged(bench):
+    device = bench.Device(**SIMULATED)
+    y = bench.cuda.device_array((3, 5), np.float32)
+    case = bench.Case("leaves y alone", [lambda: None], y.copy_to_host)
+    want = np.full((3, 5), 0.2)
+    m = bench.measure(case, "softmax", (3, 5), lambda got: bench.relative_error(got, want), [y], 1, device, 1e-5)
+    assert m.wrong and "relative error inf" in m.note
+
+
+def test_a_path_predicted_too_slow_is_skipped(bench):
+    earlier = [bench.Measurement(bench.NAIVE_ATTENTION, "attention", (1024, 64), 300.0)]
+    assert bench.predicted_ms(bench.NAIVE_ATTENTION, 2048, earlier) == pytest.approx(1200.0)
+    assert bench.predicted_ms("`attention_flash`", 2048, earlier) is None
+
+
+def test_without_a_gpu_it_says_so_and_exits_0():
+    env = {**{k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}, "GPUCOURSE_DEVICE": "cpu"}
+    run = subprocess.run([sys.executable, str(SCRIPT), "--quick"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1 and "benchmarks/fusion.py needs a CUDA GPU" in lines[0]

@@ -1,0 +1,257 @@
+"""Module 5's checks: right kernels pass, wrong ones fail with a message that names the row (and block of keys)."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse import simulated, trace
+from gpucourse.grading import CheckFailed
+from gpucourse.grading import fusion as gf
+from gpucourse.grading.reduction import writes_each_element_once
+from gpucourse.kernels import fusion as fu
+
+FULL = 0xFFFFFFFF
+BQ, BKEYS, MAX_D = 16, 16, 32
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def softmax_spec(x):
+    return fu.softmax_reference(x)
+
+
+def fails(pattern, check, *args, **kwargs):
+    with pytest.raises(CheckFailed, match=pattern) as caught:
+        check(*args, quiet=True, **kwargs)
+    return str(caught.value)
+
+
+@cuda.jit
+def softmax_per_row(y, x):  # one warp per row, no max subtracted: overflows on large rows
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        total = float32(0)
+        for c in range(lane, x.shape[1], 32):
+            total += math.exp(x[row, c])
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_xor_sync(FULL, total, offset)
+        for c in range(lane, x.shape[1], 32):
+            y[row, c] = math.exp(x[row, c]) / total
+
+
+def test_row_check_passes_the_reference_and_names_the_overflowing_row():
+    plans = gf.block_rows([(5, 70), (3, 300)], threads=[64])
+    gf.check_row_kernel(fu.softmax_online, softmax_spec, plans, quiet=True,
+                        budget=[gf.reads_per_element("x", exactly=2), writes_each_element_once("y")])
+    message = fails(r"row 0 \(a fully masked row", gf.check_row_kernel, softmax_per_row, softmax_spec,
+                    gf.warp_rows([(6, 40)], warps=[2]))
+    assert "should be 0.0, got nan" in message and "rows are wrong: 0, 2" in message
+    gf.check_row_kernel(softmax_per_row, softmax_spec, gf.warp_rows([(6, 40)], warps=[2]), special=False, quiet=True)
+    fails(r"`x\[0, 0\]` was read 2 time.*: read the row once", gf.check_row_kernel, fu.softmax_online, softmax_spec, gf.block_rows([(3, 40)]),
+          budget=gf.reads_per_element("x", exactly=1, why="read the row once"))
+
+
+def layernorm_spec(x, gamma, beta):
+    return (x - x.mean(axis=1, keepdims=True)) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * gamma + beta
+
+
+@cuda.jit
+def layernorm_sum_of_squares(y, x, gamma, beta):  # one thread per row, var = E[x^2] - E[x]^2 in float32
+    row = cuda.grid(1)
+    if row < x.shape[0]:
+        n = x.shape[1]
+        s, s2 = float32(0), float32(0)
+        for c in range(n):
+            s += x[row, c]
+            s2 += x[row, c] * x[row, c]
+        mean = s / float32(n)
+        rstd = float32(1) / math.sqrt(max(s2 / float32(n) - mean * mean, float32(0)) + float32(1e-5))
+        for c in range(n):
+            y[row, c] = (x[row, c] - mean) * rstd * gamma[c] + beta[c]
+
+
+@cuda.jit
+def layernorm_shifted(y, x, gamma, beta):  # the same with the sums of x - x[row, 0]: exact enough
+    row = cuda.grid(1)
+    if row < x.shape[0]:
+        n = x.shape[1]
+        shift = x[row, 0]
+        s, s2 = float32(0), float32(0)
+        for c in range(n):
+            v = x[row, c] - shift
+            s += v
+            s2 += v * v
+        mean = s / float32(n)
+        rstd = float32(1) / math.sqrt(max(s2 / float32(n) - mean * mean, float32(0)) + float32(1e-5))
+        for c in range(n):
+            y[row, c] = (x[row, c] - shift - mean) * rstd * gamma[c] + beta[c]
+
+
+def test_layernorm_check_tells_a_cancelling_variance_from_a_shifted_one():
+    plans = [gf.RowPlan((20, 64), (1,), (32,))]
+    message = fails(r"a row with a large mean next to a small spread", gf.check_layernorm, layernorm_sum_of_squares,
+                    layernorm_spec, plans)
+    assert "y[" in message
+    gf.check_layernorm(layernorm_shifted, layernorm_spec, plans + [gf.RowPlan((3, 1), (1,), (32,))], quiet=True,
+                       budget=gf.reads_per_element("x", at_most=3))
+    fails(r"at most 2 time", gf.check_layernorm, layernorm_shifted, layernorm_spec, plans,
+          budget=gf.reads_per_element("x", at_most=2))
+
+
+def cross_entropy_spec(logits, labels):
+    top = logits.max(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+    return np.where(labels == -100, 0.0, lse - logits[np.arange(len(labels)), np.clip(labels, 0, None)])
+
+
+@cuda.jit
+def cross_entropy_thread(loss, logits, labels):  # one thread per row; forgets the ignored label
+    row = cuda.grid(1)
+    if row < logits.shape[0]:
+        top = float32(-math.inf)
+        for c in range(logits.shape[1]):
+            top = max(top, logits[row, c])
+        total = float32(0)
+        for c in range(logits.shape[1]):
+            total += math.exp(logits[row, c] - top)
+        loss[row] = top + math.log(total) - logits[row, max(labels[row], 0)]
+
+
+def test_cross_entropy_check_names_the_ignored_row_and_counts_reads():
+    plans = [gf.RowPlan((9, 50), (1,), (32,))]
+    fails(r"row 0 \(its label is -100, the padding that is ignored", gf.check_cross_entropy, cross_entropy_thread,
+          cross_entropy_spec, plans)
+
+
+def gelu_spec(A, B, bias):
+    z = A @ B + bias
+    return np.maximum(z, 0)
+
+
+@cuda.jit
+def matmul_then_relu_in_place(C, A, B, bias):  # correct, but writes C twice and reads it back
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = float32(0)
+        for k in range(A.shape[1]):
+            acc += A[row, k] * B[k, col]
+        C[row, col] = acc + bias[col]
+        C[row, col] = max(C[row, col], float32(0))
+
+
+def test_gemm_epilogue_check_and_traffic_budget():
+    shapes = [(20, 33, 17), (1, 5, 40)]
+    gf.check_gemm_epilogue(fu.matmul_bias_relu, gelu_spec, shapes, quiet=True,
+                           budget=gf.global_traffic("C", reads=0, writes=1))
+    gf.check_gemm_epilogue(matmul_then_relu_in_place, gelu_spec, shapes, quiet=True)
+    message = fails(r"`C` \(340 elements\) was read 340 times in global memory, more than 0 \(0 per element\): "
+                    "keep it in a register", gf.check_gemm_epilogue, matmul_then_relu_in_place, gelu_spec, shapes,
+                    budget=gf.global_traffic("C", reads=0, writes=1, why="keep it in a register"))
+    assert "correct but over its budget" in message
+
+
+def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=False):
+    """The assignment's flash attention, or a broken variant of it."""
+
+    @cuda.jit
+    def flash(O, Q, K, V):
+        k_tile = cuda.shared.array((BKEYS, MAX_D), float32)
+        v_tile = cuda.shared.array((BKEYS, MAX_D), float32)
+        waste = cuda.shared.array((64, 64), float32)
+        q = cuda.local.array(MAX_D, float32)
+        acc = cuda.local.array(MAX_D, float32)
+        s = cuda.local.array(BKEYS, float32)
+        t = cuda.threadIdx.x
+        first = cuda.blockIdx.x * BQ
+        i = first + t
+        N, d = Q.shape
+        if big_shared:
+            waste[t, 0] = float32(0)
+        scale = float32(1) / math.sqrt(float32(d))
+        for c in range(d):
+            q[c] = Q[i, c] * scale if i < N else float32(0)
+            acc[c] = float32(0)
+        m, l = float32(-math.inf), float32(0)
+        for j0 in range(0, min(N, first + BQ) if skip else N, BKEYS):
+            for e in range(t, BKEYS * d, BQ):
+                j, c = e // d, e % d
+                k_tile[j, c] = K[j0 + j, c] if j0 + j < N else float32(0)
+                v_tile[j, c] = V[j0 + j, c] if j0 + j < N else float32(0)
+            cuda.syncthreads()
+            top = m
+            for j in range(BKEYS):
+                score = float32(-math.inf)
+                if j0 + j <= i and j0 + j < N:
+                    score = float32(0)
+                    for c in range(d):
+                        score += q[c] * (k_tile[j, c] if tiles else K[j0 + j, c])
+                s[j] = score
+                top = max(top, score)
+            if top != float32(-math.inf):
+                factor = math.exp(m - top) if rescale else float32(1)
+                if not keep:
+                    factor = float32(0)
+                l *= factor
+                for c in range(d):
+                    acc[c] *= factor
+                for j in range(BKEYS):
+                    p = math.exp(s[j] - top)
+                    l += p
+                    for c in range(d):
+                        acc[c] += p * v_tile[j, c]
+                m = top
+            cuda.syncthreads()
+        if i < N:
+            for c in range(d):
+                O[i, c] = acc[c] / l
+
+    return flash
+
+
+SHAPES = [(40, 16), (45, 32)]  # N * N larger than a tile of 16 x 32
+BUDGETS = [gf.kv_reads_per_query_block(BQ, BKEYS), gf.memory_independent_of_n(),
+           gf.reads_per_element("Q", exactly=1), writes_each_element_once("O")]
+
+
+def test_attention_check_passes_flash_and_names_the_query_row_and_block_of_keys():
+    gf.check_attention(flash_kernel(), SHAPES, block_rows=BQ, key_block=BKEYS, quiet=True, budget=BUDGETS)
+    message = fails(r"is wrong: O\[", gf.check_attention, flash_kernel(keep=False), SHAPES, block_rows=BQ,
+                    key_block=BKEYS)
+    assert re.search(r"row (1[6-9]|[2-3]\d)", message)  # the first row with a second block of keys
+    assert "attention over the block of keys 16 to" in message and "rescale the running sum" in message
+    fails(r"the keys of query row \d+ are 0 to \d+, in 2 blocks of 16: check the running max, the rescale",
+          gf.check_attention, flash_kernel(rescale=False), SHAPES, block_rows=BQ,
+                    key_block=BKEYS)
+
+
+def test_attention_budgets_catch_global_reads_unskipped_tiles_and_big_buffers():
+    fails(r"row \d+ of `K` was read up to \d+ times per element, more than \d+", gf.check_attention,
+          flash_kernel(tiles=False), SHAPES, block_rows=BQ, key_block=BKEYS, budget=BUDGETS)
+    fails(r"the causal mask hides it from the blocks before it: skip those tiles", gf.check_attention,
+          flash_kernel(skip=False), SHAPES, block_rows=BQ, key_block=BKEYS, budget=BUDGETS)
+    gf.check_attention(flash_kernel(skip=False), SHAPES, block_rows=BQ, key_block=BKEYS, quiet=True,
+                       budget=gf.kv_reads_per_query_block(BQ, BKEYS, causal=False))
+    fails(r"`waste` has 4096 elements, as many as the N x N = 1600 scores", gf.check_attention,
+          flash_kernel(big_shared=True), SHAPES, block_rows=BQ, key_block=BKEYS, budget=gf.memory_independent_of_n())
+    fails(r"bytes of shared memory per block, more than 1024", gf.check_attention, flash_kernel(), SHAPES,
+          block_rows=BQ, key_block=BKEYS, budget=gf.memory_independent_of_n(limit_bytes=1024))
+
+
+def test_global_bytes_adds_up_every_launch():
+    x = np.random.default_rng(0).standard_normal((4, 50)).astype(np.float32)
+    with trace() as t:
+        fu.softmax_naive(x)
+    # row_max reads x, writes m; exp_and_sum reads x, writes e and l, and each of its 128 threads reads m[row];
+    # divide reads e, writes y, and each thread reads l[row]
+    rows, elements, threads = 4, 4 * 50, 128
+    assert gf.global_bytes(t) == 4 * (elements + rows + 2 * elements + rows + threads * rows
+                                      + 2 * elements + threads * rows)
+    assert gf.global_bytes(t[0]) == 4 * (elements + rows)

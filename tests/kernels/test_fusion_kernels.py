@@ -1,0 +1,190 @@
+"""Module 5's reference kernels: fused GEMM epilogue, softmax naive/fused/online, attention naive/row-fused/flash.
+
+Random non-uniform data against float64 NumPy, sizes that are not multiples of a tile or block, rows of
+-inf and large logits, d = 16, 32, 64, poisoned outputs; global traffic from the trace, and allocations
+that stay linear in N for the fused attention.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from gpucourse import simulated, trace
+from gpucourse.grading.fusion import global_bytes
+from gpucourse.kernels import fusion as fu
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+rng = np.random.default_rng(5)
+
+
+def logits(rows, cols, scale=4.0):
+    """Random rows with a masked (-inf) row, a partly masked row and a row of huge values."""
+    x = (rng.standard_normal((rows, cols)) * scale).astype(np.float32)
+    x[0] = -np.inf
+    x[1, rng.random(cols) < 0.5] = -np.inf
+    x[2] = x[2] * 1e4 + 3e4  # exp would overflow without the max subtracted
+    return x
+
+
+def qkv(N, d):
+    return [(rng.standard_normal((N, d)) * rng.uniform(0.5, 2)).astype(np.float32) for _ in range(3)]
+
+
+def poisoned(shape):
+    return cuda.to_device(np.full(shape, np.nan, np.float32))
+
+
+def global_traffic(recorded, name):
+    """(reads, writes) of the global array ``name`` over every launch in ``recorded``."""
+    reads = sum(int(launch.array(name).per_thread["read"].sum()) for launch in recorded.launches if name in launch.arrays)
+    writes = sum(int(launch.array(name).per_thread["write"].sum()) for launch in recorded.launches if name in launch.arrays)
+    return reads, writes
+
+
+def test_references_agree_on_masked_rows_and_large_logits():
+    x = logits(4, 9)
+    y = fu.softmax_reference(x)
+    assert np.all(y[0] == 0) and np.all(np.isfinite(y))  # a fully masked row gives zeros, not NaN
+    np.testing.assert_allclose(y[1:].sum(axis=1), 1, rtol=1e-12)
+    Q, K, V = qkv(5, 3)
+    O = fu.attention_reference(Q, K, V, causal=True)
+    np.testing.assert_allclose(O[0], V[0], rtol=1e-12)  # the first query sees only the first key
+    np.testing.assert_allclose(fu.attention_reference(Q, K, V)[-1], fu.attention_reference(Q, K, V, True)[-1])
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (7, 33), (4, 300), (3, 1000)], ids=str)
+def test_softmax_paths_match_float64(shape):
+    x = logits(max(shape[0], 3), shape[1])
+    expected = fu.softmax_reference(x)
+    np.testing.assert_allclose(fu.softmax_naive(x), expected, rtol=1e-5, atol=1e-7)
+    for kernel in fu.SOFTMAX_KERNELS:
+        for threads in (32, 96, 256):
+            d_y = poisoned(x.shape)
+            fu.launch_softmax(kernel, d_y, cuda.to_device(x), threads)
+            np.testing.assert_allclose(d_y.copy_to_host(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_traffic_naive_vs_fused_vs_online():
+    x = logits(6, 200)
+    d_x, d_y = cuda.to_device(x), poisoned(x.shape)
+    with trace() as fused:
+        fu.launch_softmax(fu.softmax_row_fused, d_y, d_x)
+    fused.assert_reads_per_element("x", exactly=1)
+    fused.assert_writes_per_element("y", exactly=1)
+    with trace() as online:
+        fu.launch_softmax(fu.softmax_online, d_y, d_x)
+    online.assert_reads_per_element("x", exactly=2)  # the (m, l) pass and the write pass
+    online.assert_writes_per_element("y", exactly=1)
+    with trace() as naive:
+        fu.softmax_naive(x)
+    assert len(naive) == 3
+    assert global_traffic(naive, "x") == (2 * x.size, 0) and global_traffic(naive, "e") == (x.size, x.size)
+    assert global_bytes(fused) == 2 * x.nbytes  # one read of x, one write of y: the least a softmax can move
+    assert global_bytes(online) == 3 * x.nbytes
+    assert global_bytes(naive) > 5 * x.nbytes  # x twice, e written and read, y written, and the row statistics
+
+
+def test_softmax_explains_bad_input():
+    x = cuda.to_device(np.zeros((2, 5), np.float32))
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        fu.launch_softmax(fu.softmax_online, cuda.to_device(np.zeros((2, 4), np.float32)), x)
+    with pytest.raises(TypeError, match="must be float32"):
+        fu.launch_softmax(fu.softmax_online, cuda.to_device(np.zeros((2, 5))), x)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        fu.launch_softmax(fu.softmax_online, x, x, threads=48)
+    wide = cuda.to_device(np.zeros((1, fu.MAX_COLS + 1), np.float32))
+    with pytest.raises(ValueError, match="use softmax_online"):
+        fu.launch_softmax(fu.softmax_row_fused, wide, wide)
+
+
+@pytest.mark.parametrize("N, d", [(1, 16), (45, 16), (70, 32), (97, 64)], ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_paths_match_float64(N, d, causal):
+    Q, K, V = qkv(N, d)
+    Q[-1] *= 60  # large logits in the last query row
+    expected = fu.attention_reference(Q, K, V, causal)
+    np.testing.assert_allclose(fu.attention_naive(Q, K, V, causal), expected, rtol=1e-4, atol=1e-5)
+    for kernel in fu.ATTENTION_KERNELS:
+        d_O = poisoned((N, d))
+        fu.launch_attention(kernel, d_O, *(cuda.to_device(a) for a in (Q, K, V)), causal)
+        np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles():
+    N, d = 80, 16
+    arrays = [cuda.to_device(a) for a in qkv(N, d)]
+    blocks = -(-N // fu.BLOCK_ROWS)
+    with trace() as full:
+        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays)
+    for name in "KV":
+        full.assert_reads_per_element(name, exactly=blocks)
+    full.assert_reads_per_element("Q", exactly=1)
+    full.assert_writes_per_element("O", exactly=1)
+    with trace() as causal:
+        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays, True)
+    reads = causal.reads_per_element("K")[:, 0]
+    tile = np.arange(N) // fu.BLOCK_KEYS  # key j is read by the query blocks that end at or after its tile
+    np.testing.assert_array_equal(reads, [sum(1 for b in range(blocks) if min(N, (b + 1) * fu.BLOCK_ROWS) > t * fu.BLOCK_KEYS)
+                                          for t in tile])
+    assert reads.sum() < full.reads_per_element("K")[:, 0].sum()
+
+
+def test_row_fused_reads_k_and_v_once_per_query():
+    N, d = 40, 32
+    with trace() as t:
+        fu.launch_attention(fu.attention_row_fused, poisoned((N, d)), *(cuda.to_device(a) for a in qkv(N, d)))
+    t.assert_reads_per_element("K", exactly=N)
+    t.assert_reads_per_element("V", exactly=N)
+    t.assert_reads_per_element("Q", exactly=1)
+
+
+@pytest.mark.parametrize("N", [48, 96, 192])
+def test_largest_allocation_is_quadratic_naive_and_linear_fused(N):
+    d = 16
+    Q, K, V = qkv(N, d)
+    with fu.allocations() as naive:
+        fu.attention_naive(Q, K, V, causal=True)
+    assert naive.largest == N * N * 4
+    for kernel in fu.ATTENTION_KERNELS:
+        with fu.allocations() as fused:
+            fu.attention(Q, K, V, True, kernel)
+        assert fused.largest == N * d * 4 and fused.sizes == [N * d * 4] * 4  # Q, K, V and O: nothing else
+    with fu.allocations() as softmax:
+        fu.softmax(Q)
+    assert softmax.sizes == [Q.nbytes] * 2
+
+
+def test_attention_explains_bad_input():
+    Q = np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="of one shape"):
+        fu.attention(Q, np.zeros((5, 8), np.float32), Q)
+    with pytest.raises(ValueError, match="head dimension d must be between 1 and 128"):
+        big = np.zeros((2, 130), np.float32)
+        fu.attention(big, big, big)
+    long = cuda.to_device(np.zeros((fu.MAX_COLS + 1, 1), np.float32))
+    with pytest.raises(ValueError, match="use attention_flash"):
+        fu.launch_attention(fu.attention_row_fused, long, long, long, long)
+
+
+@pytest.mark.parametrize("M, K, N", [(37, 50, 29), (16, 16, 16), (1, 70, 3)], ids=str)
+def test_fused_epilogue_matches_and_writes_c_once(M, K, N):
+    A, B = (rng.standard_normal(s).astype(np.float32) for s in ((M, K), (K, N)))
+    bias = rng.standard_normal(N).astype(np.float32)
+    expected = np.maximum(A.astype(np.float64) @ B + bias, 0)
+    traffic = {}
+    for fused in (True, False):
+        d_C = poisoned((M, N))
+        with trace() as t:
+            fu.gemm_bias_relu(d_C, cuda.to_device(A), cuda.to_device(B), cuda.to_device(bias), fused)
+        np.testing.assert_allclose(d_C.copy_to_host(), expected, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+        traffic[fused] = global_traffic(t, "C")
+    assert traffic[True] == (0, M * N)  # the epilogue rides in registers: C written once, never read
+    assert traffic[False] == (2 * M * N, 3 * M * N)  # bias and ReLU each read and write C again
+    with pytest.raises(ValueError, match=r"A's columns \(50\) must equal B's rows \(5\)"):
+        fu.check_gemm(np.zeros((2, 3)), np.zeros((2, 50)), np.zeros((5, 3)), np.zeros(3))

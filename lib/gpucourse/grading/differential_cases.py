@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from ..kernels import Tensor, axis_reduction, conv, elementwise, matmul, reduction
+from ..kernels import Tensor, axis_reduction, conv, elementwise, fusion, matmul, reduction
 from ..run import BACKEND
 from .differential import REGISTRY, Case, compare_all, kernel_case, register, report, solution_subjects
 
@@ -200,7 +200,58 @@ for _name, _kernel in conv.KERNELS.items():
              why=f"{FMA}: at most one ulp per term, C x R x S <= {CONV_TERMS} here (positive inputs)")
 register("conv.im2col", _im2col_cases, why="a copy with zeros for the padding: bit for bit")
 
-# -- module 5 adds its block here ------------------------------------------------------------------------------------
+# -- module 5: fusion -------------------------------------------------------------------------------------------------
+EXP = "libdevice's expf is within 2 ulps of the simulator's exp (NumPy's, correctly rounded to float32)"
+
+
+def _gemm_epilogue_cases(rng) -> list[Case]:
+    made = []
+    for M, N, K in ((37, 45, 29), (20, 19, 70), (65, 3, 1)):
+        A, B, bias = rng.standard_normal((M, K)).astype(np.float32), _positive(rng, (K, N)), _positive(rng, N)
+        grid, block = fusion.gemm_grid(np.empty((M, N), np.float32))
+        made.append(kernel_case(fusion.matmul_bias_relu, grid, block, (M, N), np.float32, [A, B, bias],
+                                f"({M}, {K}) @ ({K}, {N}) + bias, grid {grid}"))
+    return made
+
+
+def _softmax_cases(kernel):
+    def cases(rng) -> list[Case]:
+        made = []
+        for (rows, cols), threads in (((5, 37), 32), ((3, 1000), 128), ((4, 129), 256)):
+            x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
+            x[-1] += 3e4  # large logits: the max must be taken out before exp
+            made.append(kernel_case(kernel, rows, threads, (rows, cols), np.float32, [x],
+                                    f"{rows} x {cols}, {threads} threads per row"))
+        return made
+
+    return cases
+
+
+def _attention_cases(kernel):
+    def cases(rng) -> list[Case]:
+        made = []
+        for N, d, causal in ((37, 16, True), (70, 32, False), (33, 64, True)):
+            Q, K, V = (rng.standard_normal((N, d)).astype(np.float32) for _ in range(3))
+            if kernel is fusion.attention_flash:
+                grid, block = -(-N // fusion.BLOCK_ROWS), fusion.BLOCK_ROWS
+            else:
+                grid, block = N, fusion.THREADS
+            made.append(kernel_case(kernel, grid, block, (N, d), np.float32, [Q, K, V, causal],
+                                    f"N {N}, d {d}, {'causal' if causal else 'no mask'}"))
+        return made
+
+    return cases
+
+
+register("fusion.matmul_bias_relu", _gemm_epilogue_cases, ulps=max(MATMUL_K),
+         why=f"{FMA}: at most K ulps (K <= {max(MATMUL_K)} here); bias and ReLU exact")
+for _kernel in fusion.SOFTMAX_KERNELS:
+    register(f"fusion.{_kernel.py_func.__name__}", _softmax_cases(_kernel), ulps=16,
+             why=f"{EXP}; the row's sum and the division add a few more")
+for _kernel in fusion.ATTENTION_KERNELS:
+    register(f"fusion.{_kernel.py_func.__name__}", _attention_cases(_kernel), ulps=256,
+             why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "
+                 "output")
 
 # Solution kernels whose outputs may differ (kernel name -> (ulps, why)); every other one: bit for bit.
 SOLUTION_BOUNDS = {
@@ -211,6 +262,10 @@ SOLUTION_BOUNDS = {
                 "signs, so in ulps of the largest output")
     for name in ("weight_grad_kernel", "gemm_nchw_kernel", "conv_tiled_kernel", "depthwise_kernel",
                  "input_grad_kernel", "conv_bias_relu_pool_kernel")
+} | {
+    name: (256, f"{EXP} (GELU's tanh and erf likewise); {FMA}; mixed signs, so in ulps of the largest output")
+    for name in ("linear_gelu_kernel", "layernorm_kernel", "softmax_warp_kernel", "softmax_online_kernel",
+                 "cross_entropy_kernel", "flash_attention_kernel")
 }
 
 

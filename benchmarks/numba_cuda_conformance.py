@@ -2,6 +2,7 @@
 
     python benchmarks/numba_cuda_conformance.py                  # every test file, writes RESULTS.md
     python benchmarks/numba_cuda_conformance.py --files test_intrinsics.py test_math.py --no-write
+    python benchmarks/numba_cuda_conformance.py --reuse-numba   # numba's side from the last run's cache
 
 CPU only. Each test file runs with pytest in its own process twice: once on numba's
 simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course simulator
@@ -16,6 +17,7 @@ one that does not, by cause. A failed assertion is listed apart: it may be a wro
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -88,6 +90,20 @@ def cause(message: str) -> str:
     return line[:160]
 
 
+def cache_path() -> Path:
+    """Where numba's side is kept between runs: it depends only on the installed numba-cuda."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    return Path.home() / ".cache" / "gpucourse" / f"numba_cuda_conformance_{version('numba-cuda')}.json"
+
+
+def numba_side(path: Path, cache: dict, reuse: bool) -> dict[str, tuple[str, str]]:
+    """One file's outcomes on numba's simulator: from the cache when reusing and it has them, else run."""
+    if not (reuse and path.name in cache):
+        cache[path.name] = run_file("numba", path)
+    return {test: tuple(outcome) for test, outcome in cache[path.name].items()}
+
+
 def compare(numba: dict, course: dict) -> dict:
     """The tests that pass on numba's simulator, and how each does on the course simulator."""
     goal = [test for test, (outcome, _) in numba.items() if outcome == "passed"]
@@ -131,12 +147,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", nargs="*", help="test file names (default: every test_*.py)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md as it is")
+    parser.add_argument("--reuse-numba", action="store_true",
+                        help="take numba's side from the cache of earlier runs where it has the file")
     arguments = parser.parse_args()
     folder = test_folder()
     files = [folder / name for name in arguments.files] if arguments.files else sorted(folder.glob("test_*.py"))
     numba, course = {}, {}
+    cached = cache_path()
+    cache = json.loads(cached.read_text()) if cached.exists() else {}
     for path in files:
-        numba.update(run_file("numba", path))
+        numba.update(numba_side(path, cache, arguments.reuse_numba))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(cache))
         course.update(run_file("course", path))
         print(f"{path.name}: {len(numba)} tests so far on numba's simulator, {len(course)} on the course's",
               flush=True)

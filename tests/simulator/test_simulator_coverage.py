@@ -4,12 +4,13 @@ still cannot run stops with one course message naming the kernel and the line, n
 import cmath
 import math
 
+import numba
 import numpy as np
 import pytest
 from numba import cuda
 
 from gpucourse import simulated
-from gpucourse.simulator import DataRace, UnsupportedInKernel
+from gpucourse.simulator import DataRace, UninitializedRead, UnsupportedInKernel
 
 N = 40
 
@@ -223,13 +224,70 @@ def test_a_device_function_written_as_a_lambda():
     np.testing.assert_array_equal(out, a + 1)
 
 
-# -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
-def reshaped(a, out):
+def log_base_polar_and_quotient(z, base, out):
     i = cuda.grid(1)
-    out[i] = a.reshape(a.size)[i]
+    if i < z.size:
+        out[i, 0] = cmath.log(z[i], base[i])
+        out[i, 1] = complex(*cmath.polar(z[i]))
+        out[i, 2] = z[i] / base[i]
 
 
+def numba_on_the_cpu(z, base):
+    """The same three values from numba's CPU compilation, which shares numba-cuda's complex algorithms."""
+    log_base = numba.njit(lambda z, b: cmath.log(z, b))
+    polar = numba.njit(lambda z: complex(*cmath.polar(z)))
+    quotient = numba.njit(lambda z, b: z / b)
+    return [[log_base(a, b), polar(a), quotient(a, b)] for a, b in zip(z.tolist(), base.tolist())]
+
+
+def test_cmath_log_with_a_base_polar_and_complex_division_as_numba_computes_them():
+    inf, nan = math.inf, math.nan
+    parts = [0.0, -0.0, 1.0, -1.0, math.pi, inf, -inf, nan]
+    specials = [complex(x, y) for x in parts for y in parts]
+    rng = np.random.default_rng(4)
+    z = np.array(specials + list(rng.uniform(-3, 3, 30) + 1j * rng.uniform(-3, 3, 30)))
+    base = np.array(specials[::-1] + list(rng.uniform(-3, 3, 30) + 1j * rng.uniform(-3, 3, 30)))
+    with np.errstate(divide="ignore"):  # dividing by 0 or log(1) = 0: numba raises, a GPU leaves the result unset
+        keep = (base != 0) & (np.log(base) != 0)
+    z, base = z[keep], base[keep]
+    out = np.zeros((z.size, 3), np.complex128)
+    log_base_polar_and_quotient[2, 64](z, base, out)
+    for got, want in zip(out.tolist(), numba_on_the_cpu(z, base)):
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-15)  # nan where nan, inf where inf
+
+
+@cuda.jit
+def reshape_in_a_kernel(a, shape, out):
+    b = a.reshape(shape)
+    i, j = cuda.grid(2)
+    if i < b.shape[0] and j < b.shape[1]:
+        out[i, j] = b[i, j] * 2
+
+
+@pytest.mark.parametrize("shape", [(4, 15), (12, 5), (-1, 3), (60, 1)])
+def test_reshape_in_a_kernel_views_the_same_elements(shape):
+    a = np.random.default_rng(5).uniform(-1, 1, 60).astype(np.float32)
+    expected = a.reshape(shape) * 2
+    out = np.full(expected.shape, np.nan, np.float32)
+    reshape_in_a_kernel[(4, 2), (16, 8)](a, shape, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def reshape_then_read(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.reshape(out.size)[i]
+
+
+def test_reading_an_unwritten_element_through_a_reshaped_array_is_reported():
+    a = cuda.device_array((2, 3), np.float32)
+    with pytest.raises(UninitializedRead, match="reshape_then_read"):
+        reshape_then_read[1, 8](a, np.zeros(6, np.float32))
+
+
+# -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
 def real_part(z, out):
     i = cuda.grid(1)
@@ -243,7 +301,6 @@ def sliced(a, out):
 
 
 @pytest.mark.parametrize("kernel, args, line", [
-    (reshaped, (np.zeros((2, 2)), np.zeros(4)), "out[i] = a.reshape(a.size)[i]"),
     (real_part, (np.zeros(4, np.complex128), np.zeros(4)), "out[i] = z.real[i]"),
     (sliced, (np.zeros(5), np.zeros(4)), "a[i:]"),
 ])

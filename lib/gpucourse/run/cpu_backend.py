@@ -27,7 +27,9 @@ from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
+from numba.cuda import dispatcher as numba_dispatcher
 from numba.cuda.args import ArgHint, In
+from numba.cuda.cudadrv import devicearray as numba_arrays
 from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
@@ -93,6 +95,13 @@ SIMULATED_DEVICE = SimpleNamespace(
 
 def get_current_device():
     return SIMULATED_DEVICE
+
+
+def auto_device(obj, stream=0, copy=True, user_explicit=False):
+    """``cuda.devicearray.auto_device`` on the simulator: a simulator array, refusing what a GPU refuses."""
+    if not isinstance(obj, (np.void, sim_arrays.FakeCUDAArray)):
+        numba_arrays.sentry_contiguous(np.asarray(obj))
+    return sim_arrays.auto_device(obj, stream=stream, copy=copy)
 
 
 def check_launch_limits(grid: tuple, block: tuple) -> None:
@@ -173,6 +182,8 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
     actual = tuple(ptx.argument_type(a) for a in args)
     cases = [types.void(*argtypes) for argtypes in declared]
     chosen = dispatcher.typingctx.resolve_overload(dispatcher.py_func, cases, actual, {})
+    if chosen is None and dispatcher._specialized:
+        args, chosen = _reinterpreted(args, actual, cases[0])
     if chosen is None:
         signatures = "; ".join(f"({', '.join(map(str, argtypes))})" for argtypes in declared)
         raise TypeError(
@@ -182,6 +193,22 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
     converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
                  for a, t in zip(args, chosen.args)]
     return converted, tuple(chosen.args)
+
+
+def _reinterpreted(args, actual: tuple, declared):
+    """A kernel declared with one signature (``cuda.jit("void(int32[:])")``) takes its arguments unchecked on
+    a GPU: an array of another element type of the same size is read as the declared type. The arguments so
+    read, and the signature; (args, None) where a GPU would read memory some other way."""
+    viewed = []
+    for value, have, want in zip(args, actual, declared.args):
+        if isinstance(have, types.Array) and isinstance(want, types.Array) and have != want:
+            dtype = as_dtype(want.dtype)
+            host = getattr(value, "_ary", value)
+            if have.ndim != want.ndim or host.dtype.itemsize != dtype.itemsize:
+                return args, None
+            value = host.view(dtype) if host is value else sim_arrays.FakeCUDAArray(host.view(dtype))
+        viewed.append(value)
+    return viewed, declared
 
 
 def _configuration(configuration) -> tuple:
@@ -259,6 +286,8 @@ def install() -> None:
     CUDADispatcher.compile_device = _compile_device
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
+    numba_dispatcher.get_current_device = get_current_device  # `specialize` asks for the compute capability
+    numba_arrays.auto_device = auto_device
     _installed = True
 
 

@@ -101,11 +101,34 @@ def _on_python_scalars(function, operands):
         return typed(function, *operands)
 
 
-def _operator(function):
+def complex_quotient(a, b):
+    """``a / b`` of complex numbers by numba's algorithm (CPython's older ``_Py_c_quot``), which NumPy's
+    division does not follow for infinities and nans. Where ``b`` is 0 numba raises ZeroDivisionError, which
+    a GPU does not report (the thread's result is left unset): nan there."""
+    a, b = np.asarray(a), np.asarray(b)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    by_real = np.abs(br) >= np.abs(bi)
+    divisor, other = np.where(by_real, br, bi), np.where(by_real, bi, br)
+    ratio = other / divisor
+    denominator = divisor + other * ratio
+    real = np.where(by_real, ar + ai * ratio, ar * ratio + ai) / denominator
+    imag = np.where(by_real, ai - ar * ratio, ai * ratio - ar) / denominator
+    result = np.empty(real.shape, np.result_type(a, b))
+    result.real, result.imag = np.where(divisor == 0, np.nan, real), np.where(divisor == 0, np.nan, imag)
+    return result if result.ndim else result[()]
+
+
+def _true_divide(a, b):
+    if np.result_type(a, b).kind == "c":
+        return complex_quotient(a, b)
+    return operator.truediv(a, b)
+
+
+def _operator(function, implementation=None):
     def apply(*operands):
         if all(type(v) is int or type(v) is float for v in operands):  # bool: ~True is False in numba
             return _on_python_scalars(function, operands)
-        return typed(function, *operands)
+        return typed(function, *operands, implementation=implementation)
 
     apply.__name__ = function.__name__
     return staticmethod(apply)
@@ -142,6 +165,6 @@ class Arithmetic:
 
 
 for _name, _function in {**BINARY, **UNARY}.items():
-    setattr(Arithmetic, method_name(_name), _operator(_function))
+    setattr(Arithmetic, method_name(_name), _operator(_function, _true_divide if _name == "Div" else None))
 
-__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "strong", "typed"]
+__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "complex_quotient", "dtype_of", "method_name", "select", "strong", "typed"]

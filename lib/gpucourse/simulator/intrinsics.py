@@ -91,6 +91,13 @@ def _barrier(what: str) -> np.ndarray:
     """Check that every live thread of each block that reaches the barrier is here; returns those blocks."""
     g = rt.geometry
     lanes = rt.active_lanes()
+    stuck = rt.awaited_at_syncwarp & rt.mask
+    if stuck.any():
+        lane = int(np.flatnonzero(stuck)[0])
+        raise fault(WarpFault, rt.where(rt.site),
+                    f"{g.thread_name(lane)} reaches {what} while other lanes of its warp wait for it at "
+                    f"cuda.syncwarp() ({rt.where(rt.syncwarp_site)}): on a GPU both wait for ever; let every lane "
+                    "of the mask reach the cuda.syncwarp()")
     arrived = np.bincount(g.block_of[lanes], minlength=g.blocks)
     exited = np.flatnonzero(rt.exited)
     live = g.threads_per_block - np.bincount(g.block_of[exited], minlength=g.blocks)
@@ -141,8 +148,9 @@ def syncthreads_or(predicate):
 
 
 # -- warps -----------------------------------------------------------------------------------------
-def _check_warp_mask(mask, what: str) -> None:
-    """The lanes that execute a ``*_sync`` call must be exactly the ones its mask names."""
+def _check_warp_mask(mask, what: str) -> np.ndarray:
+    """The lanes that execute a ``*_sync`` call must be exactly the ones its mask names (``cuda.syncwarp``:
+    see `syncwarp`); returns the lanes the mask names."""
     g = rt.geometry
     named = ((_lanes_of(mask).astype(np.int64) >> g.laneid) & 1).astype(bool)
     active = rt.mask
@@ -154,12 +162,15 @@ def _check_warp_mask(mask, what: str) -> None:
     warps_here = np.zeros(g.warps, bool)
     warps_here[g.warp_of[rt.active_lanes()]] = True
     absent = named & ~active & warps_here[g.warp_of]
+    if what == "cuda.syncwarp()":
+        absent &= rt.exited
     if absent.any():
         lane = int(np.flatnonzero(absent)[0])
         state = "has returned" if rt.exited[lane] else "is not executing this call (it took another branch)"
         raise fault(WarpFault, rt.where(rt.site),
                     f"{what} names lane {g.laneid[lane]} in its mask, but {g.thread_name(lane)} {state}; "
                     "every lane in the mask must take part (use cuda.activemask() or keep all lanes in)")
+    return named
 
 
 def _shuffle(what: str, mask, value, source):
@@ -229,8 +240,18 @@ def any_sync(mask, predicate):
 
 
 def syncwarp(mask=0xFFFFFFFF):
-    _check_warp_mask(mask, "cuda.syncwarp()")
-    warps = np.unique(rt.geometry.warp_of[rt.active_lanes()])
+    """On a GPU since Volta the lanes at ``cuda.syncwarp()`` wait for the other lanes of the mask to reach a
+    ``syncwarp`` of their own or to return; the simulator lets them go on and remembers the lanes they wait
+    for (`Runtime.awaited_at_syncwarp`), which must not reach a block barrier first (a hang on a GPU)."""
+    g = rt.geometry
+    named = _check_warp_mask(mask, "cuda.syncwarp()")
+    warps_here = np.zeros(g.warps, bool)
+    warps_here[g.warp_of[rt.active_lanes()]] = True
+    awaited = rt.awaited_at_syncwarp
+    rt.awaited_at_syncwarp = (awaited & ~rt.mask) | (named & ~rt.mask & ~rt.exited & warps_here[g.warp_of])
+    if rt.awaited_at_syncwarp.any():
+        rt.syncwarp_site = rt.site
+    warps = np.unique(g.warp_of[rt.active_lanes()])
     rt.warp_phase[warps] += 1
 
 

@@ -140,6 +140,19 @@ class SimArray:
             self.atomics = AccessRecord(self.size * self.copies)
         return self.atomics
 
+    def reshape(self, *shape) -> "SimArray":
+        """``a.reshape(shape)`` of a contiguous array: its elements, and what was recorded of them, in a new shape."""
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        values = [np.asarray(extent) for extent in shape]
+        if any(v.ndim and v.size and v.min() != v.max() for v in values):
+            raise ValueError(f"the shape given to {self.name}.reshape differs from thread to thread")
+        if self.flat is None or self.copies > 1:
+            raise ValueError(f"{self.name} is not one contiguous array, and numba reshapes only those")
+        data = self.data.reshape(tuple(int(v.flat[0]) if v.size else 0 for v in values))
+        array = SimArray(data, self.name, self.space, data.shape, readonly=self.readonly, written=self.written)
+        array.writes, array.reads, array.atomics = self.writes, self.reads, self.atomic_record() if self.tracked else None
+        return array
+
     def fetch(self, elements, components) -> np.ndarray:
         if self.flat is not None:
             return self.flat[elements]

@@ -60,6 +60,8 @@ class Runtime(Arithmetic):
         self.everybody = np.ones(g.lanes, bool)
         self.block_phase = np.zeros(g.blocks, np.int64)
         self.warp_phase = np.zeros(g.warps, np.int64)
+        self.awaited_at_syncwarp = self.nobody  # lanes others wait for at a cuda.syncwarp() (see `syncwarp`)
+        self.syncwarp_site = None
         self.removed = self.nobody
         self.raised_by_kernel = None
         self.exits = 0

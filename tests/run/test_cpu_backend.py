@@ -174,8 +174,9 @@ def decrement(a):
         a[i] -= 1
 
 
-def test_one_declared_signature_reads_an_array_of_another_type_of_the_same_size_as_a_gpu_does():
-    """With one signature numba's dispatcher passes arguments unchecked: uint32 memory is read as int32."""
+def test_one_declared_signature_reads_unsigned_integers_as_signed_as_a_gpu_does():
+    """With one signature numba's dispatcher passes arguments unchecked: uint32 memory is read as int32 (and
+    float memory would be read as integers: that launch is refused)."""
     kernel = cuda.jit("void(int32[:])")(decrement)
     a = np.random.default_rng(6).integers(0, 2**32, 45, dtype=np.uint32, endpoint=False)
     a[0] = 0
@@ -184,6 +185,8 @@ def test_one_declared_signature_reads_an_array_of_another_type_of_the_same_size_
     np.testing.assert_array_equal(a, expected)
     with pytest.raises(TypeError, match=r"declared for arguments \(array\(int32, 1d, A\)\).*float64"):
         kernel[2, 32](np.zeros(45))
+    with pytest.raises(TypeError, match=r"cannot be launched with \(array\(float32, 1d, C\)\)"):
+        kernel[2, 32](np.zeros(45, np.float32))
     several = cuda.jit(["void(int32[:])", "void(float32[:])"])(decrement)
     with pytest.raises(TypeError, match="cannot be launched with"):  # a list of signatures is checked
         several[2, 32](np.zeros(45, np.uint32))

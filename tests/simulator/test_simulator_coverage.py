@@ -10,7 +10,7 @@ import pytest
 from numba import cuda
 
 from gpucourse import simulated
-from gpucourse.simulator import DataRace, UninitializedRead, UnsupportedInKernel
+from gpucourse.simulator import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel
 
 N = 40
 
@@ -287,6 +287,40 @@ def test_reading_an_unwritten_element_through_a_reshaped_array_is_reported():
         reshape_then_read[1, 8](a, np.zeros(6, np.float32))
 
 
+@cuda.jit
+def windows_and_compare_and_swap(a, out, flags, old):
+    i = cuda.grid(1)
+    if i < out.size:
+        window = a[i:i + 3]  # a view starting at a different element in each thread
+        total = 0.0
+        for k in range(window.shape[0]):
+            total += window[k]
+        out[i] = total
+        old[i] = cuda.atomic.compare_and_swap(flags[i:], 0, i + 1)
+
+
+def test_slices_with_bounds_that_differ_from_thread_to_thread():
+    a = np.random.default_rng(8).uniform(-1, 1, 41)
+    out, flags, old = np.zeros(41), np.where(np.arange(41) % 3 == 0, 7, 0).astype(np.int32), np.zeros(41, np.int32)
+    before = flags.copy()
+    windows_and_compare_and_swap[2, 32](a, out, flags, old)
+    np.testing.assert_allclose(out, [a[i:i + 3].sum() for i in range(41)], rtol=1e-15)
+    np.testing.assert_array_equal(old, before)
+    np.testing.assert_array_equal(flags, np.where(before == 0, np.arange(1, 42), before))
+
+
+@cuda.jit
+def past_the_window(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i:i + 2][2]
+
+
+def test_an_index_past_a_per_thread_window_is_out_of_bounds():
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(0, 0, 0\).*index 2 is past the end of axis 0 \(size 2\)"):
+        past_the_window[1, 8](np.zeros(20), np.zeros(8))
+
+
 # -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
 def real_part(z, out):
@@ -295,14 +329,14 @@ def real_part(z, out):
 
 
 @cuda.jit
-def sliced(a, out):
+def stepped_per_thread(a, out):
     i = cuda.grid(1)
-    out[i] = a[i:][0]
+    out[i] = a[::i + 1][0]
 
 
 @pytest.mark.parametrize("kernel, args, line", [
     (real_part, (np.zeros(4, np.complex128), np.zeros(4)), "out[i] = z.real[i]"),
-    (sliced, (np.zeros(5), np.zeros(4)), "a[i:]"),
+    (stepped_per_thread, (np.zeros(5), np.zeros(4)), "a[::i + 1]"),
 ])
 def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, line):
     with pytest.raises(UnsupportedInKernel) as fault:

@@ -197,14 +197,16 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
 
 def _reinterpreted(args, actual: tuple, declared):
     """A kernel declared with one signature (``cuda.jit("void(int32[:])")``) takes its arguments unchecked on
-    a GPU: an array of another element type of the same size is read as the declared type. The arguments so
-    read, and the signature; (args, None) where a GPU would read memory some other way."""
+    a GPU: a uint32 array is read as int32. The arguments so read, and the signature, where only the
+    signedness of integers differs; else (args, None): the launch is refused, as a float array read as integers
+    (what a GPU would do) is almost always a mistake."""
     viewed = []
     for value, have, want in zip(args, actual, declared.args):
         if isinstance(have, types.Array) and isinstance(want, types.Array) and have != want:
             dtype = as_dtype(want.dtype)
             host = getattr(value, "_ary", value)
-            if have.ndim != want.ndim or host.dtype.itemsize != dtype.itemsize:
+            integers = host.dtype.kind in "iu" and dtype.kind in "iu"
+            if have.ndim != want.ndim or host.dtype.itemsize != dtype.itemsize or not integers:
                 return args, None
             value = host.view(dtype) if host is value else sim_arrays.FakeCUDAArray(host.view(dtype))
         viewed.append(value)

@@ -290,6 +290,11 @@ class Atomic:
         return rt.atomic(lambda current, expected, new: np.where(current == expected, new, current),
                          ary, idx, val, rt.site, compare=old)
 
+    @staticmethod
+    def compare_and_swap(ary, old, val):
+        """``cas`` on the first element of a 1-D array."""
+        return Atomic.cas(ary, 0, old, val)
+
 
 setattr(Atomic, "and", Atomic.and_)
 setattr(Atomic, "or", Atomic.or_)

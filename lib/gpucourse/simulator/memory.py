@@ -16,6 +16,9 @@ plain access.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 
 NOBODY = -1
@@ -166,6 +169,42 @@ class SimArray:
             (self.data if field is None else self.data[field])[components] = values
 
 
+class LaneSlice:
+    """``start:stop:step`` of a subscript whose start or stop differs from thread to thread (``a[i:]``)."""
+
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = start, stop, step
+
+
+class LaneAxis:
+    """A view axis that starts at a different base index in each thread: ``start`` and ``length`` per lane."""
+
+    def __init__(self, start: np.ndarray, step: int, length: np.ndarray):
+        self.start, self.step, self.length = start, step, length
+
+    @classmethod
+    def of(cls, axis: range, part: LaneSlice) -> "LaneAxis":
+        """The axis ``axis[part]`` (Python's slice rules, lane by lane; a positive step the same in every lane)."""
+        n = len(axis)
+        step = 1 if part.step is None else part.step
+        if step <= 0:
+            raise ValueError("a slice whose bounds differ from thread to thread needs a positive step")
+        start = np.asarray(0 if part.start is None else part.start, np.int64)
+        stop = np.asarray(n if part.stop is None else part.stop, np.int64)
+        start = np.clip(np.where(start < 0, start + n, start), 0, n)
+        stop = np.clip(np.where(stop < 0, stop + n, stop), 0, n)
+        length = np.maximum(0, (stop - start + step - 1) // step)
+        return cls(axis.start + axis.step * start, axis.step * step, length)
+
+
+def _is_axis(axis) -> bool:
+    return type(axis) is range or type(axis) is LaneAxis
+
+
+def extent_of(axis):
+    return axis.length if type(axis) is LaneAxis else len(axis)
+
+
 class SimView:
     """A view of an array, as ``a[i]`` of a 2-D array or ``a[1:3]``, ``a[i, :]``, ``a[::2]`` give it.
 
@@ -178,12 +217,12 @@ class SimView:
     def __init__(self, base: SimArray, axes: tuple):
         self.base = base
         self.axes = axes
-        ranges = [axis for axis in axes if type(axis) is range]
-        self.shape = tuple(len(axis) for axis in ranges)
+        self.shape = tuple(extent_of(axis) for axis in axes if _is_axis(axis))  # an extent per lane on a LaneAxis
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        size = functools.reduce(operator.mul, self.shape, 1)
+        self.size = int(size) if np.ndim(size) == 0 else size
         self.dtype = base.dtype
-        lead = next((k for k, axis in enumerate(axes) if type(axis) is range), len(axes))
+        lead = next((k for k, axis in enumerate(axes) if _is_axis(axis)), len(axes))
         whole = all(type(axis) is range and axis == range(extent) for axis, extent in zip(axes[lead:], base.shape[lead:]))
         self.prefix = axes[:lead] if whole else None
         self.name = base.name if self.prefix is not None else f"{base.name}[{', '.join(map(_shown, axes))}]"
@@ -195,7 +234,7 @@ class SimView:
         """(position in the view's index, range) of each view axis that is not a whole base axis."""
         position = 0
         for axis, extent in zip(self.axes, self.base.shape):
-            if type(axis) is range:
+            if _is_axis(axis):
                 if axis != range(extent):
                     yield position, axis
                 position += 1
@@ -203,7 +242,7 @@ class SimView:
     def base_index(self, index: tuple) -> tuple:
         """The base array's index of the view's (complete, bounds-checked) ``index``."""
         components = iter(index)
-        return tuple(_through(axis, next(components)) if type(axis) is range else axis for axis in self.axes)
+        return tuple(_through(axis, next(components)) if _is_axis(axis) else axis for axis in self.axes)
 
     @classmethod
     def whole(cls, base: SimArray) -> "SimView":
@@ -214,21 +253,30 @@ class SimView:
         components = iter(index)
         axes = []
         for axis in self.axes:
-            if type(axis) is range:
+            if _is_axis(axis):
                 component = next(components, slice(None))
-                axis = axis[component] if type(component) is slice else _through(axis, component)
+                if type(component) is LaneSlice and type(axis) is range:
+                    axis = LaneAxis.of(axis, component)
+                elif type(component) is slice or type(component) is LaneSlice:
+                    if type(axis) is LaneAxis and component != slice(None):
+                        raise ValueError("slicing again a view whose start differs from thread to thread")
+                    axis = axis if type(axis) is LaneAxis else axis[component]
+                else:
+                    axis = _through(axis, component)
             axes.append(axis)
         return SimView(self.base, tuple(axes))
 
 
 def _through(axis: range, position):
     """The base index at ``position`` (a number or one per lane) of a view axis."""
-    if axis.start == 0 and axis.step == 1:
+    if type(axis) is range and axis.start == 0 and axis.step == 1:
         return position
     return axis.start + axis.step * position
 
 
 def _shown(axis) -> str:
+    if type(axis) is LaneAxis:
+        return "i:" if axis.step == 1 else f"i::{axis.step}"
     if type(axis) is not range:
         return str(int(axis)) if np.ndim(axis) == 0 else "i"
     stop = axis.start + axis.step * len(axis)

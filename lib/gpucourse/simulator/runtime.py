@@ -13,7 +13,8 @@ from .arithmetic import Arithmetic, cast, dtype_of, select
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import AccessRecord, SimArray, SimView, group_by_element, merge_records, unordered
+from .memory import (AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, group_by_element,
+                     merge_records, unordered)
 from .transform import SITES
 
 
@@ -399,9 +400,10 @@ class Runtime(Arithmetic):
         lanes = self.active_lanes()
         values = [np.broadcast_to(v, (self.geometry.lanes,))[lanes] if isinstance(v, np.ndarray)
                   else np.full(len(lanes), int(v)) for v in index]
-        bad = (values[axis] < 0) | (values[axis] >= extent)
+        bad = (values[axis] < 0) | (values[axis] >= extent)  # an extent per active lane on a `LaneAxis`
         first = int(np.flatnonzero(bad)[0])
         lane = int(lanes[first])
+        extent = int(np.broadcast_to(extent, bad.shape)[first])
         shown = ", ".join(str(int(v[first])) for v in values)
         value = int(values[axis][first])
         why = (
@@ -463,10 +465,12 @@ class Runtime(Arithmetic):
                         f"`{SITES[site].expression}` gives {len(index)} index(es) to a view of {view.ndim} dimension(s)")
         lanes = self.lanes()
         for position, axis in view.sliced_axes():
-            value = index[position]
+            value, extent = index[position], _extent(axis)
             value = value if lanes is None or not isinstance(value, np.ndarray) else value[lanes]
-            if np.size(value) and (np.min(value) < 0 or np.max(value) >= len(axis)):
-                self.out_of_bounds(view, index, position, len(axis), site, verb)
+            extent = extent if lanes is None or not isinstance(extent, np.ndarray) else extent[lanes]
+            outside = (np.asarray(value) < 0) | (np.asarray(value) >= extent)
+            if outside.any():
+                self.out_of_bounds(view, index, position, extent, site, verb)
         return view.base, view.base_index(index)
 
     def view(self, array, index, site: int):
@@ -482,19 +486,26 @@ class Runtime(Arithmetic):
                         f"{array.ndim} dimension(s) {array.shape}")
         return array.view(index)
 
-    def slice_of(self, site: int, *bounds) -> slice:
-        """``start:stop:step`` of a subscript, each bound the same in every active lane."""
-        return slice(*(self._uniform(bound, site) for bound in bounds))
+    def slice_of(self, site: int, *bounds) -> slice | LaneSlice:
+        """``start:stop:step`` of a subscript: a `slice`, or a `LaneSlice` where a bound differs from thread to
+        thread (the step may not)."""
+        start, stop, step = (self._uniform(bound) for bound in bounds)
+        if isinstance(step, np.ndarray):
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"the step of the slice in `{SITES[site].expression}` differs from thread to thread, which "
+                        "the course simulator does not support: give every thread the same step, or index elements")
+        if isinstance(start, np.ndarray) or isinstance(stop, np.ndarray):
+            return LaneSlice(start, stop, step)
+        return slice(start, stop, step)
 
-    def _uniform(self, bound, site: int):
+    def _uniform(self, bound):
+        """A slice bound as one int where every active lane has the same, else the lanes' values."""
         if not isinstance(bound, np.ndarray):
             return bound
         lanes = self.lanes()
         values = bound if lanes is None or not bound.ndim else bound[lanes]
         if values.size and values.min() != values.max():
-            raise fault(UnsupportedInKernel, self.where(site),
-                        f"the bounds of the slice in `{SITES[site].expression}` differ from thread to thread, which "
-                        "the course simulator does not support: give every thread the same bounds, or index elements")
+            return bound.astype(np.int64)
         return int(values.flat[0]) if values.size else 0
 
     def load(self, array, index, site: int):

@@ -299,6 +299,23 @@ def windows_and_compare_and_swap(a, out, flags, old):
         old[i] = cuda.atomic.compare_and_swap(flags[i:], 0, i + 1)
 
 
+@cuda.jit
+def parts_of_complex_numbers(z, counts, out):
+    i = cuda.grid(1)
+    if i < z.size:
+        out[i] = z.real[i] - z.imag[i]
+        cuda.atomic.add(counts.imag, i % 3, 1.0)  # the imaginary parts: memory that is not one block
+
+
+def test_real_and_imaginary_parts_of_complex_arrays_read_and_update_atomically():
+    rng = np.random.default_rng(14)
+    z = rng.uniform(-1, 1, 70) + 1j * rng.uniform(-1, 1, 70)
+    counts, out = np.full(3, 5 + 0.5j), np.zeros(70)
+    parts_of_complex_numbers[3, 32](z, counts, out)
+    np.testing.assert_array_equal(out, z.real - z.imag)
+    np.testing.assert_array_equal(counts, 5 + 1j * (0.5 + np.bincount(np.arange(70) % 3)))
+
+
 def test_slices_with_bounds_that_differ_from_thread_to_thread():
     a = np.random.default_rng(8).uniform(-1, 1, 41)
     out, flags, old = np.zeros(41), np.where(np.arange(41) % 3 == 0, 7, 0).astype(np.int32), np.zeros(41, np.int32)
@@ -323,9 +340,9 @@ def test_an_index_past_a_per_thread_window_is_out_of_bounds():
 
 # -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
-def real_part(z, out):
+def vector_type(a, out):
     i = cuda.grid(1)
-    out[i] = z.real[i]
+    out[i] = cuda.float32x2(a[i], a[i]).x
 
 
 @cuda.jit
@@ -335,7 +352,7 @@ def stepped_per_thread(a, out):
 
 
 @pytest.mark.parametrize("kernel, args, line", [
-    (real_part, (np.zeros(4, np.complex128), np.zeros(4)), "out[i] = z.real[i]"),
+    (vector_type, (np.zeros(4, np.float32), np.zeros(4, np.float32)), "cuda.float32x2(a[i], a[i]).x"),
     (stepped_per_thread, (np.zeros(5), np.zeros(4)), "a[::i + 1]"),
 ])
 def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, line):

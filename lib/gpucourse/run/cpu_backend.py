@@ -34,10 +34,9 @@ from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
-from numba.np.numpy_support import as_dtype
 
 from .. import simulator
-from ..simulator.arithmetic import cast
+from ..simulator.arithmetic import as_dtype, cast
 from . import device_memory, ptx
 
 _timing_noted = False

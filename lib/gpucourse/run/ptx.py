@@ -22,12 +22,13 @@ import os
 import re
 from types import SimpleNamespace
 
-import numba
 from numba import cuda
 from numba.core import types
 from numba.cuda import compiler
 from numba.cuda.core import ir
-from numba.np.numpy_support import as_dtype
+from numba.cuda.typing.typeof import Purpose, typeof
+
+from ..simulator.arithmetic import as_dtype
 
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
@@ -64,7 +65,7 @@ def toolchain_problem() -> str | None:
 def argument_type(value):
     """The numba type a launch argument has on a real GPU."""
     host = getattr(value, "_ary", None)  # a simulator device array wraps a host array
-    return numba.typeof(value if host is None else host)
+    return typeof(value if host is None else host, Purpose.argument)  # numba-cuda's: it knows bfloat16
 
 
 def _base_name(variable: str) -> str | None:

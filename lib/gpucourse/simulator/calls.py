@@ -14,9 +14,9 @@ import functools
 
 from numba.core import types as numba_types
 from numba.cuda.dispatcher import CUDADispatcher
-from numba.np.numpy_support import as_dtype, from_dtype
 
-from .arithmetic import cast, dtype_of
+from . import bfloat16
+from .arithmetic import as_dtype, cast, dtype_of, from_dtype
 from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
@@ -41,13 +41,28 @@ def dispatch(runtime, function, args, kwargs):
     except TypeError:  # unhashable
         mapped = None
     if mapped is not None:
+        if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
+            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
         return mapped(*args, **kwargs)
+    if getattr(function, "__module__", None) == bfloat16.MODULE:
+        return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:
         return cast_to(as_dtype(function), as_dtype(function).type)(*args)
     for value in args:
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
     return function(*args, **kwargs)
+
+
+def _bfloat16_call(runtime, function, args):
+    implementation = bfloat16.operation(function)
+    if implementation is None:
+        name = getattr(function, "__name__", repr(function)).lstrip("_")
+        raise fault(UnsupportedInKernel, runtime.where(runtime.site),
+                    f"the course simulator does not simulate numba.cuda.bf16's `{name}`"
+                    + ("" if bfloat16.BFLOAT16 is not None else " (bfloat16 needs the ml_dtypes package: "
+                       "pip install ml_dtypes)"))
+    return implementation(*args)
 
 
 def _numba_type(value):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types as numba_types
-from numba.np.numpy_support import as_dtype
 
+from .arithmetic import as_dtype
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE

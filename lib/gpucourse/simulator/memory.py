@@ -156,6 +156,23 @@ class SimArray:
         array.writes, array.reads, array.atomics = self.writes, self.reads, self.atomic_record() if self.tracked else None
         return array
 
+    @property
+    def real(self) -> "SimArray":
+        return self._part("real")
+
+    @property
+    def imag(self) -> "SimArray":
+        return self._part("imag")
+
+    def _part(self, name: str) -> "SimArray":
+        """``z.real`` or ``z.imag`` of a complex array: a view of its parts. Of a real array, as in numba:
+        ``real`` is the array, ``imag`` a new array of zeros."""
+        if self.dtype.kind != "c":
+            return self if name == "real" else SimArray(np.zeros_like(self.data), f"{self.name}.imag", "local",
+                                                        self.shape)
+        return SimArray(getattr(self.data, name), f"{self.name}.{name}", self.space, self.shape,
+                        readonly=self.readonly, written=self.written)
+
     def fetch(self, elements, components) -> np.ndarray:
         if self.flat is not None:
             return self.flat[elements]

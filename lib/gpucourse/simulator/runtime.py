@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
+from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
@@ -573,6 +574,8 @@ class Runtime(Arithmetic):
             self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
+        if array.dtype is BFLOAT16:
+            value = round_to_bfloat16(value)  # NumPy's conversion from float64 rounds twice
         array.assign(elements, components, value, field)
 
     def store_in_record(self, record, index, value, site: int) -> None:
@@ -636,11 +639,11 @@ class Runtime(Arithmetic):
             self.trace.record(self, array, "atomic", active, elements, components, site)
         values = _per_lane(value, lanes, len(elements), array.dtype)
         compares = None if compare is None else _per_lane(compare, lanes, len(elements), array.dtype)
-        data = array.flat if array.flat is not None else None
-        if data is None:
-            raise fault(UnsupportedInKernel, self.where(site), "atomics on non-contiguous arrays")
+        data = array.flat
         old = np.empty(len(elements), array.dtype)
-        if len(np.unique(elements)) == len(elements):
+        if data is None:  # z.real: the updates of each element, in lane order, a round at a time
+            _atomic_rounds(array, operation, elements, components, values, compares, old)
+        elif len(np.unique(elements)) == len(elements):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
         else:
@@ -664,6 +667,21 @@ _UNWRITTEN = {
 
 def _as_tuple(index) -> tuple:
     return index if isinstance(index, tuple) else (index,)
+
+
+def _atomic_rounds(array, operation, elements, components, values, compares, old) -> None:
+    """Atomic updates of an array that is not one contiguous block: each round updates the first remaining
+    lane of each element, so that every element sees its updates in lane order."""
+    remaining = np.arange(len(elements))
+    while remaining.size:
+        _, first = np.unique(elements[remaining], return_index=True)
+        batch = remaining[np.sort(first)]
+        where = tuple(c[batch] if np.ndim(c) else c for c in components)
+        old[batch] = current = array.fetch(elements[batch], where)
+        new = operation(current, values[batch]) if compares is None else operation(current, compares[batch],
+                                                                                    values[batch])
+        array.assign(elements[batch], where, new)
+        remaining = np.delete(remaining, np.sort(first))
 
 
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:

@@ -203,3 +203,15 @@ def test_specialize_auto_device_and_numba_reduce():
         cuda.devicearray.auto_device(a[::2])
     assert cuda.reduce(lambda x, y: x + y)(a) == pytest.approx(a.sum(), rel=1e-12)
     assert cuda.reduce(lambda x, y: max(x, y))(a) == a.max()
+
+
+def test_a_kernel_built_by_exec_runs_on_numbas_simulator_with_a_warning():
+    """numba-cuda's own tests build kernels from strings; the course simulator needs source, so such a kernel
+    runs on numba's simulator, and the warning says which checks it goes without."""
+    namespace = {}
+    exec("def largest(res, a):\n    cuda.atomic.max(res, 0, a[cuda.grid(1)])\n", {"cuda": cuda}, namespace)
+    kernel = cuda.jit(namespace["largest"])
+    a, res = np.random.default_rng(8).uniform(-1, 1, 64), np.full(1, -np.inf)
+    with pytest.warns(UserWarning, match="`largest` has no source code.*numba's simulator.*without its checks"):
+        kernel[2, 32](res, a)
+    assert res[0] == a.max()

@@ -12,7 +12,9 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),
-  and device functions with signatures compile for the simulated device.
+  and device functions with signatures compile for the simulated device;
+- a kernel without source code (built by ``exec`` from a string), which the
+  course simulator cannot rewrite, runs on numba's simulator, with a warning.
 
 On a GPU machine `simulated` does the launch part for a while, copying device
 arrays to the host and back; `trace` records the launches inside it.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 import weakref
 from types import SimpleNamespace
 
@@ -34,6 +37,7 @@ from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from .. import simulator
 from ..simulator.arithmetic import as_dtype, cast
@@ -258,8 +262,22 @@ class SimulatedLaunch:
         args, declared = _declared_arguments(self.dispatcher, _without_hints(args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         host, copy_back = _on_the_host(args)
-        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
+        if simulator.has_source(self.dispatcher.py_func):
+            simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
+        else:
+            _on_numbas_simulator(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()
+
+
+def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
+    """A kernel without source (built by ``exec`` from a string) on numba's simulator, which runs the Python
+    function thread by thread: the course simulator rewrites source, and says what this one misses."""
+    warnings.warn(
+        f"kernel `{py_func.__name__}` has no source code (built by exec from a string?): it runs on numba's "
+        "simulator instead of the course's, without its checks (bounds, races, barriers, uninitialised reads) "
+        "and with NumPy's arithmetic types rather than numba's; define it in a notebook cell or a .py file",
+        stacklevel=3)
+    FakeCUDAKernel(py_func, device=False, fastmath=False)[grid, block, 0, shared_bytes](*host)
 
 
 def _launch(self, configuration):

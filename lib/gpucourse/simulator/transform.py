@@ -401,6 +401,15 @@ def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
     return None
 
 
+def has_source(py_func) -> bool:
+    """Whether the source of ``py_func`` can be found (not for a function built by ``exec`` from a string)."""
+    try:
+        inspect.getsourcelines(py_func)
+    except (OSError, TypeError):
+        return False
+    return True
+
+
 def rewrite(py_func) -> tuple[ast.Module, str]:
     """The rewritten module source tree of ``py_func`` and its filename."""
     try:

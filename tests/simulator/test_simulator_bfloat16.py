@@ -158,3 +158,18 @@ def test_bfloat16_math_is_float32_math_rounded():
     out = np.zeros(64)
     math_on_bfloat16[1, 64](out, a)
     np.testing.assert_array_equal(out, np.sqrt(a.astype(BF16).astype(np.float32)).astype(BF16).astype(np.float64))
+
+
+@cuda.jit
+def constructed_through_cuda(out, d):
+    i = cuda.grid(1)
+    if i < d.size:
+        out[i] = cuda.float32(cuda.bfloat16(d[i]))
+
+
+def test_cuda_bfloat16_of_a_float64_rounds_once():
+    d = np.random.default_rng(15).normal(0, 1e3, N) * (1 + 2.0**-30)
+    d[0] = 1 + 2.0**-8 + 2.0**-30
+    out = np.zeros(N, np.float32)
+    constructed_through_cuda[(N + 63) // 64, 64](out, d)
+    assert out.tolist() == [nearest(Fraction(v)) for v in d.tolist()]

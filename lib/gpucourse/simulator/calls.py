@@ -47,7 +47,10 @@ def dispatch(runtime, function, args, kwargs):
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:
-        return cast_to(as_dtype(function), as_dtype(function).type)(*args)
+        dtype = as_dtype(function)
+        if dtype is bfloat16.BFLOAT16:
+            return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
+        return cast_to(dtype, dtype.type)(*args)
     for value in args:
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")

@@ -411,6 +411,9 @@ class SimCuda(BitIntrinsics):
         return np.cbrt(x)
 
     def __getattr__(self, name):
+        value = getattr(numba_cuda, name, None)
+        if isinstance(value, numba_types.Number):  # cuda.float32(x), cuda.bfloat16(x): casts, as numba's types
+            return value
         raise AttributeError(f"cuda.{name} is not supported by the course simulator")
 
 

@@ -74,11 +74,15 @@ def outcomes(report: Path) -> dict[str, tuple[str, str]]:
         test = f"{case.get('classname')}::{case.get('name')}"
         problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         if problem is None:
-            results[test] = ("passed", "")
+            fallback = any(p.get("name") == "ran_on" for p in case.iter("property"))
+            results[test] = ("passed", FALLBACK if fallback else "")
         else:
             outcome = "skipped" if problem.tag == "skipped" else "failed"
             results[test] = (outcome, cause(problem.get("message") or problem.text or ""))
     return results
+
+
+FALLBACK = "on numba's simulator"  # a kernel without source, which the course simulator hands over
 
 
 def cause(message: str) -> str:
@@ -108,13 +112,14 @@ def compare(numba: dict, course: dict) -> dict:
     """The tests that pass on numba's simulator, and how each does on the course simulator."""
     goal = [test for test, (outcome, _) in numba.items() if outcome == "passed"]
     passed = [test for test in goal if course.get(test, ("missing", ""))[0] == "passed"]
+    handed_over = [test for test in passed if course[test][1] == FALLBACK]
     failing = defaultdict(list)
     for test in goal:
         outcome, why = course.get(test, ("missing", "not run"))
         if outcome != "passed":
             kind = "wrong result?" if why.startswith("AssertionError") else outcome
             failing[(kind, why)].append(test)
-    return {"goal": len(goal), "passed": len(passed), "failing": failing,
+    return {"goal": len(goal), "passed": len(passed), "handed_over": len(handed_over), "failing": failing,
             "numba_counts": Counter(o for o, _ in numba.values()), "course_counts": Counter(o for o, _ in course.values())}
 
 
@@ -132,7 +137,10 @@ def section(result: dict, files: list[str]) -> str:
         f"- Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
         f"on the course simulator: {dict(result['course_counts'])}.",
         f"- Of the {result['goal']} tests that pass on numba's simulator, {result['passed']} pass on the course "
-        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}).",
+        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}). {result['handed_over']} of them launch kernels built by "
+        "`exec` from strings, which have no source for the course simulator to rewrite: it runs them on numba's "
+        f"simulator, with a warning; the course simulator itself passes "
+        f"{(result['passed'] - result['handed_over']) / max(result['goal'], 1):.1%}.",
         "",
         "| outcome on the course simulator | cause | tests | examples |",
         "|---|---|---:|---|",

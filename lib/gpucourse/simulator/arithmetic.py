@@ -192,4 +192,5 @@ class Arithmetic:
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name), _operator(_function, _true_divide if _name == "Div" else None))
 
-__all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "from_dtype", "dtype_of", "method_name", "select", "strong", "typed"]
+__all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
+           "method_name", "select", "strong", "typed"]

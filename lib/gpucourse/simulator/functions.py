@@ -187,7 +187,8 @@ BUILTINS = {
 }
 
 CMATH = {
-    cmath.sqrt: np.sqrt, cmath.exp: _special_values_as_cmath(np.exp, cmath.exp), cmath.log: _log, cmath.log10: np.log10, cmath.sin: np.sin,
+    cmath.sqrt: np.sqrt, cmath.exp: _special_values_as_cmath(np.exp, cmath.exp), cmath.log: _log,
+    cmath.log10: np.log10, cmath.sin: np.sin,
     cmath.cos: np.cos, cmath.tan: np.tan, cmath.asin: np.arcsin, cmath.acos: np.arccos, cmath.atan: np.arctan,
     cmath.sinh: np.sinh, cmath.cosh: np.cosh, cmath.tanh: np.tanh, cmath.asinh: np.arcsinh,
     cmath.acosh: np.arccosh, cmath.atanh: np.arctanh, cmath.isnan: np.isnan, cmath.isinf: np.isinf,

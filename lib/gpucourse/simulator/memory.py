@@ -153,7 +153,8 @@ class SimArray:
             raise ValueError(f"{self.name} is not one contiguous array, and numba reshapes only those")
         data = self.data.reshape(tuple(int(v.flat[0]) if v.size else 0 for v in values))
         array = SimArray(data, self.name, self.space, data.shape, readonly=self.readonly, written=self.written)
-        array.writes, array.reads, array.atomics = self.writes, self.reads, self.atomic_record() if self.tracked else None
+        array.writes, array.reads = self.writes, self.reads
+        array.atomics = self.atomic_record() if self.tracked else None
         return array
 
     @property

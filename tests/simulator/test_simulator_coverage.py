@@ -7,7 +7,8 @@ import math
 import numba
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
+from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
 
 from gpucourse import simulated
 from gpucourse.simulator import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel
@@ -316,6 +317,37 @@ def test_real_and_imaginary_parts_of_complex_arrays_read_and_update_atomically()
     np.testing.assert_array_equal(counts, 5 + 1j * (0.5 + np.bincount(np.arange(70) % 3)))
 
 
+@cuda.jit
+def vectors(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        pair = cuda.float32x2(a[i], float32(2) * a[i])
+        v = cuda.float4(pair, a[i] + float32(1), i)  # components from a smaller vector and from numbers
+        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = v.x, v.y, v.z, v.w
+
+
+def test_vector_types_built_from_numbers_and_smaller_vectors():
+    a = np.random.default_rng(16).uniform(-1, 1, 50).astype(np.float32)
+    out = np.zeros((50, 4), np.float32)
+    vectors[2, 32](a, out)
+    np.testing.assert_array_equal(out, np.stack([a, 2 * a, a + 1, np.arange(50)], axis=1).astype(np.float32))
+
+
+@cuda.jit
+def shape_by_thread(a, out):
+    i = cuda.threadIdx.x
+    if i < 3:
+        out[i] = a.shape[i - 1]
+
+
+def test_a_shape_index_out_of_range_is_out_of_bounds_in_the_threads_that_use_it():
+    out = np.zeros(4, np.int64)
+    shape_by_thread[1, 3](np.zeros((5, 6)), out)  # -1, 0, 1: Python's negative index, as in numba
+    assert out.tolist() == [6, 5, 6, 0]
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(2, 0, 0\).*index 1 in `a\.shape\[i - 1\]`: tuple index out of range"):
+        shape_by_thread[1, 4](np.zeros(5), out)
+
+
 def test_slices_with_bounds_that_differ_from_thread_to_thread():
     a = np.random.default_rng(8).uniform(-1, 1, 41)
     out, flags, old = np.zeros(41), np.where(np.arange(41) % 3 == 0, 7, 0).astype(np.int32), np.zeros(41, np.int32)
@@ -340,9 +372,9 @@ def test_an_index_past_a_per_thread_window_is_out_of_bounds():
 
 # -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
-def vector_type(a, out):
+def transposed(a, out):
     i = cuda.grid(1)
-    out[i] = cuda.float32x2(a[i], a[i]).x
+    out[i] = a.T[0, i]
 
 
 @cuda.jit
@@ -352,7 +384,7 @@ def stepped_per_thread(a, out):
 
 
 @pytest.mark.parametrize("kernel, args, line", [
-    (vector_type, (np.zeros(4, np.float32), np.zeros(4, np.float32)), "cuda.float32x2(a[i], a[i]).x"),
+    (transposed, (np.zeros((4, 4), np.float32), np.zeros(4, np.float32)), "out[i] = a.T[0, i]"),
     (stepped_per_thread, (np.zeros(5), np.zeros(4)), "a[::i + 1]"),
 ])
 def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, line):
@@ -362,3 +394,22 @@ def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, lin
     assert message.startswith(f"kernel `{kernel.py_func.__name__}`, line ")
     assert line in message
     assert "not supported" in message or "does not support" in message
+
+
+@cuda.jit
+def uniform_draws(states, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        for k in range(out.shape[1]):
+            out[i, k] = xoroshiro128p_uniform_float32(states, i)
+
+
+def test_numba_jit_functions_run_as_device_functions_like_numba_cudas_random_numbers():
+    """numba.cuda.random's generators are @numba.jit functions; from a kernel they are device functions."""
+    states = create_xoroshiro128p_states(40, seed=17)
+    host_states = states.copy_to_host()
+    out = np.zeros((40, 3), np.float32)
+    uniform_draws[2, 32](states, out)
+    expected = [[xoroshiro128p_uniform_float32(host_states, i) for _ in range(3)] for i in range(40)]
+    np.testing.assert_array_equal(out, np.array(expected, np.float32))
+    np.testing.assert_array_equal(states.copy_to_host(), host_states)  # both advanced the same

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 
 from numba.core import types as numba_types
+from numba.core.dispatcher import Dispatcher
 from numba.cuda.dispatcher import CUDADispatcher
 
 from . import bfloat16
@@ -28,6 +29,8 @@ _compiled: dict = {}
 
 
 def dispatch(runtime, function, args, kwargs):
+    if isinstance(function, Dispatcher) and not isinstance(function, CUDADispatcher):
+        return device_function(function.py_func)(*args, **kwargs)  # @numba.jit: a device function for numba-cuda
     if isinstance(function, CUDADispatcher):
         if not function.targetoptions.get("device"):
             raise fault(UnsupportedInKernel, runtime.where(runtime.site),

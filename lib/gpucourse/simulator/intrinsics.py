@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types as numba_types
+from numba.cuda import vector_types
 
-from .arithmetic import as_dtype
+from .arithmetic import as_dtype, cast
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
@@ -344,6 +345,31 @@ for _name, _function in dict(heq=np.equal, hne=np.not_equal, hge=np.greater_equa
     setattr(FP16, _name, FP16._compare(_function))
 
 
+# -- vector types ----------------------------------------------------------------------------------
+class Vector:
+    """A value of a CUDA vector type (``cuda.float32x4(...)``): ``.x``, ``.y``... a value per lane or a number."""
+
+    def __init__(self, vector_type, components: list):
+        self.type = vector_type
+        self.__dict__.update(zip(vector_type.attr_names, components))
+
+
+def _vector_constructor(vector_type):
+    dtype = as_dtype(vector_type.base_type)
+
+    def construct(*args):
+        """Components from numbers and from the components of smaller vectors, in order (``float32x3(v2, z)``)."""
+        parts = [c for a in args for c in ((getattr(a, n) for n in a.type.attr_names) if type(a) is Vector else (a,))]
+        if len(parts) != vector_type.num_elements:
+            raise TypeError(f"{vector_type} takes {vector_type.num_elements} components, given {len(parts)}")
+        return Vector(vector_type, [cast(p, dtype) for p in parts])
+
+    return construct
+
+
+VECTOR_TYPES = {id(t.user_facing_object): _vector_constructor(t) for t in vector_types.vector_types.values()}
+
+
 # -- the namespace ---------------------------------------------------------------------------------
 class _Dim3:
     """``cuda.threadIdx`` and friends: ``.x``, ``.y``, ``.z`` of the current launch."""
@@ -414,6 +440,8 @@ class SimCuda(BitIntrinsics):
         value = getattr(numba_cuda, name, None)
         if isinstance(value, numba_types.Number):  # cuda.float32(x), cuda.bfloat16(x): casts, as numba's types
             return value
+        if id(value) in VECTOR_TYPES:  # cuda.float32x4, cuda.float4
+            return VECTOR_TYPES[id(value)]
         raise AttributeError(f"cuda.{name} is not supported by the course simulator")
 
 
@@ -424,7 +452,7 @@ _REPLACED_NAMES = [n for n in dir(SimCuda) if not n.startswith("_") and n != "la
 
 
 def _replacements() -> dict[int, object]:
-    table = {id(numba_cuda): SIM_CUDA}
+    table = {id(numba_cuda): SIM_CUDA, **VECTOR_TYPES}
     for name in _REPLACED_NAMES:
         original = getattr(numba_cuda, name)
         if not isinstance(original, (int, float, str)):

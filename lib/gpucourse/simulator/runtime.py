@@ -518,7 +518,7 @@ class Runtime(Arithmetic):
             array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
             if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
-                return np.asarray(array)[index]
+                return self._tuple_item(array, index, site)
             return array[index]
         if len(_as_tuple(index)) < array.ndim:
             return SimView(array, _as_tuple(index) + tuple(map(range, array.shape[len(_as_tuple(index)):])))
@@ -544,6 +544,20 @@ class Runtime(Arithmetic):
             values, active = np.zeros(self.geometry.lanes, array.dtype), values
             values[lanes] = active
         return values.view(np.recarray) if array.dtype.names else values  # r[i].x reads a field
+
+    def _tuple_item(self, items: tuple, index: np.ndarray, site: int) -> np.ndarray:
+        """``items[index]`` in each active lane (Python's negative indices, as numba); out of range: `OutOfBounds`."""
+        lanes, n = self.active_lanes(), len(items)
+        wanted = np.broadcast_to(index, (self.geometry.lanes,))[lanes].astype(np.int64)
+        bad = (wanted < -n) | (wanted >= n)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise fault(OutOfBounds, self.where(site),
+                        f"{self.geometry.thread_name(int(lanes[first]))}: index {wanted[first]} in "
+                        f"`{SITES[site].expression}`: tuple index out of range (the tuple has {n} items)")
+        values = np.zeros(self.geometry.lanes, np.asarray(items).dtype)
+        values[lanes] = np.asarray(items)[wanted]
+        return values
 
     def store(self, array, index, value, site: int, field: str | None = None):
         """``array[index] = value``, or ``array[index].field = value`` for a record array."""

@@ -3,9 +3,11 @@
 Kernel code calls scalar functions (``math.exp``, ``min``, ``float32``) that
 must here work on arrays of one value per lane, with the dtype numba would give
 (`functions`).
-Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel;
+Device functions (``@cuda.jit(device=True)``, and ``@numba.jit`` functions,
+which numba-cuda compiles as device functions) run rewritten, like the kernel;
 one declared with signatures gets its arguments and result converted to the
-signature numba picks, as on the GPU.
+signature numba picks, as on the GPU. ``numba.cuda.bf16``'s functions and
+casts to bfloat16 round as the GPU does (`bfloat16`).
 """
 
 from __future__ import annotations

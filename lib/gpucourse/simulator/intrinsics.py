@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types as numba_types
-from numba.cuda import vector_types
+from numba.cuda import config as numba_config
 
 from .arithmetic import as_dtype, cast
 from .bits import BitIntrinsics
@@ -46,7 +46,7 @@ def _lanes_of(value) -> np.ndarray:
 # -- memory --------------------------------------------------------------------------------------
 class Shared:
     @staticmethod
-    def array(shape, dtype):
+    def array(shape, dtype, alignment=None):  # alignment changes addresses, never values
         dtype, shape = to_dtype(dtype), _shape(shape)
         dynamic = shape in ((0,), ())
         key = ("dynamic", dtype) if dynamic else ("static", rt.site)
@@ -70,7 +70,7 @@ class Shared:
 
 class Local:
     @staticmethod
-    def array(shape, dtype):
+    def array(shape, dtype, alignment=None):
         dtype, shape = to_dtype(dtype), _shape(shape)
         data = np.zeros((rt.geometry.lanes,) + shape, dtype)
         return SimArray(data, _declared_name("local"), "local", shape, initialised=False)
@@ -92,8 +92,8 @@ def _barrier(what: str) -> np.ndarray:
     """Check that every live thread of each block that reaches the barrier is here; returns those blocks."""
     g = rt.geometry
     lanes = rt.active_lanes()
-    stuck = rt.awaited_at_syncwarp & rt.mask
-    if stuck.any():
+    stuck = rt.nobody if rt.awaited_at_syncwarp is rt.nobody else rt.awaited_at_syncwarp & rt.mask
+    if stuck is not rt.nobody and stuck.any():
         lane = int(np.flatnonzero(stuck)[0])
         raise fault(WarpFault, rt.where(rt.site),
                     f"{g.thread_name(lane)} reaches {what} while other lanes of its warp wait for it at "
@@ -248,9 +248,9 @@ def syncwarp(mask=0xFFFFFFFF):
     named = _check_warp_mask(mask, "cuda.syncwarp()")
     warps_here = np.zeros(g.warps, bool)
     warps_here[g.warp_of[rt.active_lanes()]] = True
-    awaited = rt.awaited_at_syncwarp
-    rt.awaited_at_syncwarp = (awaited & ~rt.mask) | (named & ~rt.mask & ~rt.exited & warps_here[g.warp_of])
-    if rt.awaited_at_syncwarp.any():
+    awaited = (rt.awaited_at_syncwarp & ~rt.mask) | (named & ~rt.mask & ~rt.exited & warps_here[g.warp_of])
+    rt.awaited_at_syncwarp = awaited if awaited.any() else rt.nobody  # nobody: barriers skip the check
+    if awaited.any():
         rt.syncwarp_site = rt.site
     warps = np.unique(g.warp_of[rt.active_lanes()])
     rt.warp_phase[warps] += 1
@@ -367,7 +367,17 @@ def _vector_constructor(vector_type):
     return construct
 
 
-VECTOR_TYPES = {id(t.user_facing_object): _vector_constructor(t) for t in vector_types.vector_types.values()}
+def _vector_constructors() -> dict:
+    """{id of ``cuda.float32x4`` and every other vector type object: its constructor} (none under numba's
+    simulator, where numba.cuda is numba's and this module is only imported)."""
+    if numba_config.ENABLE_CUDASIM:
+        return {}
+    from numba.cuda import vector_types  # noqa: PLC0415
+
+    return {id(t.user_facing_object): _vector_constructor(t) for t in vector_types.vector_types.values()}
+
+
+VECTOR_TYPES = _vector_constructors()
 
 
 # -- the namespace ---------------------------------------------------------------------------------

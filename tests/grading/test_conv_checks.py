@@ -193,7 +193,7 @@ def test_a_missing_write_says_it_was_never_written():
 def test_other_layouts_are_named_in_their_own_terms():
     nhwc, = depthwise_pixels([(1, 4, 5, 3, 3, 3)], padding=1)
     kase, = filter_gradients([(1, 2, 5, 5, 3, 3, 3)])
-    assert element_name(nhwc, (0, 1, 2, 3)) == "image b=0, output pixel h=1, w=2, channel m=3"
+    assert element_name(nhwc, (0, 1, 2, 3)) == "image b=0, output pixel h=1, w=2, channel c=3"  # depthwise: c
     assert element_name(kase, (2, 1, 0, 2)) == "filter m=2, channel c=1, tap p=0, q=2"
     columns, = im2col_columns([(2, 3, 5, 6, 3, 2)], padding=1)  # Ho, Wo = 5, 7
     assert element_name(columns, (13, 40)) == ("row k=13 (channel c=2, filter tap p=0, q=1), "
@@ -326,3 +326,73 @@ def test_the_gradients_plans_match_their_specs_and_a_read_budget():
     check_conv(every_tap, input_grad_spec, plan)
     with pytest.raises(CheckFailed, match=r"may read `dy` at most 12 times, but .* read it 27 times"):
         check_conv(every_tap, input_grad_spec, plan, budget=reads_per_thread("dy", at_most=lambda s: s[1] * 4))
+
+
+# ---------------------------------------------------------------- what a student's typical mistakes are told
+
+
+def test_a_matrix_product_is_described_without_a_filter():
+    kase, = gemm_tiles([(1, 4, 3, 5, 7)])
+    assert kase.describe() == "grid=(1, 1), block=(16, 16), inputs (4, 7), (7, 15) -> out (1, 4, 3, 5)"
+    conv, = output_tiles([(1, 2, 5, 5, 3, 3, 3)], padding=1)
+    assert conv.describe().endswith("(3x3 filter, stride 1, padding 1)")
+
+
+def test_an_index_past_the_output_says_what_the_guard_does_not_fix():
+    @cuda.jit
+    def swaps_r_and_s(dw, dy, x, stride, padding):  # splits k with R where S belongs: right only when R == S
+        kk, m = cuda.grid(2)
+        M, C, R, S = dw.shape
+        if m < M and kk < C * R * S:
+            c, p, q = kk // (R * S), kk // R % S, kk % R
+            acc = float32(0)
+            for b in range(x.shape[0]):
+                for h in range(dy.shape[2]):
+                    for v in range(dy.shape[3]):
+                        i, j = h * stride + p - padding, v * stride + q - padding
+                        if 0 <= i < x.shape[2] and 0 <= j < x.shape[3]:
+                            acc += dy[b, m, h, v] * x[b, c, i, j]
+            dw[m, c, p, q] = acc
+
+    def weight_grad_spec(dy, x, R, S, stride, padding):
+        M, C = dy.shape[1], x.shape[1]
+        dY = dy.transpose(1, 0, 2, 3).reshape(M, -1)
+        return (dY @ columns_spec(x, R, S, stride, padding).T).reshape(M, C, R, S)
+
+    check_conv(swaps_r_and_s, weight_grad_spec, filter_gradients([(1, 2, 5, 5, 3, 3, 3)], padding=1), quiet=True)
+    with pytest.raises(CheckFailed) as failed:
+        check_conv(swaps_r_and_s, weight_grad_spec, filter_gradients([(1, 2, 6, 5, 3, 3, 2)]))
+    message = str(failed.value)
+    assert "needs a guard. If it has one, the index it computed is wrong" in message
+    assert "p = k // S % R, q = k % S (a swap shows only when R ≠ S)" in message
+    assert "filters that are not square" in message
+
+
+def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
+    @cuda.jit
+    def returns_early(y, x, w, stride, padding):
+        patch = cuda.shared.array((PATCH, PATCH), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        M, R, S = w.shape[0], w.shape[2], w.shape[3]
+        b, m = cuda.blockIdx.z // M, cuda.blockIdx.z % M
+        h, v = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
+        if h >= y.shape[2] or v >= y.shape[3]:
+            return
+        top, left = cuda.blockIdx.y * TILE * stride - padding, cuda.blockIdx.x * TILE * stride - padding
+        width = (TILE - 1) * stride + S
+        acc = float32(0)
+        for c in range(x.shape[1]):
+            for e in range(ty * TILE + tx, ((TILE - 1) * stride + R) * width, TILE * TILE):
+                i, j = top + e // width, left + e % width
+                inside = 0 <= i < x.shape[2] and 0 <= j < x.shape[3]
+                patch[e // width, e % width] = x[b, c, i, j] if inside else float32(0)
+            cuda.syncthreads()
+            for p in range(R):
+                for q in range(S):
+                    acc += patch[ty * stride + p, tx * stride + q] * w[m, c, p, q]
+            cuda.syncthreads()
+        y[b, m, h, v] = acc
+
+    with pytest.raises(CheckFailed, match=r"which nothing has written \(shared memory[^\n]*\n  If threads past the "
+                                          r"edge of the output return .* meets every barrier; guard only the final store"):
+        check_conv(returns_early, conv_spec, output_tiles([(1, 2, 7, 9, 2, 3, 3)], padding=1, tile=TILE))

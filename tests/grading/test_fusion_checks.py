@@ -158,7 +158,7 @@ def test_gemm_epilogue_check_and_traffic_budget():
     assert "correct but over its budget" in message
 
 
-def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=False):
+def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=False, mask=True, early_exit=False):
     """The assignment's flash attention, or a broken variant of it."""
 
     @cuda.jit
@@ -175,6 +175,8 @@ def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=Fals
         N, d = Q.shape
         if big_shared:
             waste[t, 0] = float32(0)
+        if early_exit and i >= N:
+            return
         scale = float32(1) / math.sqrt(float32(d))
         for c in range(d):
             q[c] = Q[i, c] * scale if i < N else float32(0)
@@ -189,7 +191,7 @@ def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=Fals
             top = m
             for j in range(BKEYS):
                 score = float32(-math.inf)
-                if j0 + j <= i and j0 + j < N:
+                if (j0 + j <= i or not mask) and j0 + j < N:
                     score = float32(0)
                     for c in range(d):
                         score += q[c] * (k_tile[j, c] if tiles else K[j0 + j, c])
@@ -255,3 +257,116 @@ def test_global_bytes_adds_up_every_launch():
     assert gf.global_bytes(t) == 4 * (elements + rows + 2 * elements + rows + threads * rows
                                       + 2 * elements + threads * rows)
     assert gf.global_bytes(t[0]) == 4 * (elements + rows)
+
+
+# ---------------------------------------------------------------- what a student's typical mistakes are told
+
+
+@cuda.jit
+def softmax_online_without_rescale(y, x):  # one warp per row; forgets exp(m_old - m_new) when the max grows
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        m, l = float32(-math.inf), float32(0)
+        for c in range(lane, x.shape[1], 32):
+            value = x[row, c]
+            if value > m:
+                l, m = l + float32(1), value
+            elif value > float32(-math.inf):
+                l += math.exp(value - m)
+        for offset in (16, 8, 4, 2, 1):
+            m_other, l_other = cuda.shfl_xor_sync(FULL, m, offset), cuda.shfl_xor_sync(FULL, l, offset)
+            top = max(m, m_other)
+            if top > float32(-math.inf):
+                l, m = l * math.exp(m - top) + l_other * math.exp(m_other - top), top
+        m = m if m > float32(-math.inf) else float32(0)
+        for c in range(lane, x.shape[1], 32):
+            y[row, c] = math.exp(x[row, c] - m) / l if l > float32(0) else float32(0)
+
+
+def test_a_softmax_with_a_wrong_sum_is_named_by_an_ordinary_row_and_told_to_rescale():
+    message = fails(r"row [3-9] is wrong", gf.check_row_kernel, softmax_online_without_rescale, softmax_spec,
+                    gf.warp_rows([(7, 100)], warps=[1]))
+    assert "the row is the right softmax times" in message and "rescale the sum so far by exp(m_old - m_new)" in message
+
+
+@cuda.jit
+def layernorm_merging_empty_states(y, x, gamma, beta):  # one warp per row; Welford without the n = 0 case
+    row, lane = cuda.blockIdx.x, cuda.threadIdx.x
+    n, mean, m2 = float32(0), float32(0), float32(0)
+    for c in range(lane, x.shape[1], 32):
+        n += float32(1)
+        delta = x[row, c] - mean
+        mean += delta / n
+        m2 += delta * (x[row, c] - mean)
+    for offset in (16, 8, 4, 2, 1):
+        n_b, mean_b = cuda.shfl_xor_sync(FULL, n, offset), cuda.shfl_xor_sync(FULL, mean, offset)
+        m2_b = cuda.shfl_xor_sync(FULL, m2, offset)
+        total = n + n_b
+        delta = mean_b - mean
+        n, mean, m2 = total, mean + delta * (n_b / total), m2 + m2_b + delta * delta * (n * n_b / total)
+    for c in range(lane, x.shape[1], 32):
+        y[row, c] = (x[row, c] - mean) / math.sqrt(m2 / n + float32(1e-5)) * gamma[c] + beta[c]
+
+
+def test_layernorm_nan_in_a_short_row_points_at_the_empty_state():
+    message = fails(r"got nan", gf.check_layernorm, layernorm_merging_empty_states, layernorm_spec,
+                    [gf.RowPlan((3, 5), (3,), (32,))])
+    assert "a row of 5 columns leaves some of the 32 threads without a column" in message
+    assert "when n is 0, return the other state unchanged" in message
+
+
+def cross_entropy_picking(column_of_lane_0: bool):
+    """One warp per row; the label's logit from lane 0 (not from lane label % 32), or not subtracted at all."""
+
+    @cuda.jit
+    def cross_entropy(loss, logits, labels):
+        lane = cuda.threadIdx.x
+        row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        if row < logits.shape[0]:
+            label = labels[row]
+            m, l, picked = float32(-math.inf), float32(0), float32(0)
+            for c in range(lane, logits.shape[1], 32):
+                value = logits[row, c]
+                if c == label or (column_of_lane_0 and c == lane):
+                    picked = value
+                if value > m:
+                    l, m = l * math.exp(m - value) + float32(1), value
+                else:
+                    l += math.exp(value - m)
+            for offset in (16, 8, 4, 2, 1):
+                m_other, l_other = cuda.shfl_xor_sync(FULL, m, offset), cuda.shfl_xor_sync(FULL, l, offset)
+                top = max(m, m_other)
+                l, m = l * math.exp(m - top) + l_other * math.exp(m_other - top), top
+            picked = cuda.shfl_sync(FULL, picked, 0)
+            if lane == 0:
+                loss[row] = float32(0) if label == -100 else (m - picked) + math.log(l)
+
+    return cross_entropy
+
+
+def test_cross_entropy_says_which_logit_was_subtracted():
+    plans = gf.warp_rows([(9, 100)], warps=[1])
+    message = fails(r"row [2-8] is wrong", gf.check_cross_entropy, cross_entropy_picking(False), cross_entropy_spec,
+                    plans)
+    assert "the loss is logsumexp alone: the logit of the label (column" in message
+    message = fails(r"row [2-8] is wrong", gf.check_cross_entropy, cross_entropy_picking(True), cross_entropy_spec,
+                    plans)
+    assert re.search(r"the loss subtracts the logit of column \d+, not of the label, column \d+: fetch it from the "
+                     r"lane that read column \d+, lane \d+ % 32", message)
+
+
+def test_attention_without_the_causal_mask_is_told_so():
+    message = fails(r"row 0 is wrong", gf.check_attention, flash_kernel(mask=False), [(40, 16)], block_rows=BQ,
+                    key_block=BKEYS)
+    assert "its output is attention over keys 0 to 15, but query 0 sees only keys 0 to 0: the causal mask is " \
+           "missing" in message
+    ones = np.ones((3, 4), np.float32)
+    assert "are 0 to 1, in 1 block of 16: check" in gf.attention_diagnosis(ones, ones, ones, True, 16)(1, np.zeros(4))
+
+
+def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
+    message = fails(r"which nothing has written \(shared memory", gf.check_attention, flash_kernel(early_exit=True),
+                    [(20, 16)], block_rows=BQ, key_block=BKEYS)
+    assert "every thread of the block copies its elements and meets every barrier; guard only the final store" \
+        in message

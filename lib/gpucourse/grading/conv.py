@@ -43,12 +43,15 @@ class ConvCase:
     out: tuple[int, ...]
     kind: str  # NCHW, NHWC (outputs), COLUMNS (an im2col matrix (C*R*S, B*Ho*Wo)), FILTERS (M, C, R, S), INPUTS (B, C, H, W)
     geometry: tuple[int, ...]  # (B, C, H, W, R, S, stride, padding, Ho, Wo) of the convolution behind it
+    product: bool = False  # a plain matrix product (`gemm_tiles`): no filter, stride or padding to name
 
     def describe(self) -> str:
         B, C, H, W, R, S, stride, padding, Ho, Wo = self.geometry
         shapes = ", ".join(str(s) for s in self.inputs)
-        return (f"grid={self.grid}, block={self.block}, inputs {shapes} -> out {self.out} "
-                f"({R}x{S} filter, stride {stride}, padding {padding})")
+        described = f"grid={self.grid}, block={self.block}, inputs {shapes} -> out {self.out}"
+        if self.product:
+            return described
+        return f"{described} ({R}x{S} filter, stride {stride}, padding {padding})"
 
 
 def _geometry(B, C, H, W, R, S, stride, padding) -> tuple[int, ...]:
@@ -88,7 +91,7 @@ def gemm_tiles(shapes: Iterable[Sequence[int]], tile: int = 16) -> list[ConvCase
     for B, M, Ho, Wo, K in shapes:
         N = B * Ho * Wo
         cases.append(ConvCase((blocks_needed(N, tile), blocks_needed(M, tile)), (tile, tile), ((M, K), (K, N)), (),
-                              (B, Ho, Wo), (B, M, Ho, Wo), NCHW, (B, K, Ho, Wo, 1, 1, 1, 0, Ho, Wo)))
+                              (B, Ho, Wo), (B, M, Ho, Wo), NCHW, (B, K, Ho, Wo, 1, 1, 1, 0, Ho, Wo), product=True))
     return cases
 
 
@@ -203,7 +206,10 @@ def element_name(kase: ConvCase, index: tuple[int, ...]) -> str:
     if kase.kind == INPUTS:
         b, c, h, w = index
         return f"image b={b}, input pixel h={h}, w={w}, channel c={c}"
-    b, m, h, w = index if kase.kind == NCHW else (index[0], index[3], index[1], index[2])
+    if kase.kind == NHWC:  # a depthwise convolution: output channel c is input channel c
+        b, h, w, c = index
+        return f"image b={b}, output pixel h={h}, w={w}, channel c={c}"
+    b, m, h, w = index
     return f"image b={b}, output pixel h={h}, w={w}, channel m={m}"
 
 
@@ -222,6 +228,31 @@ def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, ba
             lines.append("  every wrong output's window overlaps the padding: inputs outside the image count as 0 "
                          "(and must not be read)")
     return "\n".join(lines)
+
+
+# What a guard alone does not fix, by what ``out`` holds: the index a thread computes from its flat position
+_INDEX_HINTS = {
+    COLUMNS: "its (c, p, q) from k = (c·R + p)·S + q (p = k // S % R, q = k % S) or its (b, h, v) from "
+             "n = (b·Ho + h)·Wo + v, with Ho and Wo from the formula for the stride and padding",
+    FILTERS: "its (c, p, q) from k = (c·R + p)·S + q: p = k // S % R, q = k % S (a swap shows only when R ≠ S)",
+    NHWC: "its (b, h, v) from n = (b·Ho + h)·Wo + v, with Ho and Wo from y's shape (not x's: they differ "
+          "when the stride is 2 or the padding is not 1)",
+    NCHW: "its output pixel from the grid, with Ho and Wo from the output's shape (not the input's: they "
+          "differ when the stride is 2 or the padding is not 1)",
+    INPUTS: "its input pixel from the grid",
+}
+
+
+def explain_launch_failure(message: str, kase: ConvCase, out_name: str) -> str:
+    """Add to a failed launch's message what the generic advice leaves out for a convolution's kernels."""
+    if message.endswith(f"A thread past the end of `{out_name}` needs a guard."):
+        message += (f" If it has one, the index it computed is wrong: check {_INDEX_HINTS[kase.kind]}; "
+                    f"the hidden tests use strides of 1 and 2, paddings of 0 to 2 and filters that are not square.")
+    if "which nothing has written (shared memory" in message:
+        message += ("\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
+                    "their share of the shared array is never written: every thread of the block copies its "
+                    "elements and meets every barrier; guard only the final store.")
+    return message
 
 
 def wrong_outputs(got: np.ndarray, expected: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
@@ -264,8 +295,11 @@ def check_conv(
             raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
         scale = np.abs(expected_of(spec, dtype, *[np.abs(x) for x in inputs], *kase.spec_scalars))
         described = kase.describe()
-        got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype,
-                                    [*inputs, *kase.scalars], labels, budgets)
+        try:
+            got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype,
+                                        [*inputs, *kase.scalars], labels, budgets)
+        except CheckFailed as failed:
+            raise CheckFailed(explain_launch_failure(str(failed), kase, labels[0])) from None
         bad = wrong_outputs(got, expected, scale, dtype)
         if len(bad):
             raise CheckFailed(explain(name, kase, got, expected, bad))

@@ -127,8 +127,13 @@ def _rows_text(rows: Sequence[int], limit: int = 8) -> str:
 
 
 def explain_rows(name: str, launch: RowLaunch, got: np.ndarray, bad: np.ndarray, out_name: str) -> str:
-    """Which row is wrong first, what is special about it, expected vs got, and the other wrong rows."""
-    first = tuple(int(i) for i in bad[0])
+    """Which row is wrong first, what is special about it, expected vs got, and the other wrong rows.
+
+    An ordinary row is named before a special one (masked, large values): when both are wrong, the bug is
+    not in how the special case is handled, and the special row's note would only mislead.
+    """
+    ordinary = [i for i in range(len(bad)) if int(bad[i][0]) not in launch.rows]
+    first = tuple(int(i) for i in bad[ordinary[0] if ordinary else 0])
     row = first[0]
     value, wanted = got[first], launch.expected[first]
     index = ", ".join(map(str, first))
@@ -140,7 +145,7 @@ def explain_rows(name: str, launch: RowLaunch, got: np.ndarray, bad: np.ndarray,
              f"  row {row}{special} is wrong: {out_name}[{index}] should be {float(wanted)!r}, got {float(value)!r}{never}",
              f"  {len(wrong_rows)} of {got.shape[0]} rows are wrong: {_rows_text(wrong_rows)}"]
     if launch.diagnose is not None:
-        hint = launch.diagnose(row, got[row])
+        hint = launch.diagnose(row, got[row] if got.ndim > 1 else got[row:row + 1])
         if hint:
             lines.append(f"  {hint}")
     return "\n".join(lines)
@@ -156,8 +161,16 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
     budgets = budget_list(budget)
     count = 0
     for launch in launches:
-        got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
-                                    np.float32, launch.arguments, labels, budgets)
+        try:
+            got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block,
+                                        launch.expected.shape, np.float32, launch.arguments, labels, budgets)
+        except CheckFailed as failed:
+            message = str(failed)
+            if "which nothing has written (shared memory" in message:
+                message += ("\n  If threads without a row or query (past the end) return before the barrier, their "
+                            "share of the shared array is never written: every thread of the block copies its "
+                            "elements and meets every barrier; guard only the final store.")
+            raise CheckFailed(message) from None
         expected = launch.expected
         with np.errstate(invalid="ignore"):
             ok = (got == expected) | (np.abs(got.astype(np.float64) - expected) <= launch.tolerance)
@@ -167,6 +180,25 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
         count += 1
     report(name, count, quiet)
+
+
+def proportional_diagnosis(expected: np.ndarray) -> Callable:
+    """A hint for a softmax row that is the right one times a constant: the exponentials are right, the sum is not."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        wanted = expected[row]
+        shown = wanted > 1e-6
+        if shown.sum() < 2 or not np.all(np.isfinite(got[shown])):
+            return ""
+        ratio = got[shown].astype(np.float64) / wanted[shown]
+        factor = float(np.median(ratio))
+        if abs(factor - 1) > 1e-3 and np.allclose(ratio, factor, rtol=1e-3):
+            return (f"the row is the right softmax times {factor:.4g}: each exp(x - m) is right, the sum l it is "
+                    "divided by is not. When a value raises the max, rescale the sum so far by exp(m_old - m_new); "
+                    "when two lanes' states merge, rescale both sums to the larger max")
+        return ""
+
+    return diagnose
 
 
 def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: int = 0, special: bool = True,
@@ -183,9 +215,25 @@ def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: 
             x, notes = logits(rng, *plan.shape, special=special)
             expected = np.asarray(spec(x.astype(np.float64)), np.float64)
             yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x], expected,
-                            1e-5 * np.abs(expected) + 1e-6, notes)
+                            1e-5 * np.abs(expected) + 1e-6, notes, proportional_diagnosis(expected))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def empty_state_diagnosis(cols: int, threads: int) -> Callable:
+    """A hint for NaN in a row shorter than the block: threads without a column merge empty Welford states."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        if not np.isnan(got).any():
+            return ""
+        hint = "a NaN is most often a 0 / 0"
+        if cols < threads:
+            hint += (f": a row of {cols} column{'s' if cols > 1 else ''} leaves some of the {threads} threads without "
+                     "a column, their state is the empty (0, 0, 0), and merging two empty states divides by n = 0 "
+                     "(when n is 0, return the other state unchanged)")
+        return hint + "; the variance is M2 / n (LayerNorm's is biased), not M2 / (n - 1)"
+
+    return diagnose
 
 
 def check_layernorm(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: int = 0, name=None, quiet=False,
@@ -214,7 +262,7 @@ def check_layernorm(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: i
             tolerance = 1e-5 * np.abs(expected) + np.abs(gamma) * (rounding + 1e-5) + 1e-6
             notes = {int(r): "a row with a large mean next to a small spread" for r in np.flatnonzero(shifted)}
             yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x, gamma, beta], expected,
-                            tolerance, notes)
+                            tolerance, notes, empty_state_diagnosis(cols, int(np.prod(plan.block))))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 
@@ -244,9 +292,32 @@ def check_cross_entropy(kernel, spec: Callable, plans: Iterable[RowPlan], *, ign
             expected = np.asarray(spec(x.astype(np.float64), labels), np.float64)
             tolerance = 1e-5 * (np.abs(expected) + row_scale(x)) + 1e-5
             yield RowLaunch(plan.grid, plan.block, f"logits of shape {plan.shape}", [x, labels], expected,
-                            tolerance, notes)
+                            tolerance, notes, picked_diagnosis(x, labels, expected, tolerance, ignore_index))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
+
+
+def picked_diagnosis(x: np.ndarray, labels: np.ndarray, expected: np.ndarray, tolerance: np.ndarray,
+                     ignore_index: int) -> Callable:
+    """A hint for a wrong loss: it is logsumexp minus the logit of another column (or minus nothing)."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        label = int(labels[row])
+        if label == ignore_index or not np.isfinite(got).all():
+            return ""
+        logsumexp = expected[row] + float(x[row, label])
+        value = float(got[0])
+        if abs(logsumexp - value) <= tolerance[row]:
+            return (f"the loss is logsumexp alone: the logit of the label (column {label}) was not subtracted. "
+                    f"The lane that reads column {label} keeps it; cuda.shfl_sync(FULL_MASK, picked, {label} % 32) "
+                    "hands it to the other lanes")
+        close = np.flatnonzero(np.abs(logsumexp - x[row].astype(np.float64) - value) <= tolerance[row])
+        if len(close):
+            return (f"the loss subtracts the logit of column {int(close[0])}, not of the label, column {label}: "
+                    f"fetch it from the lane that read column {label}, lane {label} % 32 = {label % 32}")
+        return ""
+
+    return diagnose
 
 
 def check_gemm_epilogue(kernel, spec: Callable, shapes: Iterable[tuple[int, int, int]], *, tile: int = 16,
@@ -287,6 +358,13 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
             if np.allclose(got, partial, atol=1e-4 * scale):
                 return (f"its output is attention over keys 0 to {stop - 1} only: the block of keys {stop} to "
                         f"{min(last, stop + key_block) - 1} (block {b + 1}) and the ones after it are missing")
+        if causal:  # keys after the query were not masked: attention over keys 0 to some stop > row + 1
+            ends = sorted({min(N, stop) for stop in range(key_block, N + key_block, key_block) if stop > last} | {N})
+            for stop in ends:
+                unmasked = attention_reference(Q[row:row + 1], K[:stop], V[:stop])[0]
+                if np.allclose(got, unmasked, atol=1e-4 * scale):
+                    return (f"its output is attention over keys 0 to {stop - 1}, but query {row} sees only keys "
+                            f"0 to {row}: the causal mask is missing; give a key j > {row} the score -inf")
         for b in range(1, blocks):  # a block of keys alone
             keys = slice(b * key_block, min(last, (b + 1) * key_block))
             alone = attention_reference(Q[row:row + 1], K[keys], V[keys])[0]
@@ -294,7 +372,8 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
                 return (f"its output is attention over the block of keys {keys.start} to {keys.stop - 1} alone: the "
                         "blocks before it were lost (rescale the running sum and output by exp(m_old - m_new), "
                         "do not reset them)")
-        return (f"the keys of query row {row} are 0 to {last - 1}, in {blocks} blocks of {key_block}: check the "
+        return (f"the keys of query row {row} are 0 to {last - 1}, in {blocks} block{'s' if blocks > 1 else ''} of "
+                f"{key_block}: check the "
                 "running max, the rescale exp(m_old - m_new) of l and of the output, and the final division by l")
 
     return diagnose

@@ -42,9 +42,10 @@ ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
 lab-instructor: $(INSTALLED)
 	$(LAB)
 
-## The whole test suite (what CI runs).
+## The whole test suite (what CI runs), on TEST_WORKERS processes (each test file stays in one).
+TEST_WORKERS ?= 2
 test: $(INSTALLED) browser sandbox
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## Debian's chromium for the browser tests (Playwright drives it; it downloads no browser of its own).
 ## Installed only as root with apt-get; elsewhere one line says so and those tests skip.

@@ -2,6 +2,7 @@
 
     python benchmarks/numba_cuda_conformance.py                  # every test file, writes RESULTS.md
     python benchmarks/numba_cuda_conformance.py --files test_intrinsics.py test_math.py --no-write
+    python benchmarks/numba_cuda_conformance.py --reuse-numba   # numba's side from the last run's cache
 
 CPU only. Each test file runs with pytest in its own process twice: once on numba's
 simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course simulator
@@ -16,6 +17,7 @@ one that does not, by cause. A failed assertion is listed apart: it may be a wro
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -72,11 +74,15 @@ def outcomes(report: Path) -> dict[str, tuple[str, str]]:
         test = f"{case.get('classname')}::{case.get('name')}"
         problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         if problem is None:
-            results[test] = ("passed", "")
+            fallback = any(p.get("name") == "ran_on" for p in case.iter("property"))
+            results[test] = ("passed", FALLBACK if fallback else "")
         else:
             outcome = "skipped" if problem.tag == "skipped" else "failed"
             results[test] = (outcome, cause(problem.get("message") or problem.text or ""))
     return results
+
+
+FALLBACK = "on numba's simulator"  # a kernel without source, which the course simulator hands over
 
 
 def cause(message: str) -> str:
@@ -88,17 +94,32 @@ def cause(message: str) -> str:
     return line[:160]
 
 
+def cache_path() -> Path:
+    """Where numba's side is kept between runs: it depends only on the installed numba-cuda."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    return Path.home() / ".cache" / "gpucourse" / f"numba_cuda_conformance_{version('numba-cuda')}.json"
+
+
+def numba_side(path: Path, cache: dict, reuse: bool) -> dict[str, tuple[str, str]]:
+    """One file's outcomes on numba's simulator: from the cache when reusing and it has them, else run."""
+    if not (reuse and path.name in cache):
+        cache[path.name] = run_file("numba", path)
+    return {test: tuple(outcome) for test, outcome in cache[path.name].items()}
+
+
 def compare(numba: dict, course: dict) -> dict:
     """The tests that pass on numba's simulator, and how each does on the course simulator."""
     goal = [test for test, (outcome, _) in numba.items() if outcome == "passed"]
     passed = [test for test in goal if course.get(test, ("missing", ""))[0] == "passed"]
+    handed_over = [test for test in passed if course[test][1] == FALLBACK]
     failing = defaultdict(list)
     for test in goal:
         outcome, why = course.get(test, ("missing", "not run"))
         if outcome != "passed":
             kind = "wrong result?" if why.startswith("AssertionError") else outcome
             failing[(kind, why)].append(test)
-    return {"goal": len(goal), "passed": len(passed), "failing": failing,
+    return {"goal": len(goal), "passed": len(passed), "handed_over": len(handed_over), "failing": failing,
             "numba_counts": Counter(o for o, _ in numba.values()), "course_counts": Counter(o for o, _ in course.values())}
 
 
@@ -116,7 +137,10 @@ def section(result: dict, files: list[str]) -> str:
         f"- Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
         f"on the course simulator: {dict(result['course_counts'])}.",
         f"- Of the {result['goal']} tests that pass on numba's simulator, {result['passed']} pass on the course "
-        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}).",
+        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}). {result['handed_over']} of them launch kernels built by "
+        "`exec` from strings, which have no source for the course simulator to rewrite: it runs them on numba's "
+        f"simulator, with a warning; the course simulator itself passes "
+        f"{(result['passed'] - result['handed_over']) / max(result['goal'], 1):.1%}.",
         "",
         "| outcome on the course simulator | cause | tests | examples |",
         "|---|---|---:|---|",
@@ -131,12 +155,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", nargs="*", help="test file names (default: every test_*.py)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md as it is")
+    parser.add_argument("--reuse-numba", action="store_true",
+                        help="take numba's side from the cache of earlier runs where it has the file")
     arguments = parser.parse_args()
     folder = test_folder()
     files = [folder / name for name in arguments.files] if arguments.files else sorted(folder.glob("test_*.py"))
     numba, course = {}, {}
+    cached = cache_path()
+    cache = json.loads(cached.read_text()) if cached.exists() else {}
     for path in files:
-        numba.update(run_file("numba", path))
+        numba.update(numba_side(path, cache, arguments.reuse_numba))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(cache))
         course.update(run_file("course", path))
         print(f"{path.name}: {len(numba)} tests so far on numba's simulator, {len(course)} on the course's",
               flush=True)

@@ -166,3 +166,52 @@ def test_tuples_of_arrays_and_forall_with_no_work():
     add_pairs.forall(0)((out, a, b))  # nothing to do, as in numba
     with pytest.raises(ValueError, match="negative task count"):
         add_pairs.forall(-1)
+
+
+def decrement(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] -= 1
+
+
+def test_one_declared_signature_reads_unsigned_integers_as_signed_as_a_gpu_does():
+    """With one signature numba's dispatcher passes arguments unchecked: uint32 memory is read as int32 (and
+    float memory would be read as integers: that launch is refused)."""
+    kernel = cuda.jit("void(int32[:])")(decrement)
+    a = np.random.default_rng(6).integers(0, 2**32, 45, dtype=np.uint32, endpoint=False)
+    a[0] = 0
+    expected = a - np.uint32(1)  # wraps to 2**32 - 1, as int32 -1 has the same bits
+    kernel[2, 32](a)
+    np.testing.assert_array_equal(a, expected)
+    with pytest.raises(TypeError, match=r"declared for arguments \(array\(int32, 1d, A\)\).*float64"):
+        kernel[2, 32](np.zeros(45))
+    with pytest.raises(TypeError, match=r"cannot be launched with \(array\(float32, 1d, C\)\)"):
+        kernel[2, 32](np.zeros(45, np.float32))
+    several = cuda.jit(["void(int32[:])", "void(float32[:])"])(decrement)
+    with pytest.raises(TypeError, match="cannot be launched with"):  # a list of signatures is checked
+        several[2, 32](np.zeros(45, np.uint32))
+
+
+def test_specialize_auto_device_and_numba_reduce():
+    a = np.random.default_rng(7).uniform(-1, 1, 1000)
+    kernel = cuda.jit(decrement).specialize(a)
+    kernel[32, 32](a_copy := a.copy())
+    np.testing.assert_array_equal(a_copy, a - 1)
+    device, copied = cuda.devicearray.auto_device(a)
+    assert copied and np.array_equal(device.copy_to_host(), a)
+    with pytest.raises(ValueError, match="contiguous"):
+        cuda.devicearray.auto_device(a[::2])
+    assert cuda.reduce(lambda x, y: x + y)(a) == pytest.approx(a.sum(), rel=1e-12)
+    assert cuda.reduce(lambda x, y: max(x, y))(a) == a.max()
+
+
+def test_a_kernel_built_by_exec_runs_on_numbas_simulator_with_a_warning():
+    """numba-cuda's own tests build kernels from strings; the course simulator needs source, so such a kernel
+    runs on numba's simulator, and the warning says which checks it goes without."""
+    namespace = {}
+    exec("def largest(res, a):\n    cuda.atomic.max(res, 0, a[cuda.grid(1)])\n", {"cuda": cuda}, namespace)
+    kernel = cuda.jit(namespace["largest"])
+    a, res = np.random.default_rng(8).uniform(-1, 1, 64), np.full(1, -np.inf)
+    with pytest.warns(UserWarning, match="`largest` has no source code.*numba's simulator.*without its checks"):
+        kernel[2, 32](res, a)
+    assert res[0] == a.max()

@@ -4,12 +4,14 @@ still cannot run stops with one course message naming the kernel and the line, n
 import cmath
 import math
 
+import numba
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
+from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
 
 from gpucourse import simulated
-from gpucourse.simulator import DataRace, UnsupportedInKernel
+from gpucourse.simulator import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel
 
 N = 40
 
@@ -223,29 +225,167 @@ def test_a_device_function_written_as_a_lambda():
     np.testing.assert_array_equal(out, a + 1)
 
 
+@cuda.jit
+def log_base_polar_and_quotient(z, base, out):
+    i = cuda.grid(1)
+    if i < z.size:
+        out[i, 0] = cmath.log(z[i], base[i])
+        out[i, 1] = complex(*cmath.polar(z[i]))
+        out[i, 2] = z[i] / base[i]
+
+
+def numba_on_the_cpu(z, base):
+    """The same three values from numba's CPU compilation, which shares numba-cuda's complex algorithms."""
+    log_base = numba.njit(lambda z, b: cmath.log(z, b))
+    polar = numba.njit(lambda z: complex(*cmath.polar(z)))
+    quotient = numba.njit(lambda z, b: z / b)
+    return [[log_base(a, b), polar(a), quotient(a, b)] for a, b in zip(z.tolist(), base.tolist())]
+
+
+def test_cmath_log_with_a_base_polar_and_complex_division_as_numba_computes_them():
+    inf, nan = math.inf, math.nan
+    parts = [0.0, -0.0, 1.0, -1.0, math.pi, inf, -inf, nan]
+    specials = [complex(x, y) for x in parts for y in parts]
+    rng = np.random.default_rng(4)
+    z = np.array(specials + list(rng.uniform(-3, 3, 30) + 1j * rng.uniform(-3, 3, 30)))
+    base = np.array(specials[::-1] + list(rng.uniform(-3, 3, 30) + 1j * rng.uniform(-3, 3, 30)))
+    with np.errstate(divide="ignore"):  # dividing by 0 or log(1) = 0: numba raises, a GPU leaves the result unset
+        keep = (base != 0) & (np.log(base) != 0)
+    z, base = z[keep], base[keep]
+    out = np.zeros((z.size, 3), np.complex128)
+    log_base_polar_and_quotient[2, 64](z, base, out)
+    for got, want in zip(out.tolist(), numba_on_the_cpu(z, base)):
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-15)  # nan where nan, inf where inf
+
+
+@cuda.jit
+def reshape_in_a_kernel(a, shape, out):
+    b = a.reshape(shape)
+    i, j = cuda.grid(2)
+    if i < b.shape[0] and j < b.shape[1]:
+        out[i, j] = b[i, j] * 2
+
+
+@pytest.mark.parametrize("shape", [(4, 15), (12, 5), (-1, 3), (60, 1)])
+def test_reshape_in_a_kernel_views_the_same_elements(shape):
+    a = np.random.default_rng(5).uniform(-1, 1, 60).astype(np.float32)
+    expected = a.reshape(shape) * 2
+    out = np.full(expected.shape, np.nan, np.float32)
+    reshape_in_a_kernel[(4, 2), (16, 8)](a, shape, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@cuda.jit
+def reshape_then_read(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.reshape(out.size)[i]
+
+
+def test_reading_an_unwritten_element_through_a_reshaped_array_is_reported():
+    a = cuda.device_array((2, 3), np.float32)
+    with pytest.raises(UninitializedRead, match="reshape_then_read"):
+        reshape_then_read[1, 8](a, np.zeros(6, np.float32))
+
+
+@cuda.jit
+def windows_and_compare_and_swap(a, out, flags, old):
+    i = cuda.grid(1)
+    if i < out.size:
+        window = a[i:i + 3]  # a view starting at a different element in each thread
+        total = 0.0
+        for k in range(window.shape[0]):
+            total += window[k]
+        out[i] = total
+        old[i] = cuda.atomic.compare_and_swap(flags[i:], 0, i + 1)
+
+
+@cuda.jit
+def parts_of_complex_numbers(z, counts, out):
+    i = cuda.grid(1)
+    if i < z.size:
+        out[i] = z.real[i] - z.imag[i]
+        cuda.atomic.add(counts.imag, i % 3, 1.0)  # the imaginary parts: memory that is not one block
+
+
+def test_real_and_imaginary_parts_of_complex_arrays_read_and_update_atomically():
+    rng = np.random.default_rng(14)
+    z = rng.uniform(-1, 1, 70) + 1j * rng.uniform(-1, 1, 70)
+    counts, out = np.full(3, 5 + 0.5j), np.zeros(70)
+    parts_of_complex_numbers[3, 32](z, counts, out)
+    np.testing.assert_array_equal(out, z.real - z.imag)
+    np.testing.assert_array_equal(counts, 5 + 1j * (0.5 + np.bincount(np.arange(70) % 3)))
+
+
+@cuda.jit
+def vectors(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        pair = cuda.float32x2(a[i], float32(2) * a[i])
+        v = cuda.float4(pair, a[i] + float32(1), i)  # components from a smaller vector and from numbers
+        out[i, 0], out[i, 1], out[i, 2], out[i, 3] = v.x, v.y, v.z, v.w
+
+
+def test_vector_types_built_from_numbers_and_smaller_vectors():
+    a = np.random.default_rng(16).uniform(-1, 1, 50).astype(np.float32)
+    out = np.zeros((50, 4), np.float32)
+    vectors[2, 32](a, out)
+    np.testing.assert_array_equal(out, np.stack([a, 2 * a, a + 1, np.arange(50)], axis=1).astype(np.float32))
+
+
+@cuda.jit
+def shape_by_thread(a, out):
+    i = cuda.threadIdx.x
+    if i < 3:
+        out[i] = a.shape[i - 1]
+
+
+def test_a_shape_index_out_of_range_is_out_of_bounds_in_the_threads_that_use_it():
+    out = np.zeros(4, np.int64)
+    shape_by_thread[1, 3](np.zeros((5, 6)), out)  # -1, 0, 1: Python's negative index, as in numba
+    assert out.tolist() == [6, 5, 6, 0]
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(2, 0, 0\).*index 1 in `a\.shape\[i - 1\]`: tuple index out of range"):
+        shape_by_thread[1, 4](np.zeros(5), out)
+
+
+def test_slices_with_bounds_that_differ_from_thread_to_thread():
+    a = np.random.default_rng(8).uniform(-1, 1, 41)
+    out, flags, old = np.zeros(41), np.where(np.arange(41) % 3 == 0, 7, 0).astype(np.int32), np.zeros(41, np.int32)
+    before = flags.copy()
+    windows_and_compare_and_swap[2, 32](a, out, flags, old)
+    np.testing.assert_allclose(out, [a[i:i + 3].sum() for i in range(41)], rtol=1e-15)
+    np.testing.assert_array_equal(old, before)
+    np.testing.assert_array_equal(flags, np.where(before == 0, np.arange(1, 42), before))
+
+
+@cuda.jit
+def past_the_window(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i:i + 2][2]
+
+
+def test_an_index_past_a_per_thread_window_is_out_of_bounds():
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(0, 0, 0\).*index 2 is past the end of axis 0 \(size 2\)"):
+        past_the_window[1, 8](np.zeros(20), np.zeros(8))
+
+
 # -- the rest: one course message -----------------------------------------------------------------------------
 @cuda.jit
-def reshaped(a, out):
+def transposed(a, out):
     i = cuda.grid(1)
-    out[i] = a.reshape(a.size)[i]
+    out[i] = a.T[0, i]
 
 
 @cuda.jit
-def real_part(z, out):
+def stepped_per_thread(a, out):
     i = cuda.grid(1)
-    out[i] = z.real[i]
-
-
-@cuda.jit
-def sliced(a, out):
-    i = cuda.grid(1)
-    out[i] = a[i:][0]
+    out[i] = a[::i + 1][0]
 
 
 @pytest.mark.parametrize("kernel, args, line", [
-    (reshaped, (np.zeros((2, 2)), np.zeros(4)), "out[i] = a.reshape(a.size)[i]"),
-    (real_part, (np.zeros(4, np.complex128), np.zeros(4)), "out[i] = z.real[i]"),
-    (sliced, (np.zeros(5), np.zeros(4)), "a[i:]"),
+    (transposed, (np.zeros((4, 4), np.float32), np.zeros(4, np.float32)), "out[i] = a.T[0, i]"),
+    (stepped_per_thread, (np.zeros(5), np.zeros(4)), "a[::i + 1]"),
 ])
 def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, line):
     with pytest.raises(UnsupportedInKernel) as fault:
@@ -254,3 +394,22 @@ def test_what_the_simulator_cannot_run_gets_one_course_message(kernel, args, lin
     assert message.startswith(f"kernel `{kernel.py_func.__name__}`, line ")
     assert line in message
     assert "not supported" in message or "does not support" in message
+
+
+@cuda.jit
+def uniform_draws(states, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        for k in range(out.shape[1]):
+            out[i, k] = xoroshiro128p_uniform_float32(states, i)
+
+
+def test_numba_jit_functions_run_as_device_functions_like_numba_cudas_random_numbers():
+    """numba.cuda.random's generators are @numba.jit functions; from a kernel they are device functions."""
+    states = create_xoroshiro128p_states(40, seed=17)
+    host_states = states.copy_to_host()
+    out = np.zeros((40, 3), np.float32)
+    uniform_draws[2, 32](states, out)
+    expected = [[xoroshiro128p_uniform_float32(host_states, i) for _ in range(3)] for i in range(40)]
+    np.testing.assert_array_equal(out, np.array(expected, np.float32))
+    np.testing.assert_array_equal(states.copy_to_host(), host_states)  # both advanced the same

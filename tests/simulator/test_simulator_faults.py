@@ -288,3 +288,34 @@ def test_warp_primitives_with_absent_lanes():
         shuffle_in_a_branch[1, 32](np.zeros(32, np.float32), a)
     with pytest.raises(WarpFault, match=r"threadIdx=\(40, 0, 0\).*reads lane 16 of its warp.*only 16 threads"):
         shuffle_past_a_partial_warp[1, 48](np.zeros(48, np.float32), a)
+
+
+def make_syncwarp_in_a_branch(then_block_barrier: bool):
+    @cuda.jit
+    def syncwarp_in_a_branch(out, a):
+        """Lanes 0 and 1 sync the warp in a branch; the others go on (to the end, or to a block barrier)."""
+        s = cuda.shared.array(32, float32)
+        t = cuda.threadIdx.x
+        s[t] = a[t]
+        cuda.syncthreads()
+        if t < 2:
+            s[t] += s[t + 2]
+            cuda.syncwarp()
+        if then_block_barrier:
+            cuda.syncthreads()
+        if t == 0:
+            out[0] = s[0] + s[1]
+
+    return syncwarp_in_a_branch
+
+
+def test_syncwarp_waits_for_the_lanes_of_its_mask_to_return_but_not_at_a_block_barrier():
+    """Since Volta the lanes at a syncwarp wait for the others of its mask to sync or return (numba's own
+    `cuda.reduce` relies on it); the others reaching a syncthreads first hang both."""
+    a = data(32)
+    out = np.zeros(1, np.float32)
+    make_syncwarp_in_a_branch(False)[1, 32](out, a)
+    np.testing.assert_allclose(out[0], a[:4].sum(), rtol=1e-6)
+    with pytest.raises(WarpFault, match=r"threadIdx=\(2, 0, 0\).*reaches cuda.syncthreads\(\).*wait for it at "
+                                        r"cuda.syncwarp\(\).*line \d+: cuda.syncwarp\(\)"):
+        make_syncwarp_in_a_branch(True)[1, 32](out, a)

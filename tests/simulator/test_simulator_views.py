@@ -81,7 +81,13 @@ def past_the_view(out, a):
 @cuda.jit
 def bounds_per_thread(out, a):
     i = cuda.grid(1)
-    out[i] = a[i:][0]
+    out[i] = a[i:][0] + a[i + 1:i + 3][1]
+
+
+@cuda.jit
+def step_per_thread(out, a):
+    i = cuda.grid(1)
+    out[i] = a[::i + 1][0]
 
 
 @cuda.jit
@@ -105,7 +111,10 @@ def test_views_are_checked_like_arrays():
         racing_through_a_view[1, 4](np.zeros(4, np.float32))
 
 
-def test_slice_bounds_that_differ_between_threads_get_one_course_message():
-    with pytest.raises(UnsupportedInKernel, match="differ from thread to thread") as fault:
-        bounds_per_thread[1, 4](np.zeros(4, np.float32), np.arange(8, dtype=np.float32))
-    assert str(fault.value).startswith("kernel `bounds_per_thread`, line ")
+def test_slice_bounds_that_differ_between_threads_and_a_step_that_does():
+    a, out = np.random.default_rng(9).uniform(-1, 1, 8).astype(np.float32), np.zeros(5, np.float32)
+    bounds_per_thread[1, 5](out, a)
+    np.testing.assert_array_equal(out, a[:5] + a[2:7])
+    with pytest.raises(UnsupportedInKernel, match="step of the slice .* differs from thread to thread") as fault:
+        step_per_thread[1, 4](np.zeros(4, np.float32), a)
+    assert str(fault.value).startswith("kernel `step_per_thread`, line ")

@@ -12,7 +12,9 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),
-  and device functions with signatures compile for the simulated device.
+  and device functions with signatures compile for the simulated device;
+- a kernel without source code (built by ``exec`` from a string), which the
+  course simulator cannot rewrite, runs on numba's simulator, with a warning.
 
 On a GPU machine `simulated` does the launch part for a while, copying device
 arrays to the host and back; `trace` records the launches inside it.
@@ -22,20 +24,23 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 import weakref
 from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
+from numba.cuda import dispatcher as numba_dispatcher
 from numba.cuda.args import ArgHint, In
+from numba.cuda.cudadrv import devicearray as numba_arrays
 from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
-from numba.np.numpy_support import as_dtype
+from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from .. import simulator
-from ..simulator.arithmetic import cast
+from ..simulator.arithmetic import as_dtype, cast
 from . import device_memory, ptx
 
 _timing_noted = False
@@ -93,6 +98,13 @@ SIMULATED_DEVICE = SimpleNamespace(
 
 def get_current_device():
     return SIMULATED_DEVICE
+
+
+def auto_device(obj, stream=0, copy=True, user_explicit=False):
+    """``cuda.devicearray.auto_device`` on the simulator: a simulator array, refusing what a GPU refuses."""
+    if not isinstance(obj, (np.void, sim_arrays.FakeCUDAArray)):
+        numba_arrays.sentry_contiguous(np.asarray(obj))
+    return sim_arrays.auto_device(obj, stream=stream, copy=copy)
 
 
 def check_launch_limits(grid: tuple, block: tuple) -> None:
@@ -173,6 +185,8 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
     actual = tuple(ptx.argument_type(a) for a in args)
     cases = [types.void(*argtypes) for argtypes in declared]
     chosen = dispatcher.typingctx.resolve_overload(dispatcher.py_func, cases, actual, {})
+    if chosen is None and dispatcher._specialized:
+        args, chosen = _reinterpreted(args, actual, cases[0])
     if chosen is None:
         signatures = "; ".join(f"({', '.join(map(str, argtypes))})" for argtypes in declared)
         raise TypeError(
@@ -182,6 +196,24 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
     converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
                  for a, t in zip(args, chosen.args)]
     return converted, tuple(chosen.args)
+
+
+def _reinterpreted(args, actual: tuple, declared):
+    """A kernel declared with one signature (``cuda.jit("void(int32[:])")``) takes its arguments unchecked on
+    a GPU: a uint32 array is read as int32. The arguments so read, and the signature, where only the
+    signedness of integers differs; else (args, None): the launch is refused, as a float array read as integers
+    (what a GPU would do) is almost always a mistake."""
+    viewed = []
+    for value, have, want in zip(args, actual, declared.args):
+        if isinstance(have, types.Array) and isinstance(want, types.Array) and have != want:
+            dtype = as_dtype(want.dtype)
+            host = getattr(value, "_ary", value)
+            integers = host.dtype.kind in "iu" and dtype.kind in "iu"
+            if have.ndim != want.ndim or host.dtype.itemsize != dtype.itemsize or not integers:
+                return args, None
+            value = host.view(dtype) if host is value else sim_arrays.FakeCUDAArray(host.view(dtype))
+        viewed.append(value)
+    return viewed, declared
 
 
 def _configuration(configuration) -> tuple:
@@ -230,8 +262,22 @@ class SimulatedLaunch:
         args, declared = _declared_arguments(self.dispatcher, _without_hints(args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         host, copy_back = _on_the_host(args)
-        simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
+        if simulator.has_source(self.dispatcher.py_func):
+            simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
+        else:
+            _on_numbas_simulator(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()
+
+
+def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
+    """A kernel without source (built by ``exec`` from a string) on numba's simulator, which runs the Python
+    function thread by thread: the course simulator rewrites source, and says what this one misses."""
+    warnings.warn(
+        f"kernel `{py_func.__name__}` has no source code (built by exec from a string?): it runs on numba's "
+        "simulator instead of the course's, without its checks (bounds, races, barriers, uninitialised reads) "
+        "and with NumPy's arithmetic types rather than numba's; define it in a notebook cell or a .py file",
+        stacklevel=3)
+    FakeCUDAKernel(py_func, device=False, fastmath=False)[grid, block, 0, shared_bytes](*host)
 
 
 def _launch(self, configuration):
@@ -259,6 +305,8 @@ def install() -> None:
     CUDADispatcher.compile_device = _compile_device
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
+    numba_dispatcher.get_current_device = get_current_device  # `specialize` asks for the compute capability
+    numba_arrays.auto_device = auto_device
     _installed = True
 
 

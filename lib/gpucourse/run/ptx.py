@@ -22,12 +22,10 @@ import os
 import re
 from types import SimpleNamespace
 
-import numba
 from numba import cuda
 from numba.core import types
 from numba.cuda import compiler
 from numba.cuda.core import ir
-from numba.np.numpy_support import as_dtype
 
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
@@ -64,7 +62,9 @@ def toolchain_problem() -> str | None:
 def argument_type(value):
     """The numba type a launch argument has on a real GPU."""
     host = getattr(value, "_ary", None)  # a simulator device array wraps a host array
-    return numba.typeof(value if host is None else host)
+    from numba.cuda.typing.typeof import Purpose, typeof  # noqa: PLC0415 (numba-cuda's: it knows bfloat16)
+
+    return typeof(value if host is None else host, Purpose.argument)
 
 
 def _base_name(variable: str) -> str | None:
@@ -77,6 +77,8 @@ def _base_name(variable: str) -> str | None:
 def _number_dtype(numba_type):
     numba_type = types.unliteral(numba_type)
     if isinstance(numba_type, (types.Number, types.Boolean)):
+        from ..simulator.arithmetic import as_dtype  # noqa: PLC0415 (knows bfloat16; not under numba's simulator)
+
         try:
             return as_dtype(numba_type)
         except NotImplementedError:

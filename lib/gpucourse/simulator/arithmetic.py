@@ -25,11 +25,27 @@ import operator
 
 import numpy as np
 from numba.core import types
-from numba.np.numpy_support import as_dtype, from_dtype
+from numba.cuda.types import bfloat16 as numba_bfloat16
+from numba.np.numpy_support import as_dtype as numba_as_dtype, from_dtype as numba_from_dtype
+
+from . import bfloat16
+from .bfloat16 import BFLOAT16
 
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1
+
+
+def as_dtype(numba_type) -> np.dtype:
+    """numba's ``as_dtype``, which does not know bfloat16 (``ml_dtypes.bfloat16`` in NumPy)."""
+    if numba_type == numba_bfloat16 and BFLOAT16 is not None:
+        return BFLOAT16
+    return numba_as_dtype(numba_type)
+
+
+def from_dtype(dtype: np.dtype):
+    """numba's ``from_dtype`` (it knows bfloat16 only in numba-cuda's own version)."""
+    return numba_bfloat16 if dtype is BFLOAT16 and dtype is not None else numba_from_dtype(dtype)
 
 
 @functools.cache
@@ -64,7 +80,10 @@ def _signature(function, dtypes: tuple) -> tuple | None:
 
 
 def cast(value, dtype: np.dtype):
-    """``value`` (lane array or scalar) as ``dtype``; a Python int too wide for an integer dtype wraps, as in numba."""
+    """``value`` (lane array or scalar) as ``dtype``; a Python int too wide for an integer dtype wraps, as in numba;
+    to bfloat16, rounded once (`bfloat16.round_to`)."""
+    if dtype is BFLOAT16:
+        return bfloat16.round_to(value)
     if type(value) is np.ndarray:
         return value.astype(dtype, copy=False)
     if isinstance(value, np.generic) and value.dtype == dtype:
@@ -90,6 +109,8 @@ def typed(function, *operands, implementation=None):
     if signature is None:
         return implementation(*operands)
     argument_dtypes, result_dtype = signature
+    if result_dtype is BFLOAT16 and function in _BFLOAT16_OPERATORS:  # rounded once, as on the GPU
+        return _BFLOAT16_OPERATORS[function](*operands)
     return cast(implementation(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
 
 
@@ -101,11 +122,34 @@ def _on_python_scalars(function, operands):
         return typed(function, *operands)
 
 
-def _operator(function):
+def complex_quotient(a, b):
+    """``a / b`` of complex numbers by numba's algorithm (CPython's older ``_Py_c_quot``), which NumPy's
+    division does not follow for infinities and nans. Where ``b`` is 0 numba raises ZeroDivisionError, which
+    a GPU does not report (the thread's result is left unset): nan there."""
+    a, b = np.asarray(a), np.asarray(b)
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    by_real = np.abs(br) >= np.abs(bi)
+    divisor, other = np.where(by_real, br, bi), np.where(by_real, bi, br)
+    ratio = other / divisor
+    denominator = divisor + other * ratio
+    real = np.where(by_real, ar + ai * ratio, ar * ratio + ai) / denominator
+    imag = np.where(by_real, ai - ar * ratio, ai * ratio - ar) / denominator
+    result = np.empty(real.shape, np.result_type(a, b))
+    result.real, result.imag = np.where(divisor == 0, np.nan, real), np.where(divisor == 0, np.nan, imag)
+    return result if result.ndim else result[()]
+
+
+def _true_divide(a, b):
+    if np.result_type(a, b).kind == "c":
+        return complex_quotient(a, b)
+    return operator.truediv(a, b)
+
+
+def _operator(function, implementation=None):
     def apply(*operands):
         if all(type(v) is int or type(v) is float for v in operands):  # bool: ~True is False in numba
             return _on_python_scalars(function, operands)
-        return typed(function, *operands)
+        return typed(function, *operands, implementation=implementation)
 
     apply.__name__ = function.__name__
     return staticmethod(apply)
@@ -122,6 +166,10 @@ def select(condition, yes, no):
     return np.where(condition, strong(yes), strong(no))
 
 
+# bfloat16 operators call CUDA's (``operator+`` is ``__hadd``...): one rounding of the exact result
+_BFLOAT16_OPERATORS = {function: bfloat16.OPERATIONS[name] for function, name in (
+    (operator.add, "hadd"), (operator.sub, "hsub"), (operator.mul, "hmul"), (operator.truediv, "hdiv"),
+    (operator.neg, "hneg")) if name in bfloat16.OPERATIONS}
 BINARY = {
     "Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
     "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow, "LShift": operator.lshift,
@@ -142,6 +190,7 @@ class Arithmetic:
 
 
 for _name, _function in {**BINARY, **UNARY}.items():
-    setattr(Arithmetic, method_name(_name), _operator(_function))
+    setattr(Arithmetic, method_name(_name), _operator(_function, _true_divide if _name == "Div" else None))
 
-__all__ = ["Arithmetic", "BINARY", "UNARY", "cast", "dtype_of", "method_name", "select", "strong", "typed"]
+__all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
+           "method_name", "select", "strong", "typed"]

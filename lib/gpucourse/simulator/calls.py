@@ -3,9 +3,11 @@
 Kernel code calls scalar functions (``math.exp``, ``min``, ``float32``) that
 must here work on arrays of one value per lane, with the dtype numba would give
 (`functions`).
-Device functions (``@cuda.jit(device=True)``) run rewritten, like the kernel;
+Device functions (``@cuda.jit(device=True)``, and ``@numba.jit`` functions,
+which numba-cuda compiles as device functions) run rewritten, like the kernel;
 one declared with signatures gets its arguments and result converted to the
-signature numba picks, as on the GPU.
+signature numba picks, as on the GPU. ``numba.cuda.bf16``'s functions and
+casts to bfloat16 round as the GPU does (`bfloat16`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 import functools
 
 from numba.core import types as numba_types
+from numba.core.dispatcher import Dispatcher
 from numba.cuda.dispatcher import CUDADispatcher
-from numba.np.numpy_support import as_dtype, from_dtype
 
-from .arithmetic import cast, dtype_of
+from . import bfloat16
+from .arithmetic import as_dtype, cast, dtype_of, from_dtype
 from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
@@ -28,6 +31,8 @@ _compiled: dict = {}
 
 
 def dispatch(runtime, function, args, kwargs):
+    if isinstance(function, Dispatcher) and not isinstance(function, CUDADispatcher):
+        return device_function(function.py_func)(*args, **kwargs)  # @numba.jit: a device function for numba-cuda
     if isinstance(function, CUDADispatcher):
         if not function.targetoptions.get("device"):
             raise fault(UnsupportedInKernel, runtime.where(runtime.site),
@@ -41,13 +46,31 @@ def dispatch(runtime, function, args, kwargs):
     except TypeError:  # unhashable
         mapped = None
     if mapped is not None:
+        if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
+            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
         return mapped(*args, **kwargs)
+    if getattr(function, "__module__", None) == bfloat16.MODULE:
+        return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:
-        return cast_to(as_dtype(function), as_dtype(function).type)(*args)
+        dtype = as_dtype(function)
+        if dtype is bfloat16.BFLOAT16:
+            return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
+        return cast_to(dtype, dtype.type)(*args)
     for value in args:
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
     return function(*args, **kwargs)
+
+
+def _bfloat16_call(runtime, function, args):
+    implementation = bfloat16.operation(function)
+    if implementation is None:
+        name = getattr(function, "__name__", repr(function)).lstrip("_")
+        raise fault(UnsupportedInKernel, runtime.where(runtime.site),
+                    f"the course simulator does not simulate numba.cuda.bf16's `{name}`"
+                    + ("" if bfloat16.BFLOAT16 is not None else " (bfloat16 needs the ml_dtypes package: "
+                       "pip install ml_dtypes)"))
+    return implementation(*args)
 
 
 def _numba_type(value):

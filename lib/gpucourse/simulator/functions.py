@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .arithmetic import strong, typed
+from .arithmetic import complex_quotient, strong, typed
 
 
 def _fold(numpy_function, builtin):
@@ -86,6 +86,26 @@ def _round(value, ndigits=None):
 
 def _polar(z):
     return np.abs(z), np.angle(z)
+
+
+def _log(z, base=None):
+    """``cmath.log(z)``, and ``cmath.log(z, base)`` as numba computes it: ``log(z) / log(base)``."""
+    if base is None:
+        return np.log(z)
+    return typed(cmath.log, z, base, implementation=lambda z, base: complex_quotient(np.log(z), np.log(base)))
+
+
+def _complex_of(real, imag):
+    result = np.empty(np.shape(real) or np.shape(imag), np.result_type(real, imag, np.complex64))
+    result.real, result.imag = real, imag  # not real + 1j * imag: inf * 1j is nan + inf j
+    return result if result.ndim else result[()]
+
+
+def _complex(real=0.0, imag=0.0):
+    """``complex(real, imag)`` in the type numba gives it, with infinite parts kept."""
+    if not any(isinstance(v, np.ndarray) for v in (real, imag)):
+        return builtins.complex(real, imag)
+    return typed(builtins.complex, real, imag, implementation=_complex_of)
 
 
 def _quiet(cmath_function):
@@ -163,10 +183,12 @@ BUILTINS = {
     builtins.float: cast_to(np.float64, float),
     builtins.bool: cast_to(np.bool_, bool),
     builtins.round: _round,
+    builtins.complex: _complex,
 }
 
 CMATH = {
-    cmath.sqrt: np.sqrt, cmath.exp: _special_values_as_cmath(np.exp, cmath.exp), cmath.log: np.log, cmath.log10: np.log10, cmath.sin: np.sin,
+    cmath.sqrt: np.sqrt, cmath.exp: _special_values_as_cmath(np.exp, cmath.exp), cmath.log: _log,
+    cmath.log10: np.log10, cmath.sin: np.sin,
     cmath.cos: np.cos, cmath.tan: np.tan, cmath.asin: np.arcsin, cmath.acos: np.arccos, cmath.atan: np.arctan,
     cmath.sinh: np.sinh, cmath.cosh: np.cosh, cmath.tanh: np.tanh, cmath.asinh: np.arcsinh,
     cmath.acosh: np.arccosh, cmath.atanh: np.arctanh, cmath.isnan: np.isnan, cmath.isinf: np.isinf,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types as numba_types
-from numba.np.numpy_support import as_dtype
+from numba.cuda import config as numba_config
 
+from .arithmetic import as_dtype, cast
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
@@ -45,7 +46,7 @@ def _lanes_of(value) -> np.ndarray:
 # -- memory --------------------------------------------------------------------------------------
 class Shared:
     @staticmethod
-    def array(shape, dtype):
+    def array(shape, dtype, alignment=None):  # alignment changes addresses, never values
         dtype, shape = to_dtype(dtype), _shape(shape)
         dynamic = shape in ((0,), ())
         key = ("dynamic", dtype) if dynamic else ("static", rt.site)
@@ -69,7 +70,7 @@ class Shared:
 
 class Local:
     @staticmethod
-    def array(shape, dtype):
+    def array(shape, dtype, alignment=None):
         dtype, shape = to_dtype(dtype), _shape(shape)
         data = np.zeros((rt.geometry.lanes,) + shape, dtype)
         return SimArray(data, _declared_name("local"), "local", shape, initialised=False)
@@ -91,6 +92,13 @@ def _barrier(what: str) -> np.ndarray:
     """Check that every live thread of each block that reaches the barrier is here; returns those blocks."""
     g = rt.geometry
     lanes = rt.active_lanes()
+    stuck = rt.nobody if rt.awaited_at_syncwarp is rt.nobody else rt.awaited_at_syncwarp & rt.mask
+    if stuck is not rt.nobody and stuck.any():
+        lane = int(np.flatnonzero(stuck)[0])
+        raise fault(WarpFault, rt.where(rt.site),
+                    f"{g.thread_name(lane)} reaches {what} while other lanes of its warp wait for it at "
+                    f"cuda.syncwarp() ({rt.where(rt.syncwarp_site)}): on a GPU both wait for ever; let every lane "
+                    "of the mask reach the cuda.syncwarp()")
     arrived = np.bincount(g.block_of[lanes], minlength=g.blocks)
     exited = np.flatnonzero(rt.exited)
     live = g.threads_per_block - np.bincount(g.block_of[exited], minlength=g.blocks)
@@ -141,8 +149,9 @@ def syncthreads_or(predicate):
 
 
 # -- warps -----------------------------------------------------------------------------------------
-def _check_warp_mask(mask, what: str) -> None:
-    """The lanes that execute a ``*_sync`` call must be exactly the ones its mask names."""
+def _check_warp_mask(mask, what: str) -> np.ndarray:
+    """The lanes that execute a ``*_sync`` call must be exactly the ones its mask names (``cuda.syncwarp``:
+    see `syncwarp`); returns the lanes the mask names."""
     g = rt.geometry
     named = ((_lanes_of(mask).astype(np.int64) >> g.laneid) & 1).astype(bool)
     active = rt.mask
@@ -154,12 +163,15 @@ def _check_warp_mask(mask, what: str) -> None:
     warps_here = np.zeros(g.warps, bool)
     warps_here[g.warp_of[rt.active_lanes()]] = True
     absent = named & ~active & warps_here[g.warp_of]
+    if what == "cuda.syncwarp()":
+        absent &= rt.exited
     if absent.any():
         lane = int(np.flatnonzero(absent)[0])
         state = "has returned" if rt.exited[lane] else "is not executing this call (it took another branch)"
         raise fault(WarpFault, rt.where(rt.site),
                     f"{what} names lane {g.laneid[lane]} in its mask, but {g.thread_name(lane)} {state}; "
                     "every lane in the mask must take part (use cuda.activemask() or keep all lanes in)")
+    return named
 
 
 def _shuffle(what: str, mask, value, source):
@@ -229,8 +241,18 @@ def any_sync(mask, predicate):
 
 
 def syncwarp(mask=0xFFFFFFFF):
-    _check_warp_mask(mask, "cuda.syncwarp()")
-    warps = np.unique(rt.geometry.warp_of[rt.active_lanes()])
+    """On a GPU since Volta the lanes at ``cuda.syncwarp()`` wait for the other lanes of the mask to reach a
+    ``syncwarp`` of their own or to return; the simulator lets them go on and remembers the lanes they wait
+    for (`Runtime.awaited_at_syncwarp`), which must not reach a block barrier first (a hang on a GPU)."""
+    g = rt.geometry
+    named = _check_warp_mask(mask, "cuda.syncwarp()")
+    warps_here = np.zeros(g.warps, bool)
+    warps_here[g.warp_of[rt.active_lanes()]] = True
+    awaited = (rt.awaited_at_syncwarp & ~rt.mask) | (named & ~rt.mask & ~rt.exited & warps_here[g.warp_of])
+    rt.awaited_at_syncwarp = awaited if awaited.any() else rt.nobody  # nobody: barriers skip the check
+    if awaited.any():
+        rt.syncwarp_site = rt.site
+    warps = np.unique(g.warp_of[rt.active_lanes()])
     rt.warp_phase[warps] += 1
 
 
@@ -268,6 +290,11 @@ class Atomic:
     def cas(ary, idx, old, val):
         return rt.atomic(lambda current, expected, new: np.where(current == expected, new, current),
                          ary, idx, val, rt.site, compare=old)
+
+    @staticmethod
+    def compare_and_swap(ary, old, val):
+        """``cas`` on the first element of a 1-D array."""
+        return Atomic.cas(ary, 0, old, val)
 
 
 setattr(Atomic, "and", Atomic.and_)
@@ -316,6 +343,41 @@ class FP16:
 for _name, _function in dict(heq=np.equal, hne=np.not_equal, hge=np.greater_equal, hgt=np.greater,
                              hle=np.less_equal, hlt=np.less).items():
     setattr(FP16, _name, FP16._compare(_function))
+
+
+# -- vector types ----------------------------------------------------------------------------------
+class Vector:
+    """A value of a CUDA vector type (``cuda.float32x4(...)``): ``.x``, ``.y``... a value per lane or a number."""
+
+    def __init__(self, vector_type, components: list):
+        self.type = vector_type
+        self.__dict__.update(zip(vector_type.attr_names, components))
+
+
+def _vector_constructor(vector_type):
+    dtype = as_dtype(vector_type.base_type)
+
+    def construct(*args):
+        """Components from numbers and from the components of smaller vectors, in order (``float32x3(v2, z)``)."""
+        parts = [c for a in args for c in ((getattr(a, n) for n in a.type.attr_names) if type(a) is Vector else (a,))]
+        if len(parts) != vector_type.num_elements:
+            raise TypeError(f"{vector_type} takes {vector_type.num_elements} components, given {len(parts)}")
+        return Vector(vector_type, [cast(p, dtype) for p in parts])
+
+    return construct
+
+
+def _vector_constructors() -> dict:
+    """{id of ``cuda.float32x4`` and every other vector type object: its constructor} (none under numba's
+    simulator, where numba.cuda is numba's and this module is only imported)."""
+    if numba_config.ENABLE_CUDASIM:
+        return {}
+    from numba.cuda import vector_types  # noqa: PLC0415
+
+    return {id(t.user_facing_object): _vector_constructor(t) for t in vector_types.vector_types.values()}
+
+
+VECTOR_TYPES = _vector_constructors()
 
 
 # -- the namespace ---------------------------------------------------------------------------------
@@ -385,6 +447,11 @@ class SimCuda(BitIntrinsics):
         return np.cbrt(x)
 
     def __getattr__(self, name):
+        value = getattr(numba_cuda, name, None)
+        if isinstance(value, numba_types.Number):  # cuda.float32(x), cuda.bfloat16(x): casts, as numba's types
+            return value
+        if id(value) in VECTOR_TYPES:  # cuda.float32x4, cuda.float4
+            return VECTOR_TYPES[id(value)]
         raise AttributeError(f"cuda.{name} is not supported by the course simulator")
 
 
@@ -395,7 +462,7 @@ _REPLACED_NAMES = [n for n in dir(SimCuda) if not n.startswith("_") and n != "la
 
 
 def _replacements() -> dict[int, object]:
-    table = {id(numba_cuda): SIM_CUDA}
+    table = {id(numba_cuda): SIM_CUDA, **VECTOR_TYPES}
     for name in _REPLACED_NAMES:
         original = getattr(numba_cuda, name)
         if not isinstance(original, (int, float, str)):

@@ -16,6 +16,9 @@ plain access.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 
 NOBODY = -1
@@ -140,6 +143,37 @@ class SimArray:
             self.atomics = AccessRecord(self.size * self.copies)
         return self.atomics
 
+    def reshape(self, *shape) -> "SimArray":
+        """``a.reshape(shape)`` of a contiguous array: its elements, and what was recorded of them, in a new shape."""
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape
+        values = [np.asarray(extent) for extent in shape]
+        if any(v.ndim and v.size and v.min() != v.max() for v in values):
+            raise ValueError(f"the shape given to {self.name}.reshape differs from thread to thread")
+        if self.flat is None or self.copies > 1:
+            raise ValueError(f"{self.name} is not one contiguous array, and numba reshapes only those")
+        data = self.data.reshape(tuple(int(v.flat[0]) if v.size else 0 for v in values))
+        array = SimArray(data, self.name, self.space, data.shape, readonly=self.readonly, written=self.written)
+        array.writes, array.reads = self.writes, self.reads
+        array.atomics = self.atomic_record() if self.tracked else None
+        return array
+
+    @property
+    def real(self) -> "SimArray":
+        return self._part("real")
+
+    @property
+    def imag(self) -> "SimArray":
+        return self._part("imag")
+
+    def _part(self, name: str) -> "SimArray":
+        """``z.real`` or ``z.imag`` of a complex array: a view of its parts. Of a real array, as in numba:
+        ``real`` is the array, ``imag`` a new array of zeros."""
+        if self.dtype.kind != "c":
+            return self if name == "real" else SimArray(np.zeros_like(self.data), f"{self.name}.imag", "local",
+                                                        self.shape)
+        return SimArray(getattr(self.data, name), f"{self.name}.{name}", self.space, self.shape,
+                        readonly=self.readonly, written=self.written)
+
     def fetch(self, elements, components) -> np.ndarray:
         if self.flat is not None:
             return self.flat[elements]
@@ -151,6 +185,42 @@ class SimArray:
             (self.flat if field is None else self.flat[field])[elements] = values
         else:
             (self.data if field is None else self.data[field])[components] = values
+
+
+class LaneSlice:
+    """``start:stop:step`` of a subscript whose start or stop differs from thread to thread (``a[i:]``)."""
+
+    def __init__(self, start, stop, step):
+        self.start, self.stop, self.step = start, stop, step
+
+
+class LaneAxis:
+    """A view axis that starts at a different base index in each thread: ``start`` and ``length`` per lane."""
+
+    def __init__(self, start: np.ndarray, step: int, length: np.ndarray):
+        self.start, self.step, self.length = start, step, length
+
+    @classmethod
+    def of(cls, axis: range, part: LaneSlice) -> "LaneAxis":
+        """The axis ``axis[part]`` (Python's slice rules, lane by lane; a positive step the same in every lane)."""
+        n = len(axis)
+        step = 1 if part.step is None else part.step
+        if step <= 0:
+            raise ValueError("a slice whose bounds differ from thread to thread needs a positive step")
+        start = np.asarray(0 if part.start is None else part.start, np.int64)
+        stop = np.asarray(n if part.stop is None else part.stop, np.int64)
+        start = np.clip(np.where(start < 0, start + n, start), 0, n)
+        stop = np.clip(np.where(stop < 0, stop + n, stop), 0, n)
+        length = np.maximum(0, (stop - start + step - 1) // step)
+        return cls(axis.start + axis.step * start, axis.step * step, length)
+
+
+def _is_axis(axis) -> bool:
+    return type(axis) is range or type(axis) is LaneAxis
+
+
+def extent_of(axis):
+    return axis.length if type(axis) is LaneAxis else len(axis)
 
 
 class SimView:
@@ -165,12 +235,12 @@ class SimView:
     def __init__(self, base: SimArray, axes: tuple):
         self.base = base
         self.axes = axes
-        ranges = [axis for axis in axes if type(axis) is range]
-        self.shape = tuple(len(axis) for axis in ranges)
+        self.shape = tuple(extent_of(axis) for axis in axes if _is_axis(axis))  # an extent per lane on a LaneAxis
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        size = functools.reduce(operator.mul, self.shape, 1)
+        self.size = int(size) if np.ndim(size) == 0 else size
         self.dtype = base.dtype
-        lead = next((k for k, axis in enumerate(axes) if type(axis) is range), len(axes))
+        lead = next((k for k, axis in enumerate(axes) if _is_axis(axis)), len(axes))
         whole = all(type(axis) is range and axis == range(extent) for axis, extent in zip(axes[lead:], base.shape[lead:]))
         self.prefix = axes[:lead] if whole else None
         self.name = base.name if self.prefix is not None else f"{base.name}[{', '.join(map(_shown, axes))}]"
@@ -182,7 +252,7 @@ class SimView:
         """(position in the view's index, range) of each view axis that is not a whole base axis."""
         position = 0
         for axis, extent in zip(self.axes, self.base.shape):
-            if type(axis) is range:
+            if _is_axis(axis):
                 if axis != range(extent):
                     yield position, axis
                 position += 1
@@ -190,7 +260,7 @@ class SimView:
     def base_index(self, index: tuple) -> tuple:
         """The base array's index of the view's (complete, bounds-checked) ``index``."""
         components = iter(index)
-        return tuple(_through(axis, next(components)) if type(axis) is range else axis for axis in self.axes)
+        return tuple(_through(axis, next(components)) if _is_axis(axis) else axis for axis in self.axes)
 
     @classmethod
     def whole(cls, base: SimArray) -> "SimView":
@@ -201,21 +271,30 @@ class SimView:
         components = iter(index)
         axes = []
         for axis in self.axes:
-            if type(axis) is range:
+            if _is_axis(axis):
                 component = next(components, slice(None))
-                axis = axis[component] if type(component) is slice else _through(axis, component)
+                if type(component) is LaneSlice and type(axis) is range:
+                    axis = LaneAxis.of(axis, component)
+                elif type(component) is slice or type(component) is LaneSlice:
+                    if type(axis) is LaneAxis and component != slice(None):
+                        raise ValueError("slicing again a view whose start differs from thread to thread")
+                    axis = axis if type(axis) is LaneAxis else axis[component]
+                else:
+                    axis = _through(axis, component)
             axes.append(axis)
         return SimView(self.base, tuple(axes))
 
 
 def _through(axis: range, position):
     """The base index at ``position`` (a number or one per lane) of a view axis."""
-    if axis.start == 0 and axis.step == 1:
+    if type(axis) is range and axis.start == 0 and axis.step == 1:
         return position
     return axis.start + axis.step * position
 
 
 def _shown(axis) -> str:
+    if type(axis) is LaneAxis:
+        return "i:" if axis.step == 1 else f"i::{axis.step}"
     if type(axis) is not range:
         return str(int(axis)) if np.ndim(axis) == 0 else "i"
     stop = axis.start + axis.step * len(axis)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
+from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import AccessRecord, SimArray, SimView, group_by_element, merge_records, unordered
+from .memory import (AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, group_by_element,
+                     merge_records, unordered)
 from .transform import SITES
 
 
@@ -60,6 +62,8 @@ class Runtime(Arithmetic):
         self.everybody = np.ones(g.lanes, bool)
         self.block_phase = np.zeros(g.blocks, np.int64)
         self.warp_phase = np.zeros(g.warps, np.int64)
+        self.awaited_at_syncwarp = self.nobody  # lanes others wait for at a cuda.syncwarp() (see `syncwarp`)
+        self.syncwarp_site = None
         self.removed = self.nobody
         self.raised_by_kernel = None
         self.exits = 0
@@ -397,9 +401,10 @@ class Runtime(Arithmetic):
         lanes = self.active_lanes()
         values = [np.broadcast_to(v, (self.geometry.lanes,))[lanes] if isinstance(v, np.ndarray)
                   else np.full(len(lanes), int(v)) for v in index]
-        bad = (values[axis] < 0) | (values[axis] >= extent)
+        bad = (values[axis] < 0) | (values[axis] >= extent)  # an extent per active lane on a `LaneAxis`
         first = int(np.flatnonzero(bad)[0])
         lane = int(lanes[first])
+        extent = int(np.broadcast_to(extent, bad.shape)[first])
         shown = ", ".join(str(int(v[first])) for v in values)
         value = int(values[axis][first])
         why = (
@@ -461,10 +466,12 @@ class Runtime(Arithmetic):
                         f"`{SITES[site].expression}` gives {len(index)} index(es) to a view of {view.ndim} dimension(s)")
         lanes = self.lanes()
         for position, axis in view.sliced_axes():
-            value = index[position]
+            value, extent = index[position], _extent(axis)
             value = value if lanes is None or not isinstance(value, np.ndarray) else value[lanes]
-            if np.size(value) and (np.min(value) < 0 or np.max(value) >= len(axis)):
-                self.out_of_bounds(view, index, position, len(axis), site, verb)
+            extent = extent if lanes is None or not isinstance(extent, np.ndarray) else extent[lanes]
+            outside = (np.asarray(value) < 0) | (np.asarray(value) >= extent)
+            if outside.any():
+                self.out_of_bounds(view, index, position, extent, site, verb)
         return view.base, view.base_index(index)
 
     def view(self, array, index, site: int):
@@ -480,19 +487,26 @@ class Runtime(Arithmetic):
                         f"{array.ndim} dimension(s) {array.shape}")
         return array.view(index)
 
-    def slice_of(self, site: int, *bounds) -> slice:
-        """``start:stop:step`` of a subscript, each bound the same in every active lane."""
-        return slice(*(self._uniform(bound, site) for bound in bounds))
+    def slice_of(self, site: int, *bounds) -> slice | LaneSlice:
+        """``start:stop:step`` of a subscript: a `slice`, or a `LaneSlice` where a bound differs from thread to
+        thread (the step may not)."""
+        start, stop, step = (self._uniform(bound) for bound in bounds)
+        if isinstance(step, np.ndarray):
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"the step of the slice in `{SITES[site].expression}` differs from thread to thread, which "
+                        "the course simulator does not support: give every thread the same step, or index elements")
+        if isinstance(start, np.ndarray) or isinstance(stop, np.ndarray):
+            return LaneSlice(start, stop, step)
+        return slice(start, stop, step)
 
-    def _uniform(self, bound, site: int):
+    def _uniform(self, bound):
+        """A slice bound as one int where every active lane has the same, else the lanes' values."""
         if not isinstance(bound, np.ndarray):
             return bound
         lanes = self.lanes()
         values = bound if lanes is None or not bound.ndim else bound[lanes]
         if values.size and values.min() != values.max():
-            raise fault(UnsupportedInKernel, self.where(site),
-                        f"the bounds of the slice in `{SITES[site].expression}` differ from thread to thread, which "
-                        "the course simulator does not support: give every thread the same bounds, or index elements")
+            return bound.astype(np.int64)
         return int(values.flat[0]) if values.size else 0
 
     def load(self, array, index, site: int):
@@ -504,7 +518,7 @@ class Runtime(Arithmetic):
             array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
             if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
-                return np.asarray(array)[index]
+                return self._tuple_item(array, index, site)
             return array[index]
         if len(_as_tuple(index)) < array.ndim:
             return SimView(array, _as_tuple(index) + tuple(map(range, array.shape[len(_as_tuple(index)):])))
@@ -530,6 +544,20 @@ class Runtime(Arithmetic):
             values, active = np.zeros(self.geometry.lanes, array.dtype), values
             values[lanes] = active
         return values.view(np.recarray) if array.dtype.names else values  # r[i].x reads a field
+
+    def _tuple_item(self, items: tuple, index: np.ndarray, site: int) -> np.ndarray:
+        """``items[index]`` in each active lane (Python's negative indices, as numba); out of range: `OutOfBounds`."""
+        lanes, n = self.active_lanes(), len(items)
+        wanted = np.broadcast_to(index, (self.geometry.lanes,))[lanes].astype(np.int64)
+        bad = (wanted < -n) | (wanted >= n)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise fault(OutOfBounds, self.where(site),
+                        f"{self.geometry.thread_name(int(lanes[first]))}: index {wanted[first]} in "
+                        f"`{SITES[site].expression}`: tuple index out of range (the tuple has {n} items)")
+        values = np.zeros(self.geometry.lanes, np.asarray(items).dtype)
+        values[lanes] = np.asarray(items)[wanted]
+        return values
 
     def store(self, array, index, value, site: int, field: str | None = None):
         """``array[index] = value``, or ``array[index].field = value`` for a record array."""
@@ -560,6 +588,8 @@ class Runtime(Arithmetic):
             self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
+        if array.dtype is BFLOAT16:
+            value = round_to_bfloat16(value)  # NumPy's conversion from float64 rounds twice
         array.assign(elements, components, value, field)
 
     def store_in_record(self, record, index, value, site: int) -> None:
@@ -623,11 +653,11 @@ class Runtime(Arithmetic):
             self.trace.record(self, array, "atomic", active, elements, components, site)
         values = _per_lane(value, lanes, len(elements), array.dtype)
         compares = None if compare is None else _per_lane(compare, lanes, len(elements), array.dtype)
-        data = array.flat if array.flat is not None else None
-        if data is None:
-            raise fault(UnsupportedInKernel, self.where(site), "atomics on non-contiguous arrays")
+        data = array.flat
         old = np.empty(len(elements), array.dtype)
-        if len(np.unique(elements)) == len(elements):
+        if data is None:  # z.real: the updates of each element, in lane order, a round at a time
+            _atomic_rounds(array, operation, elements, components, values, compares, old)
+        elif len(np.unique(elements)) == len(elements):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
         else:
@@ -651,6 +681,21 @@ _UNWRITTEN = {
 
 def _as_tuple(index) -> tuple:
     return index if isinstance(index, tuple) else (index,)
+
+
+def _atomic_rounds(array, operation, elements, components, values, compares, old) -> None:
+    """Atomic updates of an array that is not one contiguous block: each round updates the first remaining
+    lane of each element, so that every element sees its updates in lane order."""
+    remaining = np.arange(len(elements))
+    while remaining.size:
+        _, first = np.unique(elements[remaining], return_index=True)
+        batch = remaining[np.sort(first)]
+        where = tuple(c[batch] if np.ndim(c) else c for c in components)
+        old[batch] = current = array.fetch(elements[batch], where)
+        new = operation(current, values[batch]) if compares is None else operation(current, compares[batch],
+                                                                                    values[batch])
+        array.assign(elements[batch], where, new)
+        remaining = np.delete(remaining, np.sort(first))
 
 
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:

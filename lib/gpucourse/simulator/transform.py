@@ -25,6 +25,7 @@ that an error names the line the student wrote.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -399,6 +400,20 @@ def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
             return ast.copy_location(
                 ast.FunctionDef(py_func.__name__, node.args, [ast.Return(node.body)], [], None, type_params=[]), node)
     return None
+
+
+def has_source(py_func) -> bool:
+    """Whether the source of ``py_func`` can be found (not for a function built by ``exec`` from a string)."""
+    return _source_found(py_func.__code__)
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_found(code) -> bool:  # once per function: finding the source tokenizes its file
+    try:
+        inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return False
+    return True
 
 
 def rewrite(py_func) -> tuple[ast.Module, str]:

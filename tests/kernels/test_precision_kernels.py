@@ -205,3 +205,26 @@ def test_maps_store_in_their_own_format(blocks, threads):
     p.launch_map(p.map_fp32, out32, x, blocks, threads)
     np.testing.assert_array_equal(out16, (x.astype(np.float16).astype(np.float32) * 2 + 1).astype(np.float16))
     np.testing.assert_array_equal(out32, x * np.float32(2) + np.float32(1))
+
+
+@cuda.jit
+def add_atomically(total, x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(total, 0, x[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_16_bit_float_atomics_are_refused_as_the_gpu_compiler_does(dtype, monkeypatch):
+    from gpucourse.run.ptx import KernelCompileError
+    from gpucourse.simulator.errors import UnsupportedInKernel
+
+    x = np.ones(40, dtype)
+    with pytest.raises(KernelCompileError, match="would not compile"):
+        add_atomically[2, 32](np.zeros(1, dtype), x)
+    monkeypatch.setenv("GPUCOURSE_PTX_CHECK", "off")  # the simulator refuses it on its own too
+    with pytest.raises(UnsupportedInKernel, match=r"no 16-bit float atomics\): accumulate in a float32 array"):
+        add_atomically[2, 32](np.zeros(1, dtype), x)
+    total = np.zeros(1, np.float32)
+    add_atomically[2, 32](total, x.astype(np.float32))
+    assert total[0] == 40

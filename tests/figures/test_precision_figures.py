@@ -1,4 +1,4 @@
-"""Module 6's pictures: exact rounding to each format against NumPy and ml_dtypes, the bits, spacing, dot errors."""
+"""Module 6's pictures: a number described in each format, limits, fp16 dot-product errors by hand, the figures."""
 
 import matplotlib
 
@@ -10,84 +10,48 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from gpucourse.figures import precision as fp  # noqa: E402
+from gpucourse.kernels.precision import fragment_layout  # noqa: E402
 
-rng = np.random.default_rng(61)
-DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
-          "e5m2": ml_dtypes.float8_e5m2}
-UINTS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
-
-
-def awkward_float32(n):
-    """float32 values over every format's range and past it, with subnormals, ties, zeros, infinities and NaN."""
-    magnitudes = 2.0 ** rng.uniform(-150, 130, n) * rng.choice([-1, 1], n)
-    ties = np.array([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8, 2049.0, 2051.0, 464.0, 61440.0, 65520.0,
-                     2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -10, 0.0, -0.0, np.inf, -np.inf, np.nan])
-    with np.errstate(over="ignore"):
-        return np.r_[magnitudes, ties, -ties].astype(np.float32)
+DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+          "fp8_e5m2": ml_dtypes.float8_e5m2}
 
 
-@pytest.mark.parametrize("name", list(fp.FORMATS))
-def test_rounding_float32_matches_the_dtypes(name):
-    # ml_dtypes and NumPy round a float32 once, to nearest even: the same as the exact rounding from float64
-    x = awkward_float32(4000)
-    with np.errstate(over="ignore"):
-        expected = x.astype(DTYPES[name]).astype(np.float64)
-    got = fp.round_to_format(x, name)
-    np.testing.assert_array_equal(got, expected)
-    assert (np.signbit(got) == np.signbit(expected))[~np.isnan(got)].all()
-
-
-def test_rounding_float64_rounds_once():
-    # 1 + 2^-11 + 2^-40 is above fp16's tie: rounding to float32 first would land on the tie and go to even (down)
-    assert fp.round_to_format(1 + 2.0 ** -11 + 2.0 ** -40, "bf16") == 1
-    assert fp.round_to_format(1 + 2.0 ** -11 + 2.0 ** -40, "fp16") == 1 + 2.0 ** -10
-    x = rng.standard_normal(3000) * 2.0 ** rng.integers(-30, 15, 3000)
-    np.testing.assert_array_equal(fp.round_to_format(x, "fp16"), x.astype(np.float16).astype(np.float64))
-    np.testing.assert_array_equal(fp.round_to_format(x, "fp32"), x.astype(np.float32).astype(np.float64))
-
-
-@pytest.mark.parametrize("name", list(fp.FORMATS))
-def test_bits_are_the_dtypes_bits(name):
-    f = fp.FORMATS[name]
-    for value in awkward_float32(300):
-        e = fp.encode(float(value), name)
-        assert len(e.sign) == 1 and len(e.exponent) == f.exponent and len(e.mantissa) == f.mantissa
-        if np.isnan(e.stored):
-            assert e.kind == "NaN" and np.isnan(np.float32(value).astype(DTYPES[name]))
-            continue
-        with np.errstate(over="ignore"):
-            stored = np.array([value]).astype(DTYPES[name])
-        word = format(int(stored.view(UINTS[f.bits])[0]), f"0{f.bits}b")
-        assert e.sign + e.exponent + e.mantissa == word, (name, value)
-        assert e.stored == float(stored[0])
-
-
-def test_limits_and_kinds():
-    assert (fp.FP16.max, fp.FP16.min_normal, fp.FP16.min_subnormal) == (65504, 2.0 ** -14, 2.0 ** -24)
-    assert (fp.E4M3.max, fp.E5M2.max, fp.BF16.min_normal) == (448, 57344, 2.0 ** -126)
+def test_limits_are_the_dtypes_limits():
+    assert fp.limits("fp16") == (2.0 ** -24, 2.0 ** -14, 65504)
     for name, dtype in DTYPES.items():
-        assert fp.FORMATS[name].max == float(ml_dtypes.finfo(dtype).max)
-        assert fp.FORMATS[name].min_subnormal == float(ml_dtypes.finfo(dtype).smallest_subnormal)
-    assert [fp.encode(v, "fp16").kind for v in (1.0, 1e-6, 1e-9, 7e4)] == ["normal", "subnormal", "zero", "inf"]
-    assert fp.encode(500, "e4m3").kind == "NaN" and fp.encode(6e4, "e5m2").stored == 57344 and fp.encode(7e4, "e5m2").kind == "inf"
-    e = fp.encode(0.1, "fp16")
-    assert e.stored == float(np.float16(0.1)) and e.error == pytest.approx(float(np.float16(0.1)) - 0.1, rel=1e-12)
-    assert fp.encode(256 * 256, "fp16").kind == "inf"
+        info = ml_dtypes.finfo(dtype)
+        assert fp.limits(name) == (float(info.smallest_subnormal), float(info.smallest_normal), float(info.max))
 
 
-def test_spacing_is_the_distance_to_the_next_value():
-    for name, dtype in DTYPES.items():
-        f = fp.FORMATS[name]
-        x = np.geomspace(f.min_subnormal, f.max / 2, 500)
-        stored = fp.round_to_format(x, name)
-        above = np.nextafter(stored.astype(dtype), np.array(np.inf, dtype)).astype(np.float64) if name in (
-            "fp32", "fp16") else np.array([fp.round_to_format(s + fp.spacing(s, name), name) for s in stored])
-        np.testing.assert_array_equal(fp.spacing(x, name), above - stored)
-    assert fp.spacing(2048, "fp16") == 2 and fp.spacing(1, "bf16") == 2.0 ** -7 and fp.spacing(0, "fp16") == 2.0 ** -24
+@pytest.mark.parametrize("value, name, expected", [
+    (0.1, "fp16", "fp16  0 01011 1001100110"), (1e-6, "fp16", "(subnormal)"), (1e-9, "fp16", "stores 0 (zero)"),
+    (256 * 256, "fp16", "0 11111 0000000000                 inf (out of range)"), (-0.0, "bf16", "stores -0 (zero)"),
+    (500, "fp8_e4m3", "NaN (out of range)"), (6e4, "fp8_e5m2", "stores 57344 (normal), error -2.66e+03"),
+    (65504, "fp16", "stores 65504 (normal), error +0, 0 relative"), (1 / 3, "fp32", "stores 0.3333333433"),
+])
+def test_describe(value, name, expected):
+    assert expected in fp.describe(value, name)
+
+
+def test_describe_gives_the_rounding_error_of_the_stored_value():
+    for value in np.random.default_rng(61).standard_normal(50) * 1e3:
+        line = fp.describe(value, "fp16")
+        stored = float(np.float16(value))
+        assert f"stores {stored:<.10g} " in line and f"error {stored - value:+.3g}," in line
+
+
+def test_the_widget_answers_what_is_typed():
+    box, out = fp.format_widget(1.0).children
+    assert "stores 1 (normal), error +0" in out.value and out.value.count("\n") == len(fp.FORMATS)
+    box.value = "65520"
+    assert "fp16  0 11111 0000000000" in out.value and "stores 65520" in out.value
+    box.value = "one"
+    assert "&#x27;one&#x27; is not a number" in out.value
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: fp.encode(1, "fp64"), "no format named 'fp64'"), (lambda: fp.encode("x", "fp16"), "real number"),
+    (lambda: fp.describe(1, "fp64"), "no format named 'fp64'"), (lambda: fp.describe("x", "fp16"), "real number"),
+    (lambda: fp.limits("e4m3"), "use one of"),
     (lambda: fp.dot_errors(max_log2=17), "between 1 and 16"), (lambda: fp.dot_errors(trials=0), "positive"),
     (lambda: fp.draw_fragments({"A": np.zeros((16, 4, 2), int)}), r"\(32 lanes"),
 ])
@@ -128,4 +92,14 @@ def test_figures_build():
     places = np.stack(np.meshgrid(np.arange(8), np.arange(4), indexing="ij"), -1).reshape(32, 1, 2)
     axes = fp.draw_fragments({"M": places}, lanes=[0, 1])
     assert len(axes[0].texts) == 32 and axes[0].texts[5].get_text() == "5:0"
+    plt.close("all")
+
+
+def test_the_fragment_picture_puts_each_lane_where_the_layout_says():
+    axes = fp.draw_fragments(lanes=range(4))
+    for ax, (name, places) in zip(axes, fragment_layout().items()):
+        cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
+        assert len(cells) == len(ax.texts) == places.shape[0] * places.shape[1], name
+        for lane, element in ((0, 0), (5, 1), (31, places.shape[1] - 1)):
+            assert cells[tuple(places[lane, element])] == f"{lane}:{element}"
     plt.close("all")

@@ -1,12 +1,10 @@
 """Pictures of module 6, precision: formats bit by bit, spacing against magnitude, dot-product error, mma fragments.
 
-A binary floating-point format with ``e`` exponent bits and ``m`` mantissa bits stores
-``(-1)^s * 1.f * 2^(E - bias)`` (``bias = 2^(e-1) - 1``) for a normal number and
-``(-1)^s * 0.f * 2^(1 - bias)`` for a subnormal (``E = 0``). `Format` holds one, `FORMATS` the five the lecture
-shows. `encode` rounds a real number to a format exactly (to nearest, ties to even, once, from float64) and
-splits the stored value into its sign, exponent and mantissa bits; `format_widget` shows that for every format
-as you type. `spacing` is the gap between neighbouring values (an ulp) at a magnitude, `draw_spacing` plots it
-over each format's range.
+The formats and their arithmetic (`bits`, `ulp`, `round_to`) are the library's, in
+`gpucourse.kernels.precision`. `describe` writes one line for a number in one format (its bits, the value
+stored, the rounding error); `format_widget` shows those lines for every format as you type; `limits` gives a
+format's smallest subnormal, smallest normal and largest value; `draw_spacing` plots the ulp over each
+format's range.
 
 `dot_errors` measures the relative error of fp16 dot products against their length for four ways of
 accumulating, rounding with NumPy exactly as the GPU's instructions do (`hfma`: ``round16(acc + a*b)``, one
@@ -16,194 +14,67 @@ which elements of A, B and C in one ``mma.sync`` (from a layout such as the libr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from gpucourse.kernels.precision import FORMATS, bits, fragment_layout, round_to, ulp
 
-@dataclass(frozen=True)
-class Format:
-    """A binary floating-point format: ``exponent`` and ``mantissa`` bits after the sign bit.
-
-    ``infinity`` is False for fp8 E4M3 (OCP's ``e4m3fn``), whose all-ones exponent still holds numbers: it has
-    no inf, a single NaN bit pattern per sign, and overflow gives NaN.
-    """
-
-    name: str
-    exponent: int
-    mantissa: int
-    infinity: bool = True
-
-    @property
-    def bias(self) -> int:
-        return 2 ** (self.exponent - 1) - 1
-
-    @property
-    def min_exponent(self) -> int:
-        """The exponent of the smallest normal number (and of the subnormals' spacing)."""
-        return 1 - self.bias
-
-    @property
-    def max_exponent(self) -> int:
-        return self.bias if self.infinity else self.bias + 1
-
-    @property
-    def max(self) -> float:
-        """The largest finite value."""
-        top = 2 - 2.0 ** -self.mantissa if self.infinity else 2 - 2.0 ** (1 - self.mantissa)  # E4M3: S.1111.111 is NaN
-        return top * 2.0 ** self.max_exponent
-
-    @property
-    def min_normal(self) -> float:
-        return 2.0 ** self.min_exponent
-
-    @property
-    def min_subnormal(self) -> float:
-        return 2.0 ** (self.min_exponent - self.mantissa)
-
-    @property
-    def bits(self) -> int:
-        return 1 + self.exponent + self.mantissa
+NAMES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8 E4M3", "fp8_e5m2": "fp8 E5M2"}
 
 
-FP32 = Format("fp32", 8, 23)
-FP16 = Format("fp16", 5, 10)
-BF16 = Format("bf16", 8, 7)
-E4M3 = Format("fp8 E4M3", 4, 3, infinity=False)
-E5M2 = Format("fp8 E5M2", 5, 2)
-FORMATS = {"fp32": FP32, "fp16": FP16, "bf16": BF16, "e4m3": E4M3, "e5m2": E5M2}
-
-
-def _format(fmt) -> Format:
-    if isinstance(fmt, Format):
-        return fmt
+def _format(fmt: str):
     if fmt not in FORMATS:
-        raise ValueError(f"no format named {fmt!r}: use one of {', '.join(FORMATS)} or a gpucourse Format")
+        raise ValueError(f"no format named {fmt!r}: use one of {', '.join(FORMATS)}")
     return FORMATS[fmt]
 
 
-def _exponent_of(a: np.ndarray, f: Format) -> np.ndarray:
-    """floor(log2 a) for a > 0, clamped below at the format's smallest normal exponent (the subnormals' one)."""
-    _, k = np.frexp(a)  # a = mantissa * 2^k, mantissa in [0.5, 1): exact
-    return np.maximum(k - 1, f.min_exponent)
-
-
-def round_to_format(x, fmt) -> np.ndarray:
-    """``x`` rounded once to the nearest value of ``fmt`` (ties to even), as float64; inf (NaN for E4M3) past the
-    largest value plus half a step. Exact: every step is a power-of-two scaling or NumPy's round-half-even."""
+def limits(fmt: str) -> tuple[float, float, float]:
+    """The smallest subnormal, the smallest normal and the largest finite value of ``fmt``."""
     f = _format(fmt)
-    x = np.asarray(x, np.float64)
-    a = np.abs(x)
-    with np.errstate(invalid="ignore", over="ignore"):
-        quantum = np.ldexp(1.0, _exponent_of(np.where(a > 0, a, 1.0), f) - f.mantissa)
-        r = np.rint(a / quantum) * quantum
-        r = np.where(np.isfinite(a), r, a)
-        r = np.where(r > f.max, np.inf if f.infinity else np.nan, r)
-    return np.copysign(r, x)
+    return 2.0 ** (f.min_exponent - f.mantissa_bits), 2.0 ** f.min_exponent, f.max_finite
 
 
-def spacing(x, fmt) -> np.ndarray:
-    """The gap between the value of ``fmt`` nearest to ``|x|`` and the next one up (an ulp), as float64."""
-    f = _format(fmt)
-    a = np.abs(round_to_format(x, f))
-    with np.errstate(invalid="ignore"):
-        gap = np.ldexp(1.0, _exponent_of(np.where(a > 0, a, f.min_normal), f) - f.mantissa)  # at 0: a subnormal step
-    return np.where(np.isfinite(a), gap, np.nan)
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """A number as ``fmt`` stores it: bit strings, the value stored, and the rounding error ``stored - value``."""
-
-    format: Format
-    value: float
-    sign: str
-    exponent: str
-    mantissa: str
-    stored: float
-
-    @property
-    def error(self) -> float:
-        return self.stored - self.value if np.isfinite(self.stored) else np.nan
-
-    @property
-    def relative_error(self) -> float:
-        return abs(self.error / self.value) if self.value else 0.0
-
-    @property
-    def kind(self) -> str:
-        if np.isnan(self.stored):
-            return "NaN"
-        if np.isinf(self.stored):
-            return "inf"
-        if self.stored == 0:
-            return "zero"
-        return "subnormal" if set(self.exponent) == {"0"} else "normal"
-
-
-def encode(value: float, fmt) -> Encoding:
-    """``value`` rounded to ``fmt`` (`round_to_format`) and split into sign, exponent and mantissa bits."""
-    f = _format(fmt)
+def describe(value: float, fmt: str) -> str:
+    """One line: ``value``'s bits in ``fmt`` as sign | exponent | mantissa, the value stored and the rounding error."""
+    _format(fmt)
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"encode needs a real number, got {value!r}") from None
-    stored = float(round_to_format(value, f))
-    sign = "1" if np.signbit(stored) else "0"
-    ones = "1" * f.exponent
-    if np.isnan(stored):
-        exponent, mantissa = ones, "1" * f.mantissa if not f.infinity else "1" + "0" * (f.mantissa - 1)
-    elif np.isinf(stored):
-        exponent, mantissa = ones, "0" * f.mantissa
-    elif stored == 0:
-        exponent, mantissa = "0" * f.exponent, "0" * f.mantissa
-    else:
-        a = abs(stored)
-        e = int(_exponent_of(np.float64(a), f))
-        normal = a >= f.min_normal
-        field = int(round(a / 2.0 ** (e - f.mantissa))) - (2 ** f.mantissa if normal else 0)
-        exponent = format(e + f.bias if normal else 0, f"0{f.exponent}b")
-        mantissa = format(field, f"0{f.mantissa}b")
-    return Encoding(f, value, sign, exponent, mantissa, stored)
+        raise TypeError(f"describe needs a real number, got {value!r}") from None
+    b = bits(value, fmt)
+    head = f"{NAMES[fmt]:>9}  {str(b):<34}"
+    if np.isnan(b.value) or np.isinf(b.value):
+        return f"{head} {'NaN' if np.isnan(b.value) else 'inf'} (out of range)"
+    kind = "zero" if b.value == 0 else "subnormal" if set(b.exponent) == {"0"} else "normal"
+    error = b.value - value
+    relative = f", {abs(error / value):.2g} relative" if value else ""
+    return f"{head} stores {b.value:<.10g} ({kind}), error {error:+.3g}{relative}"
 
 
-def describe(encoding: Encoding) -> str:
-    """One line: the bits grouped as sign | exponent | mantissa, the value stored and the error."""
-    e = encoding
-    bits = f"{e.sign} {e.exponent} {e.mantissa}"
-    if e.kind in ("NaN", "inf"):
-        return f"{e.format.name:>9}  {bits:<34} {e.kind} (out of range)"
-    return (f"{e.format.name:>9}  {bits:<34} stores {e.stored:<.10g} ({e.kind}), "
-            f"error {e.error:+.3g} ({e.relative_error:.2g} relative)")
+def format_widget(value: float = 0.1, formats=tuple(FORMATS)):
+    """Type a number, see its bits, the value stored and the rounding error in each format. Returns the widget."""
+    import html  # noqa: PLC0415
 
-
-def format_widget(value: float = 0.1, formats=("fp32", "fp16", "bf16", "e4m3", "e5m2")):
-    """Type a number, see its bits, the value stored and the rounding error in each format."""
     import ipywidgets as widgets  # noqa: PLC0415
-    from IPython.display import display  # noqa: PLC0415
 
     box = widgets.Text(value=str(value), description="number", continuous_update=False)
-    out = widgets.Output(layout={"font_family": "monospace"})
+    out = widgets.HTML()
 
     def show(_=None):
-        out.clear_output()
-        with out:
-            try:
-                number = float(box.value)
-            except ValueError:
-                print(f"{box.value!r} is not a number: type one like 0.1, 65504 or 1e-8")
-                return
-            print(f"{'':>9}  {'sign exponent mantissa':<34} value {number!r}")
-            for name in formats:
-                print(describe(encode(number, name)))
+        try:
+            number = float(box.value)
+        except ValueError:
+            lines = [f"{box.value!r} is not a number: type one like 0.1, 65504 or 1e-8"]
+        else:
+            lines = [f"{'':>9}  {'sign exponent mantissa':<34} value {number!r}"]
+            lines += [describe(number, name) for name in formats]
+        out.value = "<pre>" + html.escape("\n".join(lines)) + "</pre>"
 
     box.observe(show, "value")
     show()
-    display(widgets.VBox([box, out]))
-    return box
+    return widgets.VBox([box, out])
 
 
-def draw_spacing(formats=("fp32", "fp16", "bf16", "e4m3", "e5m2"), axes=None):
+def draw_spacing(formats=tuple(FORMATS), axes=None):
     """Left: the spacing (ulp) against magnitude over each format's whole range, smallest subnormal to largest
     value (log-log). Right: the relative spacing ulp / |x| near 1, where the fp16 and fp8 formats live."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -212,15 +83,17 @@ def draw_spacing(formats=("fp32", "fp16", "bf16", "e4m3", "e5m2"), axes=None):
         _, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     whole, near = axes
     for name in formats:
+        smallest, normal, largest = limits(name)
         f = _format(name)
-        x = np.geomspace(f.min_subnormal, f.max, 6000)
-        gap = spacing(x, f)
-        line, = whole.step(x, gap, where="post", label=f"{f.name}: {f.bits} bits", lw=1.5)
+        x = np.geomspace(smallest, largest, 6000)
+        gap = ulp(x, name)
+        line, = whole.step(x, gap, where="post", lw=1.5,
+                           label=f"{NAMES[name]}: {1 + f.exponent_bits + f.mantissa_bits} bits")
         colour = line.get_color()
-        whole.plot([f.min_normal, f.max], spacing([f.min_normal, f.max], f), "o", color=colour, ms=4)
+        ends = np.array([normal, largest])
+        whole.plot(ends, ulp(ends, name), "o", color=colour, ms=4)
         near.step(x, gap / x, where="post", color=colour, lw=1.5)
-        near.plot([f.min_normal, f.max], spacing([f.min_normal, f.max], f) / [f.min_normal, f.max], "o",
-                  color=colour, ms=4)
+        near.plot(ends, ulp(ends, name) / ends, "o", color=colour, ms=4)
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
@@ -237,11 +110,11 @@ def draw_spacing(formats=("fp32", "fp16", "bf16", "e4m3", "e5m2"), axes=None):
 
 # -- dot products ----------------------------------------------------------------------------------------
 def _round16(x):
-    return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)  # NumPy rounds float64 once, to even
+    return round_to(x, "fp16")
 
 
 def _round32(x):
-    return np.asarray(x, np.float64).astype(np.float32).astype(np.float64)
+    return round_to(x, "fp32")
 
 
 def _pairwise16(terms):
@@ -316,15 +189,18 @@ def draw_dot_errors(lengths, errors: dict, ax=None):
 
 
 # -- mma fragments ---------------------------------------------------------------------------------------
-def draw_fragments(layout: dict, lanes=None, axes=None):
+def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
     """Which lane holds which elements of A, B and C in one ``mma.sync``.
 
     ``layout`` maps a matrix name to an int array ``(32, elements, 2)``: the (row, column) of each element each
-    lane holds (the library's fragment layout). Each cell shows ``lane:element``; ``lanes`` (default all)
-    picks the lanes whose cells are coloured, the rest are grey.
+    lane holds; by default the library's `fragment_layout` of ``mma.sync.m16n8k8``. Each cell shows
+    ``lane:element``; ``lanes`` (default all) picks the lanes whose cells are coloured, the rest are grey.
     """
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
+    if layout is None:
+        places = fragment_layout()
+        layout = {"A": places["a"], "B": places["b"], "C and D": places["c"]}
     shown = set(range(32) if lanes is None else lanes)
     if axes is None:
         widths = [int(np.asarray(p)[..., 1].max()) + 1 for p in layout.values()]

@@ -19,8 +19,9 @@ def on_the_simulator():
 
 
 # -- formats ------------------------------------------------------------------------------------------
-NUMPY_TYPES = {"fp32": (np.float32, np.uint32), "fp16": (np.float16, np.uint16), "bf16": (ml_dtypes.bfloat16, np.uint16),
-               "fp8_e4m3": (ml_dtypes.float8_e4m3fn, np.uint8), "fp8_e5m2": (ml_dtypes.float8_e5m2, np.uint8)}
+NUMPY_TYPES = {"fp32": (np.float32, np.uint32), "fp16": (np.float16, np.uint16),
+               "bf16": (ml_dtypes.bfloat16, np.uint16), "fp8_e4m3": (ml_dtypes.float8_e4m3fn, np.uint8),
+               "fp8_e5m2": (ml_dtypes.float8_e5m2, np.uint8)}
 
 
 def awkward_values(fmt):

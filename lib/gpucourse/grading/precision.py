@@ -92,7 +92,7 @@ def _compare_exact(name, described, label, got, expected, dtype) -> None:
                         f"{len(bad)} of {got.size} elements differ")
 
 
-def _compare_within(name, described, label, got, exact, bound, dtype) -> None:
+def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "") -> None:
     """Within ``bound`` of the float64 ``exact``; where ``exact`` rounds to inf or NaN in ``dtype``, that exactly."""
     with np.errstate(over="ignore", invalid="ignore"):
         stored = exact.astype(dtype)
@@ -104,7 +104,7 @@ def _compare_within(name, described, label, got, exact, bound, dtype) -> None:
         first = tuple(bad[0])
         why = ("" if special[first] else
                f"the float64 result is {exact[first]:.9g}; rounding allows ±{float(np.asarray(bound)[first]):.3g} "
-               "there: is the accumulator float32?")
+               f"there{': ' + hint if hint else ''}")
         raise _mismatch(name, described, label, first, stored[first], got[first], dtype,
                         f"{len(bad)} of {got.size} elements are wrong. {why}")
 
@@ -116,8 +116,10 @@ def _sizes_described(**arrays) -> str:
 def _special(rng, shape, dtype, kinds: Sequence[str], spot: float = 0.1) -> np.ndarray:
     """Random normal values with a share ``spot`` of them replaced by the awkward ``kinds``."""
     values = (rng.standard_normal(shape) * rng.uniform(0.5, 2)).astype(dtype)
-    picks = {"denormals": lambda n: rng.uniform(-1, 1, n) * 2.0 ** -16, "infinities": lambda n: rng.choice([-np.inf, np.inf], n),
-             "nan": lambda n: np.full(n, np.nan), "large": lambda n: rng.uniform(200, 400, n) * rng.choice([-1, 1], n)}
+    picks = {"denormals": lambda n: rng.uniform(-1, 1, n) * 2.0 ** -16,
+             "infinities": lambda n: rng.choice([-np.inf, np.inf], n),
+             "nan": lambda n: np.full(n, np.nan),
+             "large": lambda n: rng.uniform(200, 400, n) * rng.choice([-1, 1], n)}
     for kind in kinds:
         chosen = rng.random(shape) < spot
         values[chosen] = picks[kind](int(chosen.sum())).astype(dtype)
@@ -153,7 +155,7 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
             exact = X64 @ W64.T + bias
             scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
-        _compare_within(name, described, "Y", Y, exact, bound, np.float16)
+        _compare_within(name, described, "Y", Y, exact, bound, np.float16, "is the accumulator float32?")
         count += 1
     report(name, count, quiet)
 
@@ -209,7 +211,8 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
         with np.errstate(invalid="ignore"):
             exact = x64.sum(axis=1)
         bound = (2 * U16 + 2 * n * U16 ** 2) * np.abs(x64).sum(axis=1)
-        _compare_within(name, described, "out", out, exact, bound, np.float16)
+        _compare_within(name, described, "out", out, exact, bound, np.float16,
+                        "does the sum carry Kahan's compensation?")
         count += 1
     report(name, count, quiet)
 
@@ -236,7 +239,8 @@ def bfloat16_inputs(rng, size: int, special: Sequence[str] = ()) -> np.ndarray:
             extra.append((rng.integers(0, 0x7F7F, 16).astype(np.uint32) << 16) | 0x8000)
             extra.append(np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x00008000, 0x7F7F8000], np.uint32))
         elif kind == "denormals":
-            extra.append(rng.integers(1, 0x007FFFFF, 16).astype(np.uint32) | (rng.integers(0, 2, 16).astype(np.uint32) << 31))
+            signs = rng.integers(0, 2, 16).astype(np.uint32) << 31
+            extra.append(rng.integers(1, 0x007FFFFF, 16).astype(np.uint32) | signs)
         elif kind == "infinities":
             extra.append(np.array([0x7F800000, 0xFF800000], np.uint32))
         elif kind == "nan":  # quiet, signalling, and payloads only in the low 16 bits (they must not become inf)
@@ -267,9 +271,9 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
             bad = np.flatnonzero(out != expected)
             if len(bad):
                 i = int(bad[0])
+                given = bit_fields(bits32[i:i + 1].view(np.float32)[0], np.float32)
                 raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,
-                                f"the float32 input bits[{i}] is {bit_fields(bits32[i:i + 1].view(np.float32)[0], np.float32)}; "
-                                f"{len(bad)} of {len(out)} are wrong")
+                                f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong")
             count += 1
     report(name, count, quiet)
 
@@ -367,8 +371,10 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
                                                 [master, _poison(size, np.float16), grads, lr32])
         _unchanged(name, described, ["grads"], [grads], [after])
         exact = master.astype(np.float64) - float(lr32) * grads.astype(np.float64)
-        _compare_within(name, described, "master", new_master, exact,
-                        np.abs(exact) * U32 + np.spacing(np.abs(master)), np.float32)
+        step = np.abs(float(lr32) * grads.astype(np.float64))
+        bound = (np.abs(exact) + step) * U32 * 1.001  # two roundings at most: the product and the difference
+        _compare_within(name, described, "master", new_master, exact, bound, np.float32,
+                        "is the update computed in float32 on the float32 master?")
         with np.errstate(over="ignore"):
             rounded = new_master.astype(np.float16)
         _compare_exact(name, described, "weights", weights, rounded, np.float16)
@@ -410,7 +416,8 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
             mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
         _unchanged(name, described, ["A", "B"], [A, B], after)
         A64, B64 = A.astype(np.float64), B.astype(np.float64)
-        _compare_within(name, described, "C", C, A64 @ B64, (K + 1) * U32 * (np.abs(A64) @ np.abs(B64)), np.float32)
+        _compare_within(name, described, "C", C, A64 @ B64, (K + 1) * U32 * (np.abs(A64) @ np.abs(B64)), np.float32,
+                        "are the products and sums in fp32 (the tensor cores' fp16 x fp16 + fp32)?")
         expected_calls = grid[0] * grid[1] * warps * math.ceil(K / 8)
         if sum(calls) != expected_calls:
             raise CheckFailed(f"{name} is correct with {described}, but its warps call mma_m16n8k8 {sum(calls)} "

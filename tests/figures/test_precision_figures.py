@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from gpucourse.figures import precision as fp  # noqa: E402
-from gpucourse.kernels.precision import fragment_layout  # noqa: E402
+from gpucourse.kernels.precision import fragment_layout, round_to  # noqa: E402
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
           "fp8_e5m2": ml_dtypes.float8_e5m2}
@@ -103,3 +103,12 @@ def test_the_fragment_picture_puts_each_lane_where_the_layout_says():
         for lane, element in ((0, 0), (5, 1), (31, places.shape[1] - 1)):
             assert cells[tuple(places[lane, element])] == f"{lane}:{element}"
     plt.close("all")
+
+
+def test_the_dot_products_round_as_the_library_does():
+    # dot_errors rounds with NumPy's casts for speed: the same once-rounding as round_to, ties and subnormals included
+    r = np.random.default_rng(62)
+    x = np.r_[r.standard_normal(5000) * 2.0 ** r.integers(-30, 16, 5000), 1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11,
+              2049.0, 2051.0, 2.0 ** -25, 3 * 2.0 ** -26, 1 + 2.0 ** -11 + 2.0 ** -40, 1 + 2.0 ** -24]
+    np.testing.assert_array_equal(fp._round16(x), round_to(x, "fp16"))
+    np.testing.assert_array_equal(fp._round32(x), round_to(x, "fp32"))

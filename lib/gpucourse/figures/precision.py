@@ -7,8 +7,10 @@ format's smallest subnormal, smallest normal and largest value; `draw_spacing` p
 format's range.
 
 `dot_errors` measures the relative error of fp16 dot products against their length for four ways of
-accumulating, rounding with NumPy exactly as the GPU's instructions do (`hfma`: ``round16(acc + a*b)``, one
-rounding; `fma.rn.f32`), and `draw_dot_errors` plots them. `draw_fragments` draws which lane of a warp holds
+accumulating, rounding with NumPy as the GPU's instructions do (`hfma`: ``round16(acc + a*b)``, one rounding;
+`fma.rn.f32`): the sum is formed in float64 and rounded once, which is exact unless a term is some 2^30 times
+smaller than the sum (then it is rounded twice, a negligible effect on these statistics). `draw_dot_errors`
+plots them. `draw_fragments` draws which lane of a warp holds
 which elements of A, B and C in one ``mma.sync`` (from a layout such as the library's).
 """
 

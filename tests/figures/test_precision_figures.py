@@ -112,3 +112,12 @@ def test_the_dot_products_round_as_the_library_does():
               2049.0, 2051.0, 2.0 ** -25, 3 * 2.0 ** -26, 1 + 2.0 ** -11 + 2.0 ** -40, 1 + 2.0 ** -24]
     np.testing.assert_array_equal(fp._round16(x), round_to(x, "fp16"))
     np.testing.assert_array_equal(fp._round32(x), round_to(x, "fp32"))
+
+
+def test_the_fragment_viewer_redraws_for_the_chosen_lane(monkeypatch):
+    drawn = []
+    monkeypatch.setattr(fp, "draw_fragments", lambda layout, lanes: drawn.append(lanes) or [plt.figure().gca()])
+    slider, _ = fp.fragment_viewer().children
+    slider.value = 17
+    assert drawn == [[0], [17]]
+    plt.close("all")

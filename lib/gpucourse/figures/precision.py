@@ -11,7 +11,8 @@ accumulating, rounding with NumPy as the GPU's instructions do (`hfma`: ``round1
 `fma.rn.f32`): the sum is formed in float64 and rounded once, which is exact unless a term is some 2^30 times
 smaller than the sum (then it is rounded twice, a negligible effect on these statistics). `draw_dot_errors`
 plots them. `draw_fragments` draws which lane of a warp holds
-which elements of A, B and C in one ``mma.sync`` (from a layout such as the library's).
+which elements of A, B and C in one ``mma.sync`` (the library's `fragment_layout` by default), and
+`fragment_viewer` does so for one lane at a time, chosen with a slider.
 """
 
 from __future__ import annotations
@@ -229,3 +230,24 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
         ax.set_title(f"{name} ({rows} x {cols}): {places.shape[1]} per lane", fontsize=9)
         ax.set_aspect("equal")
     return axes
+
+
+def fragment_viewer(layout: dict | None = None):
+    """A slider over the 32 lanes: `draw_fragments` with the chosen lane's cells in colour."""
+    import ipywidgets as widgets  # noqa: PLC0415
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from IPython.display import display  # noqa: PLC0415
+
+    lane = widgets.IntSlider(0, 0, 31, description="lane")
+    output = widgets.Output()
+
+    def redraw(_=None):
+        with output:
+            output.clear_output(wait=True)
+            figure = draw_fragments(layout, lanes=[lane.value])[0].figure
+            display(figure)
+            plt.close(figure)
+
+    lane.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([lane, output])

@@ -147,7 +147,7 @@ def test_loss_scale_update_follows_the_run():
 
 def make_sgd(master_weights):
     @cuda.jit
-    def sgd(master, weights, grads, lr):
+    def sgd(weights, master, grads, lr):
         i = cuda.grid(1)
         if i < master.shape[0]:
             if master_weights:

@@ -24,7 +24,8 @@ from numba import cuda
 
 from ..kernels.precision import emulate_mma_m16n8k8, mma_m16n8k8, ulp
 from ..run import simulated
-from .core import CheckFailed, explain_failure, kernel_name, report
+from . import core
+from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
 
 U16 = 2.0 ** -11  # unit roundoff of fp16
 U32 = 2.0 ** -24  # ... and of fp32
@@ -52,25 +53,26 @@ def _mismatch(name: str, described: str, label: str, index, expected, got, dtype
                        + (f"\n  {why}" if why else ""))
 
 
-def _poison(shape, dtype) -> np.ndarray:
-    dtype = np.dtype(dtype)
-    return np.full(shape, np.nan if dtype.kind == "f" else np.iinfo(dtype).max, dtype)
-
-
 def _is_poison(value, dtype) -> bool:
+    """Still the value `core.poison` filled the output with (NaN, or the lowest integer)."""
     dtype = np.dtype(dtype)
-    return bool(np.isnan(value)) if dtype.kind == "f" else int(value) == np.iinfo(dtype).max
+    return bool(np.isnan(value)) if dtype.kind == "f" else int(value) == np.iinfo(dtype).min
 
 
-def _launch(kernel, name: str, described: str, grid, block, arrays: list) -> list:
-    """``kernel[grid, block](*arrays)`` on device copies; the arrays as the kernel left them."""
+def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments: list) -> tuple:
+    """``kernel[grid, block](out, *arguments)`` as every check launches (`core.launch_on_copies`: ``out``
+    poisoned, a canary after it); returns ``out`` and the arguments as the kernel left them."""
+    if not is_kernel(kernel):
+        raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
+                          f"(got {type(kernel).__name__}).")
     try:
-        on_device = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in arrays]
-        kernel[grid, block](*on_device)
-        cuda.synchronize()
+        out, canary, after = core.launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
     except Exception as exc:
         raise CheckFailed(explain_failure(name, described, exc)) from None
-    return [d.copy_to_host() if isinstance(a, np.ndarray) else a for a, d in zip(arrays, on_device)]
+    if not all(_is_poison(value, dtype) for value in canary):
+        raise CheckFailed(f"{name} wrote past the end of its output with {described}: a thread past the end of "
+                          "the array needs a guard.")
+    return out, after
 
 
 def _unchanged(name: str, described: str, labels: Sequence[str], before: Sequence, after: Sequence) -> None:
@@ -148,7 +150,7 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
         bias = (rng.standard_normal(N) * 2).astype(np.float32)
         grid = (math.ceil(N / block[0]), math.ceil(M / block[1]))
         described = f"grid={grid}, block={tuple(block)}, {_sizes_described(X=X, W=W)}"
-        Y, *after = _launch(kernel, name, described, grid, block, [_poison((M, N), np.float16), X, W, bias])
+        Y, after = _launch(kernel, name, described, grid, block, (M, N), np.float16, [X, W, bias])
         _unchanged(name, described, ["X", "W", "bias"], [X, W, bias], after)
         X64, W64 = X.astype(np.float64), W.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -205,8 +207,8 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
         grid = math.ceil(rows / threads)
         described = f"grid={grid}, block={threads}, x {x.shape} ({values} values{', ' if special else ''}" \
                     f"{', '.join(special)})"
-        out, after = _launch(kernel, name, described, grid, threads, [_poison(rows, np.float16), x])
-        _unchanged(name, described, ["x"], [x], [after])
+        out, after = _launch(kernel, name, described, grid, threads, (rows,), np.float16, [x])
+        _unchanged(name, described, ["x"], [x], after)
         x64 = x.astype(np.float64)
         with np.errstate(invalid="ignore"):
             exact = x64.sum(axis=1)
@@ -265,8 +267,8 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
         for t in threads:
             grid = math.ceil(len(bits32) / t)
             described = f"grid={grid}, block={t}, {len(bits32)} values{' with ' if special else ''}{', '.join(special)}"
-            out, after = _launch(kernel, name, described, grid, t, [_poison(len(bits32), np.uint16), bits32])
-            _unchanged(name, described, ["bits"], [bits32], [after])
+            out, after = _launch(kernel, name, described, grid, t, (len(bits32),), np.uint16, [bits32])
+            _unchanged(name, described, ["bits"], [bits32], after)
             expected = bfloat16_reference(bits32)
             bad = np.flatnonzero(out != expected)
             if len(bad):
@@ -298,8 +300,8 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
             grid = math.ceil(size / threads)
             described = f"grid={grid}, block={threads}, {size} gradients, loss scale {scale:g}" + \
                         (f" ({', '.join(special)})" if special else "")
-            out, found, after, _ = _launch(kernel, name, described, grid, threads,
-                                           [_poison(size, np.float32), np.zeros(1, np.int32), grads, inv_scale])
+            out, (found, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float32,
+                                             [np.zeros(1, np.int32), grads, inv_scale])
             _unchanged(name, described, ["grads"], [grads], [after])
             expected = grads.astype(np.float32) * inv_scale
             _compare_exact(name, described, "out", out, expected, np.float32)
@@ -343,7 +345,7 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
 
 def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: float = 1e-3,
                      special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
-    """``kernel[ceil(n / threads), threads](master, weights, grads, lr)`` updates in place: ``master`` (float32)
+    """``kernel[ceil(n / threads), threads](weights, master, grads, lr)``: ``master`` (float32, updated in place)
     becomes ``master - lr * grads`` (within one float32 rounding: a GPU may fuse the multiply-add) and
     ``weights`` (float16) the fp16 rounding of the new master.
 
@@ -367,8 +369,8 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
         grid = math.ceil(size / threads)
         described = f"grid={grid}, block={threads}, {size} weights, lr {lr:g}" + \
                     (f" ({', '.join(special)})" if special else "")
-        new_master, weights, after, _ = _launch(kernel, name, described, grid, threads,
-                                                [master, _poison(size, np.float16), grads, lr32])
+        weights, (new_master, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float16,
+                                                  [master, grads, lr32])
         _unchanged(name, described, ["grads"], [grads], [after])
         exact = master.astype(np.float64) - float(lr32) * grads.astype(np.float64)
         step = np.abs(float(lr32) * grads.astype(np.float64))
@@ -411,7 +413,7 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
         mma_m16n8k8.__warp_emulation__ = counting
         try:
             with simulated():
-                C, *after = _launch(kernel, name, described, grid, (32, warps), [_poison((M, N), np.float32), A, B])
+                C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B])
         finally:
             mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
         _unchanged(name, described, ["A", "B"], [A, B], after)

@@ -183,6 +183,8 @@ def test_gemm_explains_bad_arguments():
         p.launch_gemm(p.gemm_tensor_core, np.zeros((4, 2), np.float32), A, B)
     with pytest.raises(ValueError, match="must be float16 and C float32"):
         p.launch_gemm(p.gemm_tensor_core, np.zeros((4, 2), np.float32), A.astype(np.float32), B)
+    with pytest.raises(ValueError, match="must be 2-D matrices, got 1-D and 2-D"):
+        p.gemm(np.ones(3), B)
 
 
 def test_a_running_fp16_sum_stalls_at_2048():

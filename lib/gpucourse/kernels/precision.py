@@ -360,8 +360,9 @@ def launch_gemm(kernel, C, A, B) -> None:
 def gemm(A, B, kernel=gemm_tensor_core) -> np.ndarray:
     """``A @ B`` for 2-D host arrays stored in fp16, accumulated in fp32; returns float32."""
     A16, B16 = np.ascontiguousarray(A, np.float16), np.ascontiguousarray(B, np.float16)
-    C = np.zeros((A16.shape[0], B16.shape[1]) if A16.ndim == B16.ndim == 2 else (0, 0), np.float32)
-    d_C = cuda.to_device(C)
+    if A16.ndim != 2 or B16.ndim != 2:
+        raise ValueError(f"A and B must be 2-D matrices, got {A16.ndim}-D and {B16.ndim}-D")
+    d_C = cuda.to_device(np.zeros((A16.shape[0], B16.shape[1]), np.float32))
     launch_gemm(kernel, d_C, cuda.to_device(A16), cuda.to_device(B16))
     return d_C.copy_to_host()
 

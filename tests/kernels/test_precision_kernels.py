@@ -231,3 +231,20 @@ def test_16_bit_float_atomics_are_refused_as_the_gpu_compiler_does(dtype, monkey
     total = np.zeros(1, np.float32)
     add_atomically[2, 32](total, x.astype(np.float32))
     assert total[0] == 40
+
+
+@cuda.jit
+def multiply_add_fp16(out, x, y, z):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] * y[i] + z[i]  # numba types each operation float16 (mul.f16, add.f16)
+
+
+def test_fp16_arithmetic_rounds_to_fp16_after_each_operation():
+    x, y, z = (rng.uniform(1, 2, 500).astype(np.float16) for _ in range(3))
+    out = np.full(500, np.nan, np.float16)
+    multiply_add_fp16[4, 128](out, x, y, z)
+    per_operation = (x * y).astype(np.float16) + z  # NumPy rounds each float16 operation to float16
+    once = (x.astype(np.float64) * y + z).astype(np.float16)
+    np.testing.assert_array_equal(out, per_operation)
+    assert (per_operation != once).sum() > 10  # the two roundings differ often enough for the test to tell

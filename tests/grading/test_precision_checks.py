@@ -144,6 +144,14 @@ def test_loss_scale_update_follows_the_run():
         checks.check_loss_scale_update(lambda s, g, f: (s / 2, 0, True) if f else (s, g + 1, False), runs,
                                        interval=3, name="update")
 
+    def unwritten(scale, good, found):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="unwritten is not written yet"):
+        checks.check_loss_scale_update(unwritten, runs, interval=3)
+    with pytest.raises(CheckFailed, match=r"update\(1024.0, 0, False\) raised ZeroDivisionError"):
+        checks.check_loss_scale_update(lambda s, g, f: 1 / 0, runs, interval=3, name="update")
+
 
 def make_sgd(master_weights):
     @cuda.jit

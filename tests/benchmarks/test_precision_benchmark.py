@@ -23,7 +23,8 @@ def bench():
 def fake_run(bench, tensor_core_ms=10.0, cublas_ms=2.0):
     M, n = bench.Measurement, 4096
     return [M(bench.FP32, "gemm", n, 40.0, 3e-7), M(bench.FP16_FP32ACC, "gemm", n, 30.0, 3e-7),
-            M(bench.TENSOR_CORE, "gemm", n, tensor_core_ms, 3e-7), M(bench.CUBLAS_FP16, "gemm", n, cublas_ms, 3e-4),
+            M(bench.TENSOR_CORE, "gemm", n, 25.0, 3e-7), M(bench.TENSOR_CORE_TILED, "gemm", n, tensor_core_ms, 3e-7),
+            M(bench.CUBLAS_FP16, "gemm", n, cublas_ms, 3e-4),
             M("`map_fp32`", "map", 2**26, 0.2), M("`map_fp16`", "map", 2**26, 0.11, item=2)]
 
 
@@ -48,9 +49,9 @@ def test_goal_met_not_met_and_not_measured(bench):
 def test_section_has_both_tables_and_records(bench, tmp_path):
     text = bench.section(fake_run(bench), bench.Device("NVIDIA H100", 132, 50 * 2**20), "versions", 5)
     assert text.startswith("## Precision: fp16 storage, fp32 accumulation, tensor cores")
-    assert "| `gemm_tensor_core` | 4096^3 | 10 | 13.7 | 4.00x | 3.0e-07 |" in text
+    assert "| `gemm_tensor_core_tiled` | 4096^3 | 10 | 13.7 | 4.00x | 3.0e-07 |" in text
     assert "| `map_fp16` | 67,108,864 | 0.11 | 2,440 | 1.82x |" in text
-    assert text.count("\n| ") == (1 + 4) + (1 + 2)
+    assert text.count("\n| ") == (1 + 5) + (1 + 2)
     path = tmp_path / "RESULTS.md"
     path.write_text("# Benchmark results\n")
     results.record(bench.NAME, text, path)
@@ -90,9 +91,10 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     monkeypatch.setattr(bench, "pointer", lambda array: array._ary.__array_interface__["data"][0])
     device = bench.Device(**SIMULATED)
     run = bench.measure_gemm(40, device, 1, {"torch": fake_torch()})
-    assert [m.path for m in run] == [bench.FP32, bench.FP16_FP32ACC, bench.TENSOR_CORE, bench.CUBLAS_FP16]
+    assert [m.path for m in run] == [bench.FP32, bench.FP16_FP32ACC, bench.TENSOR_CORE, bench.TENSOR_CORE_TILED,
+                                     bench.CUBLAS_FP16]
     run += bench.measure_map(1000, device, 1)
-    assert [m.path for m in run[4:]] == ["`map_fp32`", "`map_fp16`"] and [m.item for m in run[4:]] == [4, 2]
+    assert [m.path for m in run[5:]] == ["`map_fp32`", "`map_fp16`"] and [m.item for m in run[5:]] == [4, 2]
     assert not [m for m in run if m.wrong], [m.note for m in run if m.wrong]
     assert all(m.ms > 0 for m in run) and all(m.error < 1e-3 for m in run)
     assert "not measured." in bench.section(run, device, "versions", 1)
@@ -104,5 +106,5 @@ def test_a_wrong_gemm_is_flagged(bench, monkeypatch):
     device = bench.Device(**SIMULATED)
     monkeypatch.setattr(precision, "launch_gemm", lambda kernel, C, A, B: None)  # leaves C poisoned
     run = bench.measure_gemm(24, device, 1, {})
-    assert [m.wrong for m in run] == [False, True, True] and all(math.isinf(m.error) for m in run[1:])
+    assert [m.wrong for m in run] == [False, True, True, True] and all(math.isinf(m.error) for m in run[1:])
     assert "error over" in run[1].note

@@ -141,11 +141,14 @@ def test_mma_needs_the_whole_warp():
 
 
 @pytest.mark.parametrize("cc", [(7, 5), (8, 0)])
-def test_the_tensor_core_gemm_compiles_to_mma_sync(cc):
+@pytest.mark.parametrize("kernel, count", [(p.gemm_tensor_core, 2), (p.gemm_tensor_core_tiled, 16)],
+                         ids=["gemm_tensor_core", "gemm_tensor_core_tiled"])
+def test_the_tensor_core_gemms_compile_to_mma_sync(kernel, count, cc):
     signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
-    ptx, _ = cuda.compile_ptx(p.gemm_tensor_core.py_func, signature, cc=cc)
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
     instructions = [line.strip() for line in ptx.splitlines() if p.MMA_PTX in line]
-    assert len(instructions) == 2 and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
+    assert len(instructions) == count and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
+    assert "ld.local" not in ptx  # the accumulators stay in registers
 
 
 def test_wrong_fragments_are_a_typing_error():
@@ -159,7 +162,7 @@ def test_wrong_fragments_are_a_typing_error():
 
 # -- kernels ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", p.GEMM_KERNELS, ids=lambda k: k.py_func.__name__)
-@pytest.mark.parametrize("shape", [(16, 8, 8), (37, 29, 45), (70, 50, 33), (1, 3, 1)], ids=str)
+@pytest.mark.parametrize("shape", [(16, 8, 8), (37, 29, 45), (70, 50, 33), (1, 3, 1), (130, 40, 129)], ids=str)
 def test_gemms_are_within_the_fp32_accumulation_bound(kernel, shape):
     M, K, N = shape
     A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4)).astype(np.float16)
@@ -171,10 +174,12 @@ def test_gemms_are_within_the_fp32_accumulation_bound(kernel, shape):
     assert np.all(np.abs(C - A64 @ B64) <= bound)
 
 
-def test_both_gemms_add_in_the_same_order():
-    A = rng.standard_normal((40, 24)).astype(np.float16)
-    B = rng.standard_normal((24, 40)).astype(np.float16)
-    np.testing.assert_array_equal(p.gemm(A, B, p.gemm_tensor_core), p.gemm(A, B, p.gemm_fp16_fp32acc))
+def test_the_gemms_add_in_the_same_order():
+    A = rng.standard_normal((40, 72)).astype(np.float16)
+    B = rng.standard_normal((72, 140)).astype(np.float16)
+    first = p.gemm(A, B, p.gemm_fp16_fp32acc)
+    for kernel in (p.gemm_tensor_core, p.gemm_tensor_core_tiled):
+        np.testing.assert_array_equal(p.gemm(A, B, kernel), first)
 
 
 def test_gemm_explains_bad_arguments():

@@ -10,6 +10,9 @@ Kernels (A, B float16 2-D arrays, C float32):
    the bytes) and a float32 accumulator.
 2. `gemm_tensor_core`: a block of 4 warps computes a 32 x 32 tile of C, each
    warp a 16 x 16 part of it with two `mma_m16n8k8` per step of 8 along K.
+   `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
+   warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
+   it, 16 `mma_m16n8k8` per step of 8, its accumulators in registers.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -328,7 +331,60 @@ def map_fp32(out, x):
         out[i] = x[i] * float32(2) + float32(1)
 
 
-GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core]
+TC_BM, TC_BN, TC_BK = 128, 128, 32  # gemm_tensor_core_tiled: the block's tile of C, and its step along K
+TC_WARPS_M, TC_WARPS_N = 2, 4  # 8 warps, each 64 x 32 of C
+TC_MMA_M, TC_MMA_N = TC_BM // TC_WARPS_M // MMA_M, TC_BN // TC_WARPS_N // MMA_N  # 4 x 4 mma tiles per warp
+TC_THREADS = WARP * TC_WARPS_M * TC_WARPS_N
+TC_A_COLS, TC_B_COLS = TC_BK + 8, TC_BN + 8  # rows of the shared tiles 16 bytes longer: fewer bank conflicts
+
+
+@cuda.jit
+def gemm_tensor_core_tiled(C, A, B):
+    tile_a = cuda.shared.array((TC_BM, TC_A_COLS), float16)
+    tile_b = cuda.shared.array((TC_BK, TC_B_COLS), float16)
+    acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
+    thread = cuda.threadIdx.x
+    lane, warp = thread % WARP, thread // WARP
+    group, pair = lane // 4, 2 * (lane % 4)
+    wm, wn = (warp // TC_WARPS_N) * (TC_MMA_M * MMA_M), (warp % TC_WARPS_N) * (TC_MMA_N * MMA_N)
+    M, N, K = C.shape[0], C.shape[1], A.shape[1]
+    row0, col0 = cuda.blockIdx.y * TC_BM, cuda.blockIdx.x * TC_BN
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                acc[i, j, e] = float32(0)
+    for start in range(0, K, TC_BK):
+        for e in range(thread, TC_BM * TC_BK, TC_THREADS):  # consecutive threads, consecutive k of a row of A
+            r, k = e // TC_BK, e % TC_BK
+            inside = row0 + r < M and start + k < K
+            tile_a[r, k] = A[row0 + r, start + k] if inside else float16(0)
+        for e in range(thread, TC_BK * TC_BN, TC_THREADS):  # ... and consecutive columns of a row of B
+            k, c = e // TC_BN, e % TC_BN
+            inside = start + k < K and col0 + c < N
+            tile_b[k, c] = B[start + k, col0 + c] if inside else float16(0)
+        cuda.syncthreads()
+        for kk in range(0, TC_BK, MMA_K):
+            for i in range(TC_MMA_M):
+                r = wm + i * MMA_M + group
+                a = (tile_a[r, kk + pair], tile_a[r, kk + pair + 1],
+                     tile_a[r + 8, kk + pair], tile_a[r + 8, kk + pair + 1])
+                for j in range(TC_MMA_N):
+                    c = wn + j * MMA_N + group
+                    b = (tile_b[kk + pair, c], tile_b[kk + pair + 1, c])
+                    d = mma_m16n8k8(a, b, (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                    for e in range(4):
+                        acc[i, j, e] = d[e]
+        cuda.syncthreads()
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                r = row0 + wm + i * MMA_M + group + 8 * (e // 2)
+                c = col0 + wn + j * MMA_N + pair + e % 2
+                if r < M and c < N:
+                    C[r, c] = acc[i, j, e]
+
+
+GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled]
 
 
 def _check_gemm(C, A, B) -> None:
@@ -347,6 +403,8 @@ def configuration(kernel, shape_c) -> tuple[tuple[int, int], tuple[int, ...]]:
     M, N = shape_c
     if kernel is gemm_tensor_core:
         return (-(-N // BLOCK_N), -(-M // BLOCK_M)), (THREADS,)
+    if kernel is gemm_tensor_core_tiled:
+        return (-(-N // TC_BN), -(-M // TC_BM)), (TC_THREADS,)
     return (-(-N // TILE), -(-M // TILE)), (TILE, TILE)
 
 
@@ -383,6 +441,7 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
 
 
 __all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "fragment_layout", "matrix_of", "fragments_of",
-           "emulate_mma_m16n8k8", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core", "sum_fp16",
+           "emulate_mma_m16n8k8", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core", "gemm_tensor_core_tiled",
+           "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
            "launch_sum", "launch_map"]

@@ -413,3 +413,20 @@ def test_numba_jit_functions_run_as_device_functions_like_numba_cudas_random_num
     expected = [[xoroshiro128p_uniform_float32(host_states, i) for _ in range(3)] for i in range(40)]
     np.testing.assert_array_equal(out, np.array(expected, np.float32))
     np.testing.assert_array_equal(states.copy_to_host(), host_states)  # both advanced the same
+
+
+@cuda.jit
+def aligned_scratch(out, a):
+    tile = cuda.shared.array(32, float32, alignment=64)
+    scratch = cuda.local.array(2, float32, alignment=16)
+    t = cuda.threadIdx.x
+    tile[t] = a[t]
+    scratch[0] = tile[t] * float32(2)
+    out[t] = scratch[0]
+
+
+def test_shared_and_local_arrays_with_an_alignment():
+    a = np.random.default_rng(18).uniform(-1, 1, 32).astype(np.float32)
+    out = np.zeros(32, np.float32)
+    aligned_scratch[1, 32](out, a)
+    np.testing.assert_array_equal(out, 2 * a)

@@ -45,8 +45,8 @@ def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_te
                                      "differential"]
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
-    with pytest.raises(SystemExit, match="no part named conv; the parts are: lectures, solutions"):
-        gpu_check.select_parts(["conv"])
+    with pytest.raises(SystemExit, match="no part named tuning; the parts are: lectures, solutions"):
+        gpu_check.select_parts(["tuning"])
     for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
         (tmp_path / f"{name}.py").write_text("")
     assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential"]

@@ -58,7 +58,7 @@ def test_a_bound_needs_a_reason_and_a_name_is_registered_once():
 
 def test_every_library_module_has_kernels_in_the_registry_with_cases():
     modules = {name.split(".")[0] for name in REGISTRY}
-    assert {"elementwise", "reduction", "axis_reduction", "matmul", "conv", "fusion"} <= modules
+    assert {"elementwise", "reduction", "axis_reduction", "matmul", "conv", "fusion", "precision"} <= modules
     rng = np.random.default_rng(0)
     assert all(len(subject.cases(rng)) >= 3 for subject in REGISTRY.values())
 

@@ -1,7 +1,8 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2), `matmul` (module 3), `conv` (module 4) and `fusion` (module 5), `feedback`, and the
+and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5) and `precision`
+(module 6), `feedback`, and the
 differential test of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`).
 May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
@@ -19,6 +20,8 @@ from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_fr
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
+from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_kahan_rows, check_linear_fp16,
+                        check_loss_scale_update, check_master_sgd, check_mma_gemm, check_to_bfloat16, check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         writes_each_element_once)
@@ -37,4 +40,6 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
            "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_cross_entropy", "check_attention",
            "warp_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
-           "memory_independent_of_n"]
+           "memory_independent_of_n",
+           "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
+           "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm"]

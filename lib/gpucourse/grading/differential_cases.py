@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from ..kernels import Tensor, axis_reduction, conv, elementwise, fusion, matmul, reduction
+from ..kernels import Tensor, axis_reduction, conv, elementwise, fusion, matmul, precision, reduction
 from ..run import BACKEND
 from .differential import REGISTRY, Case, compare_all, kernel_case, register, report, solution_subjects
 
@@ -253,6 +253,56 @@ for _kernel in fusion.ATTENTION_KERNELS:
              why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "
                  "output")
 
+# -- module 6: precision -----------------------------------------------------------------------------------------------
+PRECISION_K = (29, 70, 8)
+MMA = ("the tensor cores add the 8 products of each mma.sync in an order (and with an internal precision) NVIDIA "
+       "does not specify; the simulator adds them in k order, each rounded to fp32: at most K ulps")
+
+
+def _precision_gemm_cases(kernel):
+    def cases(rng) -> list[Case]:
+        made = []
+        for (M, N), K in zip(((37, 45), (20, 19), (65, 3)), PRECISION_K):
+            A, B = _positive(rng, (M, K)).astype(np.float16), _positive(rng, (K, N)).astype(np.float16)
+            grid, block = precision.configuration(kernel, (M, N))
+            made.append(kernel_case(kernel, grid, block, (M, N), np.float32, [A, B],
+                                    f"fp16 ({M}, {K}) @ ({K}, {N}), grid {grid}, block {block}"))
+        return made
+
+    return cases
+
+
+def _fp16_sum_cases(kernel):
+    def cases(rng) -> list[Case]:
+        dtype = np.float16 if kernel is precision.sum_fp16 else np.float32
+        return [kernel_case(kernel, 1, 1, (1,), dtype, [x], f"{x.size} fp16 values")
+                for x in (np.ones(3000, np.float16), _positive(rng, 777).astype(np.float16),
+                          rng.standard_normal(100).astype(np.float16))]
+
+    return cases
+
+
+def _fp16_map_cases(kernel):
+    def cases(rng) -> list[Case]:
+        dtype = np.float16 if kernel is precision.map_fp16 else np.float32
+        x = (rng.standard_normal(1000) * 100).astype(dtype)
+        return [kernel_case(kernel, blocks, threads, (1000,), dtype, [x], f"1000 values, {blocks} x {threads}")
+                for blocks, threads in ((1, 32), (3, 64), (8, 256))]
+
+    return cases
+
+
+register("precision.gemm_fp16_fp32acc", _precision_gemm_cases(precision.gemm_fp16_fp32acc), ulps=max(PRECISION_K),
+         why=f"{FMA}: at most K ulps (K <= {max(PRECISION_K)} here, positive inputs); fp16 products exact in fp32")
+for _kernel in (precision.gemm_tensor_core, precision.gemm_tensor_core_tiled):
+    register(f"precision.{_kernel.py_func.__name__}", _precision_gemm_cases(_kernel), ulps=max(PRECISION_K), why=MMA)
+for _kernel in (precision.sum_fp16, precision.sum_fp16_fp32acc):
+    register(f"precision.{_kernel.py_func.__name__}", _fp16_sum_cases(_kernel),
+             why="one addition after another, each rounded (fp16 or fp32) as on the GPU: bit for bit")
+for _kernel in (precision.map_fp16, precision.map_fp32):
+    register(f"precision.{_kernel.py_func.__name__}", _fp16_map_cases(_kernel),
+             why="2x is exact, so a fused 2x + 1 rounds as the two operations do: bit for bit")
+
 # Solution kernels whose outputs may differ (kernel name -> (ulps, why)); every other one: bit for bit.
 SOLUTION_BOUNDS = {
     name: (64, f"{FMA}; mixed signs, so in ulps of the largest output")
@@ -266,6 +316,11 @@ SOLUTION_BOUNDS = {
     name: (256, f"{EXP} (GELU's tanh and erf likewise); {FMA}; mixed signs, so in ulps of the largest output")
     for name in ("linear_gelu_kernel", "layernorm_kernel", "softmax_warp_kernel", "softmax_online_kernel",
                  "cross_entropy_kernel", "flash_attention_kernel")
+} | {
+    "linear_fp16_kernel": (2, f"{FMA} in the fp32 sum; rounded to fp16 at the end, a result near a tie can round "
+                              "the other way: an fp16 ulp"),
+    "sgd_kernel": (1, f"{FMA}: `master - lr * g` rounded once or twice, and the fp16 weight with it"),
+    "tc_gemm_kernel": (64, f"{MMA}; mixed signs, so in ulps of the largest output"),
 }
 
 

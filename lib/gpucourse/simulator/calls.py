@@ -18,7 +18,7 @@ from numba.core import types as numba_types
 from numba.core.dispatcher import Dispatcher
 from numba.cuda.dispatcher import CUDADispatcher
 
-from . import bfloat16
+from . import bfloat16, collective
 from .arithmetic import as_dtype, cast, dtype_of, from_dtype
 from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
@@ -56,6 +56,9 @@ def dispatch(runtime, function, args, kwargs):
         if dtype is bfloat16.BFLOAT16:
             return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
         return cast_to(dtype, dtype.type)(*args)
+    emulate = collective.emulation(function)
+    if emulate is not None:
+        return collective.run_warp_wide(runtime, function, emulate, args)
     for value in args:
         if value is UNDEFINED:
             raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")

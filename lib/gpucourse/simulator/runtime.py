@@ -634,6 +634,10 @@ class Runtime(Arithmetic):
             array, index = self.through_view(array, index, site, "update")
         if type(array) is not SimArray:
             raise fault(UnsupportedInKernel, self.where(site), "atomics need an array argument")
+        if array.dtype.itemsize == 2 and (array.dtype.kind == "f" or array.dtype is BFLOAT16):
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"cuda.atomic on a {array.dtype} array does not compile for a GPU (numba-cuda has no 16-bit "
+                        "float atomics): accumulate in a float32 array, or add up within the block first")
         lanes, components, elements = self.resolve(array, index, site, "update")
         if array.written is not None:
             self.check_uninitialised(array, lanes, elements, site)

@@ -1,0 +1,440 @@
+"""Checks for module 6's precision exercises: messages that show the expected and the actual bits.
+
+A precision bug is in the bits: a tie rounded up instead of to even, a NaN
+turned into infinity, a product rounded to fp16 before the sum. So a failure
+names the launch and the first wrong element, and shows both values field by
+field (sign, exponent, mantissa)::
+
+    out[3] should be 0 10010 0101100000 (37.5), got 0 10010 0101011111 (37.47)
+
+Each check draws random, non-uniform inputs, poisons the outputs, and takes
+``special=`` to add the awkward values of its exercise (``"ties"``,
+``"denormals"``, ``"infinities"``, ``"nan"``, ``"overflow"``, ...). Results that
+depend on the order of float sums are compared with a float64 reference within
+a bound that fits the format; exact results bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from numba import cuda
+
+from ..kernels.precision import emulate_mma_m16n8k8, mma_m16n8k8, ulp
+from ..run import simulated
+from . import core
+from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
+
+U16 = 2.0 ** -11  # unit roundoff of fp16
+U32 = 2.0 ** -24  # ... and of fp32
+_FIELDS = {np.dtype(np.float16): (5, 10, np.uint16), np.dtype(np.float32): (8, 23, np.uint32),
+           np.dtype(np.uint16): (8, 7, np.uint16)}  # uint16: a bfloat16 bit pattern
+
+
+def bit_fields(value, dtype) -> str:
+    """``value`` of ``dtype`` as "sign exponent mantissa (value)"; a uint16 is read as a bfloat16 pattern."""
+    dtype = np.dtype(dtype)
+    exponent_bits, mantissa_bits, unsigned = _FIELDS[dtype]
+    pattern = int(np.asarray(value, dtype).view(unsigned))
+    width = 1 + exponent_bits + mantissa_bits
+    text = format(pattern, f"0{width}b")
+    shown = np.asarray(np.uint32(pattern << 16)).view(np.float32) if dtype == np.uint16 else np.asarray(value, dtype)
+    return f"{text[0]} {text[1:1 + exponent_bits]} {text[1 + exponent_bits:]} ({float(shown):.6g})"
+
+
+def _mismatch(name: str, described: str, label: str, index, expected, got, dtype, why: str = "") -> CheckFailed:
+    where = "[" + ", ".join(str(int(i)) for i in np.atleast_1d(index)) + "]"
+    poisoned = " (never written: it still holds the poison value)" if _is_poison(got, dtype) else ""
+    return CheckFailed(f"{name} gave a wrong result with {described}:\n"
+                       f"  {label}{where} should be {bit_fields(expected, dtype)},\n"
+                       f"  {' ' * len(label + where)}       got {bit_fields(got, dtype)}{poisoned}"
+                       + (f"\n  {why}" if why else ""))
+
+
+def _is_poison(value, dtype) -> bool:
+    """Still the value `core.poison` filled the output with (NaN, or the lowest integer)."""
+    dtype = np.dtype(dtype)
+    return bool(np.isnan(value)) if dtype.kind == "f" else int(value) == np.iinfo(dtype).min
+
+
+def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments: list) -> tuple:
+    """``kernel[grid, block](out, *arguments)`` as every check launches (`core.launch_on_copies`: ``out``
+    poisoned, a canary after it); returns ``out`` and the arguments as the kernel left them."""
+    if not is_kernel(kernel):
+        raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
+                          f"(got {type(kernel).__name__}).")
+    try:
+        out, canary, after = core.launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
+    except Exception as exc:
+        raise CheckFailed(explain_failure(name, described, exc)) from None
+    if not all(_is_poison(value, dtype) for value in canary):
+        raise CheckFailed(f"{name} wrote past the end of its output with {described}: a thread past the end of "
+                          "the array needs a guard.")
+    return out, after
+
+
+def _unchanged(name: str, described: str, labels: Sequence[str], before: Sequence, after: Sequence) -> None:
+    for label, old, new in zip(labels, before, after):
+        if isinstance(old, np.ndarray) and not np.array_equal(old.view(np.uint8), new.view(np.uint8)):
+            raise CheckFailed(f"{name} changed its input `{label}` with {described}: it must only write its outputs.")
+
+
+def _compare_exact(name, described, label, got, expected, dtype) -> None:
+    """Bit for bit, except that any NaN matches any NaN of the same sign."""
+    same = got.view(np.uint8).reshape(got.shape + (-1,)) == expected.view(np.uint8).reshape(expected.shape + (-1,))
+    same = same.all(axis=-1)
+    if np.dtype(dtype).kind == "f":
+        same |= np.isnan(got) & np.isnan(expected) & (np.signbit(got) == np.signbit(expected))
+    bad = np.argwhere(~same)
+    if len(bad):
+        first = tuple(bad[0])
+        raise _mismatch(name, described, label, first, expected[first], got[first], dtype,
+                        f"{len(bad)} of {got.size} elements differ")
+
+
+def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "") -> None:
+    """Within ``bound`` of the float64 ``exact``; where ``exact`` rounds to inf or NaN in ``dtype``, that exactly."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        stored = exact.astype(dtype)
+        special = ~np.isfinite(stored)
+        ok = np.where(special, (got == stored) | (np.isnan(got) & np.isnan(stored)),
+                      np.abs(got.astype(np.float64) - exact) <= bound)
+    bad = np.argwhere(~ok)
+    if len(bad):
+        first = tuple(bad[0])
+        why = ("" if special[first] else
+               f"the float64 result is {exact[first]:.9g}; rounding allows ±{float(np.asarray(bound)[first]):.3g} "
+               f"there{': ' + hint if hint else ''}")
+        raise _mismatch(name, described, label, first, stored[first], got[first], dtype,
+                        f"{len(bad)} of {got.size} elements are wrong. {why}")
+
+
+def _sizes_described(**arrays) -> str:
+    return ", ".join(f"{k} {v.shape}" for k, v in arrays.items())
+
+
+def _special(rng, shape, dtype, kinds: Sequence[str], spot: float = 0.1) -> np.ndarray:
+    """Random normal values with a share ``spot`` of them replaced by the awkward ``kinds``."""
+    values = (rng.standard_normal(shape) * rng.uniform(0.5, 2)).astype(dtype)
+    picks = {"denormals": lambda n: rng.uniform(-1, 1, n) * 2.0 ** -16,
+             "infinities": lambda n: rng.choice([-np.inf, np.inf], n),
+             "nan": lambda n: np.full(n, np.nan),
+             "large": lambda n: rng.uniform(200, 400, n) * rng.choice([-1, 1], n)}
+    for kind in kinds:
+        chosen = rng.random(shape) < spot
+        values[chosen] = picks[kind](int(chosen.sum())).astype(dtype)
+    return values
+
+
+# ---------------------------------------------------------------- exercise 1: a linear layer in fp16
+
+
+def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(16, 16), special: Sequence[str] = (),
+                      seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[grid, block](Y, X, W, bias)``: ``Y = X @ W.T + bias`` rounded once to fp16.
+
+    Each shape is ``(M, K, N)``: ``X`` (M, K) and ``W`` (N, K) float16, ``bias`` (N,) float32, ``Y`` (M, N)
+    float16; ``grid = (ceil(N / block[0]), ceil(M / block[1]))``. ``Y`` may differ from the float64 result by
+    half an fp16 ulp plus the rounding of K float32 additions; where the result overflows fp16 it must be inf.
+    ``special``: "denormals", "large" (fp16 overflows), "infinities", "nan" among the inputs.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for M, K, N in shapes:
+        X = _special(rng, (M, K), np.float16, special)
+        W = _special(rng, (N, K), np.float16, [k for k in special if k in ("denormals", "large")])
+        bias = (rng.standard_normal(N) * 2).astype(np.float32)
+        grid = (math.ceil(N / block[0]), math.ceil(M / block[1]))
+        described = f"grid={grid}, block={tuple(block)}, {_sizes_described(X=X, W=W)}"
+        Y, after = _launch(kernel, name, described, grid, block, (M, N), np.float16, [X, W, bias])
+        _unchanged(name, described, ["X", "W", "bias"], [X, W, bias], after)
+        X64, W64 = X.astype(np.float64), W.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = X64 @ W64.T + bias
+            scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
+        bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
+        _compare_within(name, described, "Y", Y, exact, bound, np.float16, "is the accumulator float32?")
+        count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- exercise 2: Kahan sums in fp16
+
+
+def _plant_row_specials(rng, x: np.ndarray, special: Sequence[str]) -> None:
+    """Rows of subnormals, rows that overflow, and rows with one infinity, both infinities or a NaN."""
+    rows, n = x.shape
+    for kind in special:
+        if kind == "denormals":
+            x[::2] = (rng.uniform(-1, 1, x[::2].shape) * 2.0 ** -14).astype(np.float16)
+        elif kind == "overflow":
+            x[1::4] = rng.uniform(1000, 2000, x[1::4].shape).astype(np.float16)
+        elif kind == "infinities":
+            for r in range(0, rows, 3):
+                x[r, rng.integers(n)] = rng.choice([-np.inf, np.inf])
+            x[rows // 2, 0], x[rows // 2, -1] = np.inf, -np.inf  # both: NaN
+        elif kind == "nan":
+            x[2::5, rng.integers(n)] = np.nan
+        else:
+            raise ValueError(f"unknown special value {kind!r}")
+
+
+def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int = 32, values: str = "mixed",
+                     special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(rows / threads), threads](out, x)``: ``out[r]`` the fp16 sum of row ``r`` of fp16 ``x``.
+
+    Within Kahan's bound, ``(2u + 2 n u**2)`` times the sum of ``|x|`` (u = 2**-11, n the row length), of the
+    float64 sum; a sum that is inf or NaN in fp16 (an infinity in the row, a NaN, an overflow) must be that.
+    ``values``: "mixed" (normal), "positive" (uniform in [0, 1)), "ones" (the running sum stalls at 2048).
+    ``special``: "denormals", "infinities", "nan", and "overflow" (rows of large positive values).
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for rows, n in shapes:
+        if values == "ones":
+            x = np.ones((rows, n), np.float16)
+        elif values == "positive":
+            x = rng.uniform(0, 1, (rows, n)).astype(np.float16)
+        else:
+            x = (rng.standard_normal((rows, n)) * rng.uniform(0.5, 2)).astype(np.float16)
+        _plant_row_specials(rng, x, special)
+        grid = math.ceil(rows / threads)
+        described = f"grid={grid}, block={threads}, x {x.shape} ({values} values{', ' if special else ''}" \
+                    f"{', '.join(special)})"
+        out, after = _launch(kernel, name, described, grid, threads, (rows,), np.float16, [x])
+        _unchanged(name, described, ["x"], [x], after)
+        x64 = x.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            exact = x64.sum(axis=1)
+        bound = (2 * U16 + 2 * n * U16 ** 2) * np.abs(x64).sum(axis=1)
+        _compare_within(name, described, "out", out, exact, bound, np.float16,
+                        "does the sum carry Kahan's compensation?")
+        count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- exercise 3: float32 -> bfloat16 bits
+
+
+def bfloat16_reference(bits32: np.ndarray) -> np.ndarray:
+    """The bfloat16 patterns (uint16) nearest to float32 patterns (uint32), ties to even; a NaN stays a NaN
+    (sign and top mantissa bits kept, quiet bit 0x0040 set)."""
+    bits32 = np.asarray(bits32, np.uint32).astype(np.uint64)
+    nan = (bits32 & 0x7FFFFFFF) > 0x7F800000
+    rounded = (bits32 + 0x7FFF + ((bits32 >> 16) & 1)) >> 16
+    return np.where(nan, (bits32 >> 16) | 0x0040, rounded).astype(np.uint16)
+
+
+def bfloat16_inputs(rng, size: int, special: Sequence[str] = ()) -> np.ndarray:
+    """float32 bit patterns (uint32): random magnitudes, and the ``special`` ones ("ties", "denormals",
+    "infinities", "nan", "overflow")."""
+    values = (rng.standard_normal(size) * np.exp2(rng.integers(-20, 20, size))).astype(np.float32).view(np.uint32)
+    extra = []
+    for kind in special:
+        if kind == "ties":  # exactly half-way: the kept bits odd (round up) and even (round down)
+            extra.append((rng.integers(0, 0x7F7F, 16).astype(np.uint32) << 16) | 0x8000)
+            extra.append(np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x00008000, 0x7F7F8000], np.uint32))
+        elif kind == "denormals":
+            signs = rng.integers(0, 2, 16).astype(np.uint32) << 31
+            extra.append(rng.integers(1, 0x007FFFFF, 16).astype(np.uint32) | signs)
+        elif kind == "infinities":
+            extra.append(np.array([0x7F800000, 0xFF800000], np.uint32))
+        elif kind == "nan":  # quiet, signalling, and payloads only in the low 16 bits (they must not become inf)
+            extra.append(np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF80FFFF, 0x7FBFFFFF, 0x7F808000], np.uint32))
+        elif kind == "overflow":
+            extra.append(np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF], np.uint32))
+        else:
+            raise ValueError(f"unknown special value {kind!r}")
+    return np.concatenate([values] + extra)
+
+
+def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = (128,), special: Sequence[str] = (),
+                      seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(n / threads), threads](out, bits)``: ``out`` (uint16) the bfloat16 nearest to each float32
+    pattern of ``bits`` (uint32), bit for bit as `bfloat16_reference`."""
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for size in sizes:
+        bits32 = bfloat16_inputs(rng, size, special)
+        for t in threads:
+            grid = math.ceil(len(bits32) / t)
+            described = f"grid={grid}, block={t}, {len(bits32)} values{' with ' if special else ''}{', '.join(special)}"
+            out, after = _launch(kernel, name, described, grid, t, (len(bits32),), np.uint16, [bits32])
+            _unchanged(name, described, ["bits"], [bits32], after)
+            expected = bfloat16_reference(bits32)
+            bad = np.flatnonzero(out != expected)
+            if len(bad):
+                i = int(bad[0])
+                given = bit_fields(bits32[i:i + 1].view(np.float32)[0], np.float32)
+                raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,
+                                f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong")
+            count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- exercise 4: dynamic loss scaling
+
+
+def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: Sequence[float] = (1024.0,),
+                  special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(n / threads), threads](out, found_inf, grads, inv_scale)``: ``out`` (float32) is
+    ``grads`` (float16) times ``inv_scale`` (float32, a power of two: exact), and ``found_inf[0]`` (int32, 0
+    before the launch) becomes 1 when any product is inf or NaN."""
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for size in sizes:
+        for scale in scales:
+            grads = (_special(rng, size, np.float16, special, spot=0.05) if special else
+                     (rng.standard_normal(size) * scale * 1e-3).astype(np.float16))
+            inv_scale = np.float32(1 / scale)
+            grid = math.ceil(size / threads)
+            described = f"grid={grid}, block={threads}, {size} gradients, loss scale {scale:g}" + \
+                        (f" ({', '.join(special)})" if special else "")
+            out, (found, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float32,
+                                             [np.zeros(1, np.int32), grads, inv_scale])
+            _unchanged(name, described, ["grads"], [grads], [after])
+            expected = grads.astype(np.float32) * inv_scale
+            _compare_exact(name, described, "out", out, expected, np.float32)
+            should = int(not np.isfinite(expected).all())
+            if int(found[0]) != should:
+                raise CheckFailed(f"{name} with {described}: found_inf[0] should be {should}, got {int(found[0])}"
+                                  + (" (the gradients hold an inf or a NaN)" if should else " (all are finite)"))
+            count += 1
+    report(name, count, quiet)
+
+
+def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequence[bool]]], *, interval: int,
+                            name: str | None = None, quiet: bool = False) -> None:
+    """``function(scale, good_steps, found_inf) -> (scale, good_steps, skip)`` along each run of steps.
+
+    Each run is ``(initial scale, found_inf of each step)``, from 0 good steps: on an inf or NaN the step is
+    skipped, the scale halved and the count reset; otherwise the count grows, and after ``interval`` good
+    steps in a row the scale doubles and the count restarts.
+    """
+    __tracebackhide__ = True
+    name = name or getattr(function, "__name__", "function")
+    count = 0
+    for initial, flags in runs:
+        scale, good = initial, 0
+        for step, found in enumerate(flags):
+            expected = ((scale / 2, 0, True) if found else
+                        (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False))
+            try:
+                got = function(scale, good, found)
+            except NotImplementedError:
+                raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
+                                  "code.") from None
+            except Exception as exc:
+                raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) raised {type(exc).__name__}: "
+                                  f"{exc}") from None
+            if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
+                history = "".join("x" if f else "." for f in flags[:step + 1])
+                raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) should return {expected!r}, got {got!r}\n"
+                                  f"  at step {step} of a run from scale {initial:g} (steps so far, x = inf/NaN found: "
+                                  f"{history})")
+            scale, good = expected[0], expected[1]
+            count += 1
+    report(name, count, quiet, unit="step")
+
+
+# ---------------------------------------------------------------- exercise 5: fp32 master weights
+
+
+def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: float = 1e-3,
+                     special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(n / threads), threads](weights, master, grads, lr)``: ``master`` (float32, updated in place)
+    becomes ``master - lr * grads`` (within one float32 rounding: a GPU may fuse the multiply-add) and
+    ``weights`` (float16) the fp16 rounding of the new master.
+
+    ``special``: "small updates" (below half an fp16 ulp of the weight: only the master sees them),
+    "denormals" (gradients), "large" (masters near fp16's largest value: some weights overflow to inf).
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for size in sizes:
+        master = (rng.standard_normal(size) * rng.uniform(0.5, 4)).astype(np.float32)
+        grads = rng.standard_normal(size).astype(np.float16)
+        if "small updates" in special:
+            master = (np.abs(master) + 16).astype(np.float32)  # fp16 ulp 2**-6 there; lr * |g| far smaller
+        if "denormals" in special:
+            grads[::3] = (rng.uniform(-1, 1, len(grads[::3])) * 2.0 ** -16).astype(np.float16)
+        if "large" in special:
+            master[::4] = rng.uniform(65400, 65600, len(master[::4])).astype(np.float32)
+        lr32 = np.float32(lr)
+        grid = math.ceil(size / threads)
+        described = f"grid={grid}, block={threads}, {size} weights, lr {lr:g}" + \
+                    (f" ({', '.join(special)})" if special else "")
+        weights, (new_master, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float16,
+                                                  [master, grads, lr32])
+        _unchanged(name, described, ["grads"], [grads], [after])
+        exact = master.astype(np.float64) - float(lr32) * grads.astype(np.float64)
+        step = np.abs(float(lr32) * grads.astype(np.float64))
+        bound = (np.abs(exact) + step) * U32 * 1.001  # two roundings at most: the product and the difference
+        _compare_within(name, described, "master", new_master, exact, bound, np.float32,
+                        "is the update computed in float32 on the float32 master?")
+        with np.errstate(over="ignore"):
+            rounded = new_master.astype(np.float16)
+        _compare_exact(name, described, "weights", weights, rounded, np.float16)
+        count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- exercise 6: a tensor-core tile GEMM
+
+
+def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int = 4, special: Sequence[str] = (),
+                   seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[grid, (32, warps)](C, A, B)``: ``C = A @ B`` (A, B float16, C float32), each warp one 16 x 8
+    tile of C with `mma_m16n8k8`: ``grid = (ceil(N / (8 * warps)), ceil(M / 16))``.
+
+    Within ``(K + 1) * 2**-24 * (|A| @ |B|)`` of the float64 product (products exact, fp32 sums in any order),
+    and, run on the course simulator, with ``ceil(K / 8)`` calls of `mma_m16n8k8` per warp.
+    ``special``: "denormals" (products far below fp16's range), "large" (products above it).
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for M, K, N in shapes:
+        A, B = _special(rng, (M, K), np.float16, special), _special(rng, (K, N), np.float16, special)
+        grid = (math.ceil(N / (8 * warps)), math.ceil(M / 16))
+        described = f"grid={grid}, block=(32, {warps}), {_sizes_described(A=A, B=B)}"
+        calls = []
+
+        def counting(a, b, c):
+            calls.append(a.shape[0])  # warps in this call
+            return emulate_mma_m16n8k8(a, b, c)
+
+        mma_m16n8k8.__warp_emulation__ = counting
+        try:
+            with simulated():
+                C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B])
+        finally:
+            mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
+        _unchanged(name, described, ["A", "B"], [A, B], after)
+        A64, B64 = A.astype(np.float64), B.astype(np.float64)
+        _compare_within(name, described, "C", C, A64 @ B64, (K + 1) * U32 * (np.abs(A64) @ np.abs(B64)), np.float32,
+                        "are the products and sums in fp32 (the tensor cores' fp16 x fp16 + fp32)?")
+        expected_calls = grid[0] * grid[1] * warps * math.ceil(K / 8)
+        if sum(calls) != expected_calls:
+            raise CheckFailed(f"{name} is correct with {described}, but its warps call mma_m16n8k8 {sum(calls)} "
+                              f"times in all, not {expected_calls}: once per warp and step of 8 along K "
+                              f"({grid[0] * grid[1] * warps} warps, {math.ceil(K / 8)} steps)")
+        count += 1
+    report(name, count, quiet)
+
+
+__all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
+           "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm"]

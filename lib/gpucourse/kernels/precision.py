@@ -1,0 +1,447 @@
+"""Precision: number formats bit by bit, fp16 storage with fp32 accumulation, and tensor cores from Numba.
+
+Formats (pure NumPy): `bits`, `ulp` and `round_to` for ``"fp32"``, ``"fp16"``,
+``"bf16"`` and, as an aside, the 8-bit ``"fp8_e4m3"`` (no infinities: it
+overflows to NaN, as ``ml_dtypes.float8_e4m3fn``) and ``"fp8_e5m2"``.
+
+Kernels (A, B float16 2-D arrays, C float32):
+
+1. `gemm_fp16_fp32acc`: module 3's shared-memory tiling with fp16 tiles (half
+   the bytes) and a float32 accumulator.
+2. `gemm_tensor_core`: a block of 4 warps computes a 32 x 32 tile of C, each
+   warp a 16 x 16 part of it with two `mma_m16n8k8` per step of 8 along K.
+   `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
+   warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
+   it, 16 `mma_m16n8k8` per step of 8, its accumulators in registers.
+3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
+   (a sum of ones stops at 2048) or in fp32.
+4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
+   and stored in the array's own format.
+
+The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
+32 lanes of a warp and returns ``d_frag = A @ B + C`` for a 16 x 8 x 8 product:
+``a_frag`` is a tuple of 4 float16 (the two ``.f16x2`` registers of A),
+``b_frag`` a tuple of 2 float16 (B's one register), ``c_frag`` and the result
+tuples of 4 float32. Which lane holds which elements is the PTX ISA's layout
+(`fragment_layout`). On a GPU it is inline PTX
+(``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
+or newer); on the course simulator `emulate_mma_m16n8k8` computes it: each
+product of two fp16 is exact in fp32, and the 8 products are added to C one
+after the other in k order, each addition rounded to fp32. The hardware adds
+in an order (and with internal precision) that NVIDIA does not specify, so a
+GPU's result may differ from this model in the last bits of fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from llvmlite import ir
+from numba import cuda, float32, types
+float16 = types.float16
+from numba.core.errors import TypingError
+from numba.core.extending import intrinsic
+
+# -- formats ---------------------------------------------------------------------------------------
+
+
+class Format(NamedTuple):
+    exponent_bits: int
+    mantissa_bits: int
+    has_infinity: bool = True
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.exponent_bits - 1)) - 1
+
+    @property
+    def min_exponent(self) -> int:
+        """The exponent of the smallest normal number."""
+        return 1 - self.bias
+
+    @property
+    def max_finite(self) -> float:
+        if self.has_infinity:  # the all-ones exponent is for infinities and NaN
+            return math.ldexp(2 - 2.0 ** -self.mantissa_bits, self.bias)
+        return math.ldexp(2 - 2.0 ** (1 - self.mantissa_bits), self.bias + 1)  # E4M3: only S.1111.111 is NaN
+
+
+FORMATS = {
+    "fp32": Format(8, 23),
+    "fp16": Format(5, 10),
+    "bf16": Format(8, 7),
+    "fp8_e4m3": Format(4, 3, has_infinity=False),
+    "fp8_e5m2": Format(5, 2),
+}
+
+
+def _format(fmt: str) -> Format:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    return FORMATS[fmt]
+
+
+def _exponent_of(magnitude: np.ndarray, f: Format) -> np.ndarray:
+    """The exponent of the binade of each magnitude, never below the smallest normal's (subnormals)."""
+    _, e = np.frexp(magnitude)  # magnitude = m * 2**e with 0.5 <= m < 1
+    return np.maximum(e.astype(np.int64) - 1, f.min_exponent)
+
+
+def round_to(x, fmt: str) -> np.ndarray:
+    """``x`` rounded to the nearest value of ``fmt`` (ties to even), as float64; overflow gives inf (NaN in E4M3)."""
+    f = _format(fmt)
+    x = np.asarray(x, np.float64)
+    magnitude = np.abs(x)
+    spacing = np.ldexp(1.0, _exponent_of(np.where(np.isfinite(magnitude), magnitude, 1.0), f) - f.mantissa_bits)
+    with np.errstate(invalid="ignore"):
+        rounded = np.round(x / spacing) * spacing  # np.round: half to even; x / spacing is exact
+        overflow = np.abs(rounded) > f.max_finite
+    rounded = np.where(overflow, np.copysign(np.inf if f.has_infinity else np.nan, x), rounded)
+    return np.where(np.isfinite(x), rounded, x if f.has_infinity else np.copysign(np.nan, x))
+
+
+def ulp(x, fmt: str) -> np.ndarray:
+    """The spacing of ``fmt``'s values at ``x`` (after rounding ``x`` to ``fmt``): 2**(exponent - mantissa bits)."""
+    f = _format(fmt)
+    stored = np.abs(round_to(x, fmt))
+    finite = np.where(np.isfinite(stored), stored, f.max_finite)
+    return np.where(np.isnan(stored), np.nan, np.ldexp(1.0, _exponent_of(finite, f) - f.mantissa_bits))
+
+
+class Bits(NamedTuple):
+    """A value's fields in a format, as bit strings, and the value the format stores."""
+
+    sign: str
+    exponent: str
+    mantissa: str
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.sign} {self.exponent} {self.mantissa}"
+
+
+def bits(x: float, fmt: str) -> Bits:
+    """Sign, exponent and mantissa bits of ``x`` rounded to ``fmt`` (NaN: the quiet NaN with the top mantissa bit)."""
+    f = _format(fmt)
+    stored = float(round_to(x, fmt))
+    sign = "1" if math.copysign(1.0, stored) < 0 else "0"
+    top = (1 << f.exponent_bits) - 1
+    if math.isnan(stored):
+        field, mantissa = top, (1 << f.mantissa_bits) - 1 if not f.has_infinity else 1 << (f.mantissa_bits - 1)
+    elif math.isinf(stored):
+        field, mantissa = top, 0
+    else:
+        magnitude = abs(stored)
+        exponent = int(_exponent_of(np.float64(magnitude), f))
+        normal = magnitude >= math.ldexp(1.0, f.min_exponent)
+        field = exponent + f.bias if normal else 0
+        fraction = magnitude / math.ldexp(1.0, exponent) - (1 if normal else 0)
+        mantissa = int(round(fraction * (1 << f.mantissa_bits)))
+    return Bits(sign, format(field, f"0{f.exponent_bits}b"), format(mantissa, f"0{f.mantissa_bits}b"), stored)
+
+
+# -- the tensor-core wrapper -----------------------------------------------------------------------
+
+WARP = 32
+MMA_M, MMA_N, MMA_K = 16, 8, 8
+MMA_PTX = "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
+
+
+def fragment_layout() -> dict[str, np.ndarray]:
+    """{"a", "b", "c"}: for each lane (axis 0) and each element of its fragment (axis 1), the (row, column)
+    of A (16 x 8), B (8 x 8) or C and D (16 x 8) it holds (axis 2), as the PTX ISA gives them for m16n8k8."""
+    lane = np.arange(WARP)
+    group, thread = lane // 4, lane % 4  # groupID and threadID_in_group
+    a = np.empty((WARP, 4, 2), np.int64)
+    for i in range(4):  # a0, a1: row group; a2, a3: row group + 8
+        a[:, i, 0] = group + 8 * (i // 2)
+        a[:, i, 1] = 2 * thread + (i % 2)
+    b = np.empty((WARP, 2, 2), np.int64)
+    for i in range(2):
+        b[:, i, 0] = 2 * thread + i
+        b[:, i, 1] = group
+    return {"a": a, "b": b, "c": a.copy()}  # C and D have A's layout (16 x 8 both)
+
+
+_LAYOUT = fragment_layout()
+_SHAPES = {"a": (MMA_M, MMA_K), "b": (MMA_K, MMA_N), "c": (MMA_M, MMA_N)}
+
+
+def matrix_of(fragments: np.ndarray, operand: str) -> np.ndarray:
+    """The matrix (..., rows, columns) that fragments (..., 32, elements) of ``operand`` ("a", "b" or "c") hold."""
+    layout = _LAYOUT[operand]
+    matrix = np.empty(fragments.shape[:-2] + _SHAPES[operand], fragments.dtype)
+    matrix[..., layout[..., 0], layout[..., 1]] = fragments
+    return matrix
+
+
+def fragments_of(matrix: np.ndarray, operand: str) -> np.ndarray:
+    """The fragments (..., 32, elements) each lane holds of ``matrix`` (..., rows, columns) as ``operand``."""
+    layout = _LAYOUT[operand]
+    return matrix[..., layout[..., 0], layout[..., 1]]
+
+
+def emulate_mma_m16n8k8(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
+    """D fragments for warps of fragments (warps, 32, 4 | 2 | 4): exact fp16 products, fp32 sums in k order."""
+    A = matrix_of(np.asarray(a_frag, np.float16), "a").astype(np.float32)
+    B = matrix_of(np.asarray(b_frag, np.float16), "b").astype(np.float32)
+    D = matrix_of(np.asarray(c_frag, np.float32), "c")
+    for k in range(MMA_K):
+        D = D + A[..., :, k, None] * B[..., None, k, :]  # the product is exact in fp32; the sum rounds once
+    return fragments_of(D, "c")
+
+
+def _is_fragment(value, dtype, count: int) -> bool:
+    return isinstance(value, types.UniTuple) and value.count == count and value.dtype == dtype
+
+
+@intrinsic
+def mma_m16n8k8(typingctx, a_frag, b_frag, c_frag):
+    """``D = A @ B + C`` on the tensor cores of a warp; see the module's docstring for the fragments."""
+    for name, value, dtype, count in (("a_frag", a_frag, types.float16, 4), ("b_frag", b_frag, types.float16, 2),
+                                      ("c_frag", c_frag, types.float32, 4)):
+        if not _is_fragment(value, dtype, count):
+            raise TypingError(f"mma_m16n8k8: {name} must be a tuple of {count} {dtype} values, got {value}")
+    signature = types.UniTuple(types.float32, 4)(a_frag, b_frag, c_frag)
+
+    def codegen(context, builder, sig, args):
+        a, b, c = args
+        i32, f32 = ir.IntType(32), ir.FloatType()
+        pair = ir.VectorType(ir.IntType(16), 2)  # numba-cuda keeps a float16 in an i16
+
+        def f16x2(fragment, first):  # two halves in one 32-bit register, the first in the low bits
+            register = ir.Constant(pair, ir.Undefined)
+            for slot in range(2):
+                register = builder.insert_element(register, builder.extract_value(fragment, first + slot),
+                                                  ir.Constant(i32, slot))
+            return builder.bitcast(register, i32)
+
+        operands = [f16x2(a, 0), f16x2(a, 2), f16x2(b, 0)] + [builder.extract_value(c, i) for i in range(4)]
+        function = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 3 + [f32] * 4)
+        asm = ir.InlineAsm(function, MMA_PTX + " {$0,$1,$2,$3}, {$4,$5}, {$6}, {$7,$8,$9,$10};",
+                           "=f,=f,=f,=f,r,r,r,f,f,f,f", side_effect=True)
+        d = builder.call(asm, operands)
+        return context.make_tuple(builder, sig.return_type, [builder.extract_value(d, i) for i in range(4)])
+
+    return signature, codegen
+
+
+mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8  # what the course simulator runs in its place
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+
+TILE = 16
+WARPS_M, WARPS_N = 2, 2  # gemm_tensor_core: a block of 2 x 2 warps
+WARP_TILE_M, WARP_TILE_N = MMA_M, 2 * MMA_N  # each warp: 16 x 16 of C, two mma per step
+BLOCK_M, BLOCK_N = WARPS_M * WARP_TILE_M, WARPS_N * WARP_TILE_N  # 32 x 32
+THREADS = WARP * WARPS_M * WARPS_N
+
+
+@cuda.jit
+def gemm_fp16_fp32acc(C, A, B):
+    tile_a = cuda.shared.array((TILE, TILE), float16)  # fp16 tiles: half the bytes of module 3's
+    tile_b = cuda.shared.array((TILE, TILE), float16)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M, N, K = C.shape[0], C.shape[1], A.shape[1]
+    acc = float32(0)
+    for start in range(0, K, TILE):
+        k = start + tx
+        tile_a[ty, tx] = A[row, k] if row < M and k < K else float16(0)
+        k = start + ty
+        tile_b[ty, tx] = B[k, col] if k < K and col < N else float16(0)
+        cuda.syncthreads()
+        for j in range(TILE):
+            acc += float32(tile_a[ty, j]) * float32(tile_b[j, tx])  # exact product, fp32 sum
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+@cuda.jit
+def gemm_tensor_core(C, A, B):
+    tile_a = cuda.shared.array((BLOCK_M, MMA_K), float16)
+    tile_b = cuda.shared.array((MMA_K, BLOCK_N), float16)
+    thread = cuda.threadIdx.x
+    lane, warp = thread % WARP, thread // WARP
+    group, pair = lane // 4, 2 * (lane % 4)  # the PTX layout: rows group and group + 8, columns pair, pair + 1
+    wm, wn = (warp // WARPS_N) * WARP_TILE_M, (warp % WARPS_N) * WARP_TILE_N
+    M, N, K = C.shape[0], C.shape[1], A.shape[1]
+    row0, col0 = cuda.blockIdx.y * BLOCK_M, cuda.blockIdx.x * BLOCK_N
+    zero = float32(0)
+    left = (zero, zero, zero, zero)  # D of columns wn .. wn + 7
+    right = (zero, zero, zero, zero)  # and of wn + 8 .. wn + 15
+    for start in range(0, K, MMA_K):
+        for e in range(thread, BLOCK_M * MMA_K, THREADS):  # 2 elements of each tile per thread
+            r, k = e // MMA_K, e % MMA_K
+            inside = row0 + r < M and start + k < K
+            tile_a[r, k] = A[row0 + r, start + k] if inside else float16(0)
+            k, c = e // BLOCK_N, e % BLOCK_N
+            inside = start + k < K and col0 + c < N
+            tile_b[k, c] = B[start + k, col0 + c] if inside else float16(0)
+        cuda.syncthreads()
+        a = (tile_a[wm + group, pair], tile_a[wm + group, pair + 1],
+             tile_a[wm + group + 8, pair], tile_a[wm + group + 8, pair + 1])
+        b = (tile_b[pair, wn + group], tile_b[pair + 1, wn + group])
+        left = mma_m16n8k8(a, b, left)
+        b = (tile_b[pair, wn + 8 + group], tile_b[pair + 1, wn + 8 + group])
+        right = mma_m16n8k8(a, b, right)
+        cuda.syncthreads()
+    for half in range(2):
+        d = left if half == 0 else right
+        for i in range(4):
+            r = row0 + wm + group + 8 * (i // 2)
+            c = col0 + wn + 8 * half + pair + i % 2
+            if r < M and c < N:
+                C[r, c] = d[i]
+
+
+@cuda.jit
+def sum_fp16(out, x):
+    if cuda.grid(1) == 0:
+        total = float16(0)
+        for i in range(x.shape[0]):
+            total = total + x[i]  # an fp16 addition: rounded to fp16 each time
+        out[0] = total
+
+
+@cuda.jit
+def sum_fp16_fp32acc(out, x):
+    if cuda.grid(1) == 0:
+        total = float32(0)
+        for i in range(x.shape[0]):
+            total += float32(x[i])
+        out[0] = total
+
+
+@cuda.jit
+def map_fp16(out, x):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, x.shape[0], stride):
+        out[i] = float16(float32(x[i]) * float32(2) + float32(1))
+
+
+@cuda.jit
+def map_fp32(out, x):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, x.shape[0], stride):
+        out[i] = x[i] * float32(2) + float32(1)
+
+
+TC_BM, TC_BN, TC_BK = 128, 128, 32  # gemm_tensor_core_tiled: the block's tile of C, and its step along K
+TC_WARPS_M, TC_WARPS_N = 2, 4  # 8 warps, each 64 x 32 of C
+TC_MMA_M, TC_MMA_N = TC_BM // TC_WARPS_M // MMA_M, TC_BN // TC_WARPS_N // MMA_N  # 4 x 4 mma tiles per warp
+TC_THREADS = WARP * TC_WARPS_M * TC_WARPS_N
+TC_A_COLS, TC_B_COLS = TC_BK + 8, TC_BN + 8  # rows of the shared tiles 16 bytes longer: fewer bank conflicts
+
+
+@cuda.jit
+def gemm_tensor_core_tiled(C, A, B):
+    tile_a = cuda.shared.array((TC_BM, TC_A_COLS), float16)
+    tile_b = cuda.shared.array((TC_BK, TC_B_COLS), float16)
+    acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
+    thread = cuda.threadIdx.x
+    lane, warp = thread % WARP, thread // WARP
+    group, pair = lane // 4, 2 * (lane % 4)
+    wm, wn = (warp // TC_WARPS_N) * (TC_MMA_M * MMA_M), (warp % TC_WARPS_N) * (TC_MMA_N * MMA_N)
+    M, N, K = C.shape[0], C.shape[1], A.shape[1]
+    row0, col0 = cuda.blockIdx.y * TC_BM, cuda.blockIdx.x * TC_BN
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                acc[i, j, e] = float32(0)
+    for start in range(0, K, TC_BK):
+        for e in range(thread, TC_BM * TC_BK, TC_THREADS):  # consecutive threads, consecutive k of a row of A
+            r, k = e // TC_BK, e % TC_BK
+            inside = row0 + r < M and start + k < K
+            tile_a[r, k] = A[row0 + r, start + k] if inside else float16(0)
+        for e in range(thread, TC_BK * TC_BN, TC_THREADS):  # ... and consecutive columns of a row of B
+            k, c = e // TC_BN, e % TC_BN
+            inside = start + k < K and col0 + c < N
+            tile_b[k, c] = B[start + k, col0 + c] if inside else float16(0)
+        cuda.syncthreads()
+        for kk in range(0, TC_BK, MMA_K):
+            for i in range(TC_MMA_M):
+                r = wm + i * MMA_M + group
+                a = (tile_a[r, kk + pair], tile_a[r, kk + pair + 1],
+                     tile_a[r + 8, kk + pair], tile_a[r + 8, kk + pair + 1])
+                for j in range(TC_MMA_N):
+                    c = wn + j * MMA_N + group
+                    b = (tile_b[kk + pair, c], tile_b[kk + pair + 1, c])
+                    d = mma_m16n8k8(a, b, (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                    for e in range(4):
+                        acc[i, j, e] = d[e]
+        cuda.syncthreads()
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                r = row0 + wm + i * MMA_M + group + 8 * (e // 2)
+                c = col0 + wn + j * MMA_N + pair + e % 2
+                if r < M and c < N:
+                    C[r, c] = acc[i, j, e]
+
+
+GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled]
+
+
+def _check_gemm(C, A, B) -> None:
+    if A.ndim != 2 or B.ndim != 2 or C.ndim != 2:
+        raise ValueError(f"A, B and C must be 2-D matrices, got {A.ndim}-D, {B.ndim}-D and {C.ndim}-D")
+    if A.dtype != np.float16 or B.dtype != np.float16 or C.dtype != np.float32:
+        raise ValueError(f"A and B must be float16 and C float32 (got {A.dtype}, {B.dtype}, {C.dtype}): "
+                         "convert with .astype(np.float16) / np.float32")
+    if A.shape[1] != B.shape[0] or C.shape != (A.shape[0], B.shape[1]):
+        raise ValueError(f"A is {A.shape[0]}x{A.shape[1]}, B {B.shape[0]}x{B.shape[1]} and C "
+                         f"{C.shape[0]}x{C.shape[1]}: need A's columns = B's rows and C of A's rows x B's columns")
+
+
+def configuration(kernel, shape_c) -> tuple[tuple[int, int], tuple[int, ...]]:
+    """(grid, block) covering C of shape (M, N) for one of the `GEMM_KERNELS`."""
+    M, N = shape_c
+    if kernel is gemm_tensor_core:
+        return (-(-N // BLOCK_N), -(-M // BLOCK_M)), (THREADS,)
+    if kernel is gemm_tensor_core_tiled:
+        return (-(-N // TC_BN), -(-M // TC_BM)), (TC_THREADS,)
+    return (-(-N // TILE), -(-M // TILE)), (TILE, TILE)
+
+
+def launch_gemm(kernel, C, A, B) -> None:
+    """``kernel[grid, block](C, A, B)`` with the grid that covers C; a clear error on wrong shapes or dtypes."""
+    _check_gemm(C, A, B)
+    grid, block = configuration(kernel, C.shape)
+    kernel[grid, block](C, A, B)
+
+
+def gemm(A, B, kernel=gemm_tensor_core) -> np.ndarray:
+    """``A @ B`` for 2-D host arrays stored in fp16, accumulated in fp32; returns float32."""
+    A16, B16 = np.ascontiguousarray(A, np.float16), np.ascontiguousarray(B, np.float16)
+    if A16.ndim != 2 or B16.ndim != 2:
+        raise ValueError(f"A and B must be 2-D matrices, got {A16.ndim}-D and {B16.ndim}-D")
+    d_C = cuda.to_device(np.zeros((A16.shape[0], B16.shape[1]), np.float32))
+    launch_gemm(kernel, d_C, cuda.to_device(A16), cuda.to_device(B16))
+    return d_C.copy_to_host()
+
+
+def launch_sum(kernel, x) -> np.ndarray:
+    """The sum of the float16 vector ``x`` by `sum_fp16` or `sum_fp16_fp32acc`: a 1-element array."""
+    x = np.asarray(x)
+    if x.ndim != 1 or x.dtype != np.float16:
+        raise ValueError(f"x must be a 1-D float16 vector, got {x.ndim}-D {x.dtype}")
+    out = np.zeros(1, np.float16 if kernel is sum_fp16 else np.float32)
+    kernel[1, 1](out, x)
+    return out
+
+
+def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
+    """`map_fp16` or `map_fp32` over a grid of ``blocks x threads`` (a grid-stride loop covers the rest)."""
+    kernel[blocks, threads](out, x)
+
+
+__all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "fragment_layout", "matrix_of", "fragments_of",
+           "emulate_mma_m16n8k8", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core", "gemm_tensor_core_tiled",
+           "sum_fp16",
+           "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
+           "launch_sum", "launch_map"]

@@ -1,0 +1,211 @@
+"""Module 6's checks: right kernels pass, each classic precision mistake fails with the bits in the message."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import cuda, float32, types, uint32
+
+from gpucourse import simulated
+from gpucourse.grading import CheckFailed
+from gpucourse.grading import precision as checks
+from gpucourse.kernels.precision import mma_m16n8k8
+
+float16 = types.float16
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def test_bit_fields_show_sign_exponent_and_mantissa():
+    assert checks.bit_fields(np.float16(1.0), np.float16) == "0 01111 0000000000 (1)"
+    assert checks.bit_fields(np.float32(-2.5), np.float32) == "1 10000000 01000000000000000000000 (-2.5)"
+    assert checks.bit_fields(np.uint16(0x3F80), np.uint16) == "0 01111111 0000000 (1)"  # a bfloat16 pattern
+
+
+def test_the_bfloat16_reference_is_ml_dtypes_rounding():
+    bits32 = checks.bfloat16_inputs(np.random.default_rng(0), 2000, ["ties", "denormals", "infinities", "overflow"])
+    expected = bits32.view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    np.testing.assert_array_equal(checks.bfloat16_reference(bits32), expected)
+    nans = checks.bfloat16_inputs(np.random.default_rng(1), 0, ["nan"])
+    converted = checks.bfloat16_reference(nans)
+    assert np.isnan(converted.view(ml_dtypes.bfloat16).astype(np.float32)).all()  # 0x7F800001 is no inf
+
+
+def make_linear(accumulator):
+    @cuda.jit
+    def linear(Y, X, W, bias):
+        col, row = cuda.grid(2)
+        if row < Y.shape[0] and col < Y.shape[1]:
+            acc = accumulator(0)
+            for k in range(X.shape[1]):
+                acc += accumulator(X[row, k]) * accumulator(W[col, k])
+            Y[row, col] = float16(float32(acc) + bias[col])
+
+    return linear
+
+
+def test_linear_fp16_needs_a_float32_accumulator():
+    checks.check_linear_fp16(make_linear(float32), [(5, 300, 7), (1, 1, 1)], special=["denormals", "large", "nan"],
+                             quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)Y\[\d+, \d+\] should be [01] [01]{5} [01]{10} .*got .*"
+                                          r"is the accumulator float32\?"):
+        checks.check_linear_fp16(make_linear(float16), [(5, 300, 7)])
+
+
+def make_row_sum(compensated, guard_infinities):
+    @cuda.jit
+    def row_sum(out, x):
+        row = cuda.grid(1)
+        if row < x.shape[0]:
+            total, c = float16(0), float16(0)
+            for k in range(x.shape[1]):
+                y = x[row, k] - c
+                t = total + y
+                if compensated and (t - t == float16(0) or not guard_infinities):
+                    c = (t - total) - y
+                else:
+                    c = float16(0)
+                total = t
+            out[row] = total
+
+    return row_sum
+
+
+def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
+    kahan = make_row_sum(True, True)
+    for values in ("ones", "positive", "mixed"):
+        checks.check_kahan_rows(kahan, [(3, 3000), (33, 50)], values=values, quiet=True)
+    checks.check_kahan_rows(kahan, [(33, 500)], special=["denormals", "infinities", "nan", "overflow"], quiet=True)
+    with pytest.raises(CheckFailed, match=r"out\[0\] should be 0 11010 0111011100 \(3000\),\n.* got 0 11010 "
+                                          r"0000000000 \(2048\)"):
+        checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
+    with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\)"):
+        checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])
+
+
+def make_to_bfloat16(rounding, nan_guard):
+    @cuda.jit
+    def to_bfloat16(out, bits):
+        i = cuda.grid(1)
+        if i < bits.shape[0]:
+            u = bits[i]
+            if nan_guard and (u & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
+                out[i] = (u >> uint32(16)) | uint32(0x0040)
+            elif rounding:
+                out[i] = (u + uint32(0x7FFF) + ((u >> uint32(16)) & uint32(1))) >> uint32(16)
+            else:
+                out[i] = u >> uint32(16)
+
+    return to_bfloat16
+
+
+def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
+    everything = ["ties", "denormals", "infinities", "nan", "overflow"]
+    checks.check_to_bfloat16(make_to_bfloat16(True, True), [300, 1], threads=[32, 128], special=everything, quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)out\[\d+\] should be .*got .*the float32 input bits\[\d+\] is"):
+        checks.check_to_bfloat16(make_to_bfloat16(False, True), [300])
+    with pytest.raises(CheckFailed, match=r"should be 0 11111111 1000000 \(nan\),\n.*got 0 11111111 0000000 \(inf\)"):
+        checks.check_to_bfloat16(make_to_bfloat16(True, False), [0], special=["nan"])
+
+
+def make_unscale(flags):
+    @cuda.jit
+    def unscale(out, found_inf, grads, inv_scale):
+        i = cuda.grid(1)
+        if i < grads.shape[0]:
+            g = float32(grads[i]) * inv_scale
+            out[i] = g
+            if flags and g - g != float32(0):
+                cuda.atomic.max(found_inf, 0, 1)
+
+    return unscale
+
+
+def test_unscale_must_flag_infinities_and_nan():
+    for special in ([], ["infinities"], ["nan", "denormals"]):
+        checks.check_unscale(make_unscale(True), [300, 7], scales=[1024.0, 65536.0], special=special, quiet=True)
+    with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got 0 \(the gradients hold an inf or a NaN\)"):
+        checks.check_unscale(make_unscale(False), [300], special=["nan"])
+
+
+def test_loss_scale_update_follows_the_run():
+    def update(scale, good, found):
+        if found:
+            return scale / 2, 0, True
+        return (scale * 2, 0, False) if good + 1 == 3 else (scale, good + 1, False)
+
+    runs = [(1024.0, [False] * 7 + [True, True, False])]
+    checks.check_loss_scale_update(update, runs, interval=3, quiet=True)
+    with pytest.raises(CheckFailed, match=r"update\(1024.0, 2, False\) should return \(2048.0, 0, False\), got "
+                                          r"\(1024.0, 3, False\)\n  at step 2 .*\.\.\.\)"):
+        checks.check_loss_scale_update(lambda s, g, f: (s / 2, 0, True) if f else (s, g + 1, False), runs,
+                                       interval=3, name="update")
+
+    def unwritten(scale, good, found):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="unwritten is not written yet"):
+        checks.check_loss_scale_update(unwritten, runs, interval=3)
+    with pytest.raises(CheckFailed, match=r"update\(1024.0, 0, False\) raised ZeroDivisionError"):
+        checks.check_loss_scale_update(lambda s, g, f: 1 / 0, runs, interval=3, name="update")
+
+
+def make_sgd(master_weights):
+    @cuda.jit
+    def sgd(weights, master, grads, lr):
+        i = cuda.grid(1)
+        if i < master.shape[0]:
+            if master_weights:
+                m = master[i] - lr * float32(grads[i])
+            else:  # the update in fp16: it vanishes below half an ulp of the weight
+                m = float32(float16(master[i]) - float16(lr * float32(grads[i])))
+            master[i] = m
+            weights[i] = float16(m)
+
+    return sgd
+
+
+def test_master_sgd_keeps_the_updates_fp16_loses():
+    checks.check_master_sgd(make_sgd(True), [300, 7], special=["small updates", "denormals", "large"], quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)master\[\d+\] should be 0 10000011 .*got 0 10000011 "):
+        checks.check_master_sgd(make_sgd(False), [300], special=["small updates"])
+
+
+def make_tile_gemm(tensor_cores):
+    @cuda.jit
+    def tile_gemm(C, A, B):
+        lane, warp = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * 16, (cuda.blockIdx.x * cuda.blockDim.y + warp) * 8
+        g, p = lane // 4, 2 * (lane % 4)
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        acc = (float32(0), float32(0), float32(0), float32(0))
+        for k0 in range(0, K, 8):
+            a = (A[row0 + g, k0 + p] if row0 + g < M and k0 + p < K else float16(0),
+                 A[row0 + g, k0 + p + 1] if row0 + g < M and k0 + p + 1 < K else float16(0),
+                 A[row0 + g + 8, k0 + p] if row0 + g + 8 < M and k0 + p < K else float16(0),
+                 A[row0 + g + 8, k0 + p + 1] if row0 + g + 8 < M and k0 + p + 1 < K else float16(0))
+            b = (B[k0 + p, col0 + g] if k0 + p < K and col0 + g < N else float16(0),
+                 B[k0 + p + 1, col0 + g] if k0 + p + 1 < K and col0 + g < N else float16(0))
+            if tensor_cores:
+                acc = mma_m16n8k8(a, b, acc)
+        for i in range(4):
+            r, c = row0 + g + 8 * (i // 2), col0 + p + i % 2
+            if r < M and c < N:
+                value = acc[i]
+                if not tensor_cores:  # the same product without the tensor cores
+                    for k in range(K):
+                        value += float32(A[r, k]) * float32(B[k, c])
+                C[r, c] = value
+
+    return tile_gemm
+
+
+def test_mma_gemm_must_use_the_tensor_cores():
+    checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45), (16, 8, 8)], special=["denormals", "large"], quiet=True)
+    checks.check_mma_gemm(make_tile_gemm(True), [(20, 9, 70)], warps=2, quiet=True)
+    with pytest.raises(CheckFailed, match=r"call mma_m16n8k8 0 times in all, not 96: once per warp and step of 8 "
+                                          r"along K \(24 warps, 4 steps\)"):
+        checks.check_mma_gemm(make_tile_gemm(False), [(37, 29, 45)], warps=4)

@@ -1,0 +1,255 @@
+"""Module 6's library: formats against ml_dtypes, the mma wrapper's PTX and emulation, fp16 kernels."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import cuda, float32, types
+
+from gpucourse import simulated
+from gpucourse.kernels import precision as p
+from gpucourse.simulator.errors import WarpFault
+
+rng = np.random.default_rng(6)
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+# -- formats ------------------------------------------------------------------------------------------
+NUMPY_TYPES = {"fp32": (np.float32, np.uint32), "fp16": (np.float16, np.uint16),
+               "bf16": (ml_dtypes.bfloat16, np.uint16), "fp8_e4m3": (ml_dtypes.float8_e4m3fn, np.uint8),
+               "fp8_e5m2": (ml_dtypes.float8_e5m2, np.uint8)}
+
+
+def awkward_values(fmt):
+    """Random magnitudes over the whole range, exact ties between neighbours, subnormals, overflow, inf, NaN."""
+    f = p.FORMATS[fmt]
+    smallest = 2.0 ** (f.min_exponent - f.mantissa_bits)
+    values = np.exp(rng.uniform(np.log(smallest / 4), np.log(f.max_finite * 2), 400)) * rng.choice([-1, 1], 400)
+    stored = p.round_to(values[:100], fmt)
+    ties = stored + np.copysign(p.ulp(stored, fmt) / 2, stored)  # half-way between two values
+    special = [0.0, -0.0, smallest, smallest / 2, 1.5 * smallest, f.max_finite, np.inf, -np.inf, np.nan]
+    return np.concatenate([values, ties[np.isfinite(ties)], special])
+
+
+@pytest.mark.parametrize("fmt", list(p.FORMATS))
+def test_round_to_and_bits_match_ml_dtypes(fmt):
+    dtype, unsigned = NUMPY_TYPES[fmt]
+    x = awkward_values(fmt)
+    if fmt != "fp32":
+        x = x.astype(np.float32).astype(np.float64)  # ml_dtypes converts from float32 (rounding once)
+    with np.errstate(over="ignore"):
+        expected = x.astype(dtype)
+    np.testing.assert_array_equal(p.round_to(x, fmt), expected.astype(np.float64))
+    patterns = expected.view(unsigned)
+    width = 8 * np.dtype(unsigned).itemsize
+    for value, pattern in zip(x[::7], patterns[::7]):
+        b = p.bits(value, fmt)
+        if not np.isnan(value):
+            assert b.sign + b.exponent + b.mantissa == format(int(pattern), f"0{width}b"), (fmt, value)
+            assert b.value == float(np.asarray(value).astype(dtype)) or np.isnan(b.value)
+
+
+def test_ulp_and_bits_of_known_values():
+    assert p.ulp(1.0, "fp16") == 2.0 ** -10 and p.ulp(2048.0, "fp16") == 2.0 and p.ulp(1.0, "bf16") == 2.0 ** -7
+    assert p.ulp(2.0 ** -24, "fp16") == 2.0 ** -24  # subnormals share the smallest normal's spacing
+    assert str(p.bits(1.0, "fp16")) == "0 01111 0000000000" and str(p.bits(-2.0, "bf16")) == "1 10000000 0000000"
+    assert p.round_to(256.0 ** 2, "fp16") == np.inf and p.round_to(2049.0, "fp16") == 2048.0  # a tie to even
+    with pytest.raises(ValueError, match="unknown format 'fp12'.*fp16"):
+        p.bits(1.0, "fp12")
+
+
+# -- the mma wrapper ------------------------------------------------------------------------------------
+def test_fragment_layout_covers_each_matrix_once():
+    layout = p.fragment_layout()
+    for operand, (rows, cols) in {"a": (16, 8), "b": (8, 8), "c": (16, 8)}.items():
+        cells = layout[operand].reshape(-1, 2)
+        assert len({tuple(c) for c in cells}) == rows * cols == len(cells)
+    lane = 5  # group 1, thread 1 in the PTX ISA's figures
+    assert layout["a"][lane].tolist() == [[1, 2], [1, 3], [9, 2], [9, 3]]
+    assert layout["b"][lane].tolist() == [[2, 1], [3, 1]]
+
+
+def ptx_layout():
+    """The PTX ISA's m16n8k8 .f16 fragment layout, written out again from its formulas (not the library's)."""
+    a, b, c = np.zeros((32, 4, 2), int), np.zeros((32, 2, 2), int), np.zeros((32, 4, 2), int)
+    for lane in range(32):
+        group, tig = lane >> 2, lane % 4
+        for i in range(4):
+            a[lane, i] = c[lane, i] = (group if i < 2 else group + 8, tig * 2 + (i & 1))
+        for i in range(2):
+            b[lane, i] = (tig * 2 + i, group)
+    return a, b, c
+
+
+@cuda.jit
+def mma_each_warp(D, A, B, C):
+    """Each warp w computes D[w] = A[w] @ B[w] + C[w] from the fragments its lanes hold ([w, lane, element])."""
+    w, lane = cuda.grid(1) // 32, cuda.threadIdx.x % 32
+    a = (A[w, lane, 0], A[w, lane, 1], A[w, lane, 2], A[w, lane, 3])
+    b = (B[w, lane, 0], B[w, lane, 1])
+    c = (C[w, lane, 0], C[w, lane, 1], C[w, lane, 2], C[w, lane, 3])
+    d = p.mma_m16n8k8(a, b, c)
+    for i in range(4):
+        D[w, lane, i] = d[i]
+
+
+def test_mma_emulation_inside_a_kernel_matches_a_numpy_model_of_the_layout():
+    warps = 6
+    scale = np.exp2(rng.integers(-6, 7, (warps, 1, 1)))  # each warp its own magnitude
+    A = (rng.standard_normal((warps, 16, 8)) * scale).astype(np.float16)
+    B = rng.standard_normal((warps, 8, 8)).astype(np.float16)
+    C = (rng.standard_normal((warps, 16, 8)) * scale).astype(np.float32)
+    la, lb, lc = ptx_layout()
+    frag_a, frag_b = A[:, la[..., 0], la[..., 1]], B[:, lb[..., 0], lb[..., 1]]
+    frag_c = C[:, lc[..., 0], lc[..., 1]]
+    D = np.full((warps, 32, 4), np.nan, np.float32)
+    mma_each_warp[3, 64](D, frag_a, frag_b, frag_c)
+    got = np.empty((warps, 16, 8), np.float32)
+    got[:, lc[..., 0], lc[..., 1]] = D
+    # The model: products of two fp16 are exact in fp32; fp32 sums in k order, each rounded once.
+    model = C.copy()
+    for k in range(8):
+        model = model + A[:, :, k, None].astype(np.float32) * B[:, None, k, :].astype(np.float32)
+    np.testing.assert_array_equal(got, model)
+    # Any order of fp32 sums (the GPU's is unspecified) stays within 9 roundings of the float64 result.
+    exact = C.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
+    bound = 9 * 2.0 ** -24 * (np.abs(C) + np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
+    assert np.all(np.abs(got - exact) <= bound)
+
+
+@cuda.jit
+def mma_in_a_branch(D, A, B):
+    lane = cuda.threadIdx.x
+    if lane < 16:
+        a = (A[lane], A[lane], A[lane], A[lane])
+        d = p.mma_m16n8k8(a, (B[lane], B[lane]), (float32(0), float32(0), float32(0), float32(0)))
+        D[lane] = d[0]
+
+
+def test_mma_needs_the_whole_warp():
+    A, B = np.ones(32, np.float16), np.ones(32, np.float16)
+    D = np.zeros(32, np.float32)
+    with pytest.raises(WarpFault, match="needs all 32 lanes of a warp"):
+        mma_in_a_branch[1, 32](D, A, B)
+    with pytest.raises(WarpFault, match="has only 16 threads"):
+        mma_each_warp[1, 16](np.zeros((1, 32, 4), np.float32), np.ones((1, 32, 4), np.float16),
+                             np.ones((1, 32, 2), np.float16), np.ones((1, 32, 4), np.float32))
+
+
+@pytest.mark.parametrize("cc", [(7, 5), (8, 0)])
+@pytest.mark.parametrize("kernel, count", [(p.gemm_tensor_core, 2), (p.gemm_tensor_core_tiled, 16)],
+                         ids=["gemm_tensor_core", "gemm_tensor_core_tiled"])
+def test_the_tensor_core_gemms_compile_to_mma_sync(kernel, count, cc):
+    signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+    instructions = [line.strip() for line in ptx.splitlines() if p.MMA_PTX in line]
+    assert len(instructions) == count and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
+    assert "ld.local" not in ptx  # the accumulators stay in registers
+
+
+def test_wrong_fragments_are_a_typing_error():
+    def kernel(D, A):
+        d = p.mma_m16n8k8((A[0], A[1]), (A[0], A[1]), (D[0], D[1], D[2], D[3]))
+        D[0] = d[0]
+
+    with pytest.raises(Exception, match="a_frag must be a tuple of 4 float16"):
+        cuda.compile_ptx(kernel, (types.float32[:], types.float16[:]), cc=(7, 5))
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", p.GEMM_KERNELS, ids=lambda k: k.py_func.__name__)
+@pytest.mark.parametrize("shape", [(16, 8, 8), (37, 29, 45), (70, 50, 33), (1, 3, 1), (130, 40, 129)], ids=str)
+def test_gemms_are_within_the_fp32_accumulation_bound(kernel, shape):
+    M, K, N = shape
+    A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    C = np.full((M, N), np.nan, np.float32)
+    p.launch_gemm(kernel, C, A, B)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    bound = (K + 1) * 2.0 ** -24 * (np.abs(A64) @ np.abs(B64))  # K fp32 additions; the products are exact
+    assert np.all(np.abs(C - A64 @ B64) <= bound)
+
+
+def test_the_gemms_add_in_the_same_order():
+    A = rng.standard_normal((40, 72)).astype(np.float16)
+    B = rng.standard_normal((72, 140)).astype(np.float16)
+    first = p.gemm(A, B, p.gemm_fp16_fp32acc)
+    for kernel in (p.gemm_tensor_core, p.gemm_tensor_core_tiled):
+        np.testing.assert_array_equal(p.gemm(A, B, kernel), first)
+
+
+def test_gemm_explains_bad_arguments():
+    A, B = np.ones((4, 3), np.float16), np.ones((5, 2), np.float16)
+    with pytest.raises(ValueError, match="A's columns = B's rows"):
+        p.launch_gemm(p.gemm_tensor_core, np.zeros((4, 2), np.float32), A, B)
+    with pytest.raises(ValueError, match="must be float16 and C float32"):
+        p.launch_gemm(p.gemm_tensor_core, np.zeros((4, 2), np.float32), A.astype(np.float32), B)
+    with pytest.raises(ValueError, match="must be 2-D matrices, got 1-D and 2-D"):
+        p.gemm(np.ones(3), B)
+
+
+def test_a_running_fp16_sum_stalls_at_2048():
+    ones = np.ones(3000, np.float16)
+    assert p.launch_sum(p.sum_fp16, ones)[0] == 2048  # 2048 + 1 is a tie, rounded to even: 2048
+    assert p.launch_sum(p.sum_fp16_fp32acc, ones)[0] == 3000
+    x = rng.uniform(0, 1, 500).astype(np.float16)
+    running = np.float16(0)
+    for value in x:
+        running = np.float16(running + value)
+    assert p.launch_sum(p.sum_fp16, x)[0] == running
+    with pytest.raises(ValueError, match="1-D float16"):
+        p.launch_sum(p.sum_fp16, ones.astype(np.float32))
+
+
+@pytest.mark.parametrize("blocks, threads", [(1, 32), (3, 64), (8, 256)])
+def test_maps_store_in_their_own_format(blocks, threads):
+    x = rng.standard_normal(1000).astype(np.float32) * 100
+    out16, out32 = np.full(1000, np.nan, np.float16), np.full(1000, np.nan, np.float32)
+    p.launch_map(p.map_fp16, out16, x.astype(np.float16), blocks, threads)
+    p.launch_map(p.map_fp32, out32, x, blocks, threads)
+    np.testing.assert_array_equal(out16, (x.astype(np.float16).astype(np.float32) * 2 + 1).astype(np.float16))
+    np.testing.assert_array_equal(out32, x * np.float32(2) + np.float32(1))
+
+
+@cuda.jit
+def add_atomically(total, x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        cuda.atomic.add(total, 0, x[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_16_bit_float_atomics_are_refused_as_the_gpu_compiler_does(dtype, monkeypatch):
+    from gpucourse.run.ptx import KernelCompileError
+    from gpucourse.simulator.errors import UnsupportedInKernel
+
+    x = np.ones(40, dtype)
+    with pytest.raises(KernelCompileError, match="would not compile"):
+        add_atomically[2, 32](np.zeros(1, dtype), x)
+    monkeypatch.setenv("GPUCOURSE_PTX_CHECK", "off")  # the simulator refuses it on its own too
+    with pytest.raises(UnsupportedInKernel, match=r"no 16-bit float atomics\): accumulate in a float32 array"):
+        add_atomically[2, 32](np.zeros(1, dtype), x)
+    total = np.zeros(1, np.float32)
+    add_atomically[2, 32](total, x.astype(np.float32))
+    assert total[0] == 40
+
+
+@cuda.jit
+def multiply_add_fp16(out, x, y, z):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = x[i] * y[i] + z[i]  # numba types each operation float16 (mul.f16, add.f16)
+
+
+def test_fp16_arithmetic_rounds_to_fp16_after_each_operation():
+    x, y, z = (rng.uniform(1, 2, 500).astype(np.float16) for _ in range(3))
+    out = np.full(500, np.nan, np.float16)
+    multiply_add_fp16[4, 128](out, x, y, z)
+    per_operation = (x * y).astype(np.float16) + z  # NumPy rounds each float16 operation to float16
+    once = (x.astype(np.float64) * y + z).astype(np.float16)
+    np.testing.assert_array_equal(out, per_operation)
+    assert (per_operation != once).sum() > 10  # the two roundings differ often enough for the test to tell

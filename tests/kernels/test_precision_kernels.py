@@ -56,6 +56,7 @@ def test_round_to_and_bits_match_ml_dtypes(fmt):
 def test_ulp_and_bits_of_known_values():
     assert p.ulp(1.0, "fp16") == 2.0 ** -10 and p.ulp(2048.0, "fp16") == 2.0 and p.ulp(1.0, "bf16") == 2.0 ** -7
     assert p.ulp(2.0 ** -24, "fp16") == 2.0 ** -24  # subnormals share the smallest normal's spacing
+    assert p.ulp(0.0, "fp16") == p.ulp(-0.0, "fp16") == 2.0 ** -24 and p.ulp(0.0, "fp32") == 2.0 ** -149  # zero too
     assert str(p.bits(1.0, "fp16")) == "0 01111 0000000000" and str(p.bits(-2.0, "bf16")) == "1 10000000 0000000"
     assert p.round_to(256.0 ** 2, "fp16") == np.inf and p.round_to(2049.0, "fp16") == 2048.0  # a tie to even
     with pytest.raises(ValueError, match="unknown format 'fp12'.*fp16"):

@@ -11,8 +11,8 @@ from .elementwise import draw_views, draw_warp_sectors, positions, warp_position
 from .occupancy import SM, SMS, Occupancy, blocks_per_sm
 from .reduction import (additions, blelloch_steps, draw_reduction_trees, draw_scan, hillis_steele_steps,
                         reduction_levels)
-from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, Device, LaunchBound, attainable, draw_roofline, intensity,
-                       launch_bound, seconds_at_least, show_prediction)
+from .roofline import (A100_SXM, DEVICES, H100_SXM, T4, TENSOR_FP16, Device, LaunchBound, attainable, draw_roofline,
+                       intensity, launch_bound, seconds_at_least, show_prediction)
 from .threads import draw_launch, index_explorer, thread_map
 
 __all__ = ["threads", "elementwise", "reduction", "matmul", "conv", "fusion", "precision", "roofline", "occupancy",
@@ -21,5 +21,5 @@ __all__ = ["threads", "elementwise", "reduction", "matmul", "conv", "fusion", "p
            "additions", "blelloch_steps", "draw_reduction_trees", "draw_scan", "hillis_steele_steps",
            "reduction_levels",
            "SM", "SMS", "Occupancy", "blocks_per_sm",
-           "Device", "DEVICES", "T4", "A100_SXM", "H100_SXM", "attainable", "draw_roofline", "intensity",
+           "Device", "DEVICES", "TENSOR_FP16", "T4", "A100_SXM", "H100_SXM", "attainable", "draw_roofline", "intensity",
            "seconds_at_least", "LaunchBound", "launch_bound", "show_prediction"]

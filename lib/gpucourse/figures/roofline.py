@@ -41,6 +41,15 @@ A100_SXM = Device(
     "NVIDIA A100 Tensor Core GPU data sheet, 80GB SXM: FP32 19.5 TFLOPS, GPU memory bandwidth 2,039 GB/s",
 )
 DEVICES = {"T4": T4, "A100": A100_SXM, "H100": H100_SXM}
+# The same devices when the FLOPs are FP16 tensor-core math (dense, FP32 accumulation), same memory.
+TENSOR_FP16 = {
+    "T4": Device("T4, FP16 tensor cores", 65e12, T4.bandwidth,
+                 "NVIDIA T4 data sheet: mixed precision (FP16/FP32) 65 TFLOPS"),
+    "A100": Device("A100 SXM 80GB, FP16 tensor cores", 312e12, A100_SXM.bandwidth,
+                   "NVIDIA A100 data sheet: FP16 Tensor Core 312 TFLOPS (624 with sparsity)"),
+    "H100": Device("H100 SXM, FP16 tensor cores", 989e12, H100_SXM.bandwidth,
+                   "NVIDIA H100 data sheet, SXM: FP16 Tensor Core 1,979 TFLOPS with sparsity, 989 dense"),
+}
 
 
 def intensity(flops: float, bytes_moved: float) -> float:

@@ -85,8 +85,8 @@ def _format(fmt: str) -> Format:
 
 def _exponent_of(magnitude: np.ndarray, f: Format) -> np.ndarray:
     """The exponent of the binade of each magnitude, never below the smallest normal's (subnormals)."""
-    _, e = np.frexp(magnitude)  # magnitude = m * 2**e with 0.5 <= m < 1
-    return np.maximum(e.astype(np.int64) - 1, f.min_exponent)
+    _, e = np.frexp(magnitude)  # magnitude = m * 2**e with 0.5 <= m < 1 (frexp(0) gives e = 0)
+    return np.where(magnitude == 0, f.min_exponent, np.maximum(e.astype(np.int64) - 1, f.min_exponent))
 
 
 def round_to(x, fmt: str) -> np.ndarray:

@@ -64,7 +64,7 @@ NOT_GPU_BENCHMARKS = {"common", "gpu_check", "numba_cuda_conformance", "numba_cu
 PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
             "--platform", "manylinux2014_x86_64", "--python-version", "3.12", "--implementation", "cp",
             "--abi", "cp312"]
-REQUIREMENTS = ["numpy<2.5", "nbclient>=0.10,<1", "nbformat", "ipykernel>=6.29", "ipywidgets>=8,<9",
+REQUIREMENTS = ["numpy<2.5", "nbclient>=0.10,<1", "nbformat", "ipykernel>=6.29,<7", "ipywidgets>=8,<9",
                 "matplotlib>=3.8"]
 WITHOUT_DEPENDENCIES = ["numba-cuda==0.30.*"]  # its numba and llvmlite (60 MB) are the machine's own
 # Dependencies nothing imports when notebooks run headless: the debugger, completion, widget front ends.
@@ -114,7 +114,7 @@ def execute_notebook(path: Path, cell_timeout: float, require_gpu: bool = True) 
     import nbformat  # noqa: PLC0415 (in the prepared environment only)
     from nbclient.exceptions import CellExecutionError  # noqa: PLC0415
 
-    from gpucourse.course.execution import CellStalled, run_notebook  # noqa: PLC0415
+    from gpucourse.course import CellStalled, run_notebook  # noqa: PLC0415
 
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(f"import gpucourse\nprint('{BACKEND_MARK}', gpucourse.BACKEND.kind)"))

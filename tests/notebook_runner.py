@@ -6,7 +6,8 @@ from pathlib import Path
 
 import nbformat
 
-from gpucourse.course.execution import CELL_TIMEOUT, run_notebook
+from gpucourse.course import run_notebook
+from gpucourse.course.execution import CELL_TIMEOUT
 
 # Appended to every executed notebook: kernels it defines but never launched were never
 # compiled for the GPU, so the suite would not notice simulator-only code in them.

@@ -8,7 +8,7 @@ its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
   idle SMs of the last one (the *tail*): every term below is stretched by blocks / (waves x slots);
 - three roofs, the slowest wins: FLOPs at the FP32 peak, global sectors at the memory bandwidth, shared
   wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
-- latency: fewer than `WARPS_TO_HIDE` resident warps per SM cannot hide the latency of memory and arithmetic
+- latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this model does not see);
 - each launch costs `LAUNCH_SECONDS` on top.
 
@@ -54,7 +54,8 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     slots = max(1, occupancy.blocks) * sm.sms
     waves = max(1, math.ceil(blocks / slots))
     tail = blocks / (waves * slots)
-    latency = max(1.0, WARPS_TO_HIDE / max(occupancy.warps, 1))
+    resident = min(max(1, occupancy.blocks), math.ceil(blocks / sm.sms)) * math.ceil(threads / 32)  # warps per SM
+    latency = max(1.0, WARPS_TO_HIDE / resident)
     bound = max(terms, key=terms.get)
     return Prediction(terms[bound] / tail * latency + LAUNCH_SECONDS, terms, bound, occupancy.blocks, waves, tail,
                       latency)

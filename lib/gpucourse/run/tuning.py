@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
 from .resources import Resources, kernel_resources
 
@@ -296,9 +297,7 @@ class Result:
 
 def _device():
     """(name, compute capability) of the GPU kernels run on, or None on the simulator."""
-    from . import BACKEND  # noqa: PLC0415
-
-    if not BACKEND.on_gpu:
+    if not chosen_backend().on_gpu:
         return None
     from numba import cuda  # noqa: PLC0415
 
@@ -333,7 +332,7 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
         try:
             launch = problem.build(config)
             if device is None:  # the one simulated launch is both the correctness check and the trace to price
-                from . import trace  # noqa: PLC0415
+                from .cpu_backend import trace  # noqa: PLC0415
 
                 with trace() as t:
                     launch()

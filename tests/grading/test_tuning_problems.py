@@ -50,3 +50,16 @@ def test_softmax_and_conv_problems_are_correct_for_every_candidate():
         assert all("seconds" in t for t in result.trials), result.trials
         assert len(result.trials) == len(problem.space.valid())
     assert gt.softmax_problem(1, 5000).space.rejected()[0][0]["kernel"] == "row_fused"
+
+
+@needs_nvjitlink
+def test_a_large_problem_is_priced_from_its_traced_proxy_scaled_by_flops():
+    config = {"BM": 32, "BN": 32, "TM": 4, "TN": 4, "BK": 8}
+    space = {k: (v,) for k, v in config.items()}
+    big = gt.sgemm_problem(512, 512, 256, space, traced=(40, 33, 16))
+    small = big.proxy
+    assert small.shapes == {"M": 40, "N": 33, "K": 16} and big.flops / small.flops == pytest.approx(512 * 512 * 256 / (40 * 33 * 16))
+    model = ft.cost_model("H100")
+    seconds = rt.price(big, config, model)  # traces only the 40 x 33 x 16 launch, checked against its reference
+    assert seconds > rt.price(small, config, model)
+    assert big.wrong() is not None  # the large launch itself never ran

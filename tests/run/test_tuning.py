@@ -104,7 +104,7 @@ class _CountingModel:
     def __init__(self):
         self.calls = 0
 
-    def __call__(self, trace, resources, launch, flops):
+    def __call__(self, trace, resources, launch, flops, scale):
         self.calls += 1
         return 1e-6 * launch.block[0] / 32 + 1e-6 * (trace.array("x").instructions["read"].sectors > 0)
 

@@ -71,7 +71,7 @@ def trace_counts(launch) -> tuple[int, int]:
 
 
 class CostModel:
-    """A callable for `gpucourse.run.tuning.tune`: ``model(trace, resources, launch, flops) -> seconds``."""
+    """A callable for `gpucourse.run.tuning.tune`: ``model(trace, resources, launch, flops, scale) -> seconds``."""
 
     def __init__(self, device: str = "H100"):
         if device not in DEVICES or device not in SMS:
@@ -80,16 +80,18 @@ class CostModel:
         self.architecture = ARCHITECTURES[device]
         self.compute_capability = SMS[device].compute_capability
 
-    def prediction(self, launch_trace, resources, launch, flops: float) -> Prediction:
-        sectors, wavefronts = trace_counts(launch_trace)
+    def prediction(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> Prediction:
+        """Of ``launch`` (its grid and block), from ``launch_trace``'s counts times ``scale`` (1 when it is the
+        same launch; the ratio of FLOPs when the trace is of the same kernel at a smaller size)."""
+        sectors, wavefronts = (count * scale for count in trace_counts(launch_trace))
         if resources is None:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
                        resources.shared_bytes, self.device)
 
-    def __call__(self, launch_trace, resources, launch, flops: float) -> float:
-        return self.prediction(launch_trace, resources, launch, flops).seconds
+    def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
+        return self.prediction(launch_trace, resources, launch, flops, scale).seconds
 
 
 def cost_model(device: str = "H100") -> CostModel:

@@ -29,6 +29,7 @@ from typing import Callable
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
 from .resources import Resources, kernel_resources
+from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
 _LABEL = re.compile(r"^(\$L__\w+):", re.M)
@@ -237,6 +238,31 @@ class Problem:
     flops: float
     shapes: dict
     dtypes: tuple
+    proxy: "Problem | None" = None  # the same space at a size the simulator traces quickly, for the cost model
+
+
+class WrongResult(Exception):
+    """A candidate's output differs from the reference."""
+
+
+def price(problem: Problem, config: dict, model) -> float:
+    """``model``'s time for ``config`` at ``problem``'s size, from one traced launch on the simulator.
+
+    The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
+    is checked first: a wrong result raises `WrongResult`.
+    """
+    from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
+
+    traced = problem.proxy or problem
+    launch = traced.build(config)
+    with trace() as t:
+        launch()
+    if (wrong := traced.wrong()) is not None:
+        raise WrongResult(wrong)
+    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), model.architecture)
+    if problem.proxy is None:
+        return model(t.last, resources, launch, problem.flops, 1.0)
+    return model(t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops)
 
 
 def versions() -> dict:
@@ -330,25 +356,17 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
     trials = []
     for config in candidates(problem.space, strategy, budget, seed):
         try:
-            launch = problem.build(config)
-            if device is None:  # the one simulated launch is both the correctness check and the trace to price
-                from .cpu_backend import trace  # noqa: PLC0415
-
-                with trace() as t:
-                    launch()
+            if device is None:
+                seconds = price(problem, config, model)
             else:
+                launch = problem.build(config)
                 launch()
-            if (wrong := problem.wrong()) is not None:
-                trials.append({"config": config, "error": f"wrong result: {wrong}"})
-                continue
-            if device is not None:
-                from .timing import median_seconds  # noqa: PLC0415
-
+                if (wrong := problem.wrong()) is not None:
+                    raise WrongResult(wrong)
                 seconds = median_seconds(launch)
-            else:
-                argtypes = tuple(argument_type(a) for a in launch.args)
-                seconds = model(t.last, kernel_resources(launch.kernel, argtypes, model.architecture), launch,
-                                problem.flops)
+        except WrongResult as exc:
+            trials.append({"config": config, "error": f"wrong result: {exc}"})
+            continue
         except Exception as exc:  # a config that does not compile or launch is a trial that failed, not a crash
             trials.append({"config": config, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"})
             continue

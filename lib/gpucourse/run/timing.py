@@ -22,7 +22,7 @@ def seconds_per_launch(launch, repeat: int = 20) -> float:
 
 
 def median_seconds(launch, samples: int = 7, warmup: int = 2, sample_seconds: float = 2e-3) -> float:
-    """Median over ``samples`` of the mean GPU time of ``launch()``, timed with CUDA events after ``warmup`` calls.
+    """Median over ``samples`` of the mean GPU time of ``launch()`` (`seconds_per_launch`), after ``warmup`` calls.
 
     The first call compiles; the warm-up calls fill caches and raise the clocks. A sample repeats the launch
     enough times to last about ``sample_seconds`` of GPU time, so the events' resolution (about 0.5 µs) and one
@@ -30,19 +30,8 @@ def median_seconds(launch, samples: int = 7, warmup: int = 2, sample_seconds: fl
     """
     import statistics  # noqa: PLC0415
 
-    from numba import cuda  # noqa: PLC0415 - after the backend is chosen
-
-    for _ in range(1 + warmup):
+    for _ in range(warmup):
         launch()
     first = seconds_per_launch(launch, repeat=1)
     repeat = max(1, min(1000, int(sample_seconds / max(first, 1e-7))))
-    times = []
-    for _ in range(samples):
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(repeat):
-            launch()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) / 1e3 / repeat)
-    return statistics.median(times)
+    return statistics.median(seconds_per_launch(launch, repeat) for _ in range(samples))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import random
 import re
 import shutil
@@ -212,17 +213,11 @@ class Launch:
 
     @property
     def threads(self) -> int:
-        t = 1
-        for b in self.block:
-            t *= b
-        return t
+        return math.prod(self.block)
 
     @property
     def blocks(self) -> int:
-        n = 1
-        for g in self.grid:
-            n *= g
-        return n
+        return math.prod(self.grid)
 
 
 @dataclass(frozen=True)

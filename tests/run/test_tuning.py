@@ -89,6 +89,9 @@ def test_cache_key_changes_with_what_the_best_config_depends_on():
         changed = list(base)
         changed[k] = other[0]
         assert rt.cache_key(*changed) != key
+    assert rt.cache_key(*base, {"parameters": {"BM": (32,)}}) != rt.cache_key(*base, {"parameters": {"BM": (64,)}})
+    assert rt.cache_key("k", {"x": (4, 5)}, ("float32",), "H100", (9, 0), {}) == rt.cache_key(
+        "k", {"x": [4, 5]}, ("float32",), "H100", (9, 0), {})  # tuples and lists key alike (JSON has lists)
 
 
 @cuda.jit

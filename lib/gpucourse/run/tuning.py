@@ -271,11 +271,13 @@ def versions() -> dict:
     return found
 
 
-def cache_key(kernel: str, shapes: dict, dtypes, device: str, compute_capability, versions_: dict) -> str:
-    """The cache's key: a hash of everything the best config depends on (a different one is a miss)."""
-    blob = json.dumps({"kernel": kernel, "shapes": {k: list(v) if isinstance(v, tuple) else v for k, v in shapes.items()},
-                       "dtypes": [str(d) for d in dtypes], "device": device,
-                       "compute_capability": list(compute_capability or ()), "versions": versions_}, sort_keys=True)
+def cache_key(kernel: str, shapes: dict, dtypes, device: str, compute_capability, versions_: dict,
+              search: dict | None = None) -> str:
+    """The cache's key: a hash of everything the best config depends on (a different one is a miss); ``search``:
+    the space's parameters and how it was searched."""
+    blob = json.dumps({"kernel": kernel, "shapes": shapes, "dtypes": [str(d) for d in dtypes], "device": device,
+                       "compute_capability": list(compute_capability or ()), "versions": versions_,
+                       "search": search or {}}, sort_keys=True, default=list)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -344,8 +346,9 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
     else:
         how, cc = f"predicted for {model.device} by the cost model (no GPU timed it)", model.compute_capability
     cache = Cache(cache) if isinstance(cache, (str, Path)) else cache
+    search = {"parameters": problem.space.parameters, "strategy": strategy, "budget": budget, "seed": seed}
     key = cache_key(problem.kernel, problem.shapes, problem.dtypes, device[0] if device else f"model:{model.device}",
-                    cc, versions())
+                    cc, versions(), search)
     if cache is not None and (hit := cache.get(key)) is not None:
         return Result(hit["kernel"], hit["best"], hit["seconds"], hit["how"], hit["trials"], from_cache=True)
     trials = []

@@ -154,7 +154,7 @@ matmul_register_tiled = make_register_tiled(BM, BN, TM, TN, BK)
 KERNELS = [matmul_naive, matmul_coalesced, matmul_tiled, matmul_register_tiled, matmul_warp_tiled]
 
 
-def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int, int] | int]:
+def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int, ...]]:
     """(grid, block) covering C of shape (batch, M, N) for ``kernel``."""
     if hasattr(kernel, "tiles"):  # a kernel of sgemm.make_warp_tiled
         return sgemm.configuration(kernel, shape_c)

@@ -198,11 +198,11 @@ def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN:
     return matmul_warp_tiled
 
 
-def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], int]:
+def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int]]:
     """(grid, block) covering C of shape (batch, M, N) for a kernel of `make_warp_tiled`."""
     t = kernel.tiles
     batch, M, N = shape_c
-    return (-(-N // t["BN"]), -(-M // t["BM"]), batch), threads(t["BM"], t["BN"], t["WM"], t["WN"])
+    return (-(-N // t["BN"]), -(-M // t["BM"]), batch), (threads(t["BM"], t["BN"], t["WM"], t["WN"]),)
 
 
 matmul_warp_tiled = make_warp_tiled()

@@ -105,10 +105,10 @@ def _vector_aligned_simulated(array):
 
 def _aligned(array, index) -> None:
     """The simulator's check of what the hardware needs (a plain function, called per launch step)."""
-    rows_aligned = array.ndim == 1 or array.shape[-1] % WIDTH == 0
+    rows_aligned = array.byte_offset % 16 == 0 and (array.ndim == 1 or array.shape[-1] % WIDTH == 0)
     if not rows_aligned or np.any(np.asarray(index[-1]) % WIDTH):
-        raise ValueError(f"a 16-byte vector access of {array!r} at last index {index[-1]} is misaligned: "
-                         "the last index and the row length must be multiples of 4")
+        raise ValueError(f"a 16-byte vector access of {array!r} is misaligned: the array must start 16-byte "
+                         "aligned, and the last index and the row length must be multiples of 4")
 
 
 def _load4_simulated(array, index):  # device code for the simulator: literal subscripts, traced as usual

@@ -74,6 +74,30 @@ def parameter_problem(BM, BN, BK, WM, WN, LANES_M) -> str | None:
     return None
 
 
+def make_block_product(BK: int, TM: int, TN: int, WSUB_M: int, WSUB_N: int):
+    """The core of a step, shared with `conv`'s implicit GEMM: ``acc += tile_a[now].T @ tile_b[now]`` over this
+    thread's ``TM x TN`` outputs, rows ``row, row + 1, row + 2, row + 3, row + WSUB_M, ...`` of the block's tile and
+    columns likewise from ``col``; every shared read a 16-byte vector. Inlined, so the arrays stay in registers."""
+    ITER_M, ITER_N = TM // WIDTH, TN // WIDTH
+
+    @cuda.jit(device=True, inline="always")
+    def multiply_step(tile_a, tile_b, now, acc, a_values, b_values, row, col):
+        for k in range(BK):
+            for i in range(ITER_M):
+                values = load4(tile_a, (now, k, row + i * WSUB_M))
+                for v in range(WIDTH):
+                    a_values[i * WIDTH + v] = values[v]
+            for j in range(ITER_N):
+                values = load4(tile_b, (now, k, col + j * WSUB_N))
+                for v in range(WIDTH):
+                    b_values[j * WIDTH + v] = values[v]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a_values[i] * b_values[j]
+
+    return multiply_step
+
+
 def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN: int = 32, LANES_M: int = 4):
     """The warp-tiled, double-buffered, vector-load SGEMM kernel for one choice of tile sizes."""
     problem = parameter_problem(BM, BN, BK, WM, WN, LANES_M)
@@ -88,6 +112,8 @@ def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN:
     A_ROWS = BM + PAD  # the transposed A tile's row length
     LOADS_A, LOADS_B = BM * BK // WIDTH // THREADS, BK * BN // WIDTH // THREADS  # 16-byte chunks per thread per step
     SPLIT_A, SPLIT_B = BK // WIDTH, BN // WIDTH  # chunks per row of A's tile (along k), of B's (along n)
+
+    multiply_step = make_block_product(BK, WIDTH * ITER_M, WIDTH * ITER_N, WSUB_M, WSUB_N)
 
     @cuda.jit(device=True)
     def load_chunk(X, batch, row, col, rows, cols, vectors):
@@ -155,18 +181,7 @@ def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN:
                     values = load_chunk(B, b, start + k, col0 + c, K, N, vectors_b)
                     for v in range(WIDTH):
                         next_b[load, v] = values[v]
-            for k in range(BK):  # the block product of this step, from shared memory
-                for i in range(ITER_M):
-                    values = load4(tile_a, (now, k, wm + i * WSUB_M + tm))
-                    for v in range(WIDTH):
-                        a_values[i * WIDTH + v] = values[v]
-                for j in range(ITER_N):
-                    values = load4(tile_b, (now, k, wn + j * WSUB_N + tn))
-                    for v in range(WIDTH):
-                        b_values[j * WIDTH + v] = values[v]
-                for i in range(TM):
-                    for j in range(TN):
-                        acc[i, j] += a_values[i] * b_values[j]
+            multiply_step(tile_a, tile_b, now, acc, a_values, b_values, wm + tm, wn + tn)  # from shared memory
             if more:  # the other buffer was last read before the previous barrier: free to fill
                 later = 1 - now
                 for load in range(LOADS_A):
@@ -207,4 +222,4 @@ def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int]]:
 
 matmul_warp_tiled = make_warp_tiled()
 
-__all__ = ["configuration", "make_warp_tiled", "matmul_warp_tiled", "parameter_problem", "shared_bytes", "threads"]
+__all__ = ["configuration", "make_block_product", "make_warp_tiled", "matmul_warp_tiled", "parameter_problem", "shared_bytes", "threads"]

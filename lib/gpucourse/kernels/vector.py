@@ -32,8 +32,8 @@ def _check(array, index, name: str) -> None:
     if not (isinstance(index, types.BaseTuple) and len(index) == array.ndim
             and all(isinstance(i, types.Integer) for i in index)):
         raise TypingError(f"{name}: the index must be a tuple of {array.ndim} integers, got {index}")
-    if array.ndim > 3:
-        raise TypingError(f"{name}: arrays of 1 to 3 dimensions, got {array.ndim}")
+    if array.ndim > 4:
+        raise TypingError(f"{name}: arrays of 1 to 4 dimensions, got {array.ndim}")
 
 
 def _vector_pointer(context, builder, array_type, index_type, array, index):
@@ -119,8 +119,11 @@ def _load4_simulated(array, index):  # device code for the simulator: literal su
     if len(index) == 2:
         i, k = index
         return array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3]
-    i, j, k = index
-    return array[i, j, k], array[i, j, k + 1], array[i, j, k + 2], array[i, j, k + 3]
+    if len(index) == 3:
+        i, j, k = index
+        return array[i, j, k], array[i, j, k + 1], array[i, j, k + 2], array[i, j, k + 3]
+    i, j, l, k = index
+    return array[i, j, l, k], array[i, j, l, k + 1], array[i, j, l, k + 2], array[i, j, l, k + 3]
 
 
 def _store4_simulated(array, index, values):
@@ -132,9 +135,12 @@ def _store4_simulated(array, index, values):
     elif len(index) == 2:
         i, k = index
         array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3] = x0, x1, x2, x3
-    else:
+    elif len(index) == 3:
         i, j, k = index
         array[i, j, k], array[i, j, k + 1], array[i, j, k + 2], array[i, j, k + 3] = x0, x1, x2, x3
+    else:
+        i, j, l, k = index
+        array[i, j, l, k], array[i, j, l, k + 1], array[i, j, l, k + 2], array[i, j, l, k + 3] = x0, x1, x2, x3
 
 
 vector_aligned.__simulation__ = _vector_aligned_simulated

@@ -60,8 +60,8 @@ def test_fractions_tables_and_the_goal(bench):
     layer = rows[0].layer
     assert bench.reference(rows, layer).kernel == bench.CUDNN_ON
     assert bench.fraction_of_cudnn(rows[4], rows) == pytest.approx(0.55)
-    assert bench.goal_line(rows) == ("Goal: `conv_implicit_gemm_warp_tiled` on conv2_x 3x3 (56x56) >= 50% of cuDNN float32: "
-                                     "met "
+    assert bench.goal_line(rows) == ("Goal: `conv_implicit_gemm_warp_tiled` on conv2_x 3x3 (56x56) >= 50% of cuDNN "
+                                     "float32: met "
                                      "(55%: 11.0 TFLOP/s against 20.0 for cuDNN, benchmark on).")
     assert ": NOT met (30%: 6.0 TFLOP/s" in bench.goal_line(fake_measurements(bench, 0.30))
     assert "not measured (conv2_x 3x3 was not in this run)" in bench.goal_line(rows[5:])

@@ -29,8 +29,10 @@ SHAPES = [  # (batch of A, batch of B, M, K, N)
 ARRAY3 = types.Array(types.float32, 3, "C")
 
 
-@pytest.mark.parametrize("tiles, shape", [(CONFIGURATIONS[i % 3], shape) for i, shape in enumerate(SHAPES + SHAPES[:2])],
-                         ids=str)
+PAIRS = [(CONFIGURATIONS[i % 3], shape) for i, shape in enumerate(SHAPES + SHAPES[:2])]
+
+
+@pytest.mark.parametrize("tiles, shape", PAIRS, ids=str)
 def test_any_tiles_and_shape(tiles, shape):  # every configuration on the vector and the scalar path
     kernel = sgemm.make_warp_tiled(*tiles)
     b1, b2, M, K, N = shape

@@ -422,17 +422,15 @@ def configuration(kernel, y_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(grid, block) covering ``y`` of ``y_shape`` for one of `KERNELS`."""
     if kernel is conv_direct:
         return (-(-int(np.prod(y_shape)) // DIRECT_THREADS),), (DIRECT_THREADS,)
+    block = (THREADS, THREADS)
     if kernel is conv_implicit_gemm:
         B, M, Ho, Wo = y_shape
         grid = (-(-(B * Ho * Wo) // BP), -(-M // BF))
     elif hasattr(kernel, "tiles"):  # a kernel of make_implicit_gemm_warp_tiled
         B, Ho, Wo, M = y_shape
         t = kernel.tiles
-        grid, block = (-(-M // t["BN"]), -(-(B * Ho * Wo) // t["BM"])), (sgemm.threads(t["BM"], t["BN"], t["WM"], t["WN"]),)
-        if grid[1] > MAX_GRID_Y:
-            raise ValueError(f"y of shape {tuple(y_shape)} needs {grid[1]} blocks along grid y, more than {MAX_GRID_Y}: "
-                             "split the batch")
-        return grid, block
+        grid = (-(-M // t["BN"]), -(-(B * Ho * Wo) // t["BM"]))
+        block = (sgemm.threads(t["BM"], t["BN"], t["WM"], t["WN"]),)
     elif kernel is conv_implicit_gemm_nhwc:
         B, Ho, Wo, M = y_shape
         grid = (-(-M // BF), -(-(B * Ho * Wo) // BP))
@@ -441,7 +439,7 @@ def configuration(kernel, y_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if grid[1] > MAX_GRID_Y:
         raise ValueError(f"y of shape {tuple(y_shape)} needs {grid[1]} blocks along grid y, more than {MAX_GRID_Y}: "
                          "split the batch")
-    return grid, (THREADS, THREADS)
+    return grid, block
 
 
 def launch_conv(kernel, y, x, w, stride: int = 1, padding: int = 0) -> None:

@@ -222,4 +222,5 @@ def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int]]:
 
 matmul_warp_tiled = make_warp_tiled()
 
-__all__ = ["configuration", "make_block_product", "make_warp_tiled", "matmul_warp_tiled", "parameter_problem", "shared_bytes", "threads"]
+__all__ = ["configuration", "make_block_product", "make_warp_tiled", "matmul_warp_tiled", "parameter_problem",
+           "shared_bytes", "threads"]

@@ -239,3 +239,23 @@ def test_fused_epilogue_matches_and_writes_c_once(M, K, N):
     assert traffic[False] == (2 * M * N, 3 * M * N)  # bias and ReLU each read and write C again
     with pytest.raises(ValueError, match=r"A's columns \(50\) must equal B's rows \(5\)"):
         fu.check_gemm(np.zeros((2, 3)), np.zeros((2, 50)), np.zeros((5, 3)), np.zeros(3))
+
+
+@pytest.mark.parametrize("shape, threads", [((5, 1), 32), ((7, 300), 64), ((4, 1000), 128), ((3, 2000), 256)],
+                         ids=str)
+def test_softmax_registers_matches_and_reads_x_once(shape, threads):
+    x = logits(*shape) if shape[0] >= 3 else logits(3, shape[1])
+    d_y = poisoned(x.shape)
+    with trace() as t:
+        fu.launch_softmax(fu.softmax_registers, d_y, cuda.to_device(x), threads)
+    np.testing.assert_allclose(d_y.copy_to_host(), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    assert global_bytes(t) == 2 * x.nbytes  # one read of x, one write of y
+    assert fu.registers_threads(x.shape[1]) * fu.SOFTMAX_VALUES >= x.shape[1]
+
+
+def test_softmax_registers_explains_a_row_too_long_and_keeps_it_in_registers():
+    x = cuda.to_device(np.zeros((2, 300), np.float32))
+    with pytest.raises(ValueError, match="use threads=128"):
+        fu.launch_softmax(fu.softmax_registers, x, x, threads=32)
+    ptx = compile_for_gpu(fu.softmax_registers, (types.float32[:, ::1],) * 2)
+    assert "ld.local" not in ptx and "st.local" not in ptx

@@ -245,7 +245,7 @@ def _attention_cases(kernel):
 
 register("fusion.matmul_bias_relu", _gemm_epilogue_cases, ulps=max(MATMUL_K),
          why=f"{FMA}: at most K ulps (K <= {max(MATMUL_K)} here); bias and ReLU exact")
-for _kernel in fusion.SOFTMAX_KERNELS:
+for _kernel in fusion.SOFTMAX_KERNELS + [fusion.softmax_registers]:  # each case's row fits softmax_registers
     register(f"fusion.{_kernel.py_func.__name__}", _softmax_cases(_kernel), ulps=16,
              why=f"{EXP}; the row's sum and the division add a few more")
 for _kernel in (fusion.attention_row_fused, fusion.attention_flash):

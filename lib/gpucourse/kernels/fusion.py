@@ -290,6 +290,50 @@ def softmax_online(y, x):
 
 
 SOFTMAX_KERNELS = [softmax_row_fused, softmax_online]
+SOFTMAX_VALUES = 8  # softmax_registers: values of the row each thread holds in registers
+
+
+@functools.cache
+def make_softmax_registers(VALUES: int):
+    """`softmax_registers` with ``VALUES`` elements of the row per thread: rows up to ``VALUES x threads`` long.
+
+    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read): thread t
+    holds columns ``t, t + threads, ...`` (each load coalesced across the block), and issues all its
+    ``VALUES`` loads before it uses any of them, so that a block keeps ``VALUES x threads x 4`` bytes in
+    flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    """
+
+    @cuda.jit
+    def softmax_registers(y, x):
+        values = cuda.local.array(VALUES, float32)
+        row, t, step = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
+        N = x.shape[1]
+        for k in range(VALUES):  # every load first ...
+            j = t + k * step
+            values[k] = x[row, j] if j < N else float32(NEG_INF)
+        best = float32(NEG_INF)
+        for k in range(VALUES):  # ... then the arithmetic on them
+            best = max(best, values[k])
+        top = safe_max(block_reduce(best, True))
+        total = float32(0)
+        for k in range(VALUES):
+            values[k] = math.exp(values[k] - top)
+            total += values[k]
+        scale = reciprocal(block_reduce(total, False))
+        for k in range(VALUES):
+            j = t + k * step
+            if j < N:
+                y[row, j] = values[k] * scale
+
+    return softmax_registers
+
+
+softmax_registers = make_softmax_registers(SOFTMAX_VALUES)
+
+
+def registers_threads(cols: int, values: int = SOFTMAX_VALUES) -> int:
+    """The fewest threads (a multiple of 32, at least 128) for which `softmax_registers` holds a row of ``cols``."""
+    return max(128, -(-cols // (32 * values)) * 32)
 
 
 def check_rows(y, x) -> None:
@@ -308,6 +352,11 @@ def launch_softmax(kernel, y, x, threads=THREADS) -> None:
     if kernel is softmax_row_fused and x.shape[1] > MAX_COLS:
         raise ValueError(f"softmax_row_fused holds a row in shared memory: at most {MAX_COLS} columns, got "
                          f"{x.shape[1]}; use softmax_online for longer rows")
+    if kernel is softmax_registers and x.shape[1] > SOFTMAX_VALUES * threads:
+        raise ValueError(f"softmax_registers holds {SOFTMAX_VALUES} values per thread: {threads} threads hold "
+                         f"{SOFTMAX_VALUES * threads} columns, got {x.shape[1]}; use "
+                         f"threads={registers_threads(x.shape[1])} (rows up to {SOFTMAX_VALUES * 32 * MAX_WARPS}) "
+                         "or softmax_online")
     if x.shape[0]:
         kernel[x.shape[0], threads](y, x)
 

@@ -19,6 +19,7 @@ Budgets (callables on a launch's trace, as in `check_kernel`): `global_traffic`,
 `reads_per_element`, `kv_reads_per_query_block` (flash attention reads K and V
 once per block of queries, and not the tiles the causal mask hides), and
 `memory_independent_of_n` (no shared or local buffer that grows with N).
+`check_row_group_max` checks lecture 5's puzzle and prints, never raises.
 `global_bytes(trace)` adds up the global bytes of every launch of a trace.
 """
 
@@ -34,6 +35,7 @@ from ..kernels.fusion import attention_reference
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
                    run_checked)
+from .matmul import no_shared_memory
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -487,3 +489,48 @@ def memory_independent_of_n(limit_bytes: int = 48 * 1024):
                                      "scores: flash attention never holds them; use an online softmax over tiles")
 
     return budget
+
+
+# ---------------------------------------------------------------- lecture 5's puzzle
+
+GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
+
+
+def check_row_group_max(kernel, group: int = 8) -> bool | None:
+    """Lecture 5's puzzle: ``kernel[blocks, threads](out, values)`` writes into ``out[i]`` the max of ``values``
+    over the ``group`` consecutive threads of ``i``'s row group, with warp shuffles and no shared memory.
+
+    Prints ✓, ✗ with the first wrong thread, or "not written yet" (``out`` equal to ``values``); returns True,
+    False or None. It never raises: a lecture cell runs on with a wrong answer.
+    """
+    rng = np.random.default_rng(7)
+    offsets = ", ".join(str(group >> k) for k in range(1, group.bit_length()))
+    for blocks, threads in GROUP_LAUNCHES:
+        values = rng.standard_normal(blocks * threads).astype(np.float32)
+        expected = values.reshape(-1, group).max(axis=1).repeat(group)
+        described = f"{blocks} blocks of {threads} threads"
+        budgets = [no_shared_memory()]
+        try:
+            got, traced = run_checked(kernel, kernel_name(kernel), described, (blocks,), (threads,), values.shape,
+                                      np.float32, [values], ["out", "`values`"], budgets)
+            check_budgets(kernel_name(kernel), described, budgets, traced, ["out", "values"])
+            recorded = None
+        except CheckFailed as failed:
+            recorded = str(failed)
+        if recorded is None and np.array_equal(got, values):
+            print("Not written yet: combine each lane's value with the other lanes of its group, then run the cell "
+                  "again.")
+            return None
+        if recorded is None and not np.array_equal(got, expected):
+            i = int(np.flatnonzero(got != expected)[0])
+            group_start = i - i % group
+            recorded = (f"✗ With {described}, out[{i}] is {got[i]}, expected {expected[i]}: the max of values"
+                        f"[{group_start}:{group_start + group}]. Xor with offsets {offsets} stays inside a group; a "
+                        "larger offset mixes in another group, a missing one leaves lanes out.")
+        if recorded is None:
+            continue
+        print(recorded if recorded.startswith("✗") else f"✗ {recorded}")
+        return False
+    print(f"✓ Right: every thread has its group's max ({len(GROUP_LAUNCHES)} launches), with shuffles alone. "
+          "attention_flash2 does this for each of its rows: `row_group_max`.")
+    return True

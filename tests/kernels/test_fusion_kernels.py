@@ -155,14 +155,22 @@ def test_flash2_over_heads_and_every_build_that_holds_d(heads, N, d, build, caus
     np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_flash2_reads_every_input_once_per_block_of_64_queries():
-    # one block: the simulator's trace fails on several blocks that pass a shared array to a device function
-    N, d = 60, 16
+def test_flash2_reads_k_and_v_once_per_64_queries_and_skips_masked_tiles():
+    N, d = 150, 16
+    arrays = [cuda.to_device(a) for a in qkv(N, d)]
+    blocks = -(-N // fu.FLASH_QUERIES)
     with trace() as full:
-        fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *(cuda.to_device(a) for a in qkv(N, d)), True)
-    for name in "QKV":
-        full.assert_reads_per_element(name, exactly=1)
+        fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *arrays)
+    for name in "KV":
+        full.assert_reads_per_element(name, exactly=blocks)
+    full.assert_reads_per_element("Q", exactly=1)
     full.assert_writes_per_element("O", exactly=1)
+    with trace() as causal:
+        fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *arrays, True)
+    tile = np.arange(N) // fu.FLASH_KEYS
+    last = [min(N, (b + 1) * fu.FLASH_QUERIES) for b in range(blocks)]
+    np.testing.assert_array_equal(causal.reads_per_element("K")[:, 0],
+                                  [sum(1 for end in last if end > t * fu.FLASH_KEYS) for t in tile])
 
 
 @pytest.mark.parametrize("D", fu.FLASH_DIMS)

@@ -169,7 +169,7 @@ def test_flash2_reads_k_and_v_once_per_64_queries_and_skips_masked_tiles():
         fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *arrays, True)
     tile = np.arange(N) // fu.FLASH_KEYS
     last = [min(N, (b + 1) * fu.FLASH_QUERIES) for b in range(blocks)]
-    np.testing.assert_array_equal(causal.reads_per_element("K")[:, 0],
+    np.testing.assert_array_equal(causal.reads_per_element("K")[0, :, 0],  # (1, N, d): one head
                                   [sum(1 for end in last if end > t * fu.FLASH_KEYS) for t in tile])
 
 

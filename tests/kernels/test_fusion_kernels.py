@@ -119,23 +119,26 @@ def test_attention_paths_match_float64(N, d, causal):
         np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles():
-    N, d = 80, 16
+@pytest.mark.parametrize("kernel, N, queries, keys", [(fu.attention_flash, 80, fu.BLOCK_ROWS, fu.BLOCK_KEYS),
+                                                      (fu.attention_flash2, 150, fu.FLASH_QUERIES, fu.FLASH_KEYS)],
+                         ids=["flash", "flash2"])
+def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles(kernel, N, queries, keys):
+    d = 16
     arrays = [cuda.to_device(a) for a in qkv(N, d)]
-    blocks = -(-N // fu.BLOCK_ROWS)
+    blocks = -(-N // queries)
     with trace() as full:
-        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays)
+        fu.launch_attention(kernel, poisoned((N, d)), *arrays)
     for name in "KV":
         full.assert_reads_per_element(name, exactly=blocks)
     full.assert_reads_per_element("Q", exactly=1)
     full.assert_writes_per_element("O", exactly=1)
     with trace() as causal:
-        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays, True)
-    reads = causal.reads_per_element("K")[:, 0]
-    tile = np.arange(N) // fu.BLOCK_KEYS  # key j is read by the query blocks that end at or after its tile
-    np.testing.assert_array_equal(reads, [sum(1 for b in range(blocks) if min(N, (b + 1) * fu.BLOCK_ROWS) > t * fu.BLOCK_KEYS)
+        fu.launch_attention(kernel, poisoned((N, d)), *arrays, True)
+    reads = causal.reads_per_element("K").reshape(N, d)[:, 0]  # flash2 sees (1, N, d): one head
+    tile = np.arange(N) // keys  # key j is read by the query blocks that end at or after its tile
+    np.testing.assert_array_equal(reads, [sum(1 for b in range(blocks) if min(N, (b + 1) * queries) > t * keys)
                                           for t in tile])
-    assert reads.sum() < full.reads_per_element("K")[:, 0].sum()
+    assert reads.sum() < full.reads_per_element("K").sum() / d
 
 
 @pytest.mark.parametrize("heads, N, d, build", [(3, 75, 20, 32), (2, 130, 48, 64), (4, 33, 16, 64), (2, 64, 8, 16)],
@@ -153,24 +156,6 @@ def test_flash2_over_heads_and_every_build_that_holds_d(heads, N, d, build, caus
     grid, block = fu.flash2_configuration(Q.shape)
     fu.make_flash2(build)[grid, block](d_O, *(cuda.to_device(a) for a in (Q, K, V)), causal)
     np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
-
-
-def test_flash2_reads_k_and_v_once_per_64_queries_and_skips_masked_tiles():
-    N, d = 150, 16
-    arrays = [cuda.to_device(a) for a in qkv(N, d)]
-    blocks = -(-N // fu.FLASH_QUERIES)
-    with trace() as full:
-        fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *arrays)
-    for name in "KV":
-        full.assert_reads_per_element(name, exactly=blocks)
-    full.assert_reads_per_element("Q", exactly=1)
-    full.assert_writes_per_element("O", exactly=1)
-    with trace() as causal:
-        fu.launch_attention(fu.attention_flash2, poisoned((N, d)), *arrays, True)
-    tile = np.arange(N) // fu.FLASH_KEYS
-    last = [min(N, (b + 1) * fu.FLASH_QUERIES) for b in range(blocks)]
-    np.testing.assert_array_equal(causal.reads_per_element("K")[0, :, 0],  # (1, N, d): one head
-                                  [sum(1 for end in last if end > t * fu.FLASH_KEYS) for t in tile])
 
 
 @pytest.mark.parametrize("D", fu.FLASH_DIMS)

@@ -18,7 +18,13 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
   (a block of ``BLOCK_ROWS`` query rows, one thread each, walks tiles of ``BLOCK_KEYS``
   keys of K and V through shared memory with the online softmax: no N x N buffer, K and
   V read once per block of queries, and with the mask the tiles past the block's last
-  query are skipped).
+  query are skipped). `attention_flash` is the case study of lecture 5: its per-thread arrays are indexed at
+  run time (local memory) and its grid is one warp per 32 queries. `attention_flash2` (`make_flash2`, a build
+  per head dimension in ``FLASH_DIMS``) is the fix, after FlashAttention-2: Q, K, V, O of shape (batch*heads,
+  N, d), 4 warps per 64 queries, S and O as register micro-tiles (`make_micro_tile`, a GEMM's inner loop),
+  the online softmax with shuffles over row groups (`row_group_max`), exp2 with the scale folded into Q.
+- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first: one read of
+  ``x``, one write of ``y``, rows up to ``SOFTMAX_VALUES x threads``.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.

@@ -8,10 +8,13 @@ that stay linear in N for the fused attention.
 import numpy as np
 import pytest
 from numba import cuda
+from numba.core import types
 
 from gpucourse import simulated, trace
 from gpucourse.grading.fusion import global_bytes
 from gpucourse.kernels import fusion as fu
+from gpucourse.run.ptx import compile_for_gpu
+from gpucourse.run.resources import kernel_resources
 
 
 @pytest.fixture(autouse=True)
@@ -116,23 +119,64 @@ def test_attention_paths_match_float64(N, d, causal):
         np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
 
 
-def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles():
-    N, d = 80, 16
+@pytest.mark.parametrize("kernel, N, queries, keys", [(fu.attention_flash, 80, fu.BLOCK_ROWS, fu.BLOCK_KEYS),
+                                                      (fu.attention_flash2, 150, fu.FLASH_QUERIES, fu.FLASH_KEYS)],
+                         ids=["flash", "flash2"])
+def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles(kernel, N, queries, keys):
+    d = 16
     arrays = [cuda.to_device(a) for a in qkv(N, d)]
-    blocks = -(-N // fu.BLOCK_ROWS)
+    blocks = -(-N // queries)
     with trace() as full:
-        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays)
+        fu.launch_attention(kernel, poisoned((N, d)), *arrays)
     for name in "KV":
         full.assert_reads_per_element(name, exactly=blocks)
     full.assert_reads_per_element("Q", exactly=1)
     full.assert_writes_per_element("O", exactly=1)
     with trace() as causal:
-        fu.launch_attention(fu.attention_flash, poisoned((N, d)), *arrays, True)
-    reads = causal.reads_per_element("K")[:, 0]
-    tile = np.arange(N) // fu.BLOCK_KEYS  # key j is read by the query blocks that end at or after its tile
-    np.testing.assert_array_equal(reads, [sum(1 for b in range(blocks) if min(N, (b + 1) * fu.BLOCK_ROWS) > t * fu.BLOCK_KEYS)
+        fu.launch_attention(kernel, poisoned((N, d)), *arrays, True)
+    reads = causal.reads_per_element("K").reshape(N, d)[:, 0]  # flash2 sees (1, N, d): one head
+    tile = np.arange(N) // keys  # key j is read by the query blocks that end at or after its tile
+    np.testing.assert_array_equal(reads, [sum(1 for b in range(blocks) if min(N, (b + 1) * queries) > t * keys)
                                           for t in tile])
-    assert reads.sum() < full.reads_per_element("K")[:, 0].sum()
+    assert reads.sum() < full.reads_per_element("K").sum() / d
+
+
+@pytest.mark.parametrize("heads, N, d, build", [(3, 75, 20, 32), (2, 130, 48, 64), (4, 33, 16, 64), (2, 64, 8, 16)],
+                         ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash2_over_heads_and_every_build_that_holds_d(heads, N, d, build, causal):
+    Q, K, V = ([qkv(N, d)[0] for _ in range(heads)] for _ in range(3))
+    Q, K, V = (np.stack(a) for a in (Q, K, V))
+    Q[:, -1] *= 60
+    expected = np.stack([fu.attention_reference(q, k, v, causal) for q, k, v in zip(Q, K, V)])
+    d_O = poisoned(Q.shape)
+    fu.launch_attention(fu.attention_flash2, d_O, *(cuda.to_device(a) for a in (Q, K, V)), causal)
+    np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
+    d_O = poisoned(Q.shape)  # a larger build, zero-padded past d, gives the same answer
+    grid, block = fu.flash2_configuration(Q.shape)
+    fu.make_flash2(build)[grid, block](d_O, *(cuda.to_device(a) for a in (Q, K, V)), causal)
+    np.testing.assert_allclose(d_O.copy_to_host(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("D", fu.FLASH_DIMS)
+def test_flash2_keeps_everything_in_registers(D):
+    signature = (types.float32[:, :, ::1],) * 4 + (types.boolean,)
+    kernel = fu.make_flash2(D)
+    ptx = compile_for_gpu(kernel, signature)
+    assert "ld.local" not in ptx and "st.local" not in ptx  # every local index is a constant after unrolling
+    assert "ex2.approx" in ptx  # exp2 with the scale folded into Q
+    used = kernel_resources(kernel, signature, "sm_90")
+    if used is not None:  # None without nvJitLink
+        assert used.spilled_bytes == 0 and used.shared_bytes < 48 * 1024
+
+
+def test_flash2_explains_bad_head_dimensions():
+    wide = np.zeros((3, fu.FLASH_DIMS[-1] + 1), np.float32)
+    with pytest.raises(ValueError, match="use attention_flash for d up to 128"):
+        fu.attention(wide, wide, wide, kernel=fu.attention_flash2)
+    with pytest.raises(ValueError, match=r"3-D \(batch\*heads, N, d\)"):
+        flat = cuda.to_device(np.zeros(5, np.float32))
+        fu.launch_attention(fu.attention_flash2, flat, flat, flat, flat)
 
 
 def test_row_fused_reads_k_and_v_once_per_query():
@@ -188,3 +232,23 @@ def test_fused_epilogue_matches_and_writes_c_once(M, K, N):
     assert traffic[False] == (2 * M * N, 3 * M * N)  # bias and ReLU each read and write C again
     with pytest.raises(ValueError, match=r"A's columns \(50\) must equal B's rows \(5\)"):
         fu.check_gemm(np.zeros((2, 3)), np.zeros((2, 50)), np.zeros((5, 3)), np.zeros(3))
+
+
+@pytest.mark.parametrize("shape, threads", [((5, 1), 32), ((7, 300), 64), ((4, 1000), 128), ((3, 2000), 256)],
+                         ids=str)
+def test_softmax_registers_matches_and_reads_x_once(shape, threads):
+    x = logits(*shape) if shape[0] >= 3 else logits(3, shape[1])
+    d_y = poisoned(x.shape)
+    with trace() as t:
+        fu.launch_softmax(fu.softmax_registers, d_y, cuda.to_device(x), threads)
+    np.testing.assert_allclose(d_y.copy_to_host(), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    assert global_bytes(t) == 2 * x.nbytes  # one read of x, one write of y
+    assert fu.registers_threads(x.shape[1]) * fu.SOFTMAX_VALUES >= x.shape[1]
+
+
+def test_softmax_registers_explains_a_row_too_long_and_keeps_it_in_registers():
+    x = cuda.to_device(np.zeros((2, 300), np.float32))
+    with pytest.raises(ValueError, match="use threads=128"):
+        fu.launch_softmax(fu.softmax_registers, x, x, threads=32)
+    ptx = compile_for_gpu(fu.softmax_registers, (types.float32[:, ::1],) * 2)
+    assert "ld.local" not in ptx and "st.local" not in ptx

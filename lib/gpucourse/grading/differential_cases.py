@@ -258,13 +258,28 @@ def _attention_cases(kernel):
 
 register("fusion.matmul_bias_relu", _gemm_epilogue_cases, ulps=max(MATMUL_K),
          why=f"{FMA}: at most K ulps (K <= {max(MATMUL_K)} here); bias and ReLU exact")
-for _kernel in fusion.SOFTMAX_KERNELS:
+for _kernel in fusion.SOFTMAX_KERNELS + [fusion.softmax_registers]:  # each case's row fits softmax_registers
     register(f"fusion.{_kernel.py_func.__name__}", _softmax_cases(_kernel), ulps=16,
              why=f"{EXP}; the row's sum and the division add a few more")
-for _kernel in fusion.ATTENTION_KERNELS:
+for _kernel in (fusion.attention_row_fused, fusion.attention_flash):
     register(f"fusion.{_kernel.py_func.__name__}", _attention_cases(_kernel), ulps=256,
              why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "
                  "output")
+
+
+def _flash2_cases(rng) -> list[Case]:
+    made = []
+    for heads, N, d, causal in ((2, 37, 16, True), (3, 70, 32, False), (1, 97, 64, True), (2, 50, 24, False)):
+        Q, K, V = (rng.standard_normal((heads, N, d)).astype(np.float32) for _ in range(3))
+        grid, block = fusion.flash2_configuration(Q.shape)
+        made.append(kernel_case(fusion.flash2_for(d), grid, block, Q.shape, np.float32, [Q, K, V, causal],
+                                f"{heads} heads, N {N}, d {d}, {'causal' if causal else 'no mask'}"))
+    return made
+
+
+register("fusion.attention_flash2", _flash2_cases, ulps=256,
+         why="exp2 is ex2.approx on the GPU (within 2 ulps of NumPy's exp2, correctly rounded); "
+             f"{FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest output")
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
 PRECISION_K = (29, 70, 8)

@@ -19,6 +19,9 @@ Budgets (callables on a launch's trace, as in `check_kernel`): `global_traffic`,
 `reads_per_element`, `kv_reads_per_query_block` (flash attention reads K and V
 once per block of queries, and not the tiles the causal mask hides), and
 `memory_independent_of_n` (no shared or local buffer that grows with N).
+`check_row_group_max` checks lecture 5's puzzle and prints, never raises. `make_flash_exercise` builds
+assignment 5's flash attention around the student's online-softmax update; `check_registers_only`
+fails on local memory in a kernel's compiled code.
 `global_bytes(trace)` adds up the global bytes of every launch of a trace.
 """
 
@@ -29,11 +32,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+from numba import cuda, float32
 
-from ..kernels.fusion import attention_reference
+from ..kernels.fusion import LOG2E, attention_reference, make_micro_tile, reciprocal
+from ..run import compile_for_gpu
+from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
                    run_checked)
+from .matmul import no_shared_memory
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -381,8 +388,10 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
 
 def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: int, key_block: int,
                     causal: bool = True, large: bool = True, seed: int = 0, name=None, quiet=False,
-                    budget=None) -> None:
-    """``kernel[ceil(N / block_rows), block_rows](O, Q, K, V)``: one head of (causal) attention, shapes ``(N, d)``.
+                    budget=None, threads: int | None = None) -> None:
+    """``kernel[ceil(N / block_rows), threads](O, Q, K, V)``: one head of (causal) attention, shapes ``(N, d)``.
+
+    ``threads`` defaults to ``block_rows`` (one thread per query).
 
     With ``large``, the last query row is scaled by 60 (scores in the hundreds). A failure names the
     query row and the block of ``key_block`` keys its output seems to miss.
@@ -400,7 +409,7 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
             expected = attention_reference(Q, K, V, causal)
             scores = np.abs(Q.astype(np.float64)) @ np.abs(K.astype(np.float64)).T / math.sqrt(d)
             tolerance = 1e-5 * float(np.abs(V).max()) * (1 + scores.max(axis=1, keepdims=True)) + 1e-6
-            yield RowLaunch((blocks_needed(N, block_rows),), (block_rows,), f"Q, K, V of shape {(N, d)}",
+            yield RowLaunch((blocks_needed(N, block_rows),), (threads or block_rows,), f"Q, K, V of shape {(N, d)}",
                             [Q, K, V], expected, np.broadcast_to(tolerance, expected.shape), notes,
                             attention_diagnosis(Q, K, V, causal, key_block))
 
@@ -487,3 +496,138 @@ def memory_independent_of_n(limit_bytes: int = 48 * 1024):
                                      "scores: flash attention never holds them; use an online softmax over tiles")
 
     return budget
+
+
+# ---------------------------------------------------------------- lecture 5's puzzle
+
+GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
+
+
+def check_row_group_max(kernel, group: int = 8) -> bool | None:
+    """Lecture 5's puzzle: ``kernel[blocks, threads](out, values)`` writes into ``out[i]`` the max of ``values``
+    over the ``group`` consecutive threads of ``i``'s row group, with warp shuffles and no shared memory.
+
+    Prints ✓, ✗ with the first wrong thread, or "not written yet" (``out`` equal to ``values``); returns True,
+    False or None. It never raises: a lecture cell runs on with a wrong answer.
+    """
+    rng = np.random.default_rng(7)
+    offsets = ", ".join(str(group >> k) for k in range(1, group.bit_length()))
+    for blocks, threads in GROUP_LAUNCHES:
+        values = rng.standard_normal(blocks * threads).astype(np.float32)
+        expected = values.reshape(-1, group).max(axis=1).repeat(group)
+        described = f"{blocks} blocks of {threads} threads"
+        budgets = [no_shared_memory()]
+        try:
+            got, traced = run_checked(kernel, kernel_name(kernel), described, (blocks,), (threads,), values.shape,
+                                      np.float32, [values], ["out", "`values`"], budgets)
+            check_budgets(kernel_name(kernel), described, budgets, traced, ["out", "values"])
+            recorded = None
+        except CheckFailed as failed:
+            recorded = str(failed)
+        if recorded is None and np.array_equal(got, values):
+            print("Not written yet: combine each lane's value with the other lanes of its group, then run the cell "
+                  "again.")
+            return None
+        if recorded is None and not np.array_equal(got, expected):
+            i = int(np.flatnonzero(got != expected)[0])
+            group_start = i - i % group
+            recorded = (f"✗ With {described}, out[{i}] is {got[i]}, expected {expected[i]}: the max of values"
+                        f"[{group_start}:{group_start + group}]. Xor with offsets {offsets} stays inside a group; a "
+                        "larger offset mixes in another group, a missing one leaves lanes out.")
+        if recorded is None:
+            continue
+        print(recorded if recorded.startswith("✗") else f"✗ {recorded}")
+        return False
+    print(f"✓ Right: every thread has its group's max ({len(GROUP_LAUNCHES)} launches), with shuffles alone. "
+          "attention_flash2 does this for each of its rows: `row_group_max`.")
+    return True
+
+
+# ---------------------------------------------------------------- assignment 5's flash attention frame
+
+EXERCISE_QUERIES, EXERCISE_KEYS, EXERCISE_THREADS, EXERCISE_MAX_D = 32, 16, 64, 64  # 2 warps, 16 rows each
+EXERCISE_ROWS, EXERCISE_ROW_STEP, EXERCISE_LANES = 2, 8, 4  # rows warp*16 + lane//4 + 8i; columns lane%4 + 4j
+
+
+def make_flash_exercise(update):
+    """Assignment 5's causal flash attention around the student's ``update`` (a device function).
+
+    ``kernel[ceil(N / 32), 64](O, Q, K, V)``, ``d <= 64``: 2 warps per 32 queries, tiles of 16 keys, Q scaled
+    by ``log2(e) / sqrt(d)``; S and O += P V are register micro-tiles (`make_micro_tile`) of 2 rows per
+    thread, 4 lanes per row group. ``update(s, m, l, acc, p_tile, row, col, start, first, N)`` is the online
+    softmax of one tile: mask ``s``, take each row's max over its group, rescale ``l`` and ``acc``, write
+    ``exp2(s - base)`` into ``p_tile`` and add it to ``l``.
+    """
+    BQ, BK, THREADS, D = EXERCISE_QUERIES, EXERCISE_KEYS, EXERCISE_THREADS, EXERCISE_MAX_D
+    TM, STEP, LANES = EXERCISE_ROWS, EXERCISE_ROW_STEP, EXERCISE_LANES
+    KEYS, COLS = BK // LANES, D // LANES
+    Q_STRIDE, P_STRIDE = D + 1, BK + 1
+    scores_product, output_product = make_micro_tile(TM, KEYS), make_micro_tile(TM, COLS)
+
+    @cuda.jit
+    def flash_attention_kernel(O, Q, K, V):
+        q_tile = cuda.shared.array((BQ, Q_STRIDE), float32)
+        k_tile = cuda.shared.array((D, P_STRIDE), float32)
+        v_tile = cuda.shared.array((BK, D), float32)
+        p_tile = cuda.shared.array((BQ, P_STRIDE), float32)
+        s = cuda.local.array((TM, KEYS), float32)
+        acc = cuda.local.array((TM, COLS), float32)
+        m = cuda.local.array(TM, float32)
+        l = cuda.local.array(TM, float32)
+        t = cuda.threadIdx.x
+        lane = t % 32
+        row, col = (t // 32) * 16 + lane // LANES, lane % LANES
+        first = cuda.blockIdx.x * BQ
+        N, d = Q.shape
+        scale = float32(LOG2E) / math.sqrt(float32(d))
+        for e in range(t, BQ * D, THREADS):
+            r, c = e // D, e % D
+            q_tile[r, c] = Q[first + r, c] * scale if first + r < N and c < d else float32(0)
+        for i in range(TM):
+            m[i], l[i] = float32(-math.inf), float32(0)
+            for j in range(COLS):
+                acc[i, j] = float32(0)
+        for start in range(0, min(N, first + BQ), BK):
+            cuda.syncthreads()
+            for e in range(t, BK * D, THREADS):
+                j, c = e // D, e % D
+                inside = start + j < N and c < d
+                k_tile[c, j] = K[start + j, c] if inside else float32(0)
+                v_tile[j, c] = V[start + j, c] if inside else float32(0)
+            cuda.syncthreads()
+            for i in range(TM):
+                for j in range(KEYS):
+                    s[i, j] = float32(0)
+            scores_product(s, q_tile, row, STEP, k_tile, col, LANES, D)
+            update(s, m, l, acc, p_tile, row, col, start, first, N)
+            cuda.syncwarp()
+            output_product(acc, p_tile, row, STEP, v_tile, col, LANES, BK)
+        for i in range(TM):
+            total = l[i]
+            for offset in (2, 1):
+                total += cuda.shfl_xor_sync(0xFFFFFFFF, total, offset)
+            inverse = reciprocal(total)
+            for j in range(COLS):
+                query, c = first + row + i * STEP, col + j * LANES
+                if query < N and c < d:
+                    O[query, c] = acc[i, j] * inverse
+
+    return flash_attention_kernel
+
+
+def check_registers_only(kernel, argtypes, name=None) -> None:
+    """Fail unless ``kernel`` compiles for ``argtypes`` with no local memory (no ``ld.local``/``st.local`` in its
+    PTX): every per-thread array indexed only by constants once the loops with constant bounds are unrolled."""
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    problem = toolchain_problem()
+    if problem:
+        raise CheckFailed(f"{name}: checking the compiled code needs NVVM (the course's cu12 or cu13 extra): {problem}")
+    ptx = compile_for_gpu(kernel, argtypes)
+    loads, stores = ptx.count("ld.local"), ptx.count("st.local")
+    if loads or stores:
+        raise CheckFailed(f"{name} compiles to {loads} loads and {stores} stores of local memory (ld.local, st.local): "
+                          "a per-thread array stays in registers only when every index is a constant after the "
+                          "compiler unrolls the loops; loop over the constants (range(ROWS), range(KEYS), "
+                          "range(COLS)), not over a bound known only at run time, and mask with -inf instead")
+    print(f"✓ {name}: no local memory in its compiled code (registers only)")

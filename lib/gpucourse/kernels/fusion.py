@@ -18,7 +18,13 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
   (a block of ``BLOCK_ROWS`` query rows, one thread each, walks tiles of ``BLOCK_KEYS``
   keys of K and V through shared memory with the online softmax: no N x N buffer, K and
   V read once per block of queries, and with the mask the tiles past the block's last
-  query are skipped).
+  query are skipped). `attention_flash` is the case study of lecture 5: its per-thread arrays are indexed at
+  run time (local memory) and its grid is one warp per 32 queries. `attention_flash2` (`make_flash2`, a build
+  per head dimension in ``FLASH_DIMS``) is the fix, after FlashAttention-2: Q, K, V, O of shape (batch*heads,
+  N, d), 4 warps per 64 queries, S and O as register micro-tiles (`make_micro_tile`, a GEMM's inner loop),
+  the online softmax with shuffles over row groups (`row_group_max`), exp2 with the scale folded into Q.
+- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first: one read of
+  ``x``, one write of ``y``, rows up to ``SOFTMAX_VALUES x threads``.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.
@@ -34,6 +40,7 @@ inputs and outputs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import numpy as np
@@ -289,6 +296,50 @@ def softmax_online(y, x):
 
 
 SOFTMAX_KERNELS = [softmax_row_fused, softmax_online]
+SOFTMAX_VALUES = 8  # softmax_registers: values of the row each thread holds in registers
+
+
+@functools.cache
+def make_softmax_registers(VALUES: int):
+    """`softmax_registers` with ``VALUES`` elements of the row per thread: rows up to ``VALUES x threads`` long.
+
+    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read): thread t
+    holds columns ``t, t + threads, ...`` (each load coalesced across the block), and issues all its
+    ``VALUES`` loads before it uses any of them, so that a block keeps ``VALUES x threads x 4`` bytes in
+    flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    """
+
+    @cuda.jit
+    def softmax_registers(y, x):
+        values = cuda.local.array(VALUES, float32)
+        row, t, step = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
+        N = x.shape[1]
+        for k in range(VALUES):  # every load first ...
+            j = t + k * step
+            values[k] = x[row, j] if j < N else float32(NEG_INF)
+        best = float32(NEG_INF)
+        for k in range(VALUES):  # ... then the arithmetic on them
+            best = max(best, values[k])
+        top = safe_max(block_reduce(best, True))
+        total = float32(0)
+        for k in range(VALUES):
+            values[k] = math.exp(values[k] - top)
+            total += values[k]
+        scale = reciprocal(block_reduce(total, False))
+        for k in range(VALUES):
+            j = t + k * step
+            if j < N:
+                y[row, j] = values[k] * scale
+
+    return softmax_registers
+
+
+softmax_registers = make_softmax_registers(SOFTMAX_VALUES)
+
+
+def registers_threads(cols: int, values: int = SOFTMAX_VALUES) -> int:
+    """The fewest threads (a multiple of 32, at least 128) for which `softmax_registers` holds a row of ``cols``."""
+    return max(128, -(-cols // (32 * values)) * 32)
 
 
 def check_rows(y, x) -> None:
@@ -307,6 +358,11 @@ def launch_softmax(kernel, y, x, threads=THREADS) -> None:
     if kernel is softmax_row_fused and x.shape[1] > MAX_COLS:
         raise ValueError(f"softmax_row_fused holds a row in shared memory: at most {MAX_COLS} columns, got "
                          f"{x.shape[1]}; use softmax_online for longer rows")
+    if kernel is softmax_registers and x.shape[1] > SOFTMAX_VALUES * threads:
+        raise ValueError(f"softmax_registers holds {SOFTMAX_VALUES} values per thread: {threads} threads hold "
+                         f"{SOFTMAX_VALUES * threads} columns, got {x.shape[1]}; use "
+                         f"threads={registers_threads(x.shape[1])} (rows up to {SOFTMAX_VALUES * 32 * MAX_WARPS}) "
+                         "or softmax_online")
     if x.shape[0]:
         kernel[x.shape[0], threads](y, x)
 
@@ -472,36 +528,6 @@ def attention_flash(O, Q, K, V, causal):
             O[query, c] = acc[c] * inverse
 
 
-ATTENTION_KERNELS = [attention_row_fused, attention_flash]
-
-
-def check_attention(O, Q, K, V) -> None:
-    """A clear error when Q, K, V and O are not float32 (N, d) matrices of one shape with d <= MAX_D."""
-    shapes = {name: a.shape for name, a in zip("OQKV", (O, Q, K, V))}
-    if len(set(shapes.values())) != 1 or len(Q.shape) != 2:
-        raise ValueError(f"O, Q, K and V must be 2-D (N, d) of one shape, got {shapes}")
-    if Q.shape[1] > MAX_D or Q.shape[1] == 0:
-        raise ValueError(f"the head dimension d must be between 1 and {MAX_D}, got {Q.shape[1]}")
-    dtypes = {name: str(a.dtype) for name, a in zip("OQKV", (O, Q, K, V))}
-    if set(dtypes.values()) != {"float32"}:
-        raise TypeError(f"O, Q, K and V must be float32, got {dtypes}: convert with .astype(np.float32)")
-
-
-def launch_attention(kernel, O, Q, K, V, causal=False) -> None:
-    """``kernel[grid, block](O, Q, K, V, causal)`` with the grid of ``kernel``."""
-    check_attention(O, Q, K, V)
-    N = Q.shape[0]
-    if kernel is attention_row_fused and N > MAX_COLS:
-        raise ValueError(f"attention_row_fused holds a row of scores in shared memory: at most {MAX_COLS} keys, "
-                         f"got {N}; use attention_flash")
-    if not N:
-        return
-    if kernel is attention_flash:
-        kernel[-(-N // BLOCK_ROWS), BLOCK_ROWS](O, Q, K, V, causal)
-    else:
-        kernel[N, THREADS](O, Q, K, V, causal)
-
-
 def attention_naive(Q, K, V, causal=False) -> np.ndarray:
     """Attention on host arrays in three steps with two N x N device arrays: scores, their softmax, times V."""
     d_Q, d_K, d_V = (device_array(np.shape(a), a) for a in (Q, K, V))
@@ -522,3 +548,211 @@ def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
     d_O = device_array(d_Q.shape)
     launch_attention(kernel, d_O, d_Q, d_K, d_V, causal)
     return d_O.copy_to_host()
+
+
+# ------------------------------------------------------------------ register micro-tiles (GEMM-shaped)
+
+
+@functools.cache
+def make_micro_tile(TM: int, TN: int):
+    """The ``TM x TN`` register micro-tile product of one thread, shaped like a GEMM's inner loop.
+
+    ``micro_tile_product(acc, A, row, row_step, B, col, col_step, depth)`` adds
+    ``A[rows, :depth] @ B[:depth, cols]`` to ``acc`` (a ``cuda.local.array((TM, TN))``), with this
+    thread's rows ``row + i * row_step`` and columns ``col + j * col_step``: per step of ``k`` it
+    loads TM values of A and TN of B from shared memory and does TM x TN multiply-adds on them.
+    Every local index is a constant once the loops over ``i`` and ``j`` are unrolled, so ``acc`` and
+    the two fragments stay in registers.
+    """
+
+    @cuda.jit(device=True)
+    def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
+        a = cuda.local.array(TM, float32)
+        b = cuda.local.array(TN, float32)
+        for k in range(depth):
+            for i in range(TM):
+                a[i] = A[row + i * row_step, k]
+            for j in range(TN):
+                b[j] = B[k, col + j * col_step]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i, j] += a[i] * b[j]
+
+    return micro_tile_product
+
+
+# ------------------------------------------------------------------ flash attention after FlashAttention-2
+
+FLASH_QUERIES = 64  # attention_flash2: queries per block, 16 per warp
+FLASH_KEYS = 32  # keys per tile of K and V
+FLASH_THREADS = 128  # 4 warps; in a warp, 4 row groups x 8 column lanes
+ROW_STEP = 4  # a thread's rows: warp * 16 + group + 4 i, i < 4
+COLUMN_LANES = 8  # a thread's columns: lane % 8 + 8 j; the 8 lanes of a row group share its rows
+FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d runs on the next one, zero-padded
+LOG2E = 1.4426950408889634
+
+
+@cuda.jit(device=True)
+def row_group_max(value):
+    """The max over the 8 lanes of this lane's row group (lanes that differ in their 3 lowest bits)."""
+    for offset in (4, 2, 1):
+        value = max(value, cuda.shfl_xor_sync(FULL_MASK, value, offset))
+    return value
+
+
+@cuda.jit(device=True)
+def row_group_sum(value):
+    """The sum over the 8 lanes of this lane's row group."""
+    for offset in (4, 2, 1):
+        value += cuda.shfl_xor_sync(FULL_MASK, value, offset)
+    return value
+
+
+@functools.cache
+def make_flash2(D: int):
+    """`attention_flash2` for head dimensions up to ``D`` (a multiple of 8): Q, K, V, O of shape (batch*heads, N, d).
+
+    Grid (query blocks, batch*heads), 128 threads. The block copies its 64 queries once (scaled by
+    ``log2(e) / sqrt(d)``, so that ``exp2`` of a score is ``exp`` of the true one), then walks tiles of
+    32 keys: K (transposed) and V through shared memory, ``S = Q K^T`` as a 4 x 4 register micro-tile
+    per thread, the online softmax of its 4 rows (max over the row's 8 lanes by shuffles; the sum ``l``
+    stays a per-lane partial, added over the lanes once at the end), ``P`` through the warp's own rows
+    of shared memory, ``O += P V`` as a 4 x D/8 micro-tile. With ``causal`` the tiles past the block's
+    last query are skipped. Nothing is N x N; K and V are read once per 64 queries.
+    """
+    TN_O = D // COLUMN_LANES
+    TN_S = FLASH_KEYS // COLUMN_LANES
+    TM = FLASH_QUERIES // (FLASH_THREADS // 32) // ROW_STEP
+    Q_STRIDE, P_STRIDE = D + 1, FLASH_KEYS + 1  # padded rows: a thread's 4 rows (or 8 columns) in distinct banks
+    scores_product = make_micro_tile(TM, TN_S)
+    output_product = make_micro_tile(TM, TN_O)
+
+    @cuda.jit
+    def attention_flash2(O, Q, K, V, causal):
+        q_tile = cuda.shared.array((FLASH_QUERIES, Q_STRIDE), float32)
+        k_tile = cuda.shared.array((D, P_STRIDE), float32)  # K transposed: S = q_tile @ k_tile
+        v_tile = cuda.shared.array((FLASH_KEYS, D), float32)
+        p_tile = cuda.shared.array((FLASH_QUERIES, P_STRIDE), float32)  # each warp uses its own 16 rows
+        s = cuda.local.array((TM, TN_S), float32)
+        acc = cuda.local.array((TM, TN_O), float32)
+        m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
+        l = cuda.local.array(TM, float32)  # ... and this lane's part of the row's sum
+        t = cuda.threadIdx.x
+        lane = t % 32
+        row = (t // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES  # this thread's first row in the block
+        col = lane % COLUMN_LANES
+        head, first = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES
+        N, d = Q.shape[1], Q.shape[2]
+        scale = float32(LOG2E) / math.sqrt(float32(d))
+        for e in range(t, FLASH_QUERIES * D, FLASH_THREADS):  # consecutive threads along a row of Q
+            r, c = e // D, e % D
+            inside = first + r < N and c < d
+            q_tile[r, c] = Q[head, first + r, c] * scale if inside else float32(0)
+        for i in range(TM):
+            m[i], l[i] = float32(NEG_INF), float32(0)
+            for j in range(TN_O):
+                acc[i, j] = float32(0)
+        end = min(N, first + FLASH_QUERIES) if causal else N  # with the mask, no key past the last query
+        for start in range(0, end, FLASH_KEYS):
+            cuda.syncthreads()  # everyone is done with the previous tiles (and q_tile is written)
+            for e in range(t, FLASH_KEYS * D, FLASH_THREADS):
+                j, c = e // D, e % D
+                inside = start + j < N and c < d
+                k_tile[c, j] = K[head, start + j, c] if inside else float32(0)
+                v_tile[j, c] = V[head, start + j, c] if inside else float32(0)
+            cuda.syncthreads()
+            for i in range(TM):
+                for j in range(TN_S):
+                    s[i, j] = float32(0)
+            scores_product(s, q_tile, row, ROW_STEP, k_tile, col, COLUMN_LANES, D)
+            for i in range(TM):
+                query = first + row + i * ROW_STEP
+                top = float32(NEG_INF)
+                for j in range(TN_S):
+                    key = start + col + j * COLUMN_LANES
+                    if key >= N or (causal and key > query):
+                        s[i, j] = float32(NEG_INF)
+                    top = max(top, s[i, j])
+                m_new = max(m[i], row_group_max(top))
+                base = safe_max(m_new)  # 0 while every key of the row so far is masked: exp2(-inf) = 0
+                rescale = math.exp2(m[i] - base)  # the old sum and output were relative to m[i]
+                m[i] = m_new
+                l[i] *= rescale
+                for j in range(TN_O):
+                    acc[i, j] *= rescale
+                for j in range(TN_S):
+                    p = math.exp2(s[i, j] - base)
+                    l[i] += p
+                    p_tile[row + i * ROW_STEP, col + j * COLUMN_LANES] = p
+            cuda.syncwarp()  # the warp's rows of P are written before its lanes read them
+            output_product(acc, p_tile, row, ROW_STEP, v_tile, col, COLUMN_LANES, FLASH_KEYS)
+        for i in range(TM):
+            query = first + row + i * ROW_STEP
+            inverse = reciprocal(row_group_sum(l[i]))
+            for j in range(TN_O):
+                c = col + j * COLUMN_LANES
+                if query < N and c < d:
+                    O[head, query, c] = acc[i, j] * inverse
+
+    return attention_flash2
+
+
+def flash2_for(d: int):
+    """The `attention_flash2` compiled for the smallest head dimension in `FLASH_DIMS` that holds ``d``."""
+    fits = [D for D in FLASH_DIMS if d <= D]
+    if not fits or d < 1:
+        raise ValueError(f"attention_flash2 takes head dimensions 1 to {FLASH_DIMS[-1]}, got {d}; "
+                         f"use attention_flash for d up to {MAX_D}")
+    return make_flash2(fits[0])
+
+
+attention_flash2 = make_flash2(64)
+
+
+ATTENTION_KERNELS = [attention_row_fused, attention_flash, attention_flash2]
+
+
+def check_attention(O, Q, K, V, batched=False) -> None:
+    """A clear error when Q, K, V and O are not float32 (N, d) matrices of one shape with d <= MAX_D.
+
+    ``batched``: (batch*heads, N, d) is accepted too.
+    """
+    shapes = {name: a.shape for name, a in zip("OQKV", (O, Q, K, V))}
+    dims = (2, 3) if batched else (2,)
+    if len(set(shapes.values())) != 1 or len(Q.shape) not in dims:
+        layout = "2-D (N, d) or 3-D (batch*heads, N, d)" if batched else "2-D (N, d)"
+        raise ValueError(f"O, Q, K and V must be {layout} of one shape, got {shapes}")
+    d = tuple(Q.shape)[-1]
+    if d > MAX_D or d == 0:
+        raise ValueError(f"the head dimension d must be between 1 and {MAX_D}, got {d}")
+    dtypes = {name: str(a.dtype) for name, a in zip("OQKV", (O, Q, K, V))}
+    if set(dtypes.values()) != {"float32"}:
+        raise TypeError(f"O, Q, K and V must be float32, got {dtypes}: convert with .astype(np.float32)")
+
+
+def flash2_configuration(shape) -> tuple[tuple[int, int], int]:
+    """(grid, block) of `attention_flash2` for Q of shape (batch*heads, N, d): 64 queries per block of 128."""
+    heads, N = shape[0], shape[1]
+    return (-(-N // FLASH_QUERIES), heads), FLASH_THREADS
+
+
+def launch_attention(kernel, O, Q, K, V, causal=False) -> None:
+    """``kernel[grid, block](O, Q, K, V, causal)`` with the grid of ``kernel``.
+
+    `attention_flash2` takes (N, d) or (batch*heads, N, d) and runs the build for ``d`` (`flash2_for`).
+    """
+    check_attention(O, Q, K, V, batched=kernel is attention_flash2)
+    *heads, N, d = tuple(Q.shape)
+    if kernel is attention_row_fused and N > MAX_COLS:
+        raise ValueError(f"attention_row_fused holds a row of scores in shared memory: at most {MAX_COLS} keys, "
+                         f"got {N}; use attention_flash")
+    if not N or 0 in heads:
+        return
+    if kernel is attention_flash2:
+        arrays = [a.reshape((1,) + a.shape) if a.ndim == 2 else a for a in (O, Q, K, V)]
+        grid, block = flash2_configuration(arrays[1].shape)
+        flash2_for(d)[grid, block](*arrays, causal)
+    elif kernel is attention_flash:
+        kernel[-(-N // BLOCK_ROWS), BLOCK_ROWS](O, Q, K, V, causal)
+    else:
+        kernel[N, THREADS](O, Q, K, V, causal)

@@ -73,6 +73,7 @@ class LaunchTrace:
         self.geometry = geometry
         self.arrays: dict[str, ArrayTrace] = {}
         self._by_id: dict[int, ArrayTrace] = {}
+        self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
@@ -89,6 +90,7 @@ class LaunchTrace:
             entry.name = name
             self.arrays[name] = entry
             self._by_id[id(array)] = entry
+            self._alive.append(array)  # an array dropped during the launch would free its id for another
         return entry
 
     # -- recording (called by the runtime) ----------------------------------------------------------

@@ -1,0 +1,89 @@
+"""Assignment 5's flash attention: `make_flash_exercise` around an online-softmax update, and the checks that
+take marks from plausible wrong updates (no rescale, the whole warp's max, half the group's max, exp for exp2, no mask,
+a loop bound known only at run time, a float64 constant)."""
+
+import math
+
+import pytest
+from numba import cuda, float32
+from numba.core import types
+
+from gpucourse import simulated
+from gpucourse.grading import CheckFailed, float32_only
+from gpucourse.grading import fusion as gf
+
+ROWS, ROW_STEP, LANES = gf.EXERCISE_ROWS, gf.EXERCISE_ROW_STEP, gf.EXERCISE_LANES
+KEYS, COLS = gf.EXERCISE_KEYS // LANES, gf.EXERCISE_MAX_D // LANES
+BQ, BKEYS, THREADS = gf.EXERCISE_QUERIES, gf.EXERCISE_KEYS, gf.EXERCISE_THREADS
+SHAPES = [(1, 16), (45, 32), (70, 64)]
+ARGTYPES = (types.float32[:, ::1],) * 4
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=False, float64_base=False):
+    """The online-softmax update of one tile, or a broken variant of it."""
+
+    @cuda.jit(device=True)
+    def update(s, m, l, acc, p_tile, row, col, start, first, N):
+        for i in range(ROWS):
+            query = first + row + i * ROW_STEP
+            top = float32(-math.inf)
+            keys = min(KEYS, (N - start - col + LANES - 1) // LANES) if trimmed else KEYS
+            for j in range(keys):
+                key = start + col + j * LANES
+                if mask and (key >= N or key > query):
+                    s[i, j] = float32(-math.inf)
+                top = max(top, s[i, j])
+            for offset in offsets:
+                top = max(top, cuda.shfl_xor_sync(0xFFFFFFFF, top, offset))
+            m_new = max(m[i], top)
+            base = m_new if m_new != float32(-math.inf) else (0.0 if float64_base else float32(0))
+            factor = exp(m[i] - base) if rescale else float32(1)
+            m[i] = m_new
+            l[i] *= factor
+            for j in range(COLS):
+                acc[i, j] *= factor
+            for j in range(KEYS):
+                p = exp(s[i, j] - base) if j < keys else float32(0)
+                l[i] += p
+                p_tile[row + i * ROW_STEP, col + j * LANES] = p
+
+    return gf.make_flash_exercise(update)
+
+
+def check(kernel, shapes=((45, 32),), **kwargs):
+    """One launch of 2 blocks by default: the large query row (44) shares its warp with 11 other rows."""
+    gf.check_attention(kernel, shapes, block_rows=BQ, key_block=BKEYS, threads=THREADS, quiet=True, **kwargs)
+
+
+def test_the_right_update_passes_every_check(capsys):
+    kernel = make_update()
+    check(kernel, SHAPES)
+    check(kernel, budget=float32_only())
+    gf.check_registers_only(kernel, ARGTYPES)
+    assert "no local memory" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [dict(rescale=False), dict(offsets=(16, 8, 4, 2, 1)), dict(offsets=(1,)),
+                                   dict(exp=math.exp), dict(mask=False)],
+                         ids=["no rescale", "whole warp's max", "half the group's max", "exp for exp2", "no mask"])
+def test_a_wrong_update_fails_the_attention_check(wrong):
+    with pytest.raises(CheckFailed, match="is wrong"):
+        check(make_update(**wrong))
+
+
+def test_a_run_time_loop_bound_puts_the_scores_in_local_memory():
+    kernel = make_update(trimmed=True)
+    check(kernel)  # right answers ...
+    with pytest.raises(CheckFailed, match="loads and .* stores of local memory"):
+        gf.check_registers_only(kernel, ARGTYPES)  # ... from local memory
+
+
+def test_a_float64_constant_fails_the_float32_budget():
+    with pytest.raises(CheckFailed, match="float64"):
+        check(make_update(float64_base=True), budget=float32_only())

@@ -1,0 +1,63 @@
+"""Lecture 5's puzzle check (`check_row_group_max`): right, unwritten and plausible wrong answers."""
+
+import numpy as np
+from numba import cuda, float32
+
+from gpucourse import simulated
+from gpucourse.grading import check_row_group_max
+
+
+@cuda.jit
+def right(out, values):
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (4, 2, 1):
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
+    out[i] = v
+
+
+@cuda.jit
+def unwritten(out, values):
+    i = cuda.grid(1)
+    out[i] = values[i]
+
+
+@cuda.jit
+def whole_warp(out, values):  # offsets 16 and 8 mix the groups
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (16, 8, 4, 2, 1):
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
+    out[i] = v
+
+
+@cuda.jit
+def one_step_short(out, values):
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (2, 1):
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
+    out[i] = v
+
+
+@cuda.jit
+def through_shared(out, values):
+    group = cuda.shared.array(128, float32)
+    i, t = cuda.grid(1), cuda.threadIdx.x
+    group[t] = values[i]
+    cuda.syncthreads()
+    v = group[t - t % 8]
+    for k in range(1, 8):
+        v = max(v, group[t - t % 8 + k])
+    out[i] = v
+
+
+def test_the_puzzle_check(capsys):
+    with simulated():
+        assert check_row_group_max(right) is True
+        assert check_row_group_max(unwritten) is None
+        assert check_row_group_max(whole_warp) is False
+        assert "mixes in another group" in capsys.readouterr().out
+        assert check_row_group_max(one_step_short) is False
+        assert check_row_group_max(through_shared) is False
+        assert "uses shared memory" in capsys.readouterr().out

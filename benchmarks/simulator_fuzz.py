@@ -13,7 +13,8 @@ math function (sqrt, exp, log, sin, cos,
 tanh) applies to some float outputs.
 
 The documented bounds, where a GPU and the simulator legitimately differ: results of math functions within
-`MATH_ULPS` units in the last place of their type (libdevice against NumPy); everything else bit for bit.
+`MATH_ULPS` units in the last place of their type, or both under its smallest normal number (libdevice
+against NumPy); everything else bit for bit.
 The grammar leaves out what is not defined or not reproducible: integer division by a value that may be zero,
 shifts by the type's width or more, float-to-integer conversions of out-of-range values, a product added to
 something (NVVM contracts ``a * b + c`` into a fused multiply-add; the simulator does not), float atomics.
@@ -280,9 +281,10 @@ def disagreement(kernel: Kernel, gpu: dict, simulated: dict) -> str | None:
         a, b = gpu[name], simulated[name]
         same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
         if name == "out" and kernel.math_dtype:
-            epsilon = np.finfo(kernel.math_dtype).eps
+            info = np.finfo(kernel.math_dtype)
             with np.errstate(all="ignore"):
-                same |= np.abs(a - b) <= MATH_ULPS[kernel.math_dtype] * epsilon * np.maximum(np.abs(a), np.abs(b))
+                bound = MATH_ULPS[kernel.math_dtype] * info.eps * np.maximum(np.abs(a), np.abs(b)) + info.tiny
+                same |= np.abs(a - b) <= bound
         if not same.all():
             where = np.flatnonzero(~same)[:5].tolist()
             return f"{name} differs at {where}: {a[where].tolist()} against {b[where].tolist()}"

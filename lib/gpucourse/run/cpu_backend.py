@@ -6,9 +6,15 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
 - a launch ``kernel[grid, block](...)`` (with optional stream and dynamic
   shared memory size) runs on the course simulator (`gpucourse.simulator`),
   after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
-- the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns numba's simulator arrays, backed by host memory
-  (allocations remember what was written: `gpucourse.run.device_memory`);
+- the host API: ``cuda.to_device``, ``device_array(_like)`` and mapped arrays
+  give simulator arrays backed by host memory (allocations remember what was
+  written: `gpucourse.run.device_memory`); device and context queries
+  (``cuda.get_current_device``, ``current_context``, ``gpus``, and numba's own
+  ``devices.get_context``), streams and events answer as a GPU of compute
+  capability 7.5 (`gpucourse.run.simulated_device`), and what they do not
+  cover raises a message naming it;
+- a kernel's extensions prepare its arguments as numba does at a launch (one
+  may pass them as ``cuda.In``, never copied back);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),

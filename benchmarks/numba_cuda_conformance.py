@@ -192,13 +192,13 @@ def section(result: dict, files: list[str]) -> str:
         "`exec` from strings, which have no source for the course simulator to rewrite: it runs them on numba's "
         "simulator, with a warning.",
         "- The others: " + (", ".join(f"{kind} {n}" for kind, n in buckets.most_common()) or "none") + ".",
-        "",
-        "| outcome on the course backend | cause | tests | examples |",
-        "|---|---|---:|---|",
     ]
-    for (kind, why), tests in sorted(result["failing"].items(), key=lambda item: (item[0][0], -len(item[1]))):
-        if kind == "deliberate fault report":
-            continue
+    rows = [(kind, why, tests) for (kind, why), tests in sorted(result["failing"].items(),
+                                                                key=lambda item: (item[0][0], -len(item[1])))
+            if kind != "deliberate fault report"]
+    if rows:
+        lines += ["", "| outcome on the course backend | cause | tests | examples |", "|---|---|---:|---|"]
+    for kind, why, tests in rows:
         examples = ", ".join(f"`{t.split('::', 1)[1]}`" for t in tests[:2])
         lines.append(f"| {kind} | {why.replace('|', '/')} | {len(tests)} | {examples} |")
     deliberate = sorted(t for (kind, _), tests in result["failing"].items() if kind == "deliberate fault report"

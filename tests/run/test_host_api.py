@@ -93,3 +93,24 @@ def test_launch_configuration_decides_what_is_copied_back(kernel, dtype):
     no_copy.extensions.append(DefaultIn())
     no_copy[1, 1](kept)
     assert copied.view(np.int32)[0] == 3 and not kept.view(np.int32).any()
+
+
+@cuda.jit
+def add_to_shared_total(total, a):
+    s = cuda.shared.array(1, np.float64)
+    if cuda.threadIdx.x == 0:
+        s[0] = 0.0
+    cuda.syncthreads()
+    cuda.atomic.add(s, 0, a[cuda.threadIdx.x])
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        total[0] = s[0]
+
+
+def test_inspect_asm_gives_the_ptx_of_the_launched_signatures():
+    total, a = np.zeros(1), np.arange(32.0)
+    add_to_shared_total[1, 32](total, a)
+    assert total[0] == a.sum()
+    (signature, text), = add_to_shared_total.inspect_asm().items()
+    assert "atom.shared.add.f64" in text and ".target sm_75" in text
+    assert "atom.shared.add.f64" in add_to_shared_total.inspect_asm(signature)  # compiled again: another name

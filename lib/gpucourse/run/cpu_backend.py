@@ -13,6 +13,8 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
   ``devices.get_context``), streams and events answer as a GPU of compute
   capability 7.5 (`gpucourse.run.simulated_device`), and what they do not
   cover raises a message naming it;
+- ``inspect_asm`` gives the PTX for the simulated device of the signatures a
+  kernel was declared or launched with;
 - a kernel's extensions prepare its arguments as numba does at a launch (one
   may pass them as ``cuda.In``, never copied back);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
@@ -91,6 +93,8 @@ _original_compile_device = CUDADispatcher.compile_device
 
 # Argument types of the signatures a kernel was declared with, kept by `_declare` until a launch.
 _declared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Argument types of each kernel's launches, for `_inspect_asm`.
+_launched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _declare(dispatcher: CUDADispatcher, signature):
@@ -102,6 +106,15 @@ def _declare(dispatcher: CUDADispatcher, signature):
 def _disable_compile(dispatcher: CUDADispatcher, value: bool = True):
     """``disable_compile`` without numba's assertion that some signature is compiled: on the CPU they are declared."""
     dispatcher._can_compile = not value
+
+
+def _inspect_asm(dispatcher: CUDADispatcher, signature=None):
+    """``inspect_asm`` on the CPU: the PTX for the simulated device of one signature, or (without one) of every
+    signature the kernel was declared with or launched with, by signature."""
+    if signature is not None:
+        return ptx.compile_for_gpu(dispatcher, tuple(getattr(signature, "args", signature)))
+    signatures = dict.fromkeys([*_declared.get(dispatcher, []), *_launched.get(dispatcher, [])])
+    return {argtypes: ptx.compile_for_gpu(dispatcher, argtypes) for argtypes in signatures}
 
 
 def _compile_device(dispatcher: CUDADispatcher, args, return_type=None):
@@ -209,6 +222,10 @@ class SimulatedLaunch:
         check_launch_limits(grid, block)
         args, declared = _declared_arguments(self.dispatcher, _without_hints(self.dispatcher, args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
+        launched = _launched.setdefault(self.dispatcher, [])
+        argtypes = declared or tuple(ptx.argument_type(a) for a in args)
+        if argtypes not in launched:
+            launched.append(argtypes)
         host, copy_back = _on_the_host(args)
         if simulator.has_source(self.dispatcher.py_func):
             simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types,
@@ -252,6 +269,7 @@ def install() -> None:
     CUDADispatcher.compile = _declare
     CUDADispatcher.disable_compile = _disable_compile
     CUDADispatcher.compile_device = _compile_device
+    CUDADispatcher.inspect_asm = _inspect_asm
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
     numba_dispatcher.get_current_device = simulated_device.get_current_device  # `specialize` asks for the CC

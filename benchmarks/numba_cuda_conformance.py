@@ -5,13 +5,14 @@
     python benchmarks/numba_cuda_conformance.py --reuse-numba   # numba's side from the last run's cache
 
 CPU only. Each test file runs with pytest in its own process twice: once on numba's
-simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course simulator
-(``GPUCOURSE_DEVICE=cpu``; the plugin `numba_cuda_conformance_plugin` imports gpucourse
-before the tests import numba.cuda, then sets numba's ``config.ENABLE_CUDASIM`` so that the
-tests skip what only a GPU can do, ``skip_on_cudasim``, and run what a simulator should,
-``skip_unless_cudasim``, exactly as on numba's simulator). The tests that pass on numba's
-simulator are the goal: the share of them that passes on the course simulator, and every
-one that does not, by cause. A failed assertion is listed apart: it may be a wrong number.
+simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course backend as a student's laptop
+has it (``GPUCOURSE_DEVICE=cpu``; the plugin `numba_cuda_conformance_plugin` imports gpucourse
+before the tests import numba.cuda and changes nothing else: the test files run as written,
+taking the branches they take on a GPU). The tests that pass on numba's simulator are the
+goal: the share of them that passes on the course backend, and every one that does not, in
+buckets: a silent wrong result (a failed assertion: a wrong number, or an exception not
+raised), a module that did not import, a fault report (the course's deliberate ones listed
+with their reason), a clear course message, anything else.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "numba_cuda_conformance"  # its section of benchmarks/RESULTS.md
-GOAL = 0.90
+GOAL_PASSED = 414
 TIMEOUT_S = 120  # per test file and side
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,20 +66,25 @@ def run_file(side: str, path: Path) -> dict[str, tuple[str, str]]:
             return {path.name: ("timeout", f"over {TIMEOUT_S} s")}
         if not report.exists():
             return {path.name: ("error", "pytest wrote no report")}
-        return outcomes(report)
+        return outcomes(report, path.stem)
 
 
-def outcomes(report: Path) -> dict[str, tuple[str, str]]:
+def outcomes(report: Path, stem: str) -> dict[str, tuple[str, str]]:
+    """{file stem::class::test: (outcome, cause)} of a junit report (a module that did not import: its stem)."""
     results = {}
     for case in ElementTree.parse(report).iter("testcase"):
-        test = f"{case.get('classname')}::{case.get('name')}"
+        test = f"{stem}::{case.get('classname').rsplit('.', 1)[-1]}::{case.get('name')}".replace("::::", "::")
         problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         if problem is None:
             fallback = any(p.get("name") == "ran_on" for p in case.iter("property"))
             results[test] = ("passed", FALLBACK if fallback else "")
         else:
             outcome = "skipped" if problem.tag == "skipped" else "failed"
-            results[test] = (outcome, cause(problem.get("message") or problem.text or ""))
+            message = problem.get("message") or problem.text or ""
+            if message == "collection failure":  # the module did not import: its exception, last in the text
+                message = next((s[1:].strip() for s in reversed((problem.text or "").splitlines())
+                                if s.startswith("E ")), message)
+            results[test] = (outcome, cause(message))
     return results
 
 
@@ -98,7 +104,7 @@ def cache_path() -> Path:
     """Where numba's side is kept between runs: it depends only on the installed numba-cuda."""
     from importlib.metadata import version  # noqa: PLC0415
 
-    return Path.home() / ".cache" / "gpucourse" / f"numba_cuda_conformance_{version('numba-cuda')}.json"
+    return Path.home() / ".cache" / "gpucourse" / f"numba_cuda_conformance_{version('numba-cuda')}_by_file.json"
 
 
 def numba_side(path: Path, cache: dict, reuse: bool) -> dict[str, tuple[str, str]]:
@@ -108,46 +114,98 @@ def numba_side(path: Path, cache: dict, reuse: bool) -> dict[str, tuple[str, str
     return {test: tuple(outcome) for test, outcome in cache[path.name].items()}
 
 
+# Fault reports the course makes on purpose where numba's simulator passes a test: the kernel really does it.
+DELIBERATE = {
+    "test_freevar::TestFreeVar::test_freevar": "reads shared memory nothing wrote (`A[i] = sdata[i]`)",
+    "test_sm::TestSharedMemoryIssue::test_issue_2393": "reads shared memory nothing wrote (`s_initialcost[0]`)",
+    "test_sm_creation::TestSharedMemoryCreation::test_global_constants": "reads shared memory nothing wrote",
+    "test_sm_creation::TestSharedMemoryCreation::test_global_build_tuple": "reads shared memory nothing wrote",
+    "test_sm_creation::TestSharedMemoryCreation::test_global_constant_tuple": "reads shared memory nothing wrote",
+    "test_exception::TestException::test_raise_causing_warp_diverge":
+        "threads 13 and up read and write `y[0]` with no barrier between: a data race",
+    "test_exception::TestException::test_exception":
+        "`ary.shape[-x]` indexes past the shape (the GPU reads garbage without debug=True)",
+    "test_exception::TestException::test_raise_in_device_function":
+        "an 'unexpected success': the course reports the exception a device function raises, which a GPU "
+        "loses (numba issue 8036, an expected failure there)",
+}
+FAULTS = ("OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault", "EndlessLoop")
+
+
+def bucket(test: str, outcome: str, why: str) -> str:
+    """Where a test of the goal that does not pass on the course backend goes."""
+    if test in DELIBERATE:
+        return "deliberate fault report"
+    if outcome == "missing":
+        return "not run: its module did not import"
+    if outcome == "skipped":
+        return "skipped"
+    if why.startswith("AssertionError") or "Unexpected success" in why:
+        return "silent wrong result?"
+    if why.startswith("gpucourse.simulator.errors.") and why.split(":")[0].rsplit(".", 1)[1] in FAULTS:
+        return "fault report"
+    if why.startswith("gpucourse.") or "course's CPU simulator" in why:
+        return "course message"
+    return "other error"
+
+
+def import_errors(course: dict) -> dict[str, str]:
+    """{file stem: cause} of the test modules that failed to import on the course backend."""
+    return {test.split("::")[0]: why for test, (outcome, why) in course.items()
+            if outcome == "failed" and test.count("::") == 1}
+
+
 def compare(numba: dict, course: dict) -> dict:
-    """The tests that pass on numba's simulator, and how each does on the course simulator."""
+    """The tests that pass on numba's simulator, and how each does on the course backend, in buckets."""
     goal = [test for test, (outcome, _) in numba.items() if outcome == "passed"]
     passed = [test for test in goal if course.get(test, ("missing", ""))[0] == "passed"]
     handed_over = [test for test in passed if course[test][1] == FALLBACK]
+    unimported = import_errors(course)
     failing = defaultdict(list)
     for test in goal:
-        outcome, why = course.get(test, ("missing", "not run"))
+        outcome, why = course.get(test, ("missing", unimported.get(test.split("::")[0], "not run")))
         if outcome != "passed":
-            kind = "wrong result?" if why.startswith("AssertionError") else outcome
-            failing[(kind, why)].append(test)
+            failing[(bucket(test, outcome, why), why)].append(test)
     return {"goal": len(goal), "passed": len(passed), "handed_over": len(handed_over), "failing": failing,
             "numba_counts": Counter(o for o, _ in numba.values()), "course_counts": Counter(o for o, _ in course.values())}
 
 
 def section(result: dict, files: list[str]) -> str:
     rate = result["passed"] / max(result["goal"], 1)
+    buckets = Counter()
+    for (kind, _), tests in result["failing"].items():
+        buckets[kind] += len(tests)
     lines = [
         "## numba-cuda's kernel tests on the course simulator",
         "",
         "`python benchmarks/numba_cuda_conformance.py` (CPU only): numba-cuda's own `numba/cuda/tests/cudapy` "
-        "tests, run on numba's simulator and on the course simulator.",
+        "test files as written, run on numba's simulator and on the course backend as a laptop without a GPU "
+        "has it.",
         "",
         f"- Date: {today()}",
         f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
-        f"- Test files ({len(files)}): {', '.join(files)}.",
+        f"- Test files: {len(files)}.",
         f"- Outcomes on numba's simulator: {dict(result['numba_counts'])}; "
-        f"on the course simulator: {dict(result['course_counts'])}.",
-        f"- Of the {result['goal']} tests that pass on numba's simulator, {result['passed']} pass on the course "
-        f"simulator: **{rate:.1%}** (goal {GOAL:.0%}). {result['handed_over']} of them launch kernels built by "
+        f"on the course backend: {dict(result['course_counts'])}.",
+        f"- Of the {result['goal']} tests that pass on numba's simulator, **{result['passed']} pass** on the course "
+        f"backend ({rate:.1%}; goal {GOAL_PASSED} of 460). {result['handed_over']} of them launch kernels built by "
         "`exec` from strings, which have no source for the course simulator to rewrite: it runs them on numba's "
-        f"simulator, with a warning; the course simulator itself passes "
-        f"{(result['passed'] - result['handed_over']) / max(result['goal'], 1):.1%}.",
-        "",
-        "| outcome on the course simulator | cause | tests | examples |",
-        "|---|---|---:|---|",
+        "simulator, with a warning.",
+        "- The others: " + (", ".join(f"{kind} {n}" for kind, n in buckets.most_common()) or "none") + ".",
     ]
-    for (kind, why), tests in sorted(result["failing"].items(), key=lambda item: -len(item[1])):
-        examples = ", ".join(f"`{t.split('.')[-1]}`" for t in tests[:2])
+    rows = [(kind, why, tests) for (kind, why), tests in sorted(result["failing"].items(),
+                                                                key=lambda item: (item[0][0], -len(item[1])))
+            if kind != "deliberate fault report"]
+    if rows:
+        lines += ["", "| outcome on the course backend | cause | tests | examples |", "|---|---|---:|---|"]
+    for kind, why, tests in rows:
+        examples = ", ".join(f"`{t.split('::', 1)[1]}`" for t in tests[:2])
         lines.append(f"| {kind} | {why.replace('|', '/')} | {len(tests)} | {examples} |")
+    deliberate = sorted(t for (kind, _), tests in result["failing"].items() if kind == "deliberate fault report"
+                        for t in tests)
+    if deliberate:
+        lines += ["", "The course's deliberate fault reports (the kernel really does what is reported):", ""]
+        lines += [f"- `{test}`: {DELIBERATE[test]}" for test in deliberate]
     return "\n".join(lines)
 
 

@@ -72,9 +72,9 @@ def test_dynamic_shared_memory():
 
 
 def test_events_time_the_simulation(capsys, monkeypatch):
-    from gpucourse.run import cpu_backend
+    from gpucourse.run import simulated_device
 
-    monkeypatch.setattr(cpu_backend, "_timing_noted", False)
+    monkeypatch.setattr(simulated_device.SimulatedEvent, "_timing_noted", False)
     start, stop = cuda.event(), cuda.event()
     start.record()
     shifted_squares[1, 32](np.zeros(8, np.float32), np.ones(8, np.float32))

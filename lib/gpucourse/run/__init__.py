@@ -1,9 +1,9 @@
 """Where kernels run: the backend chosen at import (a CUDA GPU, else the course's CPU simulator).
 
-Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`), `trace` and
-`simulated`, the check that every kernel compiles for a real GPU (`ptx`), a compiled kernel's registers and
-shared memory (`resources`), GPU timing with CUDA events (`timing`), the autotuner and compiled-code findings
-(`tuning`, module 7), and `doctor`.
+Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`, with `device_memory` and
+`simulated_device`), `trace` and `simulated`, the check that every kernel compiles for a real GPU (`ptx`), a
+compiled kernel's registers and shared memory (`resources`), GPU timing with CUDA events (`timing`), the
+autotuner and compiled-code findings (`tuning`, module 7), and `doctor`.
 May import: `gpucourse.simulator`.
 """
 

@@ -6,9 +6,17 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
 - a launch ``kernel[grid, block](...)`` (with optional stream and dynamic
   shared memory size) runs on the course simulator (`gpucourse.simulator`),
   after checking that the kernel compiles for a real GPU (`gpucourse.run.ptx`);
-- the host API (``cuda.to_device``, ``device_array(_like)``, streams, events,
-  ``synchronize``) returns numba's simulator arrays, backed by host memory
-  (allocations remember what was written: `gpucourse.run.device_memory`);
+- the host API: ``cuda.to_device``, ``device_array(_like)`` and mapped arrays
+  give simulator arrays backed by host memory (allocations remember what was
+  written: `gpucourse.run.device_memory`); device and context queries
+  (``cuda.get_current_device``, ``current_context``, ``gpus``, and numba's own
+  ``devices.get_context``), streams and events answer as a GPU of compute
+  capability 7.5 (`gpucourse.run.simulated_device`), and what they do not
+  cover raises a message naming it;
+- ``inspect_asm`` gives the PTX for the simulated device of the signatures a
+  kernel was declared or launched with;
+- a kernel's extensions prepare its arguments as numba does at a launch (one
+  may pass them as ``cuda.In``, never copied back);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
   at once for the current GPU, are kept for the launch instead (its PTX check
   compiles them; arguments are converted to the signature numba would pick),
@@ -23,16 +31,14 @@ arrays to the host and back; `trace` records the launches inside it.
 from __future__ import annotations
 
 import contextlib
-import time
 import warnings
 import weakref
-from types import SimpleNamespace
 
 import numpy as np
 from numba import cuda
 from numba.cuda import dispatcher as numba_dispatcher
 from numba.cuda.args import ArgHint, In
-from numba.cuda.cudadrv import devicearray as numba_arrays
+from numba.cuda.cudadrv import devicearray as numba_arrays, devices as numba_devices
 from numba.core import sigutils, types
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.cuda.simulator import api as sim_api
@@ -41,64 +47,7 @@ from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from .. import simulator
 from ..simulator.arithmetic import as_dtype, cast
-from . import device_memory, ptx
-
-_timing_noted = False
-
-
-class SimulatedEvent:
-    """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
-
-    def __init__(self, timing: bool = True):
-        self.timing = timing
-        self.time = None
-
-    def record(self, stream=0):
-        self.time = time.perf_counter()
-
-    def wait(self, stream=0):
-        pass
-
-    def synchronize(self):
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def elapsed_time(self, later: "SimulatedEvent") -> float:
-        """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
-        global _timing_noted
-        if self.time is None or later.time is None:
-            raise RuntimeError("record() both events before asking for the time between them")
-        if not _timing_noted:
-            print("Note: these event times measure the CPU simulator, not a GPU; time kernels on a GPU.")
-            _timing_noted = True
-        return (later.time - self.time) * 1000.0
-
-
-def event_elapsed_time(start: SimulatedEvent, stop: SimulatedEvent) -> float:
-    return start.elapsed_time(stop)
-
-
-# What the simulator reports as its device: the limits of every GPU since compute capability 7.5.
-SIMULATED_DEVICE = SimpleNamespace(
-    name="CPU simulator",
-    compute_capability=(7, 5),
-    MAX_THREADS_PER_BLOCK=1024,
-    MAX_BLOCK_DIM_X=1024,
-    MAX_BLOCK_DIM_Y=1024,
-    MAX_BLOCK_DIM_Z=64,
-    MAX_GRID_DIM_X=2**31 - 1,
-    MAX_GRID_DIM_Y=65535,
-    MAX_GRID_DIM_Z=65535,
-    MAX_SHARED_MEMORY_PER_BLOCK=48 * 1024,
-    WARP_SIZE=32,
-)
-
-
-def get_current_device():
-    return SIMULATED_DEVICE
-
+from . import device_memory, ptx, simulated_device
 
 def auto_device(obj, stream=0, copy=True, user_explicit=False):
     """``cuda.devicearray.auto_device`` on the simulator: a simulator array, refusing what a GPU refuses."""
@@ -109,7 +58,7 @@ def auto_device(obj, stream=0, copy=True, user_explicit=False):
 
 def check_launch_limits(grid: tuple, block: tuple) -> None:
     """Refuse, as a GPU would, a launch outside the hardware's limits."""
-    d = SIMULATED_DEVICE
+    d = simulated_device.DEVICE
     threads = block[0] * block[1] * block[2]
     if threads > d.MAX_THREADS_PER_BLOCK:
         raise ValueError(
@@ -124,9 +73,10 @@ def check_launch_limits(grid: tuple, block: tuple) -> None:
             raise ValueError(f"gridDim.{axis} = {size} is over the GPU's limit of {limit}")
 
 
-# Host API functions of numba.cuda that need a device, and their simulator twins.
+# Host API of numba.cuda that needs a device, and its simulator twins.
 _HOST_API = {
-    "to_device": sim_arrays.to_device,
+    **simulated_device.HOST_API,
+    "to_device": device_memory.to_device,
     "device_array": device_memory.device_array,
     "device_array_like": device_memory.device_array_like,
     "pinned_array": sim_arrays.pinned_array,
@@ -135,12 +85,6 @@ _HOST_API = {
     "mapped_array_like": device_memory.device_array_like,
     "managed_array": sim_arrays.managed_array,
     "pinned": sim_arrays.pinned,
-    "stream": sim_api.stream,
-    "default_stream": sim_api.stream,
-    "event": SimulatedEvent,
-    "event_elapsed_time": event_elapsed_time,
-    "synchronize": sim_api.synchronize,
-    "get_current_device": get_current_device,
 }
 
 _installed = False
@@ -149,6 +93,8 @@ _original_compile_device = CUDADispatcher.compile_device
 
 # Argument types of the signatures a kernel was declared with, kept by `_declare` until a launch.
 _declared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Argument types of each kernel's launches, for `_inspect_asm`.
+_launched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _declare(dispatcher: CUDADispatcher, signature):
@@ -160,6 +106,15 @@ def _declare(dispatcher: CUDADispatcher, signature):
 def _disable_compile(dispatcher: CUDADispatcher, value: bool = True):
     """``disable_compile`` without numba's assertion that some signature is compiled: on the CPU they are declared."""
     dispatcher._can_compile = not value
+
+
+def _inspect_asm(dispatcher: CUDADispatcher, signature=None):
+    """``inspect_asm`` on the CPU: the PTX for the simulated device of one signature, or (without one) of every
+    signature the kernel was declared with or launched with, by signature."""
+    if signature is not None:
+        return ptx.compile_for_gpu(dispatcher, tuple(getattr(signature, "args", signature)))
+    signatures = dict.fromkeys([*_declared.get(dispatcher, []), *_launched.get(dispatcher, [])])
+    return {argtypes: ptx.compile_for_gpu(dispatcher, argtypes) for argtypes in signatures}
 
 
 def _compile_device(dispatcher: CUDADispatcher, args, return_type=None):
@@ -227,8 +182,14 @@ def _configuration(configuration) -> tuple:
     return grid, block, stream, shared_bytes
 
 
-def _without_hints(arguments) -> list:
-    """Arguments wrapped in ``cuda.In``/``Out``/``InOut`` as the kernel sees them (``In`` is never copied back)."""
+def _without_hints(dispatcher: CUDADispatcher, arguments) -> list:
+    """Arguments as the kernel sees them: the kernel's extensions applied to each (as numba does at a launch,
+    where one may wrap it in ``cuda.In``), then ``cuda.In``/``Out``/``InOut`` unwrapped (``In`` is never
+    copied back)."""
+    if dispatcher.extensions:
+        arguments = list(arguments)
+        for extension in dispatcher.extensions:
+            arguments = [extension.prepare_args(ptx.argument_type(a), a, stream=0, retr=[])[1] for a in arguments]
     return [np.array(a.value) if isinstance(a, In) else a.value if isinstance(a, ArgHint) else a for a in arguments]
 
 
@@ -259,11 +220,16 @@ class SimulatedLaunch:
     def __call__(self, *args):
         grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
         check_launch_limits(grid, block)
-        args, declared = _declared_arguments(self.dispatcher, _without_hints(args))
+        args, declared = _declared_arguments(self.dispatcher, _without_hints(self.dispatcher, args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
+        launched = _launched.setdefault(self.dispatcher, [])
+        argtypes = declared or tuple(ptx.argument_type(a) for a in args)
+        if argtypes not in launched:
+            launched.append(argtypes)
         host, copy_back = _on_the_host(args)
         if simulator.has_source(self.dispatcher.py_func):
-            simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types)
+            simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types,
+                          debug=bool(self.dispatcher.targetoptions.get("debug")))
         else:
             _on_numbas_simulator(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()
@@ -303,9 +269,11 @@ def install() -> None:
     CUDADispatcher.compile = _declare
     CUDADispatcher.disable_compile = _disable_compile
     CUDADispatcher.compile_device = _compile_device
+    CUDADispatcher.inspect_asm = _inspect_asm
     for name, replacement in _HOST_API.items():
         setattr(cuda, name, replacement)
-    numba_dispatcher.get_current_device = get_current_device  # `specialize` asks for the compute capability
+    numba_dispatcher.get_current_device = simulated_device.get_current_device  # `specialize` asks for the CC
+    numba_devices.get_context = simulated_device.get_context  # numba's helpers (cc_X_or_above...) ask for it
     numba_arrays.auto_device = auto_device
     _installed = True
 

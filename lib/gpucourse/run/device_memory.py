@@ -9,13 +9,25 @@ that a read of an element nothing wrote is an ``UninitializedRead``. Copies
 from the host (``copy_to_device``, ``to_device(..., to=d)``, ``d[...] = x``)
 count as writes; views keep a view of the mask, and the views that cannot
 (another dtype, `split`) count as writing the whole array, so that no read
-through them is flagged wrongly.
+through them is flagged wrongly. ``cuda.to_device`` gives one too, all written.
+
+As numba's device arrays on a GPU, they take only integers and slices as
+indices: ``d[...]``, ``d[None]`` or an index array is refused with a message.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+
+
+def check_index(index) -> None:
+    """Refuse, as numba's device arrays on a GPU do, an index other than integers and slices."""
+    for part in index if type(index) is tuple else (index,):
+        if not isinstance(part, (int, np.integer, slice)) or isinstance(part, (bool, np.bool_)):
+            raise TypeError(
+                f"a device array takes integers and slices as indices, as on a GPU (numba refuses {part!r} "
+                "there): write d[:] instead of d[...], or copy it to the host first (d.copy_to_host())")
 
 
 class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
@@ -26,6 +38,7 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         self.written = written
 
     def __getitem__(self, index):
+        check_index(index)
         item = self._ary[index]
         if type(item) is not np.ndarray or not np.shares_memory(item, self._ary):
             return super().__getitem__(index)
@@ -37,6 +50,7 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         return derived
 
     def __setitem__(self, index, value):
+        check_index(index)
         self._ary[index] = value
         self.written[index] = True
 
@@ -66,6 +80,15 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
     def copy_to_device(self, ary, stream=0):
         super().copy_to_device(ary, stream)
         self.written[...] = True
+
+
+def to_device(obj, stream=0, copy=True, to=None):
+    """``cuda.to_device``: a copy of ``obj`` on the device (all written), or ``obj`` copied into ``to``."""
+    if to is not None:
+        to.copy_to_device(obj, stream)
+        return to
+    array = sim_arrays.to_device(obj, stream, copy)
+    return TrackedDeviceArray(array._ary, np.ones(array._ary.shape, bool), array.stream)
 
 
 def device_array(*args, **kwargs) -> TrackedDeviceArray:

@@ -31,6 +31,10 @@ class UnsupportedInKernel(KernelFault):
     """Python the course simulator cannot run (the GPU compiler may reject it too)."""
 
 
+class EndlessLoop(KernelFault):
+    """A launch ran past its budget of loop iterations: it did not finish."""
+
+
 class BudgetExceeded(AssertionError):
     """A kernel is correct but touches memory more (or worse) than its budget allows."""
 

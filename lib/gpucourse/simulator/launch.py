@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
+import os
 import traceback
 
 import numpy as np
 
 from . import trace as tracing
 from .calls import device_function
-from .errors import BudgetExceeded, KernelFault, UnsupportedInKernel, fault
+from .errors import BudgetExceeded, EndlessLoop, KernelFault, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
 from .memory import SimArray
 from .runtime import RUNTIME
 from .transform import FUNCTION
 
 MAX_THREADS = 1 << 22  # the simulator holds a few int64 values per thread of the launch
+STEP_BUDGET_ENV = "GPUCOURSE_STEP_BUDGET"
+# Loop iterations a launch may run (every lane at once counts one): far over any course kernel's few thousand,
+# reached by an endless loop in well under a minute.
+_step_budget = int(os.environ.get(STEP_BUDGET_ENV) or 1_000_000)
+
+
+@contextlib.contextmanager
+def step_budget(steps: int):
+    """``with step_budget(steps):`` launches inside stop with `EndlessLoop` after ``steps`` loop iterations
+    (default 1,000,000, or the environment's GPUCOURSE_STEP_BUDGET)."""
+    global _step_budget
+    saved, _step_budget = _step_budget, int(steps)
+    try:
+        yield
+    finally:
+        _step_budget = saved
 
 
 def host_array(value):
@@ -62,27 +80,65 @@ def _wrap_arguments(names, args) -> list:
     return [wrap(name, value) for name, value in zip(names, args)]
 
 
+def _innermost(error: Exception):
+    """(function, file, line) of the kernel or device function line ``error`` was raised at, or None."""
+    rewritten = [(frame, line) for frame, line in traceback.walk_tb(error.__traceback__) if FUNCTION in frame.f_globals]
+    if not rewritten:
+        return None
+    frame, line = rewritten[-1]
+    return frame.f_globals[FUNCTION].__name__, frame.f_code.co_filename, line
+
+
+def _where(kernel: str, error: Exception) -> str:
+    """``kernel `k`, device function `f`, line N: source`` of the line ``error`` was raised at."""
+    where = f"kernel `{kernel}`"
+    located = _innermost(error)
+    if located:
+        function, filename, line = located
+        if function != kernel:
+            where += f", device function `{function}`"
+        where += f", line {line}: {linecache.getline(filename, line).strip()}"
+    return where
+
+
 def unsupported_construct(kernel: str, error: Exception) -> UnsupportedInKernel:
     """The course message for a Python error raised while simulating a statement: the line of the kernel (or
     device function) it came from, and what went wrong there."""
-    rewritten = [(frame, line) for frame, line in traceback.walk_tb(error.__traceback__) if FUNCTION in frame.f_globals]
-    where = f"kernel `{kernel}`"
-    if rewritten:
-        frame, line = rewritten[-1]
-        function = frame.f_globals[FUNCTION].__name__
-        if function != kernel:
-            where += f", device function `{function}`"
-        where += f", line {line}: {linecache.getline(frame.f_code.co_filename, line).strip()}"
-    return fault(UnsupportedInKernel, where,
+    return fault(UnsupportedInKernel, _where(kernel, error),
                  f"the course simulator does not support what this line does ({type(error).__name__}: {error}); "
                  "write it with indexing and arithmetic the simulator supports, or run it on a GPU")
 
 
-def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict | None = None) -> None:
+def endless_loop(kernel: str, error: EndlessLoop, budget: int) -> EndlessLoop:
+    return fault(EndlessLoop, _where(kernel, error),
+                 f"the launch did not finish: an endless loop? It ran {budget:,} loop iterations (the simulator's "
+                 "step budget); check that every thread's loop condition becomes false")
+
+
+def kernel_exception(error: BaseException, lane: int, geometry: Geometry) -> BaseException:
+    """An exception a kernel raised, with numba's message: ``In function 'f', file F, line N, tid=[z, y, x]
+    ctaid=[z, y, x]: message`` (the thread that raised; numba lists coordinates z first)."""
+    located = _innermost(error)
+    where = "" if located is None else "In function %r, file %s, line %s, " % (
+        located[0], os.path.abspath(located[1]), located[2])
+    t, b = geometry.threadIdx, geometry.blockIdx
+    tid = [int(t.z[lane]), int(t.y[lane]), int(t.x[lane])]
+    ctaid = [int(b.z[lane]), int(b.y[lane]), int(b.x[lane])]
+    prefix = f"{where}tid={tid} ctaid={ctaid}"
+    arguments = (f"{prefix}: {error.args[0]}",) + error.args[1:] if error.args else (prefix,)
+    try:
+        return type(error)(*arguments)
+    except TypeError:  # an exception class with other arguments keeps its own
+        return error
+
+
+def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict | None = None,
+        debug: bool = False) -> None:
     """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place.
 
     ``variable_types`` ({function: {variable name: dtype}}, for the kernel and its device functions) are the
     types numba's compilation gives variables: a value assigned to one is converted to its type, as numba does.
+    ``debug`` is ``cuda.jit(debug=True)``'s: a division by zero raises ZeroDivisionError.
     """
     if RUNTIME.geometry is not None:
         raise RuntimeError("a kernel cannot be launched while another simulated kernel runs")
@@ -101,17 +157,20 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     geometry = Geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
-    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {})
+    budget = _step_budget
+    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget)
     try:
         with np.errstate(all="ignore"):
             function(*wrapped)
         if recorder is not None:
             recorder.finish(RUNTIME)
+    except EndlessLoop as error:
+        raise endless_loop(py_func.__name__, error, budget) from None
     except (KernelFault, BudgetExceeded):
         raise
     except Exception as error:  # noqa: BLE001 (any other error is Python the simulator cannot run)
         if error is RUNTIME.raised_by_kernel:
-            raise
+            raise kernel_exception(error, RUNTIME.raising_lane, geometry) from None
         raise unsupported_construct(py_func.__name__, error) from None
     finally:
         RUNTIME.end()

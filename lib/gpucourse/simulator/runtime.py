@@ -11,7 +11,7 @@ import numpy as np
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
-from .errors import DataRace, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
+from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
 from .memory import (AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, group_by_element,
@@ -29,6 +29,9 @@ class Undefined:
 UNDEFINED = Undefined()
 _DONE = object()  # a uniform loop's range is exhausted
 NO_TYPES: dict = {}
+
+
+_DIVISIONS = ("op_Div", "op_FloorDiv", "op_Mod")
 
 
 class Frame:
@@ -51,7 +54,10 @@ class Runtime(Arithmetic):
 
     # -- launch --------------------------------------------------------------
     def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None,
-              variable_types: dict | None = None) -> None:
+              variable_types: dict | None = None, debug: bool = False, step_budget: int | None = None) -> None:
+        """Start a launch; ``debug`` (``cuda.jit(debug=True)``) raises ZeroDivisionError on a division by zero,
+        as numba's Python error model does; a launch that runs more than ``step_budget`` loop iterations
+        (summed over its loops, every lane at once) stops with `EndlessLoop`."""
         self.geometry = g = geometry
         self.variable_types = variable_types or {}
         self.kernel_name = kernel_name
@@ -66,6 +72,13 @@ class Runtime(Arithmetic):
         self.syncwarp_site = None
         self.removed = self.nobody
         self.raised_by_kernel = None
+        self.raising_lane = 0
+        self.steps_left = (1 << 62) if step_budget is None else step_budget
+        for name in _DIVISIONS:
+            if debug:
+                setattr(self, name, self._checked_division(getattr(Arithmetic, name)))
+            else:
+                self.__dict__.pop(name, None)
         self.exits = 0
         self.frames: list[Frame] = []
         self.loops: list[Loop] = []
@@ -190,10 +203,29 @@ class Runtime(Arithmetic):
             return tuple(self.merge_result(o, n) for o, n in zip(old, new))
         return select(self.mask, new, old)
 
-    def raised(self, exception) -> BaseException:
-        """The exception a kernel's ``raise`` statement raises, kept so that the launch passes it on as it is."""
+    def raised(self, exception, lane: int | None = None) -> BaseException:
+        """The exception a kernel's ``raise`` statement raises (in its first active lane, or ``lane``), kept so
+        that the launch passes it on with numba's message."""
         self.raised_by_kernel = exception() if isinstance(exception, type) else exception
+        self.raising_lane = int(self.active_lanes()[0]) if lane is None and self.any else (lane or 0)
         return self.raised_by_kernel
+
+    def _checked_division(self, divide):
+        """``divide`` raising ZeroDivisionError where an active lane divides by zero (debug=True)."""
+
+        def checked(a, b):
+            zero = b == 0
+            if isinstance(zero, np.ndarray):
+                if zero.shape == self.mask.shape:
+                    zero = zero & self.mask
+                if zero.any():
+                    lanes = np.flatnonzero(zero)
+                    raise self.raised(ZeroDivisionError("division by zero"), int(lanes[0]) if zero.ndim == 1 else None)
+            elif zero and self.any:
+                raise self.raised(ZeroDivisionError("division by zero"))
+            return divide(a, b)
+
+        return checked
 
     def brk(self) -> None:
         loop = self.loops[-1]
@@ -229,6 +261,9 @@ class Runtime(Arithmetic):
                 value = condition(k)
                 if value is _DONE or not self.any:
                     return
+                self.steps_left -= 1
+                if self.steps_left < 0:
+                    raise EndlessLoop()
                 yield value
                 k += 1
         finally:

@@ -1,0 +1,363 @@
+"""Differential fuzzing of the course simulator against a GPU: random small kernels, the same inputs, both outputs.
+
+    python benchmarks/simulator_fuzz.py --kernels 2000 --seed 1   # on a GPU: records the `fuzz` section
+    python benchmarks/simulator_fuzz.py --kernels 50 --cpu-only   # anywhere: generation, simulator, PTX
+
+Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
+(int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
+comparisons, ``min``/``max`` and conditional expressions; ``if``/``else``, loops of uniform and per-thread
+length and early returns; shared memory written by every thread, a barrier, then read at another thread's
+place; warp shuffles and votes over full warps; integer atomics into one total. Outputs go to a float64
+array (float results), an int64 array (integer results) and a float64 array (the running value); a final
+math function (sqrt, exp, log, sin, cos,
+tanh) applies to some float outputs.
+
+The documented bounds, where a GPU and the simulator legitimately differ: results of math functions within
+`MATH_ULPS` units in the last place of their type, or both under its smallest normal number (libdevice
+against NumPy); everything else bit for bit.
+The grammar leaves out what is not defined or not reproducible: integer division by a value that may be zero,
+shifts by the type's width or more, float-to-integer conversions of out-of-range values, a product added to
+something (NVVM contracts ``a * b + c`` into a fused multiply-add; the simulator does not), float atomics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import operator
+import random
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+NAME = "fuzz"  # its section of benchmarks/RESULTS.md
+THREADS = (32, 64, 96)  # threads per block: whole warps, for the shuffles and votes
+ELEMENTS = (37, 100, 130)  # never a multiple of the block
+DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+          "float64")
+MATH = ("sqrt", "exp", "log", "sin", "cos", "tanh")
+MATH_ULPS = {"float32": 4, "float64": 2}  # libdevice's stated maxima (2 and 1 ulp) plus NumPy's own error
+FLOAT_LITERALS = ("0.5", "-1.25", "3.0", "0.1", "-0.0", "7.75")
+
+
+INT64, FLOAT64 = np.dtype("int64"), np.dtype("float64")
+OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod,
+             "&": operator.and_, "<<": operator.lshift}
+
+
+@functools.cache
+def _typing():
+    from numba.cuda.descriptor import cuda_target  # noqa: PLC0415
+
+    context = cuda_target.typing_context
+    context.refresh()
+    return context
+
+
+def result_type(function, *dtypes: np.dtype) -> np.dtype:
+    """The type numba-cuda gives ``function`` of values of ``dtypes`` (as a dtype)."""
+    from numba.np.numpy_support import as_dtype, from_dtype  # noqa: PLC0415
+
+    signature = _typing().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
+    if signature is None:
+        raise TypeError(f"numba-cuda has no {function} for {dtypes}")
+    return as_dtype(signature.return_type)
+
+
+def unified(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The type numba unifies the two branches of a conditional expression to."""
+    from numba.np.numpy_support import as_dtype, from_dtype  # noqa: PLC0415
+
+    return as_dtype(_typing().unify_types(from_dtype(a), from_dtype(b)))
+
+
+@dataclass
+class Kernel:
+    """A generated kernel: its name, source, input dtypes, block size and element count."""
+
+    name: str
+    source: str
+    dtypes: tuple
+    threads: int
+    elements: int
+    math_dtype: str | None  # the type of the final math function's result, if there is one
+
+
+class Generator:
+    """Random kernel sources from one seed."""
+
+    def __init__(self, seed: int):
+        self.random = random.Random(seed)
+
+    def choice(self, options):
+        return self.random.choice(options)
+
+    def expression(self, depth: int, kind: str | None = None, under_sum: bool = False) -> tuple[str, np.dtype]:
+        """(source, numba's type as a dtype) of an expression over the inputs ``x0[j]``... and ``t``, the thread's
+        running value; ``kind`` "int" or "float" asks for one; ``under_sum``: it is an operand of + or -, so it
+        may not be a product (no FMA)."""
+        for _ in range(20):
+            try:
+                source, dtype = self._expression(depth, kind, under_sum)
+            except TypeError:  # numba-cuda has no such operation for these types: draw another
+                continue
+            if kind is None or (dtype.kind == "f") == (kind == "float"):
+                return source, dtype
+        return ("3", INT64) if kind == "int" else ("0.5", FLOAT64)
+
+    def _expression(self, depth: int, kind: str | None, under_sum: bool) -> tuple[str, np.dtype]:
+        r = self.random
+        if depth == 0 or r.random() < 0.25:
+            return self.leaf(kind)
+        form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "min", "ternary", "neg", "cmp"])
+        if form == "*" and under_sum:
+            form = "min"
+        if form in ("+", "-", "*"):
+            left, lt = self.expression(depth - 1, kind, under_sum=form != "*")
+            right, rt = self.expression(depth - 1, kind, under_sum=form != "*")
+            return f"({left} {form} {right})", result_type(OPERATORS[form], lt, rt)
+        if form == "/" and kind != "int":
+            left, lt = self.expression(depth - 1)
+            right, rt = self.expression(depth - 1)
+            divisor = result_type(operator.add, result_type(abs, rt), FLOAT64)
+            return f"({left} / (abs({right}) + 1.0))", result_type(operator.truediv, lt, divisor)  # never zero
+        if form in ("//", "%", "&", "<<", "/"):
+            operator_ = "//" if form == "/" else form
+            left, lt = self.expression(depth - 1, "int")
+            right, rt = (str(r.randint(1, 7)), INT64) if operator_ in ("//", "%") else (str(r.randint(0, 5)), INT64)
+            if operator_ == "&":
+                right, rt = self.expression(depth - 1, "int")
+            return f"({left} {operator_} {right})", result_type(OPERATORS[operator_], lt, rt)
+        if form == "min":
+            left, lt = self.expression(depth - 1, kind)
+            right, rt = self.expression(depth - 1, kind)
+            function = self.choice([min, max])
+            return f"{function.__name__}({left}, {right})", result_type(function, lt, rt)
+        if form == "ternary":
+            a, at = self.expression(depth - 1, kind)
+            b, bt = self.expression(depth - 1, kind)
+            condition = self.comparison(depth - 1)
+            return f"({a} if {condition} else {b})", unified(at, bt)
+        if form == "neg":
+            value, vt = self.expression(depth - 1, kind, under_sum)  # -(a * b) + c may become fma(-a, b, c)
+            return f"(-{value})", result_type(operator.neg, vt)
+        return f"(1 if {self.comparison(depth - 1)} else 0)", INT64
+
+    def comparison(self, depth: int) -> str:
+        left, _ = self.expression(depth)
+        right, _ = self.expression(depth)
+        return f"({left} {self.choice(['<', '<=', '>', '>=', '==', '!='])} {right})"
+
+    def leaf(self, kind: str | None) -> tuple[str, np.dtype]:
+        r = self.random
+        options = [k for k, dtype in enumerate(self.dtypes) if kind is None or (dtype[0] == "f") == (kind == "float")]
+        roll = r.random()
+        if roll < 0.15 and kind != "float":
+            return str(r.randint(-7, 7)), INT64
+        if roll < 0.25 and kind != "int":
+            return self.choice(FLOAT_LITERALS), FLOAT64
+        if roll < 0.35 and kind != "int":
+            return "t", FLOAT64
+        if not options:
+            return ("3", INT64) if kind == "int" else ("0.5", FLOAT64)
+        k = self.choice(options)
+        return f"x{k}[j]", np.dtype(self.dtypes[k])
+
+    def kernel(self, number: int) -> Kernel:
+        r = self.random
+        self.dtypes = tuple(r.sample(DTYPES, r.randint(2, 4)))
+        threads, elements = self.choice(THREADS), self.choice(ELEMENTS)
+        arguments = ", ".join(f"x{k}" for k in range(len(self.dtypes)))
+        lines = [f"def k{number}({arguments}, out, iout, tout, total):",
+                 "    i = cuda.grid(1)",
+                 "    j = min(i, x0.size - 1)",  # every thread reads; those past the end write nothing
+                 "    t = 0.25"]
+        features = r.sample(["shared", "warp", "atomic", "loop", "branch", "thread_loop", "while"], r.randint(1, 4))
+        for feature in features:
+            lines += ["    " + line for line in self.feature(feature, threads)]
+        if r.random() < 0.3:  # an early return, after every barrier and warp-wide operation
+            condition = self.comparison(1)
+            lines += [f"    if {condition} and i % 3 == 0:", "        if i < out.size:",
+                      "            tout[i] = t", "        return"]
+        value, dtype = self.expression(3)
+        kind, math_dtype = "float" if dtype.kind == "f" else "int", None
+        if kind == "float" and r.random() < 0.4:
+            function, dtype = self.choice(MATH), self.choice(["float32", "float64"])
+            argument = {"sqrt": f"abs({dtype}({value}))", "log": f"abs({dtype}({value})) + 1.0",
+                        "exp": f"min({dtype}({value}), 20.0)"}.get(function, f"{dtype}({value}) % 100.0")
+            value, math_dtype = f"math.{function}({dtype}({argument}))", dtype
+        target = "iout" if kind == "int" else "out"
+        lines += ["    if i < out.size:", f"        {target}[i] = {value}", "        tout[i] = t"]
+        source = "\n".join(lines) + "\n"
+        return Kernel(f"k{number}", source, self.dtypes, threads, elements, math_dtype)
+
+    def feature(self, feature: str, threads: int) -> list[str]:
+        r = self.random
+        value, kind = self.expression(2, "float")
+        if feature == "shared":
+            dtype = self.choice(["float32", "float64", "int32", "int64"])
+            source = value if dtype[0] == "f" else self.expression(2, "int")[0]
+            shift = r.randint(1, threads - 1)
+            return [f"s = cuda.shared.array({threads}, {dtype})",
+                    f"s[cuda.threadIdx.x] = {source}",
+                    "cuda.syncthreads()",
+                    f"t = t + s[(cuda.threadIdx.x + {shift}) % {threads}]",
+                    "cuda.syncthreads()"]
+        if feature == "warp":
+            operation = self.choice(["shfl_sync", "shfl_down_sync", "shfl_up_sync", "shfl_xor_sync", "all_sync",
+                                     "any_sync", "ballot_sync"])
+            if operation in ("all_sync", "any_sync", "ballot_sync"):
+                return [f"t = t + cuda.{operation}(0xFFFFFFFF, {self.comparison(1)})"]
+            dtype = self.choice(["float32", "float64", "int32", "int64"])
+            shuffled = f"{dtype}({value})" if dtype[0] == "f" else f"{dtype}({self.expression(2, 'int')[0]})"
+            return [f"t = t + cuda.{operation}(0xFFFFFFFF, {shuffled}, {r.randint(0, 31)})"]
+        if feature == "atomic":
+            integer, _ = self.expression(2, "int")
+            operation = self.choice(["add", "max", "min"])
+            return ["if i < out.size:", f"    cuda.atomic.{operation}(total, 0, int64({integer}))"]
+        if feature == "loop":
+            return [f"for k in range({r.randint(0, 5)}):", f"    t = t / 2.0 + {value} % 10.0"]
+        if feature == "thread_loop":
+            return ["for k in range(i % 5):", "    t = min(t + k, 100.0)", "    if t > 50.0:", "        break"]
+        if feature == "while":
+            return ["m = i % 7", "while m > 0:", "    m -= 2", "    t = t - 0.5"]
+        condition = self.comparison(2)
+        other, _ = self.expression(2, "float")
+        return [f"if {condition}:", f"    t = {value} % 64.0", "else:", f"    t = {other} % 64.0"]
+
+
+HEADER = "import math\nfrom numba import cuda, float32, float64, int32, int64\n\n"
+
+
+def load(kernels: list[Kernel], folder: Path):
+    """The kernels as ``cuda.jit`` dispatchers, from a module written to ``folder`` (so that they have source)."""
+    from numba import cuda  # noqa: PLC0415
+
+    path = folder / f"fuzz_{abs(hash(kernels[0].source))}.py"
+    path.write_text(HEADER + "\n\n".join(k.source for k in kernels))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [cuda.jit(getattr(module, k.name)) for k in kernels]
+
+
+def inputs(kernel: Kernel, seed: int) -> list[np.ndarray]:
+    """Random inputs of the kernel's dtypes, from small values to a few extremes of each type."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for dtype in map(np.dtype, kernel.dtypes):
+        if dtype.kind == "f":
+            values = rng.uniform(-8, 8, kernel.elements).astype(dtype)
+        else:
+            info = np.iinfo(dtype)
+            values = rng.integers(max(info.min, -50), min(info.max, 50), kernel.elements, endpoint=True).astype(dtype)
+            values[rng.integers(0, kernel.elements, 3)] = (info.min, info.max, 0)
+        arrays.append(values)
+    return arrays
+
+
+def launch(dispatcher, kernel: Kernel, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """One launch on the current backend; the outputs, copied to the host."""
+    from numba import cuda  # noqa: PLC0415
+
+    outputs = {"out": np.zeros(kernel.elements), "iout": np.zeros(kernel.elements, np.int64),
+               "tout": np.zeros(kernel.elements), "total": np.zeros(1, np.int64)}
+    device = [cuda.to_device(a) for a in (*arrays, *outputs.values())]
+    blocks = -(-kernel.elements // kernel.threads)
+    dispatcher[blocks, kernel.threads](*device)
+    return dict(zip(outputs, (d.copy_to_host() for d in device[len(arrays):])))
+
+
+def disagreement(kernel: Kernel, gpu: dict, simulated: dict) -> str | None:
+    """What differs beyond the documented bounds (None: nothing)."""
+    for name in ("iout", "total"):
+        if not np.array_equal(gpu[name], simulated[name]):
+            return f"{name} differs at {np.flatnonzero(gpu[name] != simulated[name])[:5].tolist()}"
+    for name in ("tout", "out"):
+        a, b = gpu[name], simulated[name]
+        same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
+        if name == "out" and kernel.math_dtype:
+            info = np.finfo(kernel.math_dtype)
+            with np.errstate(all="ignore"):
+                bound = MATH_ULPS[kernel.math_dtype] * info.eps * np.maximum(np.abs(a), np.abs(b)) + info.tiny
+                same |= np.abs(a - b) <= bound
+        if not same.all():
+            where = np.flatnonzero(~same)[:5].tolist()
+            return f"{name} differs at {where}: {a[where].tolist()} against {b[where].tolist()}"
+    return None
+
+
+def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print) -> tuple[int, list[str]]:
+    """Generate ``count`` kernels from ``seed``, run each on the simulator (and the GPU when ``on_gpu``); the
+    number run and the disagreements, each with its kernel's source."""
+    from gpucourse.run import simulated  # noqa: PLC0415
+
+    generator = Generator(seed)
+    folder = Path(tempfile.mkdtemp(prefix="gpucourse_fuzz_"))
+    sys.path.insert(0, str(folder))
+    disagreements, done = [], 0
+    for start in range(0, count, batch):
+        kernels = [generator.kernel(number) for number in range(start, min(count, start + batch))]
+        for kernel, dispatcher in zip(kernels, load(kernels, folder)):
+            arrays = inputs(kernel, seed * 100_003 + done)
+            with simulated():
+                on_simulator = launch(dispatcher, kernel, arrays)
+            if on_gpu:
+                problem = disagreement(kernel, launch(dispatcher, kernel, arrays), on_simulator)
+                if problem:
+                    disagreements.append(f"{problem}\n{kernel.source}")
+            done += 1
+        report(f"{done} kernels, {len(disagreements)} disagreements", flush=True)
+    return done, disagreements
+
+
+def section(count: int, disagreements: list[str], seed: int, device: str) -> str:
+    from common import package_versions, today  # noqa: PLC0415
+
+    lines = [
+        "## Differential fuzzing: random kernels on the GPU and on the simulator",
+        "",
+        f"`python benchmarks/simulator_fuzz.py --kernels {count} --seed {seed}` on {device}.",
+        "",
+        f"- Date: {today()}",
+        f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
+        f"- Seed: {seed}",
+        f"- **{count:,} kernels**, **{len(disagreements)} disagreements** beyond the documented bounds (math "
+        f"functions within {MATH_ULPS['float32']} ulp in float32 and {MATH_ULPS['float64']} ulp in float64; "
+        "everything else bit for bit).",
+    ]
+    for problem in disagreements[:10]:
+        lines += ["", "```", problem.strip(), "```"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cpu-only", action="store_true", help="generate and simulate only; record nothing")
+    arguments = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gpucourse  # noqa: PLC0415
+
+    on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
+    if not on_gpu and not arguments.cpu_only:
+        sys.exit("no GPU here: the fuzzing needs one (or pass --cpu-only to generate and simulate only)")
+    count, disagreements = run(arguments.kernels, arguments.seed, on_gpu)
+    if on_gpu:
+        from numba import cuda  # noqa: PLC0415
+
+        from gpucourse.course import record  # noqa: PLC0415
+
+        name = cuda.get_current_device().name
+        text = section(count, disagreements, arguments.seed, name.decode() if isinstance(name, bytes) else name)
+        print(text)
+        record(NAME, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -340,7 +340,10 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu-only", action="store_true", help="generate and simulate only; record nothing")
+    parser.add_argument("--quick", action="store_true", help="100 kernels, record nothing (gpu-check --quick)")
     arguments = parser.parse_args()
+    if arguments.quick:
+        arguments.kernels = 100
     sys.path.insert(0, str(Path(__file__).parent))
     import gpucourse  # noqa: PLC0415
 
@@ -348,7 +351,7 @@ def main() -> None:
     if not on_gpu and not arguments.cpu_only:
         sys.exit("no GPU here: the fuzzing needs one (or pass --cpu-only to generate and simulate only)")
     count, disagreements = run(arguments.kernels, arguments.seed, on_gpu)
-    if on_gpu:
+    if on_gpu and not arguments.quick:
         from numba import cuda  # noqa: PLC0415
 
         from gpucourse.course import record  # noqa: PLC0415

@@ -47,7 +47,7 @@ def test_the_usage_documents_every_part_and_the_limits():
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
     assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "conv", "fusion", "matmul", "precision",
-                                     "tuning", "differential"]
+                                     "simulator_fuzz", "tuning", "differential"]
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
     with pytest.raises(SystemExit, match="no part named compilers; the parts are: lectures, solutions"):

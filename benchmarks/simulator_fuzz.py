@@ -347,9 +347,11 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import gpucourse  # noqa: PLC0415
 
+    from common import without_gpu  # noqa: PLC0415 (the benchmarks' one line when no GPU is here)
+
+    if not arguments.cpu_only and without_gpu("simulator_fuzz.py"):
+        return
     on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
-    if not on_gpu and not arguments.cpu_only:
-        sys.exit("no GPU here: the fuzzing needs one (or pass --cpu-only to generate and simulate only)")
     count, disagreements = run(arguments.kernels, arguments.seed, on_gpu)
     if on_gpu and not arguments.quick:
         from numba import cuda  # noqa: PLC0415

@@ -9,7 +9,10 @@ import pytest
 from conftest import ROOT
 from gpucourse.course import results
 
-GPU_BENCHMARKS = ["bandwidth", "matmul", "conv", "fusion", "precision", "tuning"]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_check  # noqa: E402
+
+GPU_BENCHMARKS = gpu_check.gpu_benchmarks()  # every GPU benchmark, found as gpu-check finds its parts
 NO_GPU = {"auto": {}, "GPUCOURSE_DEVICE=cpu": {"GPUCOURSE_DEVICE": "cpu"},
           "NUMBA_ENABLE_CUDASIM=1": {"NUMBA_ENABLE_CUDASIM": "1"}}
 

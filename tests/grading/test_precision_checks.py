@@ -55,6 +55,12 @@ def test_linear_fp16_needs_a_float32_accumulator():
         checks.check_linear_fp16(make_linear(float16), [(5, 300, 7)])
 
 
+@pytest.mark.parametrize("accumulator", [types.float64, float])  # float64(0), or 0. in place of float32(0)
+def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
+    with pytest.raises(CheckFailed, match=r"computes in float64 \(.*f64.* in its PTX\)"):
+        checks.check_linear_fp16(make_linear(accumulator), [(5, 30, 7)])
+
+
 def make_row_sum(compensated, guard_infinities):
     @cuda.jit
     def row_sum(out, x):
@@ -84,6 +90,32 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
         checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
     with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\)"):
         checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])
+
+
+def make_wide_row_sum(wide, compensated):
+    """The wrong answers that a bound alone lets through: a float32 or float64 running sum, with or without
+    Kahan's compensation, rounded to fp16 once at the end."""
+
+    @cuda.jit
+    def wide_row_sum(out, x):
+        row = cuda.grid(1)
+        if row < x.shape[0]:
+            total, c = wide(0), wide(0)
+            for k in range(x.shape[1]):
+                y = wide(x[row, k]) - c
+                t = total + y
+                c = (t - total) - y if compensated else wide(0)
+                total = t
+            out[row] = float16(total)
+
+    return wide_row_sum
+
+
+@pytest.mark.parametrize("wide, compensated", [(float32, False), (float32, True), (types.float64, False)])
+def test_kahan_rows_reject_a_wider_accumulator(wide, compensated):
+    with pytest.raises(CheckFailed, match=rf"computes in float{64 if wide is types.float64 else 32} .*fp16 "
+                                          "arithmetic only"):
+        checks.check_kahan_rows(make_wide_row_sum(wide, compensated), [(3, 300)], values="positive")
 
 
 def make_to_bfloat16(rounding, nan_guard):

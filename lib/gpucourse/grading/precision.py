@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..kernels.precision import emulate_mma_m16n8k8, mma_m16n8k8, ulp
-from ..run import simulated
+from ..run import ptx, simulated
 from . import core
 from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
 
@@ -111,6 +111,19 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
                         f"{len(bad)} of {got.size} elements are wrong. {why}")
 
 
+def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why: str) -> None:
+    """A budget on the kernel's PTX: no arithmetic or conversion on floats of ``widths`` bits (64, 32)."""
+    ptx.check_compiles(kernel, arguments)  # the PTX of these argument types (already there after a launch)
+    for width in widths:
+        found = ptx.float_operations(kernel.py_func, width)
+        if found is None:
+            raise CheckFailed(f"{name}: cannot check its float{width} budget, the kernel was not compiled to PTX "
+                              "(NVVM missing, or GPUCOURSE_PTX_CHECK=off).")
+        if found:
+            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+            raise CheckFailed(f"{name} computes in float{width} ({listed} in its PTX): {why}")
+
+
 def _sizes_described(**arrays) -> str:
     return ", ".join(f"{k} {v.shape}" for k, v in arrays.items())
 
@@ -158,6 +171,9 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
             scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
         _compare_within(name, described, "Y", Y, exact, bound, np.float16, "is the accumulator float32?")
+        _float_budget(kernel, name, [Y, X, W, bias], [64],
+                      "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
+                      "what it touches float64: write float32(0).")
         count += 1
     report(name, count, quiet)
 
@@ -215,6 +231,9 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
         bound = (2 * U16 + 2 * n * U16 ** 2) * np.abs(x64).sum(axis=1)
         _compare_within(name, described, "out", out, exact, bound, np.float16,
                         "does the sum carry Kahan's compensation?")
+        _float_budget(kernel, name, [out, x], [64, 32],
+                      "the exercise asks for fp16 arithmetic only (total, c, y and t all float16); a wider "
+                      "accumulator would pass the bound without Kahan's compensation.")
         count += 1
     report(name, count, quiet)
 

@@ -196,17 +196,20 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
     return variable_types(*key)
 
 
-FLOAT64_OPERATION = re.compile(r"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f64)\b", re.M)
+def _float_operation(width: int) -> re.Pattern:
+    return re.compile(rf"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f{width})\b", re.M)
 
 
-def float64_operations(py_func) -> dict[str, int] | None:
-    """Float64 arithmetic and conversions in the PTX compiled for ``py_func`` (None: never compiled)."""
+def float_operations(py_func, width: int = 64) -> dict[str, int] | None:
+    """Instructions that compute on or convert from or to floats of ``width`` bits (``add.f64``, ``cvt.f32.f16``,
+    ``cvt.rn.f16.f32``; loads, stores and moves aside) in the PTX compiled for ``py_func`` (None: never compiled)."""
     texts = [ptx for (function, _), ptx in _compiled.items() if function is py_func]
     if not texts:
         return None
+    pattern = _float_operation(width)
     counts: dict[str, int] = {}
     for text in texts:
-        for operation in FLOAT64_OPERATION.findall(text):
+        for operation in pattern.findall(text):
             counts[operation] = counts.get(operation, 0) + 1
     return counts
 

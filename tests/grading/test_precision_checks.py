@@ -61,6 +61,32 @@ def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
         checks.check_linear_fp16(make_linear(accumulator), [(5, 30, 7)])
 
 
+def make_dot_rows(accumulator):
+    @cuda.jit
+    def dot_rows(out, A, x):
+        r = cuda.grid(1)
+        if r < A.shape[0]:
+            acc = accumulator(0)
+            for k in range(A.shape[1]):
+                acc += accumulator(A[r, k]) * accumulator(x[k])
+            out[r] = float32(acc)
+
+    return dot_rows
+
+
+def test_dot_rows_puzzle_needs_a_float32_accumulator(capsys):
+    from gpucourse.course import try_puzzle
+
+    assert try_puzzle(checks.check_dot_rows, make_dot_rows(float32))
+    assert capsys.readouterr().out.startswith("✓ dot_rows: correct on 3 launches")
+    with pytest.raises(CheckFailed, match=r"is the accumulator float32"):
+        checks.check_dot_rows(make_dot_rows(float16))
+    with pytest.raises(CheckFailed, match=r"computes in float64"):
+        checks.check_dot_rows(make_dot_rows(types.float64))
+    assert not try_puzzle(checks.check_dot_rows, make_dot_rows(float16))
+    assert capsys.readouterr().out.startswith("✗ Not yet: dot_rows gave a wrong result")
+
+
 def make_row_sum(compensated, guard_infinities):
     @cuda.jit
     def row_sum(out, x):

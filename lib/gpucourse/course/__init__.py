@@ -7,9 +7,9 @@ nothing of gpucourse.
 """
 
 from . import prediction, results, source
-from .prediction import check_prediction
+from .prediction import check_prediction, try_puzzle
 from .results import record, recorded, show_recorded
 from .source import show_source, source_of
 
 __all__ = ["results", "source", "prediction", "record", "recorded", "show_recorded", "show_source", "source_of",
-           "check_prediction"]
+           "check_prediction", "try_puzzle"]

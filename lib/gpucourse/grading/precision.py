@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 from numba import cuda
 
-from ..kernels.precision import emulate_mma_m16n8k8, mma_m16n8k8, ulp
+from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
 from ..run import ptx, simulated
 from . import core
 from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
@@ -174,6 +174,33 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
         _float_budget(kernel, name, [Y, X, W, bias], [64],
                       "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
                       "what it touches float64: write float32(0).")
+        count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- lecture 6's puzzle: dot products in fp32
+
+
+def check_dot_rows(kernel, shapes: Iterable[tuple[int, int]] = ((1, 1), (33, 1000), (300, 17)), *,
+                   threads: int = 64, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(M / threads), threads](out, A, x)``: ``out[r] = sum_k A[r, k] * x[k]``, A (M, K) and x (K,)
+    float16, out (M,) float32, accumulated in float32: within ``(K + 1) * 2**-24 * (|A| @ |x|)`` of the float64
+    result, and no float64 in the PTX. Positive inputs, so an fp16 accumulator, rounded at every step, fails at K = 1000.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for M, K in shapes:
+        A, x = rng.uniform(0, 1, (M, K)).astype(np.float16), rng.uniform(0, 1, K).astype(np.float16)
+        grid = math.ceil(M / threads)
+        described = f"grid={grid}, block={threads}, {_sizes_described(A=A, x=x)}"
+        out, after = _launch(kernel, name, described, grid, threads, (M,), np.float32, [A, x])
+        _unchanged(name, described, ["A", "x"], [A, x], after)
+        exact = A.astype(np.float64) @ x.astype(np.float64)
+        _compare_within(name, described, "out", out, exact, (K + 1) * U32 * exact, np.float32,
+                        "is the accumulator float32, and each fp16 value widened before the product?")
+        _float_budget(kernel, name, [out, A, x], [64], "write float32(0), not 0., for the accumulator.")
         count += 1
     report(name, count, quiet)
 
@@ -418,7 +445,7 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
     """``kernel[grid, (32, warps)](C, A, B)``: ``C = A @ B`` (A, B float16, C float32), each warp one 16 x 8
     tile of C with `mma_m16n8k8`: ``grid = (ceil(N / (8 * warps)), ceil(M / 16))``.
 
-    Within ``(K + 1) * 2**-24 * (|A| @ |B|)`` of the float64 product (products exact, fp32 sums in any order),
+    Within `mma_error_bound` of the float64 product (a tensor core's truncated fp32 sums, or the model's),
     and, run on the course simulator, with ``ceil(K / 8)`` calls of `mma_m16n8k8` per warp.
     ``special``: "denormals" (products far below fp16's range), "large" (products above it).
     """
@@ -444,7 +471,7 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
             mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
         _unchanged(name, described, ["A", "B"], [A, B], after)
         A64, B64 = A.astype(np.float64), B.astype(np.float64)
-        _compare_within(name, described, "C", C, A64 @ B64, (K + 1) * U32 * (np.abs(A64) @ np.abs(B64)), np.float32,
+        _compare_within(name, described, "C", C, A64 @ B64, mma_error_bound(K, np.abs(A64) @ np.abs(B64)), np.float32,
                         "are the products and sums in fp32 (the tensor cores' fp16 x fp16 + fp32)?")
         expected_calls = grid[0] * grid[1] * warps * math.ceil(K / 8)
         if sum(calls) != expected_calls:
@@ -455,5 +482,5 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
     report(name, count, quiet)
 
 
-__all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
+__all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_dot_rows", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm"]

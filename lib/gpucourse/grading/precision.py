@@ -185,7 +185,7 @@ def check_dot_rows(kernel, shapes: Iterable[tuple[int, int]] = ((1, 1), (33, 100
                    threads: int = 64, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
     """``kernel[ceil(M / threads), threads](out, A, x)``: ``out[r] = sum_k A[r, k] * x[k]``, A (M, K) and x (K,)
     float16, out (M,) float32, accumulated in float32: within ``(K + 1) * 2**-24 * (|A| @ |x|)`` of the float64
-    result, and no float64 in the PTX. Positive inputs, so an fp16 accumulator, rounded at every step, fails at K = 1000.
+    result, and no float64 in the PTX. Positive inputs: an fp16 accumulator, rounded at every step, fails.
     """
     __tracebackhide__ = True
     name = name or kernel_name(kernel)

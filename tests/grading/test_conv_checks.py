@@ -396,3 +396,29 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
     with pytest.raises(CheckFailed, match=r"which nothing has written \(shared memory[^\n]*\n  If threads past the "
                                           r"edge of the output return .* meets every barrier; guard only the final store"):
         check_conv(returns_early, conv_spec, output_tiles([(1, 2, 7, 9, 2, 3, 3)], padding=1, tile=TILE))
+
+
+def make_conv1d(guard_taps, first_tap):
+    @cuda.jit
+    def conv1d(y, x, w):
+        o = cuda.grid(1)
+        if o < y.size:
+            total = float32(0)
+            for t in range(w.size):
+                i = 2 * o + first_tap + t
+                if (0 <= i < x.size) or not guard_taps:
+                    total += w[t] * x[min(max(i, 0), x.size - 1)]
+            y[o] = total
+
+    return conv1d
+
+
+def test_conv1d_puzzle_catches_padding_mistakes(capsys):
+    from gpucourse.course import try_puzzle
+    from gpucourse.grading.conv import check_conv1d
+
+    assert try_puzzle(check_conv1d, make_conv1d(True, -1))
+    assert capsys.readouterr().out.startswith("✓ conv1d: correct on 8 launches")
+    for wrong in (make_conv1d(False, -1), make_conv1d(True, 0)):  # edge taps clamped instead of zero; no padding
+        with pytest.raises(CheckFailed, match="conv1d gave a wrong result"):
+            check_conv1d(wrong)

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..kernels.conv import output_size
 from ..simulator import BudgetExceeded
-from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
-                   parameter_names, report, run_checked)
+from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, case, check_budgets, check_kernel,
+                   explain_failure, kernel_name, parameter_names, report, run_checked)
 from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
@@ -367,3 +367,24 @@ def halo_tile_reads(name: str = "x", tile: int = 16, stride: int = 1):
                 f"{blocks_needed(patch, tile * tile)} each, and compute from there")
 
     return budget
+
+
+# ---------------------------------------------------------------- lecture 4's puzzle: a strided 1-D convolution
+
+
+def conv1d_reference(x: np.ndarray, w: np.ndarray, stride: int, padding: int) -> np.ndarray:
+    """``y[o] = sum_t w[t] * x[o * stride - padding + t]``, zero outside ``x`` (float64)."""
+    padded = np.pad(x.astype(np.float64), padding)
+    return np.lib.stride_tricks.sliding_window_view(padded, w.size)[::stride] @ w
+
+
+def check_conv1d(kernel, stride: int = 2, padding: int = 1, sizes: Iterable[tuple[int, int]] = ((1, 3), (2, 3),
+                 (70, 3), (101, 5)), threads: Iterable[int] = (32, 64), quiet: bool = False) -> None:
+    """``kernel[ceil(n_out / T), T](y, x, w)``: `conv1d_reference` of ``x`` (n,) with ``w`` (R,), one thread per
+    output, for each ``(n, R)`` of ``sizes`` and each ``T`` of ``threads``."""
+    __tracebackhide__ = True
+    cases = []
+    for n, R in sizes:
+        out = output_size(n, R, stride, padding)
+        cases += [case(blocks_needed(out, t), t, [(n,), (R,)], out=(out,)) for t in threads]
+    check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)

@@ -1,5 +1,7 @@
 """Module 6's checks: right kernels pass, each classic precision mistake fails with the bits in the message."""
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -267,3 +269,73 @@ def test_mma_gemm_must_use_the_tensor_cores():
     with pytest.raises(CheckFailed, match=r"call mma_m16n8k8 0 times in all, not 96: once per warp and step of 8 "
                                           r"along K \(24 warps, 4 steps\)"):
         checks.check_mma_gemm(make_tile_gemm(False), [(37, 29, 45)], warps=4)
+
+
+def make_softmax(subtract_max, sum_type):
+    @cuda.jit
+    def softmax_fp16(out, x):
+        row, lane = cuda.blockIdx.x, cuda.threadIdx.x
+        n = x.shape[1]
+        top = float32(-math.inf)
+        if subtract_max:
+            for k in range(lane, n, 32):
+                top = max(top, float32(x[row, k]))
+            for offset in (16, 8, 4, 2, 1):
+                top = max(top, cuda.shfl_xor_sync(0xFFFFFFFF, top, offset))
+        else:
+            top = float32(0)
+        total = sum_type(0)
+        for k in range(lane, n, 32):
+            total += sum_type(math.exp(float32(x[row, k]) - top))
+        total = float32(total)
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_xor_sync(0xFFFFFFFF, total, offset)
+        for k in range(lane, n, 32):
+            out[row, k] = float16(math.exp(float32(x[row, k]) - top) / total)
+
+    return softmax_fp16
+
+
+def test_softmax_fp16_needs_the_maximum_and_an_fp32_sum():
+    right = make_softmax(True, float32)
+    checks.check_softmax_fp16(right, [(3, 1), (5, 40), (2, 1000)], quiet=True)
+    checks.check_softmax_fp16(right, [(6, 70)], special=["large", "masked"], quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)should be .* got .*(nan|inf|0 00000 0000000000).*maximum subtracted"):
+        checks.check_softmax_fp16(make_softmax(False, float32), [(6, 70)], special=["large"])
+    with pytest.raises(CheckFailed, match=r"(?s)elements are wrong.*maximum subtracted"):
+        checks.check_softmax_fp16(make_softmax(True, float16), [(2, 1000)])
+
+
+def make_shared_tile_gemm(warps):
+    @cuda.jit
+    def shared_tile_gemm(C, A, B):
+        tile = cuda.shared.array((16, 8), float16)
+        lane, warp = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * 16, (cuda.blockIdx.x * warps + warp) * 8
+        g, p = lane // 4, 2 * (lane % 4)
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        zero = float16(0)
+        c = (float32(0), float32(0), float32(0), float32(0))
+        for k0 in range(0, K, 8):
+            for e in range(warp * 32 + lane, 128, 32 * warps):  # the block copies A's 16 x 8 slice once
+                r, k = row0 + e // 8, k0 + e % 8
+                tile[e // 8, e % 8] = A[r, k] if r < M and k < K else zero
+            cuda.syncthreads()
+            a = (tile[g, p], tile[g, p + 1], tile[g + 8, p], tile[g + 8, p + 1])
+            k1, k2, col = k0 + p, k0 + p + 1, col0 + g
+            b = (B[k1, col] if k1 < K and col < N else zero, B[k2, col] if k2 < K and col < N else zero)
+            c = mma_m16n8k8(a, b, c)
+            cuda.syncthreads()
+        for i in range(4):
+            r, j = row0 + g + 8 * (i // 2), col0 + p + i % 2
+            if r < M and j < N:
+                C[r, j] = c[i]
+
+    return shared_tile_gemm
+
+
+def test_mma_gemm_shared_a_budget():
+    checks.check_mma_gemm(make_shared_tile_gemm(4), [(37, 29, 45), (16, 8, 8)], shared_a=True, quiet=True)
+    checks.check_mma_gemm(make_shared_tile_gemm(2), [(20, 9, 70)], warps=2, shared_a=True, quiet=True)
+    with pytest.raises(CheckFailed, match=r"an element of A is read 8 times from global memory, not at most 2"):
+        checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45)], warps=4, shared_a=True)

@@ -458,7 +458,8 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
 
 
 __all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "fragment_layout", "matrix_of", "fragments_of",
-           "emulate_mma_m16n8k8", "mma_error_bound", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core", "gemm_tensor_core_tiled",
+           "emulate_mma_m16n8k8", "mma_error_bound", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core",
+           "gemm_tensor_core_tiled",
            "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
            "launch_sum", "launch_map"]

@@ -89,21 +89,23 @@ def test_dot_rows_puzzle_needs_a_float32_accumulator(capsys):
     assert capsys.readouterr().out.startswith("✗ Not yet: dot_rows gave a wrong result")
 
 
-def make_row_sum(compensated, guard_infinities):
+def make_row_sum(compensated, guard_infinities, accumulator=float16):
+    """A row sum in ``accumulator`` (float16; float32 or float64 are wrong answers a bound alone lets through)."""
+
     @cuda.jit
     def row_sum(out, x):
         row = cuda.grid(1)
         if row < x.shape[0]:
-            total, c = float16(0), float16(0)
+            total, c = accumulator(0), accumulator(0)
             for k in range(x.shape[1]):
-                y = x[row, k] - c
+                y = accumulator(x[row, k]) - c
                 t = total + y
-                if compensated and (t - t == float16(0) or not guard_infinities):
+                if compensated and (t - t == accumulator(0) or not guard_infinities):
                     c = (t - total) - y
                 else:
-                    c = float16(0)
+                    c = accumulator(0)
                 total = t
-            out[row] = total
+            out[row] = float16(total)
 
     return row_sum
 
@@ -120,30 +122,11 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
         checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])
 
 
-def make_wide_row_sum(wide, compensated):
-    """The wrong answers that a bound alone lets through: a float32 or float64 running sum, with or without
-    Kahan's compensation, rounded to fp16 once at the end."""
-
-    @cuda.jit
-    def wide_row_sum(out, x):
-        row = cuda.grid(1)
-        if row < x.shape[0]:
-            total, c = wide(0), wide(0)
-            for k in range(x.shape[1]):
-                y = wide(x[row, k]) - c
-                t = total + y
-                c = (t - total) - y if compensated else wide(0)
-                total = t
-            out[row] = float16(total)
-
-    return wide_row_sum
-
-
 @pytest.mark.parametrize("wide, compensated", [(float32, False), (float32, True), (types.float64, False)])
 def test_kahan_rows_reject_a_wider_accumulator(wide, compensated):
     with pytest.raises(CheckFailed, match=rf"computes in float{64 if wide is types.float64 else 32} .*fp16 "
                                           "arithmetic only"):
-        checks.check_kahan_rows(make_wide_row_sum(wide, compensated), [(3, 300)], values="positive")
+        checks.check_kahan_rows(make_row_sum(compensated, False, wide), [(3, 300)], values="positive")
 
 
 def make_to_bfloat16(rounding, nan_guard):

@@ -36,7 +36,7 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test browser release setup-cells student-edition grade grade-one sandbox gpu-check gpu-wheels
+.PHONY: lab-instructor test soak browser release setup-cells student-edition grade grade-one sandbox gpu-check gpu-wheels
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
@@ -46,6 +46,10 @@ lab-instructor: $(INSTALLED)
 TEST_WORKERS ?= 2
 test: $(INSTALLED) browser sandbox
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+## Every lecture 5 times in a row in fresh kernels, each cell within a time limit (a stall names its cell).
+soak: $(INSTALLED)
+	GPUCOURSE_SOAK=1 $(PY) -m pytest -n $(TEST_WORKERS) tests/test_soak.py
 
 ## Debian's chromium for the browser tests (Playwright drives it; it downloads no browser of its own).
 ## Installed only as root with apt-get; elsewhere one line says so and those tests skip.

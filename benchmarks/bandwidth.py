@@ -11,7 +11,8 @@ At each size (float32 arrays; 1 MiB = 2^20 bytes) it times, in the same process:
 - the reference: a device-to-device copy, ``dst.copy_to_device(src)`` (cuMemcpyDtoD);
 - map (``x + x``) and zip (``x + y``) of `gpucourse.kernels.elementwise` on contiguous 1-D
   tensors, through the strided kernels that the lecture teaches (shape and strides arrays,
-  one thread per element, and the grid-stride version with the best of several grid sizes);
+  one thread per element, and the grid-stride version with the best of several grid sizes),
+  and through the vectorised ones (16-byte loads, several in flight per thread; best grid size);
   for comparison, the same functions in a plain contiguous kernel defined here (not in the library);
 - the six steps of the sum ladder of `gpucourse.kernels.reduction`, each all the way to one
   value: steps 1-5 relaunch on their partial sums exactly as `block_sums_to_total` does, step 6
@@ -384,13 +385,13 @@ def elementwise_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
 
     n = buffers.n
     functions = {
-        "map": (elementwise.make_map, double, MAP_CONTIGUOUS, [(a,) for a in buffers.a],
-                functools.cache(lambda: buffers.host_a + buffers.host_a)),
-        "zip": (elementwise.make_zip, add, ZIP_CONTIGUOUS, list(zip(buffers.a, buffers.b)),
-                functools.cache(lambda: buffers.host_a + buffers.host_b)),
+        "map": (elementwise.make_map, elementwise.make_map_vectorised, double, MAP_CONTIGUOUS,
+                [(a,) for a in buffers.a], functools.cache(lambda: buffers.host_a + buffers.host_a)),
+        "zip": (elementwise.make_zip, elementwise.make_zip_vectorised, add, ZIP_CONTIGUOUS,
+                list(zip(buffers.a, buffers.b)), functools.cache(lambda: buffers.host_a + buffers.host_b)),
     }
     rows = []
-    for kind, (make, fn, contiguous, inputs, expected) in functions.items():
+    for kind, (make, make_vectorised, fn, contiguous, inputs, expected) in functions.items():
         def case(label, launches, note, goal=kind, expected=expected):
             return Case(label, kind, (n,), launches, buffers.out[0].copy_to_host, expected, TOLERANCE["exact"],
                         poisoned=[buffers.out[0]], goal=goal, note=note)
@@ -405,6 +406,12 @@ def elementwise_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
                           f"{-(-n // THREADS)} blocks of {THREADS}")])
         rows.append([case(f"{kind}: strided, grid-stride", library(make(fn, grid_stride=True), m * device.sms),
                           f"{m * device.sms} blocks ({m} x SMs) of {THREADS}") for m in BLOCK_MULTIPLES])
+        vectorised = make_vectorised(fn)
+        rows.append([case(f"{kind}: 16-byte vectors, grid-stride", [
+            staged(vectorised, elementwise.launch_vectorised, tensor(out, (n,)), *(tensor(x, (n,)) for x in xs),
+                   sms=device.sms, blocks_per_sm=m) for out, xs in zip(buffers.out, inputs)],
+            f"{m * device.sms} blocks ({m} x SMs) of {elementwise.VECTOR_THREADS}, {elementwise.CHUNKS} loads "
+            "of 16 bytes per input in flight per thread") for m in BLOCK_MULTIPLES])
         configured = contiguous[max(1, -(-n // THREADS)), THREADS]
         plain = [functools.partial(configured, out, *xs) for out, xs in zip(buffers.out, inputs)]
         rows.append([case(f"{kind}: contiguous 1-D (benchmark only)", plain, f"{-(-n // THREADS)} blocks of "

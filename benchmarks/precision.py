@@ -8,13 +8,14 @@ Needs a CUDA GPU of compute capability 7.5 or newer (the tensor-core GEMM's ``mm
 prints one line saying so and exits with status 0.
 
 GEMM, ``C = A @ B`` of n x n matrices, in TFLOP/s (2 n^3 FLOPs over the time) and in error against float64:
-module 3's `matmul_register_tiled` in float32, `gemm_fp16_fp32acc` (fp16 tiles, fp32 accumulator),
+module 3's best, `matmul_warp_tiled`, in float32, `gemm_fp16_fp32acc` (fp16 tiles, fp32 accumulator),
 `gemm_tensor_core` (a warp per 16 x 16 of C through the course's `mma_m16n8k8`), `gemm_tensor_core_tiled`
 (128 x 128 per block, a warp per 64 x 32, 16 mma per step of 8), and ``torch.matmul`` on
 float16 tensors (cuBLAS with tensor cores; its C is float16) when PyTorch is installed, on the same memory
 through ``__cuda_array_interface__``. The inputs are standard normal values rounded to fp16, so every path
 multiplies the same numbers and float64 gives one exact reference (32 rows of C). Goals, for an H100:
-`gemm_tensor_core_tiled` at 4096^3 at least 3x the float32 register-tiled GEMM and at least 25% of cuBLAS fp16.
+`gemm_tensor_core_tiled` at 4096^3 at least 4x the best course float32 GEMM, its % of cuBLAS fp16 recorded
+(issue 22).
 
 Bandwidth: `map_fp16` and `map_fp32` (``y = 2x + 1``, a grid-stride loop over 2^26 elements) in GB/s of
 one read and one write; fp16 moves half the bytes, so a memory-bound map should take about half the time.
@@ -66,9 +67,9 @@ MAP_SIZE, QUICK_MAP_SIZE = 2**26, 2**24
 SAMPLES, QUICK_SAMPLES = 5, 3
 CHECKED_ROWS = 32
 MAP_THREADS, MAP_BLOCKS_PER_SM = 256, 16
-OVER_FP32, OF_CUBLAS, GOAL_SIZE = 3.0, 0.25, 4096
+OVER_FP32, GOAL_SIZE = 4.0, 4096
 MIN_COMPUTE_CAPABILITY = (7, 5)
-FP32 = "`matmul_register_tiled` (fp32)"
+FP32 = "`matmul_warp_tiled` (fp32)"  # the best course float32 GEMM
 FP16_FP32ACC = "`gemm_fp16_fp32acc`"
 TENSOR_CORE = "`gemm_tensor_core`"
 TENSOR_CORE_TILED = "`gemm_tensor_core_tiled`"
@@ -128,15 +129,15 @@ def map_table(measurements: list[Measurement]) -> str:
 
 
 def goal_line(measurements: list[Measurement]) -> str:
-    target = (f"Goal: {TENSOR_CORE_TILED} at {GOAL_SIZE}^3 >= {OVER_FP32:g}x the fp32 register-tiled GEMM and >= "
-              f"{OF_CUBLAS:.0%} of cuBLAS fp16")
+    target = (f"Goal: {TENSOR_CORE_TILED} at {GOAL_SIZE}^3 >= {OVER_FP32:g}x the best course fp32 GEMM, "
+              "% of cuBLAS fp16 recorded")
     mine, fp32 = find(measurements, TENSOR_CORE_TILED, GOAL_SIZE), find(measurements, FP32, GOAL_SIZE)
     if not (mine and fp32):
         return f"{target}: not measured."
     speedup = fp32.ms / mine.ms
     cublas = find(measurements, CUBLAS_FP16, GOAL_SIZE)
     parts = [f"{speedup:.1f}x fp32"] + ([f"{cublas.ms / mine.ms:.0%} of cuBLAS fp16"] if cublas else [])
-    met = speedup >= OVER_FP32 and (cublas is None or cublas.ms / mine.ms >= OF_CUBLAS)
+    met = speedup >= OVER_FP32
     if cublas is None:
         return f"{target}: partly measured (no PyTorch): {parts[0]}{'' if met else ', NOT met'}."
     return f"{target}: {'met' if met else 'NOT met'} ({', '.join(parts)})."
@@ -193,9 +194,10 @@ def gemm_cases(n: int, A16, B16, libraries: dict) -> list[Case]:
     C = cuda.device_array((n, n), np.float32)
 
     def first_rows(array):
-        return lambda: array[..., :rows, :].copy_to_host().reshape(rows, n).astype(np.float64)
+        # numba's device arrays take no `...`: a contiguous reshape to rows of n, then a slice
+        return lambda: array.reshape(array.size // n, n)[:rows].copy_to_host().astype(np.float64)
 
-    cases = [Case(FP32, functools.partial(matmul.launch, matmul.matmul_register_tiled, C32, A32, B32),
+    cases = [Case(FP32, functools.partial(matmul.launch, matmul.matmul_warp_tiled, C32, A32, B32),
                   first_rows(C32), C32, note="module 3, float32 inputs")]
     for kernel in precision.GEMM_KERNELS:
         label = f"`{kernel.py_func.__name__}`"

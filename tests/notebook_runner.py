@@ -6,7 +6,8 @@ from pathlib import Path
 
 import nbformat
 
-from gpucourse.course.slides import execute as execute_in_folder
+from gpucourse.course import run_notebook
+from gpucourse.course.execution import CELL_TIMEOUT
 
 # Appended to every executed notebook: kernels it defines but never launched were never
 # compiled for the GPU, so the suite would not notice simulator-only code in them.
@@ -16,11 +17,11 @@ PTX_COVERAGE_CELL = (
 )
 
 
-def execute(path: Path, timeout: int = 600):
-    """Run ``path`` top to bottom in its folder; return the executed notebook."""
+def execute(path: Path, cell_timeout: float = CELL_TIMEOUT):
+    """Run ``path`` top to bottom in its folder; return the executed notebook (a stalled cell raises `CellStalled`)."""
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(PTX_COVERAGE_CELL))
-    execute_in_folder(notebook, path.parent, timeout)
+    run_notebook(notebook, path.parent, cell_timeout)
     return notebook
 
 

@@ -126,7 +126,8 @@ def test_every_kernel_measured_and_checked_on_the_simulator(bandwidth):
     measurements = bandwidth.measure_size(16 * 1024, device, samples=1, libraries={})
     kernels = [m.kernel for m in measurements]
     assert kernels[0] == bandwidth.COPY
-    assert sum(k.startswith("map:") for k in kernels) == 3 and sum(k.startswith("zip:") for k in kernels) == 3
+    assert sum(k.startswith("map:") for k in kernels) == 4 and sum(k.startswith("zip:") for k in kernels) == 4
+    assert "map: 16-byte vectors, grid-stride" in kernels
     assert [k for k in kernels if k.startswith("sum ")] == [
         "sum 1: `sum_interleaved`", "sum 2: `sum_interleaved_compact`", "sum 3: `sum_sequential`",
         "sum 4: `sum_first_add`", "sum 5: `sum_warp_shuffle`", "sum 6: `sum_grid_stride_atomic`"]

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 from gpucourse.course import results
 
-GPU_BENCHMARKS = ["bandwidth", "matmul", "conv", "fusion", "precision"]
+GPU_BENCHMARKS = ["bandwidth", "matmul", "conv", "fusion", "precision", "tuning"]
 NO_GPU = {"auto": {}, "GPUCOURSE_DEVICE=cpu": {"GPUCOURSE_DEVICE": "cpu"},
           "NUMBA_ENABLE_CUDASIM=1": {"NUMBA_ENABLE_CUDASIM": "1"}}
 

@@ -51,7 +51,7 @@ def fake_measurements(bench, implicit_fraction=0.55):
         rows += [M(bench.CUDNN_OFF, layer, ms(16), 2**20, cudnn=True), M(bench.CUDNN_ON, layer, ms(20), 0, cudnn=True),
                  M("`conv_direct`", layer, ms(2), 0),
                  M("im2col + `matmul_register_tiled`", layer, ms(8), layer.im2col_bytes),
-                 M("`conv_implicit_gemm`", layer, ms(20 * implicit_fraction), 0)]
+                 M("`conv_implicit_gemm_warp_tiled`", layer, ms(20 * implicit_fraction), 0)]
     return rows
 
 
@@ -60,7 +60,8 @@ def test_fractions_tables_and_the_goal(bench):
     layer = rows[0].layer
     assert bench.reference(rows, layer).kernel == bench.CUDNN_ON
     assert bench.fraction_of_cudnn(rows[4], rows) == pytest.approx(0.55)
-    assert bench.goal_line(rows) == ("Goal: `conv_implicit_gemm` on conv2_x 3x3 (56x56) >= 50% of cuDNN float32: met "
+    assert bench.goal_line(rows) == ("Goal: `conv_implicit_gemm_warp_tiled` on conv2_x 3x3 (56x56) >= 50% of cuDNN "
+                                     "float32: met "
                                      "(55%: 11.0 TFLOP/s against 20.0 for cuDNN, benchmark on).")
     assert ": NOT met (30%: 6.0 TFLOP/s" in bench.goal_line(fake_measurements(bench, 0.30))
     assert "not measured (conv2_x 3x3 was not in this run)" in bench.goal_line(rows[5:])
@@ -113,9 +114,10 @@ def test_every_kernel_measured_and_checked_on_the_simulator(bench):
     measurements = []
     for layer in TINY:
         measurements += bench.measure_layer(bench.Layer(*layer), device, 1)
-    assert [m.kernel for m in measurements[:4]] == [
-        "`conv_direct`", "`conv_implicit_gemm`", "im2col + `matmul_register_tiled`", "`conv_implicit_gemm_nhwc`"]
-    assert len(measurements) == 8
+    assert [m.kernel for m in measurements[:5]] == [
+        "`conv_direct`", "`conv_implicit_gemm`", "im2col + `matmul_register_tiled`", "`conv_implicit_gemm_nhwc`",
+        "`conv_implicit_gemm_warp_tiled`"]
+    assert len(measurements) == 10
     assert not [m for m in measurements if m.wrong], [m.note for m in measurements if m.wrong]
     assert all(m.ms > 0 for m in measurements)
     im2col = measurements[2]

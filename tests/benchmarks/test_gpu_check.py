@@ -3,10 +3,12 @@ prepares, the notebook runner, the summary and the output folder. (The GPU run i
 
 import io
 import os
+import re
 import stat
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 
 import nbformat
@@ -14,6 +16,8 @@ import pytest
 
 from conftest import ROOT
 from gpucourse import BACKEND
+from gpucourse.course import recorded
+from gpucourse.course.results import measured_on
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_check  # noqa: E402
@@ -35,18 +39,19 @@ def executable(path, text):
 def test_the_usage_documents_every_part_and_the_limits():
     usage = run_script("--help")
     assert usage.returncode == 0
-    for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "--part", "10 minutes",
+    for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "--part", "10 minutes", "--resume",
+                  "--repeat", "--cell-timeout", "first line", "PYTHONPATH",
                   "64 MiB", "--limit", "--out", "--download-wheels", "--use-this-python", "summary.md", "--quick"):
         assert words in usage.stdout, words
 
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
     assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "conv", "fusion", "matmul", "precision",
-                                     "differential"]
+                                     "tuning", "differential"]
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
-    with pytest.raises(SystemExit, match="no part named tuning; the parts are: lectures, solutions"):
-        gpu_check.select_parts(["tuning"])
+    with pytest.raises(SystemExit, match="no part named compilers; the parts are: lectures, solutions"):
+        gpu_check.select_parts(["compilers"])
     for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
         (tmp_path / f"{name}.py").write_text("")
     assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential"]
@@ -108,59 +113,134 @@ def fake_wheel(folder, name="gpucheckprobe"):
             wheel.writestr(path, text)
 
 
-def test_prepare_installs_the_carried_wheels_offline_into_an_environment_that_sees_the_machines_packages(tmp_path):
+def test_prepare_refuses_without_wheels(tmp_path):
     with pytest.raises(SystemExit, match="no wheels in .*make gpu-wheels"):
-        gpu_check.prepare(tmp_path / "empty", tmp_path / "venv", io.StringIO())
+        gpu_check.prepare(tmp_path / "empty", tmp_path / "env", io.StringIO())
+
+
+def test_a_virtual_environment_with_the_gpu_stack_gets_only_what_it_lacks_first_on_its_path(tmp_path):
+    """The device machine's python3 is itself a venv (PyTorch, numba): a venv made from it would see none of them."""
+    fake_wheel(tmp_path / "wheels")
+    assert gpu_check.is_virtual_environment(sys.executable)  # the tests run in make's .venv
+    with open(tmp_path / "log", "w") as log:
+        python, first = gpu_check.prepare(tmp_path / "wheels", tmp_path / "env", log)
+    assert python == sys.executable and first == [str(tmp_path / "env" / "site")]
+    probe = subprocess.run([python, "-c", "import gpucheckprobe; print(gpucheckprobe.ANSWER)"], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": first[0]})
+    assert probe.stdout.split() == ["42"]
+    assert "installing 1 of 1 wheels" in (tmp_path / "log").read_text()
+
+
+def test_only_the_wheels_the_machine_lacks_or_pins_otherwise_are_installed(tmp_path):
+    wheels = [tmp_path / f"{n}-py3-none-any.whl" for n in ("numpy-2.4.6", "matplotlib-3.10.0", "nbclient-0.10.2",
+                                                             "numba_cuda-0.30.4", "tornado-6.5")]
+    installed = {"numpy": "2.5.2", "matplotlib": "3.11.2", "numba-cuda": "0.30.4", "tornado": "6.4"}
+    assert [w.name.split("-")[0] for w in gpu_check.lacking(wheels, installed)] == ["numpy", "nbclient", "tornado"]
+
+
+def test_without_a_gpu_stack_in_a_venv_the_wheels_go_into_a_venv_that_sees_the_machines_packages(tmp_path):
     fake_wheel(tmp_path / "wheels")
     with open(tmp_path / "log", "w") as log:
-        python = gpu_check.prepare(tmp_path / "wheels", tmp_path / "venv", log)
+        python, first = gpu_check.prepare(tmp_path / "wheels", tmp_path / "env", log, route="venv")
     probe = subprocess.run([python, "-c", "import gpucheckprobe, sys; print(gpucheckprobe.ANSWER, sys.prefix)"],
                            capture_output=True, text=True)
-    assert probe.stdout.split() == ["42", str(tmp_path / "venv")]
-    assert "include-system-site-packages = true" in (tmp_path / "venv" / "pyvenv.cfg").read_text()
+    assert probe.stdout.split() == ["42", str(tmp_path / "env" / "venv")] and first == []
+    assert "include-system-site-packages = true" in (tmp_path / "env" / "venv" / "pyvenv.cfg").read_text()
+
+
+def notebook(folder, name, *cells):
+    path = folder / f"{name}.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
+    return path
 
 
 def test_a_notebook_fails_on_an_error_on_stderr_output_and_off_the_gpu(tmp_path):
-    def notebook(name, *cells):
-        path = tmp_path / f"{name}.ipynb"
-        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), path)
-        return path
-
-    assert gpu_check.execute_notebook(notebook("quiet", "x = 1"), 120, require_gpu=False) == []
-    noisy = notebook("noisy", "import sys\nprint('careful', file=sys.stderr)")
+    assert gpu_check.execute_notebook(notebook(tmp_path, "quiet", "x = 1"), 120, require_gpu=False) == []
+    noisy = notebook(tmp_path, "noisy", "import sys\nprint('careful', file=sys.stderr)")
     off_the_gpu = [] if BACKEND.on_gpu else ["ran on the simulator, not the GPU"]
     assert gpu_check.execute_notebook(noisy, 120) == ["stderr: careful", *off_the_gpu]
-    [failed] = gpu_check.execute_notebook(notebook("broken", "1 / 0"), 120, require_gpu=False)
+    [failed] = gpu_check.execute_notebook(notebook(tmp_path, "broken", "1 / 0"), 120, require_gpu=False)
     assert failed.startswith("a cell failed") and "ZeroDivisionError" in failed
 
 
-def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_and_summary_to_out(tmp_path):
-    def runner(part, python, seconds_left, log, out, match, quick):
-        log.write(f"ran {part}\n")
-        return gpu_check.Result(part, "passed" if part != "matmul" else "failed", 12.4,
-                                "" if part != "matmul" else "exit status 1: see gpu-check.log")
+def test_a_stalled_cell_is_named_by_its_index_and_first_line(tmp_path):
+    stalls = notebook(tmp_path, "stalls", "x = 1", "\nimport time\ntime.sleep(60)")
+    assert gpu_check.execute_notebook(stalls, 3, require_gpu=False) == [
+        "stalled: cell 1 (`import time`) ran past 3 s"]
 
-    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 5, None,
-                              runner=runner)
+
+def test_each_notebook_runs_in_fresh_kernels_and_says_how_many_runs_passed(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    # a file that grows by one line per run: the third run fails, so each run had a fresh kernel and its own try
+    flaky = notebook(tmp_path / "lectures", "flaky", "with open('runs', 'a') as f:\n    f.write('x')",
+                     "assert len(open('runs').read()) < 3")
+    line = gpu_check.execute_repeatedly(flaky, 3, 60, time.monotonic() + 600, require_gpu=False)
+    assert line.startswith("lectures/flaky.ipynb: FAILED in run 3, 2/3 runs: a cell failed")
+    quiet = notebook(tmp_path / "lectures", "quiet", "x = 1")
+    assert re.fullmatch(r"lectures/quiet.ipynb: ok, 2/2 runs, \d+ s",
+                        gpu_check.execute_repeatedly(quiet, 2, 60, time.monotonic() + 600, require_gpu=False))
+    assert gpu_check.execute_repeatedly(quiet, 3, 60, time.monotonic() + 0.1, require_gpu=False).startswith(
+        "lectures/quiet.ipynb: not finished, 1/3 runs (time limit)")
+
+
+def fake_runner(part, python, seconds_left, log, out, settings):
+    log.write(f"ran {part}\n")
+    if part == "lectures":
+        lines = [(p.relative_to(ROOT).as_posix(), "ok, 3/3 runs, 9 s") for p in gpu_check.notebooks("lectures")]
+        return gpu_check.Result(part, "passed", 30.2, "", lines)
+    return gpu_check.Result(part, "passed" if part != "matmul" else "failed", 12.4,
+                            "" if part != "matmul" else "exit status 1: see gpu-check.log")
+
+
+def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_and_summary_to_out(tmp_path):
+    settings = gpu_check.Settings()
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 5, settings,
+                              runner=fake_runner)
     assert [r.status for r in results] == ["not run"] * 3  # under 10 s left: nothing is started
-    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 570, None,
-                              runner=runner)
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 570, settings,
+                              runner=fake_runner)
     assert [r.status for r in results] == ["passed", "failed", "passed"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]
     log = (tmp_path / "out" / "gpu-check.log").read_text()
     assert "ran lectures\nran matmul\nran differential\n" in log and "Python 3." in log
     assert (tmp_path / "out" / "RESULTS.md").read_text() == (ROOT / "benchmarks" / "RESULTS.md").read_text()
     assert (tmp_path / "out" / "summary.md").read_text().splitlines() == [
-        "| part | result | seconds | note |", "|---|---|---:|---|", "| lectures | passed | 12 |  |",
+        "| part | result | seconds | note |", "|---|---|---:|---|", "| lectures | passed | 30 |  |",
         "| matmul | failed | 12 | exit status 1: see gpu-check.log |", "| differential | passed | 12 |  |", "",
         "gpu-check: 2 of 3 parts passed."]
+
+
+def test_the_gpu_check_section_records_parts_and_notebooks_and_resume_skips_what_passed(tmp_path):
+    results_file = tmp_path / "RESULTS.md"
+    results_file.write_text((ROOT / "benchmarks" / "RESULTS.md").read_text())
+    tree = gpu_check.tree_fingerprint()
+    settings = gpu_check.Settings()
+    gpu_check.check(["lectures", "matmul"], sys.executable, tmp_path / "out", 570, settings, runner=fake_runner,
+                    record_as=(gpu_check.Record(tree), "NVIDIA H100 80GB HBM3 (driver 580, CUDA 13.0)", "Python 3.12"),
+                    results_file=results_file)
+    section = recorded("gpu_check", results_file)
+    assert section.startswith("`python benchmarks/gpu_check.py` on NVIDIA H100 80GB HBM3 (driver 580, CUDA 13.0)")
+    assert "| lectures | passed | 30 |" in section and "| matmul | failed | 12 |" in section
+    assert "lectures/03_matmul.ipynb: ok, 3/3 runs, 9 s" in section
+    assert measured_on(section).startswith("on NVIDIA H100 80GB HBM3, 20")  # what lectures show
+    record = gpu_check.Record.read(section)
+    parts, notebooks_done = record.passed(tree)
+    assert parts == {"lectures"} and "lectures/01_threads_blocks_grids.ipynb" in notebooks_done
+    assert record.passed("another tree") == (set(), set())
+    # a later command that runs only the differential part keeps what the earlier one recorded
+    gpu_check.check(["differential"], sys.executable, tmp_path / "out", 570, settings, runner=fake_runner,
+                    record_as=(record, "NVIDIA H100 80GB HBM3 (driver 580, CUDA 13.0)", "Python 3.12"),
+                    results_file=results_file)
+    section = recorded("gpu_check", results_file)
+    assert all(f"| {p} |" in section for p in ("lectures", "matmul", "differential"))
 
 
 def test_a_benchmark_that_finds_no_gpu_fails_its_part(tmp_path):
     if BACKEND.on_gpu:
         pytest.skip("a GPU is usable here: the benchmark would measure")
     with open(tmp_path / "log", "w") as log:
-        result = gpu_check.run_part("bandwidth", sys.executable, 120, log, tmp_path, None, quick=True)
+        result = gpu_check.run_part("bandwidth", sys.executable, 120, log, tmp_path, gpu_check.Settings(quick=True))
     assert (result.status, result.note) == ("failed", "found no usable GPU: see gpu-check.log")
     assert "bandwidth.py --quick\n" in (tmp_path / "log").read_text()
     assert "needs a CUDA GPU" in (tmp_path / "log").read_text()
@@ -174,7 +254,8 @@ def test_a_whole_run_on_a_machine_whose_gpu_is_not_usable_fails_its_parts_and_st
     tools.mkdir()
     executable(tools / "nvidia-smi", "echo 'GPU 0: Stand-in (UUID: GPU-0)'\n")
     out = tmp_path / "out"
-    run = run_script("--use-this-python", "--part", "differential", "--out", str(out),
+    results_file = tmp_path / "RESULTS.md"
+    run = run_script("--use-this-python", "--part", "differential", "--out", str(out), "--results", str(results_file),
                      env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
     assert run.returncode == 1, run.stderr
     assert run.stdout.startswith("gpu-check: differential failed (")

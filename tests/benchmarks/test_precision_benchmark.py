@@ -37,8 +37,8 @@ def test_rates_and_tolerances(bench):
 
 
 def test_goal_met_not_met_and_not_measured(bench):
-    assert bench.goal_line(fake_run(bench)).endswith(": NOT met (4.0x fp32, 20% of cuBLAS fp16).")
-    assert bench.goal_line(fake_run(bench, cublas_ms=2.5)).endswith(": met (4.0x fp32, 25% of cuBLAS fp16).")
+    assert bench.goal_line(fake_run(bench)) == ("Goal: `gemm_tensor_core_tiled` at 4096^3 >= 4x the best course fp32 "
+                                                "GEMM, % of cuBLAS fp16 recorded: met (4.0x fp32, 20% of cuBLAS fp16).")
     assert bench.goal_line(fake_run(bench, tensor_core_ms=20.0, cublas_ms=5.0)).endswith(
         ": NOT met (2.0x fp32, 25% of cuBLAS fp16).")
     without_torch = [m for m in fake_run(bench) if m.path != bench.CUBLAS_FP16]

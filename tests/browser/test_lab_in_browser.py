@@ -133,7 +133,7 @@ def test_lecture_runs_and_its_index_explorer_redraws(lab, page):
 
     explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-slider")).first
     explorer.scroll_into_view_if_needed()
-    figure = explorer.locator(".widget-output img")
+    figure = explorer.locator("img.widget-image")  # figure_view: an image widget, replaced at each redraw
     summary = explorer.locator(".widget-html").first
     before = figure.get_attribute("src"), summary.inner_text()
     explorer.locator(".widget-slider", has_text="grid x").locator(".noUi-handle").focus()

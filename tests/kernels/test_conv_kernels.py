@@ -1,12 +1,15 @@
 """Module 4's reference convolutions: any shape, stride and padding, both layouts, within their budgets."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
+from numba import types
 
 from gpucourse import simulated, trace
 from gpucourse.kernels import conv as cv
+from gpucourse.run.ptx import compile_for_gpu
 
 rng = np.random.default_rng(11)
 
@@ -77,7 +80,7 @@ def test_kernels_on_any_shape_stride_and_padding(name, shape):
     x, w = operands(*sizes)
     kernel = cv.KERNELS[name]
     expected = cv.conv2d_reference(x, w, stride, padding)
-    if kernel is cv.conv_implicit_gemm_nhwc:
+    if cv.layout_of(kernel) == "NHWC":
         x, w = nhwc(x, w)
         expected = expected.transpose(0, 2, 3, 1)
     y = np.full(expected.shape, np.nan, np.float32)  # poisoned: an output never written shows
@@ -167,5 +170,22 @@ def test_launch_conv_checks_the_output_and_the_kernel():
     x, w = operands(1, 2, 5, 5, 3, 3, 3)
     with pytest.raises(ValueError, match=r"y has shape \(1, 3, 5, 5\); this convolution gives \(1, 3, 3, 3\)"):
         cv.launch_conv(cv.conv_direct, np.zeros((1, 3, 5, 5), np.float32), x, w)
-    with pytest.raises(ValueError, match="launch_conv launches direct, implicit_gemm, implicit_gemm_nhwc"):
+    with pytest.raises(ValueError, match="launch_conv launches direct, implicit_gemm, implicit_gemm_nhwc, implicit"):
         cv.launch_conv(cv.im2col, np.zeros((1, 3, 3, 3), np.float32), x, w)
+
+
+def test_warp_tiled_other_tiles_and_its_compiled_code():
+    """Another tile shape, 16-byte loads of 8 channels with 6 filters (not a multiple of 4); PTX: vector loads,
+    no local memory."""
+    kernel = cv.make_implicit_gemm_warp_tiled(64, 64, 8, 32, 32, 4)
+    x, w = nhwc(*operands(2, 8, 9, 6, 6, 3, 3))
+    expected = cv.conv2d_reference(x, w, 1, 1, "NHWC")
+    y = np.full(expected.shape, np.nan, np.float32)
+    cv.launch_conv(kernel, y, x, w, 1, 1)
+    close(y, expected, w[0].size)
+    with pytest.raises(ValueError, match=r"make_implicit_gemm_warp_tiled\(64, 64, 6, 32, 32, 4\): BK = 6"):
+        cv.make_implicit_gemm_warp_tiled(64, 64, 6, 32, 32, 4)
+    array4 = types.Array(types.float32, 4, "C")
+    ptx = compile_for_gpu(cv.conv_implicit_gemm_warp_tiled, (array4,) * 3 + (types.int64,) * 2)
+    assert "ld.global.v4.f32" in ptx and "ld.shared.v4.f32" in ptx and "st.global.v4.f32" in ptx
+    assert not re.search(r"\b(ld|st)\.local\b", ptx)

@@ -430,3 +430,21 @@ def test_shared_and_local_arrays_with_an_alignment():
     out = np.zeros(32, np.float32)
     aligned_scratch[1, 32](out, a)
     np.testing.assert_array_equal(out, 2 * a)
+
+
+@cuda.jit
+def pick_from_a_tuple_of_loads(out, a):
+    i = cuda.grid(1)
+    if i % 3 == 0:  # some lanes only: each picks its own item of a tuple whose items differ per lane
+        pair = (a[i], a[i] + float32(1))
+        for k in range(2):
+            out[i, k] = pair[k]
+
+
+def test_a_tuple_of_per_lane_values_indexed_in_some_lanes_gives_each_lane_its_own():
+    a = np.arange(8, dtype=np.float32) * 2
+    out = np.full((8, 2), -1, np.float32)
+    pick_from_a_tuple_of_loads[1, 8](out, a)
+    expected = np.full((8, 2), -1, np.float32)
+    expected[::3] = np.stack([a[::3], a[::3] + 1], axis=1)
+    np.testing.assert_array_equal(out, expected)

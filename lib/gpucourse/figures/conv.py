@@ -21,6 +21,7 @@ import textwrap
 import numpy as np
 
 from ..kernels.conv import output_shape, output_size
+from ..simulator.viewer import figure_view
 from .matmul import SECTOR_FLOATS, WARP, _matrix_cells, _plural
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -147,25 +148,12 @@ def im2col_viewer(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S:
                   padding: int = 1):
     """Sliders over the output pixel (ho, wo) of `draw_im2col`."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
 
     Ho, Wo = output_size(H, R, stride, padding), output_size(W, S, stride, padding)
     ho = widgets.IntSlider(0, 0, Ho - 1, description="ho")
     wo = widgets.IntSlider(0, 0, Wo - 1, description="wo")
-    output = widgets.Output()
-
-    def redraw(_=None):
-        with output:
-            output.clear_output(wait=True)
-            figure = draw_im2col(C, H, W, M, R, S, stride, padding, (ho.value, wo.value))
-            display(figure)
-            plt.close(figure)
-
-    for control in (ho, wo):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([ho, wo]), output])
+    image = figure_view(lambda: draw_im2col(C, H, W, M, R, S, stride, padding, (ho.value, wo.value)), (ho, wo))
+    return widgets.VBox([widgets.HBox([ho, wo]), image])
 
 
 # -- one warp of an implicit-GEMM tile loader ------------------------------------------------------------

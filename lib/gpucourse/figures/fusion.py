@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..simulator.viewer import figure_view
+
 SECTOR_BYTES = 32
 
 
@@ -151,23 +153,10 @@ def draw_online_step(row, block: int, step: int):
 def online_softmax_stepper(row, block: int):
     """A slider over the blocks of ``row`` that redraws `draw_online_step`."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
 
     steps = online_softmax_steps(row, block)
     step = widgets.IntSlider(0, 0, len(steps) - 1, description="block")
-    output = widgets.Output()
-
-    def redraw(_=None):
-        with output:
-            output.clear_output(wait=True)
-            figure = draw_online_step(row, block, step.value)
-            display(figure)
-            plt.close(figure)
-
-    step.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([step, output])
+    return widgets.VBox([step, figure_view(lambda: draw_online_step(row, block, step.value), (step,))])
 
 
 # -- bytes moved, from a trace --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..simulator.viewer import figure_view
 from .roofline import H100_SXM, Device
 
 WARP = 32
@@ -285,25 +286,13 @@ def draw_tiled_steps(M: int, N: int, K: int, tile: int = 16, block=(0, 0), steps
 def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16):
     """Sliders over the blocks and steps of `matmul_tiled` on an ``(M, K) @ (K, N)`` product."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
 
     bx = widgets.IntSlider(0, 0, -(-N // tile) - 1, description="blockIdx.x")
     by = widgets.IntSlider(0, 0, -(-M // tile) - 1, description="blockIdx.y")
     step = widgets.IntSlider(0, 0, -(-K // tile) - 1, description="step")
-    output = widgets.Output()
-
-    def redraw(_=None):
-        with output:
-            output.clear_output(wait=True)
-            figure = draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value])
-            display(figure)
-            plt.close(figure)
-
-    for control in (bx, by, step):
-        control.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([bx, by, step]), output])
+    image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value]),
+                        (bx, by, step))
+    return widgets.VBox([widgets.HBox([bx, by, step]), image])
 
 
 # -- micro-tiles of register tiling ----------------------------------------------------------------------

@@ -34,12 +34,13 @@ class SM:
     shared_unit: int  # allocation granularity
     max_registers_per_thread: int = 255
     max_threads_per_block: int = 1024
+    fp32_lanes: int = 64  # FP32 results per clock per SM (the Programming Guide's throughput table): peak / 2 / this = clock
 
 
 SMS = {
     "T4": SM("T4", (7, 5), 40, 32, 16, 65536, 64 * 1024, 64 * 1024, 0, 256),
     "A100": SM("A100", (8, 0), 108, 64, 32, 65536, 164 * 1024, 163 * 1024, 1024, 128),
-    "H100": SM("H100 SXM", (9, 0), 132, 64, 32, 65536, 228 * 1024, 227 * 1024, 1024, 128),
+    "H100": SM("H100 SXM", (9, 0), 132, 64, 32, 65536, 228 * 1024, 227 * 1024, 1024, 128, fp32_lanes=128),
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpucourse.kernels.precision import FORMATS, bits, fragment_layout, ulp
+from gpucourse.simulator.viewer import figure_view
 
 NAMES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8 E4M3", "fp8_e5m2": "fp8 E5M2"}
 
@@ -235,19 +236,6 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
 def fragment_viewer(layout: dict | None = None):
     """A slider over the 32 lanes: `draw_fragments` with the chosen lane's cells in colour."""
     import ipywidgets as widgets  # noqa: PLC0415
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    from IPython.display import display  # noqa: PLC0415
 
     lane = widgets.IntSlider(0, 0, 31, description="lane")
-    output = widgets.Output()
-
-    def redraw(_=None):
-        with output:
-            output.clear_output(wait=True)
-            figure = draw_fragments(layout, lanes=[lane.value])[0].figure
-            display(figure)
-            plt.close(figure)
-
-    lane.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([lane, output])
+    return widgets.VBox([lane, figure_view(lambda: draw_fragments(layout, lanes=[lane.value])[0].figure, (lane,))])

@@ -18,6 +18,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgba
 
+from ..simulator.viewer import figure_view
+
 Pair = tuple[int, int]
 
 
@@ -195,8 +197,6 @@ def draw_launch(grid, block, shape, ax=None):
 def index_explorer():
     """Sliders for the launch and the array; redraws `draw_launch` and the summary. Returns the widget."""
     import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
 
     if "google.colab" in sys.modules:  # Colab shows ipywidgets 8 only with its custom widget manager
         from google.colab import output
@@ -211,26 +211,21 @@ def index_explorer():
     gx, gy = slider("grid x (blocks)", 2, 8), slider("grid y (blocks)", 2, 8)
     bx, by = slider("block x (threads)", 4, 32), slider("block y (threads)", 4, 16)
     rows, cols = slider("array rows", 5, 32), slider("array cols", 7, 32)
-    summary, figure = w.HTML(), w.Output()
+    summary = w.HTML()
 
-    def redraw(_=None):
+    def launch():
+        one_d = mode.value == "1-D"
+        if one_d:
+            return gx.value, bx.value, cols.value
+        return (gx.value, gy.value), (bx.value, by.value), (rows.value, cols.value)
+
+    def controls_and_summary():
         one_d = mode.value == "1-D"
         for widget in (gy, by, rows):
             widget.disabled = one_d
         cols.description = "elements" if one_d else "array cols"
-        if one_d:
-            grid, block, shape = gx.value, bx.value, cols.value
-        else:
-            grid, block, shape = (gx.value, gy.value), (bx.value, by.value), (rows.value, cols.value)
-        summary.value = f"<b>{thread_map(grid, block, shape).summary()}</b>"
-        with figure:
-            figure.clear_output(wait=True)
-            fig = draw_launch(grid, block, shape)
-            display(fig)
-            plt.close(fig)
+        summary.value = f"<b>{thread_map(*launch()).summary()}</b>"
 
-    for widget in (mode, gx, gy, bx, by, rows, cols):
-        widget.observe(redraw, names="value")
-    redraw()
+    figure = figure_view(lambda: draw_launch(*launch()), (mode, gx, gy, bx, by, rows, cols), before=controls_and_summary)
     controls = w.HBox([w.VBox([mode, gx, gy]), w.VBox([bx, by]), w.VBox([rows, cols])])
     return w.VBox([controls, summary, figure])

@@ -1,8 +1,8 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5) and `precision`
-(module 6), `feedback`, and the
+and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5), `precision`
+(module 6) and `tuning` (module 7: the tuning problems of the SGEMM, conv and softmax), `feedback`, and the
 differential test of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`).
 May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
@@ -27,6 +27,7 @@ from .reduction import (block_per_row, block_sums, check_axis_reduce, check_redu
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         writes_each_element_once)
 from .runner import REDUCTION_RTOL
+from . import tuning  # noqa: E402 (after the checks: it builds on run.tuning)
 
 __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
            "one_block", "blocks_1d", "one_block_2d", "blocks_2d", "outer",
@@ -45,4 +46,4 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",
-           "check_dot_rows", "check_softmax_fp16"]
+           "check_dot_rows", "check_softmax_fp16", "tuning"]

@@ -86,6 +86,19 @@ register("elementwise.make_map(x * x)", lambda rng: _elementwise_cases(rng, SQUA
 register("elementwise.make_zip(x + y)", lambda rng: _elementwise_cases(rng, ADD, 2))
 
 
+def _vectorised_cases(kernel, inputs: int):
+    def cases(rng) -> list[Case]:  # aligned and not, tails of 0 to 3 elements, grids smaller than the data
+        return [kernel_case(kernel, blocks, threads, (n,), np.float32,
+                            [rng.standard_normal(n).astype(np.float32) for _ in range(inputs)])
+                for n, blocks, threads in ((1000, 2, 64), (1001, 4, 32), (4099, 3, 128), (3, 1, 32))]
+
+    return cases
+
+
+register("elementwise.make_map_vectorised(x * x)", _vectorised_cases(elementwise.make_map_vectorised(square), 1))
+register("elementwise.make_zip_vectorised(x + y)", _vectorised_cases(elementwise.make_zip_vectorised(add), 2))
+
+
 def _sum_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []

@@ -19,6 +19,8 @@ with ``X`` the im2col matrix of ``N = B*Ho*Wo`` rows and ``K = C*R*S`` columns.
    warp loads neighbouring pixels (coalesced in NCHW at stride 1) and writes neighbouring outputs.
 4. `conv_implicit_gemm_nhwc`: the same in NHWC, threads along filters and ``k = (p, q, c)``
    with ``c`` fastest: a warp loads neighbouring channels, coalesced at any stride.
+5. `conv_implicit_gemm_warp_tiled` (`make_implicit_gemm_warp_tiled`): NHWC on module 3's top
+   rung (`sgemm`): 16-byte loads of 4 channels, double-buffered transposed tiles, warp tiles.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, int32
 
-from . import matmul as mm
+from . import matmul as mm, sgemm, vector
 
 # implicit GEMM: a block computes BP output pixels x BF filters, in steps of BK along k,
 # with THREADS x THREADS threads, each a TP x TF micro-tile held in registers
@@ -262,22 +264,173 @@ def conv_implicit_gemm_nhwc(y, x, w, stride, padding):
                     y[b, ho, wo, m] = acc[i, j]
 
 
-KERNELS = {"direct": conv_direct, "implicit_gemm": conv_implicit_gemm, "implicit_gemm_nhwc": conv_implicit_gemm_nhwc}
+def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: int = 32, WN: int = 64,
+                                  LANES_M: int = 8):
+    """NHWC implicit GEMM on module 3's top rung (`sgemm`): ``BM`` pixels x ``BN`` filters per block.
+
+    Both operands are read along ``k = (p, q, c)``, ``c`` fastest: 4 neighbouring channels of a pixel
+    (or of a filter) are one 16-byte load when ``C`` is a multiple of 4, stored transposed into the
+    tiles ``[k, pixel]`` and ``[k, filter]``, double-buffered, multiplied by `sgemm.make_block_product`.
+    A thread's pixels are the same at every step: their image and patch corner are worked out once;
+    per step a thread splits its ``k`` into ``(p, q, c)`` once (all its chunks share it), so the
+    padding test per chunk is a few comparisons, not a div/mod per element. Where ``C`` is not a
+    multiple of 4 (a first layer's 3 channels) the cells go one by one through `im2col_value_nhwc`.
+    """
+    problem = sgemm.parameter_problem(BM, BN, BK, WM, WN, LANES_M)
+    if problem:
+        raise ValueError(f"make_implicit_gemm_warp_tiled({BM}, {BN}, {BK}, {WM}, {WN}, {LANES_M}): {problem}")
+    W4 = vector.WIDTH
+    LANES_N = sgemm.WARP // LANES_M
+    WARPS_N = BN // WN
+    WSUB_M, WSUB_N = W4 * LANES_M, W4 * LANES_N
+    TM, TN = WM // LANES_M, WN // LANES_N
+    THREADS = sgemm.threads(BM, BN, WM, WN)
+    LOADS_X, LOADS_W = BM * BK // W4 // THREADS, BN * BK // W4 // THREADS
+    SPLIT = BK // W4  # 16-byte chunks along k in a row of either tile
+    ROWS_X, ROWS_W = BM + sgemm.PAD, BN + sgemm.PAD
+    multiply_step = sgemm.make_block_product(BK, TM, TN, WSUB_M, WSUB_N)
+
+    @cuda.jit(device=True, inline="always")  # a tuple returned from a call that is not inlined goes through the stack
+    def pixel_chunk(x, b, top, left, k, p, q, c, R, S, vectors):
+        """Cells ``k .. k + 3`` of the im2col row of the pixel whose patch starts at (top, left) in image b."""
+        B, H, W = x.shape[0], x.shape[1], x.shape[2]
+        h, v = top + p, left + q
+        if vectors:
+            if p < R and b < B and 0 <= h < H and 0 <= v < W:
+                x0, x1, x2, x3 = vector.load4(x, (b, h, v, c))
+            else:  # the padding, past the last pixel or past K
+                x0, x1, x2, x3 = float32(0), float32(0), float32(0), float32(0)
+        else:
+            x0 = im2col_value_nhwc(x, b, top, left, k, R, S)
+            x1 = im2col_value_nhwc(x, b, top, left, k + 1, R, S)
+            x2 = im2col_value_nhwc(x, b, top, left, k + 2, R, S)
+            x3 = im2col_value_nhwc(x, b, top, left, k + 3, R, S)
+        return x0, x1, x2, x3
+
+    @cuda.jit(device=True, inline="always")
+    def filter_chunk(w, m, k, p, q, c, K, vectors):
+        """``w[m]``'s cells ``k .. k + 3`` (w is (M, K) in memory); zeros past M or K."""
+        M, S, C = w.shape[0], w.shape[2], w.shape[3]
+        if vectors:
+            if m < M and k < K:
+                x0, x1, x2, x3 = vector.load4(w, (m, p, q, c))
+            else:
+                x0, x1, x2, x3 = float32(0), float32(0), float32(0), float32(0)
+        else:
+            mm_ = min(m, M - 1)
+            k0, k1, k2, k3 = min(k, K - 1), min(k + 1, K - 1), min(k + 2, K - 1), min(k + 3, K - 1)
+            x0 = w[mm_, k0 // (C * S), k0 // C % S, k0 % C] if m < M and k < K else float32(0)
+            x1 = w[mm_, k1 // (C * S), k1 // C % S, k1 % C] if m < M and k + 1 < K else float32(0)
+            x2 = w[mm_, k2 // (C * S), k2 // C % S, k2 % C] if m < M and k + 2 < K else float32(0)
+            x3 = w[mm_, k3 // (C * S), k3 // C % S, k3 % C] if m < M and k + 3 < K else float32(0)
+        return x0, x1, x2, x3
+
+    @cuda.jit
+    def conv_implicit_gemm_warp_tiled(y, x, w, stride, padding):
+        tile_x = cuda.shared.array((2, BK, ROWS_X), float32)  # [buffer, k, pixel]
+        tile_w = cuda.shared.array((2, BK, ROWS_W), float32)  # [buffer, k, filter]
+        acc = cuda.local.array((TM, TN), float32)
+        x_values = cuda.local.array(TM, float32)
+        w_values = cuda.local.array(TN, float32)
+        next_x = cuda.local.array((LOADS_X, W4), float32)
+        next_w = cuda.local.array((LOADS_W, W4), float32)
+        images = cuda.local.array(LOADS_X, int32)  # this thread's pixels, once for all steps
+        tops = cuda.local.array(LOADS_X, int32)
+        lefts = cuda.local.array(LOADS_X, int32)
+        thread = cuda.threadIdx.x
+        warp, lane = thread // sgemm.WARP, thread % sgemm.WARP
+        wm, wn = (warp // WARPS_N) * WM, (warp % WARPS_N) * WN
+        tm, tn = (lane // LANES_N) * W4, (lane % LANES_N) * W4
+        C, R, S = x.shape[3], w.shape[1], w.shape[2]
+        Ho, Wo, M = y.shape[1], y.shape[2], y.shape[3]
+        N, K = y.shape[0] * Ho * Wo, C * R * S
+        n0, m0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        vectors_x = C % W4 == 0 and vector.vector_aligned(x)
+        vectors_w = C % W4 == 0 and vector.vector_aligned(w)
+        kc = (thread % SPLIT) * W4  # this thread's chunk along k, the same in every row it copies
+        for load in range(LOADS_X):
+            n = n0 + (load * THREADS + thread) // SPLIT
+            images[load] = n // (Ho * Wo)  # past N: an image past the batch, read as zeros
+            tops[load] = n // Wo % Ho * stride - padding
+            lefts[load] = n % Wo * stride - padding
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(0)
+
+        steps = (K + BK - 1) // BK
+        for step in range(steps + 1):  # step s loads tile s (into registers) and multiplies tile s - 1
+            now = (step + 1) % 2
+            if step < steps:
+                k = step * BK + kc
+                c, q, p = k % C, k // C % S, k // (C * S)  # once per step: the chunk's tap and channel
+                for load in range(LOADS_X):
+                    values = pixel_chunk(x, images[load], tops[load], lefts[load], k, p, q, c, R, S, vectors_x)
+                    for v in range(W4):
+                        next_x[load, v] = values[v]
+                for load in range(LOADS_W):
+                    m = m0 + (load * THREADS + thread) // SPLIT
+                    values = filter_chunk(w, m, k, p, q, c, K, vectors_w)
+                    for v in range(W4):
+                        next_w[load, v] = values[v]
+            if step > 0:
+                multiply_step(tile_x, tile_w, now, acc, x_values, w_values, wm + tm, wn + tn)
+            if step < steps:  # the other buffer was last read before the previous barrier
+                later = step % 2
+                for load in range(LOADS_X):
+                    r = (load * THREADS + thread) // SPLIT
+                    for v in range(W4):
+                        tile_x[later, kc + v, r] = next_x[load, v]
+                for load in range(LOADS_W):
+                    f = (load * THREADS + thread) // SPLIT
+                    for v in range(W4):
+                        tile_w[later, kc + v, f] = next_w[load, v]
+            cuda.syncthreads()
+
+        vectors_y = vector.vector_aligned(y)
+        for i in range(TM):
+            n = n0 + wm + (i // W4) * WSUB_M + tm + i % W4
+            if n < N:
+                wo, ho, b = n % Wo, n // Wo % Ho, n // (Wo * Ho)
+                for j in range(TN // W4):
+                    m = m0 + wn + j * WSUB_N + tn
+                    if vectors_y and m + W4 <= M:
+                        vector.store4(y, (b, ho, wo, m), (acc[i, j * W4], acc[i, j * W4 + 1], acc[i, j * W4 + 2],
+                                                          acc[i, j * W4 + 3]))
+                    else:
+                        for v in range(W4):
+                            if m + v < M:
+                                y[b, ho, wo, m + v] = acc[i, j * W4 + v]
+
+    conv_implicit_gemm_warp_tiled.tiles = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, LANES_M=LANES_M)
+    return conv_implicit_gemm_warp_tiled
+
+
+conv_implicit_gemm_warp_tiled = make_implicit_gemm_warp_tiled()
+
+KERNELS = {"direct": conv_direct, "implicit_gemm": conv_implicit_gemm, "implicit_gemm_nhwc": conv_implicit_gemm_nhwc,
+           "implicit_gemm_warp_tiled": conv_implicit_gemm_warp_tiled}
 MAX_GRID_Y = 65535
 
 
 def layout_of(kernel) -> str:
-    """The layout a convolution kernel takes: ``"NHWC"`` for `conv_implicit_gemm_nhwc`, else ``"NCHW"``."""
-    return "NHWC" if kernel is conv_implicit_gemm_nhwc else "NCHW"
+    """The layout a convolution kernel takes: ``"NHWC"`` for `conv_implicit_gemm_nhwc` and the warp-tiled kernels,
+    else ``"NCHW"``."""
+    return "NHWC" if kernel is conv_implicit_gemm_nhwc or hasattr(kernel, "tiles") else "NCHW"
 
 
 def configuration(kernel, y_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(grid, block) covering ``y`` of ``y_shape`` for one of `KERNELS`."""
     if kernel is conv_direct:
         return (-(-int(np.prod(y_shape)) // DIRECT_THREADS),), (DIRECT_THREADS,)
+    block = (THREADS, THREADS)
     if kernel is conv_implicit_gemm:
         B, M, Ho, Wo = y_shape
         grid = (-(-(B * Ho * Wo) // BP), -(-M // BF))
+    elif hasattr(kernel, "tiles"):  # a kernel of make_implicit_gemm_warp_tiled
+        B, Ho, Wo, M = y_shape
+        t = kernel.tiles
+        grid = (-(-M // t["BN"]), -(-(B * Ho * Wo) // t["BM"]))
+        block = (sgemm.threads(t["BM"], t["BN"], t["WM"], t["WN"]),)
     elif kernel is conv_implicit_gemm_nhwc:
         B, Ho, Wo, M = y_shape
         grid = (-(-M // BF), -(-(B * Ho * Wo) // BP))
@@ -286,7 +439,7 @@ def configuration(kernel, y_shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if grid[1] > MAX_GRID_Y:
         raise ValueError(f"y of shape {tuple(y_shape)} needs {grid[1]} blocks along grid y, more than {MAX_GRID_Y}: "
                          "split the batch")
-    return grid, (THREADS, THREADS)
+    return grid, block
 
 
 def launch_conv(kernel, y, x, w, stride: int = 1, padding: int = 0) -> None:

@@ -19,12 +19,18 @@ also takes 2-D matrices.
    in registers (rows ``ty, ty + 16, ...``, columns ``tx, tx + 16, ...``); per
    step of ``k`` a thread reads ``TM + TN`` values from shared memory for
    ``TM * TN`` multiply-adds.
+5. `matmul_warp_tiled` (`kernels.sgemm`): the top rung, after Boehm and CUTLASS:
+   transposed A tile, 16-byte loads, double buffering, warp tiles; tile sizes
+   are the parameters of `sgemm.make_warp_tiled`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda, float32
+
+from . import sgemm
+from .sgemm import matmul_warp_tiled
 
 TILE = 16
 
@@ -145,11 +151,13 @@ def make_register_tiled(BM: int, BN: int, TM: int, TN: int, BK: int = 16):
 matmul_register_tiled = make_register_tiled(BM, BN, TM, TN, BK)
 
 
-KERNELS = [matmul_naive, matmul_coalesced, matmul_tiled, matmul_register_tiled]
+KERNELS = [matmul_naive, matmul_coalesced, matmul_tiled, matmul_register_tiled, matmul_warp_tiled]
 
 
-def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int, int]]:
+def configuration(kernel, shape_c) -> tuple[tuple[int, int, int], tuple[int, ...]]:
     """(grid, block) covering C of shape (batch, M, N) for ``kernel``."""
+    if hasattr(kernel, "tiles"):  # a kernel of sgemm.make_warp_tiled
+        return sgemm.configuration(kernel, shape_c)
     batch, M, N = shape_c
     if kernel is matmul_register_tiled:
         return (-(-N // BN), -(-M // BM), batch), (THREADS_N, THREADS_M)

@@ -2,7 +2,8 @@
 
 Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`), `trace` and
 `simulated`, the check that every kernel compiles for a real GPU (`ptx`), a compiled kernel's registers and
-shared memory (`resources`), GPU timing with CUDA events (`timing`), and `doctor`.
+shared memory (`resources`), GPU timing with CUDA events (`timing`), the autotuner and compiled-code findings
+(`tuning`, module 7), and `doctor`.
 May import: `gpucourse.simulator`.
 """
 
@@ -15,7 +16,8 @@ from .doctor import doctor, show_device  # noqa: E402
 from .ptx import (KernelCompileError, compile_for_gpu, float_operations, integer_operations,  # noqa: E402
                   unchecked_kernels)
 from .resources import ARCHITECTURES, Resources, kernel_resources, resources_problem  # noqa: E402
-from .timing import seconds_per_launch  # noqa: E402
+from .timing import median_seconds, seconds_per_launch  # noqa: E402
+from . import tuning  # noqa: E402
 
 
 def _cpu_backend():
@@ -40,4 +42,5 @@ def trace():
 
 __all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "ptx",
            "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
-           "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch"]
+           "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch",
+           "median_seconds", "tuning"]

@@ -1,12 +1,19 @@
-"""What a compiled kernel uses per thread and per block: registers and shared memory.
+"""What a compiled kernel uses per thread and per block: registers, local memory, shared memory.
 
-`kernel_resources` compiles a kernel to PTX (as `ptx.compile_for_gpu` does, no GPU needed) and
-assembles it for a named GPU architecture with NVIDIA's nvJitLink, asking its assembler for a
-report (``ptxas -v``): registers per thread, bytes spilled to local memory. Shared memory is
-the sum of the PTX's ``.shared`` arrays (numba declares them at module level, where the
-assembler's report does not count them). On a GPU, ``kernel.get_regs_per_thread(signature)``
-gives the same register count. Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra),
-`kernel_resources` returns None and `resources_problem` says why.
+Two sources, the same numbers:
+
+- On a GPU whose architecture is the one asked for, numba-cuda's own API on the compiled overload
+  (``get_regs_per_thread``, ``get_local_mem_per_thread``, ``get_shared_mem_per_block``).
+- Anywhere else (a laptop with no GPU, or another architecture than the GPU's), `kernel_resources`
+  compiles the kernel to PTX (as `ptx.compile_for_gpu` does) and assembles it with NVIDIA's nvJitLink,
+  asking its assembler for a report (``ptxas -v``): registers per thread, the stack frame (local
+  memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba
+  declares them at module level, where the report does not count them). nvJitLink keeps a cache of
+  its own on a machine with a driver, and a cache hit reports nothing of the assembler: the course
+  asks it not to cache (``-no-cache``). `parse_report` reads the reports of CUDA 12 and 13.
+
+Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra) and no GPU, `kernel_resources` returns
+None and `resources_problem` says why.
 """
 
 from __future__ import annotations
@@ -26,21 +33,27 @@ class Resources:
     shared_bytes: int  # static shared memory per block
     spilled_bytes: int  # stores to local memory when the registers run out
     architecture: str
+    local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
 
 
 def _assembler_report(ptx: str, architecture: str) -> str:
     from cuda.bindings import nvjitlink
 
-    handle = nvjitlink.create(2, [f"-arch={architecture}", "-Xptxas=-v"])
-    try:
-        data = ptx.encode()
-        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel")
-        nvjitlink.complete(handle)
-        log = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, log)
-    finally:
-        nvjitlink.destroy(handle)
-    return log.decode(errors="replace")
+    for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache"], [f"-arch={architecture}", "-Xptxas=-v"]):
+        try:
+            handle = nvjitlink.create(len(options), options)
+        except nvjitlink.nvJitLinkError:  # an nvJitLink older than -no-cache (12.3 and before)
+            continue
+        try:
+            data = ptx.encode()
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel")
+            nvjitlink.complete(handle)
+            log = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, log)
+        finally:
+            nvjitlink.destroy(handle)
+        return log.decode(errors="replace").rstrip("\x00")
+    raise RuntimeError(f"nvJitLink refused the options for {architecture}")
 
 
 def resources_problem() -> str | None:
@@ -52,26 +65,71 @@ def resources_problem() -> str | None:
     return None
 
 
+def _entry_section(report: str) -> str:
+    """The part of the report about the (first) entry function: device functions have their own lines."""
+    start = re.search(r"Compiling entry function", report)
+    if start is None:
+        return report
+    end = re.search(r"Compiling entry function", report[start.end():])
+    return report[start.start(): start.end() + end.start() if end else len(report)]
+
+
 def parse_report(report: str, ptx: str, architecture: str) -> Resources:
-    """`Resources` from the assembler's verbose report and the PTX it assembled."""
-    registers = re.search(r"Used (\d+) registers", report)
-    spilled = re.search(r"(\d+) bytes spill stores", report)
+    """`Resources` from the assembler's verbose report (CUDA 12 or 13) and the PTX it assembled."""
+    section = _entry_section(report)
+    registers = re.search(r"Used (\d+) registers", section)
     if registers is None:
-        raise ValueError(f"no register count in the assembler's report:\n{report}")
+        raise ValueError("no register count in the assembler's report (was the PTX assembled at all? a cached "
+                         f"link reports nothing of the assembler):\n{report}")
+    stack = re.search(r"(\d+) bytes stack frame", section)
+    spilled = re.search(r"(\d+) bytes spill stores", section)
     shared = sum(int(size) for size in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
-    return Resources(int(registers.group(1)), shared, int(spilled.group(1)) if spilled else 0, architecture)
+    return Resources(int(registers.group(1)), shared, int(spilled.group(1)) if spilled else 0, architecture,
+                     int(stack.group(1)) if stack else 0)
 
 
-def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resources | None:
-    """Registers per thread and shared bytes per block of ``dispatcher`` for ``argtypes`` on ``architecture``.
+def _gpu_architecture() -> str | None:
+    """``"sm_XY"`` of the GPU that runs kernels, or None on the simulator."""
+    from .device import chosen_backend
 
-    ``architecture``: ``"sm_75"`` (T4), ``"sm_80"`` (A100), ``"sm_90"`` (H100). None without nvJitLink.
-    """
-    if resources_problem():
+    if not chosen_backend().on_gpu:
         return None
+    from numba import cuda
+
+    major, minor = cuda.get_current_device().compute_capability
+    return f"sm_{major}{minor}"
+
+
+def _from_overload(dispatcher, argtypes, architecture: str) -> Resources:
+    """numba-cuda's own figures for the overload it compiled for this GPU; spills from the assembler's report.
+
+    A kernel without local memory spills nothing, so its report is not needed.
+    """
+    signature = tuple(argtypes)
+    dispatcher.compile(signature)
+    local = dispatcher.get_local_mem_per_thread(signature)
+    spilled = _assembled(dispatcher, argtypes, architecture).spilled_bytes if local else 0
+    return Resources(dispatcher.get_regs_per_thread(signature), dispatcher.get_shared_mem_per_block(signature),
+                     spilled, architecture, local)
+
+
+def _assembled(dispatcher, argtypes, architecture: str) -> Resources:
     key = (dispatcher.py_func, tuple(argtypes))
     compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
     if key not in compiled:
         compiled[key] = compile_for_gpu(dispatcher, argtypes)
     ptx = compiled[key]
     return parse_report(_assembler_report(ptx, architecture), ptx, architecture)
+
+
+def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resources | None:
+    """Registers and local memory per thread, shared bytes per block of ``dispatcher`` for ``argtypes``.
+
+    ``architecture``: ``"sm_75"`` (T4), ``"sm_80"`` (A100), ``"sm_90"`` (H100). On a GPU of that
+    architecture, numba-cuda's figures; else the assembler's. None without nvJitLink.
+    """
+    if resources_problem():
+        return None
+    if architecture == _gpu_architecture():
+        return _from_overload(dispatcher, argtypes, architecture)
+    return _assembled(dispatcher, argtypes, architecture)

@@ -11,8 +11,8 @@ from .geometry import dim3
 from .launch import run
 from .trace import LaunchTrace, Trace, recording
 from .transform import has_source
-from .viewer import show_trace, trace_viewer
+from .viewer import figure_view, show_trace, trace_viewer
 
-__all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "Trace", "LaunchTrace", "BudgetExceeded",
+__all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "figure_view", "Trace", "LaunchTrace", "BudgetExceeded",
            "KernelFault", "OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault",
            "UnsupportedInKernel"]

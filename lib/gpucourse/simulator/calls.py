@@ -7,7 +7,9 @@ Device functions (``@cuda.jit(device=True)``, and ``@numba.jit`` functions,
 which numba-cuda compiles as device functions) run rewritten, like the kernel;
 one declared with signatures gets its arguments and result converted to the
 signature numba picks, as on the GPU. ``numba.cuda.bf16``'s functions and
-casts to bfloat16 round as the GPU does (`bfloat16`).
+casts to bfloat16 round as the GPU does (`bfloat16`). A function carrying a
+``__simulation__`` (an intrinsic such as `kernels.vector.load4`) runs that
+Python function, rewritten like a device function, in its place.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .runtime import RUNTIME, UNDEFINED
 from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
 _compiled: dict = {}
+SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
 def dispatch(runtime, function, args, kwargs):
@@ -56,6 +59,9 @@ def dispatch(runtime, function, args, kwargs):
         if dtype is bfloat16.BFLOAT16:
             return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
         return cast_to(dtype, dtype.type)(*args)
+    simulation = getattr(function, SIMULATION, None)
+    if simulation is not None:  # an intrinsic (inline PTX, vector loads) with plain Python in its place
+        return device_function(simulation)(*args, **kwargs)
     emulate = collective.emulation(function)
     if emulate is not None:
         return collective.run_warp_wide(runtime, function, emulate, args)

@@ -555,8 +555,9 @@ class Runtime(Arithmetic):
             raise fault(OutOfBounds, self.where(site),
                         f"{self.geometry.thread_name(int(lanes[first]))}: index {wanted[first]} in "
                         f"`{SITES[site].expression}`: tuple index out of range (the tuple has {n} items)")
-        values = np.zeros(self.geometry.lanes, np.asarray(items).dtype)
-        values[lanes] = np.asarray(items)[wanted]
+        per_lane = np.stack([np.broadcast_to(np.asarray(item), (self.geometry.lanes,)) for item in items])
+        values = np.zeros(self.geometry.lanes, per_lane.dtype)
+        values[lanes] = per_lane[wanted, lanes]  # each lane its own item (items may differ per lane)
         return values
 
     def store(self, array, index, value, site: int, field: str | None = None):

@@ -4,9 +4,17 @@
 each array is a grid of cells, 1-D arrays wrapped into rows of 32 (one row is
 one pass over the 32 shared memory banks). `trace_viewer` wraps it in widgets
 to step through blocks, phases and threads.
+
+`figure_view` is the one way the course's widgets show a figure that sliders redraw, here and in
+`gpucourse.figures`: an image widget whose picture is replaced, never an ``Output`` widget that captures
+a ``display`` (whose every use flushes the kernel's output streams and clears output, and waits on the
+kernel's output thread: the viewer cells that stalled on a GPU machine and once on the CPU did that).
+It needs no widget front end: without one, the first picture is drawn and nothing waits.
 """
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 
@@ -127,29 +135,47 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     return fig
 
 
+def figure_view(draw, controls, before=None):
+    """An image widget showing ``draw()`` (a matplotlib figure), drawn again when a control's value changes.
+
+    ``before()``, if given, runs first at each redraw (to adjust a control's range, say).
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    image = widgets.Image(format="png")
+
+    def redraw(_=None):
+        if before is not None:
+            before()
+        figure = draw()
+        png = io.BytesIO()
+        figure.savefig(png, format="png", bbox_inches="tight")
+        plt.close(figure)
+        image.value = png.getvalue()
+
+    for control in controls:
+        control.observe(redraw, names="value")
+    redraw()
+    return image
+
+
 def trace_viewer(trace):
     """Widgets to step through the blocks, barrier phases and threads of a traced launch."""
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
 
     launch = _launch(trace)
     g = launch.geometry
     block = widgets.IntSlider(0, 0, g.blocks - 1, description="block")
     phase = widgets.IntSlider(0, 0, launch.barriers(0), description="phase")
     thread = widgets.IntSlider(-1, -1, g.threads_per_block - 1, description="thread")
-    output = widgets.Output()
 
-    def redraw(_=None):
+    def draw():
+        return show_trace(launch, block.value, phase.value, None if thread.value < 0 else thread.value)
+
+    def phases():
         phase.max = launch.barriers(block.value)
-        with output:
-            output.clear_output(wait=True)
-            figure = show_trace(launch, block.value, phase.value, None if thread.value < 0 else thread.value)
-            display(figure)
-            plt.close(figure)
 
-    for control in (block, phase, thread):
-        control.observe(redraw, names="value")
-    redraw()
+    image = figure_view(draw, (block, phase, thread), before=phases)
     note = widgets.HTML("thread -1 shows every thread; a number is threadIdx.x + threadIdx.y * blockDim.x")
-    return widgets.VBox([widgets.HBox([block, phase, thread]), note, output])
+    return widgets.VBox([widgets.HBox([block, phase, thread]), note, image])

@@ -1,0 +1,203 @@
+"""Module 7 on a GPU: the autotuner over the SGEMM, conv and softmax spaces, and how well the cost model ranks them.
+
+    python benchmarks/tuning.py              # SGEMM 1024^3 and 4096^3, ResNet conv2_x, softmax 4096 x 4096; writes RESULTS.md
+    python benchmarks/tuning.py --quick      # smaller shapes, a budget of 8, 3 samples, prints only
+    python benchmarks/tuning.py --no-write
+
+Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
+
+For each space and shape: `gpucourse.run.tuning.tune` times every candidate on the GPU (each checked against
+its NumPy reference first; CUDA events, warm-up, median), random search with a budget for the SGEMM's 135
+tile shapes, the whole space for the others. The tuning time is that search's wall time, compiling included.
+The best config is timed again with `common.median_ms` (the benchmarks' method, the GPU held while launches
+queue) and compared with the library: cuBLAS fp32 (`torch.matmul`, TF32 off), cuDNN (`torch.nn.functional.conv2d`,
+TF32 off, benchmark mode), `torch.softmax`. The cost model (`gpucourse.figures.tuning.cost_model`, for the data
+sheet of the GPU it runs on when that is a T4, A100 or H100) then predicts each timed candidate from a traced
+launch of the same kernel at a small size, scaled by FLOPs; Spearman's rank correlation between predicted and
+measured times is the model's score (goal: at least 0.8). A candidate that fails or computes a wrong result
+is reported and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import current_device, finish, markdown_table, median_ms, reference_libraries, today, versions, without_gpu  # noqa: E402,I001
+
+NAME = "tuning"  # its section of benchmarks/RESULTS.md
+GOAL = 0.8  # Spearman's rank correlation of the cost model's predictions with the measured times
+SAMPLES, QUICK_SAMPLES = 5, 3
+BUDGET, QUICK_BUDGET = 24, 8
+MODELLED = {"H100": "H100", "A100": "A100", "T4": "T4"}  # a word of the device's name -> the cost model's device
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str  # "sgemm", "conv", "softmax"
+    label: str  # the shape, for the table
+    reference: str  # the library it is compared with
+
+
+CASES = [Case("sgemm", "1024^3", "cuBLAS fp32"), Case("sgemm", "4096^3", "cuBLAS fp32"),
+         Case("conv", "ResNet conv2_x 3x3, batch 32", "cuDNN fp32"), Case("softmax", "4096 x 4096", "torch.softmax")]
+QUICK_CASES = [Case("sgemm", "512^3", "cuBLAS fp32"), Case("conv", "ResNet conv2_x 3x3, batch 4", "cuDNN fp32"),
+               Case("softmax", "1024 x 1024", "torch.softmax")]
+
+
+@dataclass
+class Row:
+    case: Case
+    candidates: int  # valid configs of the space
+    tried: int
+    best: dict | None
+    best_ms: float | None  # the best config, timed with common.median_ms
+    reference_ms: float | None
+    tuning_s: float
+    predicted: list = field(default_factory=list)  # seconds, one per timed candidate
+    measured: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # "config: error" of the candidates that failed
+    spearman: float | None = None  # of predicted and measured
+
+    @property
+    def kernel(self) -> str:
+        return f"{self.case.family} {self.case.label}"
+
+    @property
+    def wrong(self) -> bool:
+        return bool(self.errors)
+
+    @property
+    def percent_of_reference(self) -> float | None:
+        return 100 * self.reference_ms / self.best_ms if self.best_ms and self.reference_ms else None
+
+
+def problem_of(case: Case):
+    from gpucourse.grading import tuning as gt  # noqa: PLC0415 (importing gpucourse picks the backend)
+
+    if case.family == "sgemm":
+        n = int(case.label.split("^")[0])
+        return gt.sgemm_problem(n, n, n, traced=(128, 128, 64))
+    if case.family == "conv":
+        batch = int(case.label.rsplit(" ", 1)[1])
+        return gt.conv_problem(batch, 64, 56, 56, 64, traced=(1, 16, 12, 12, 16))
+    rows, columns = (int(v) for v in case.label.split(" x "))
+    return gt.softmax_problem(rows, columns, traced=(8, 512))
+
+
+def reference_launch(case: Case, problem, torch):
+    """A function that runs the library's version of ``case`` once, on torch tensors of the same shapes."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    s = problem.shapes
+    if case.family == "sgemm":
+        a = torch.randn(s["M"], s["K"], device="cuda")
+        b = torch.randn(s["K"], s["N"], device="cuda")
+        return lambda: torch.matmul(a, b)
+    if case.family == "conv":
+        x, w = torch.randn(*s["x"], device="cuda"), torch.randn(*s["w"], device="cuda")
+        return lambda: torch.nn.functional.conv2d(x, w, stride=s["stride"], padding=s["padding"])
+    x = torch.randn(*s["x"], device="cuda")
+    return lambda: torch.softmax(x, dim=1)
+
+
+def measure(case: Case, device, samples: int, budget: int, libraries: dict, model) -> Row:
+    from gpucourse.figures import tuning as ft  # noqa: PLC0415
+    from gpucourse.run import tuning as rt  # noqa: PLC0415
+
+    problem = problem_of(case)
+    random_search = case.family == "sgemm"
+    began = time.perf_counter()
+    result = rt.tune(problem, strategy="random" if random_search else "grid", budget=budget if random_search else None,
+                     measure=True)
+    tuning_s = time.perf_counter() - began
+    row = Row(case, len(problem.space.valid()), len(result.trials), result.best, None, None, tuning_s)
+    row.errors = [f"{t['config']}: {t['error']}" for t in result.trials if "error" in t]
+    if result.best is not None:
+        row.best_ms = median_ms([problem.build(result.best)], samples, device)[0]
+    if "torch" in libraries:
+        row.reference_ms = median_ms([reference_launch(case, problem, libraries["torch"])], samples, device)[0]
+    if model is not None:
+        for t in (t for t in result.trials if "seconds" in t):
+            row.predicted.append(rt.price(problem, t["config"], model))
+            row.measured.append(t["seconds"])
+    row.spearman = ft.spearman(row.predicted, row.measured) if len(row.measured) > 1 else None
+    return row
+
+
+def config_text(config: dict | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items()) if config else "none"
+
+
+def section(rows: list[Row], device, versions_: str, samples: int, model_device: str | None) -> str:
+    """The report: one row per space and shape, then the cost model's score against the goal."""
+    from gpucourse.figures import tuning as ft  # noqa: PLC0415
+
+    table = markdown_table(
+        ["space", "shape", "candidates (tried)", "best config", "best ms", "reference", "reference ms",
+         "% of reference", "tuning s", "Spearman"],
+        [[r.case.family, r.case.label, f"{r.candidates} ({r.tried})", config_text(r.best),
+          f"{r.best_ms:.4g}" if r.best_ms else "-", r.case.reference, f"{r.reference_ms:.4g}" if r.reference_ms else "-",
+          f"{r.percent_of_reference:.1f}%" if r.percent_of_reference else "-", f"{r.tuning_s:.1f}",
+          f"{r.spearman:.2f}" if r.spearman is not None else "-"] for r in rows],
+        right={4, 6, 7, 8, 9})
+    predicted = [p for r in rows for p in r.predicted]
+    if model_device is None:
+        verdict = f"no cost model for a {device.name} (it knows T4, A100 and H100): no rank correlation"
+    else:
+        scores = [r.spearman for r in rows if r.spearman is not None]
+        worst = min(scores) if scores else None
+        met = worst is not None and worst >= GOAL
+        verdict = (f"the cost model for the {model_device} ranks the candidates of every space with Spearman >= {GOAL}: "
+                   f"{'met' if met else 'NOT met'} (lowest {worst:.2f} over {len(predicted)} predictions)"
+                   if worst is not None else "too few timed candidates for a rank correlation")
+    return "\n".join([
+        f"{device.name}, {today()}; {versions_}; median of {samples} samples per time.",
+        "",
+        table,
+        "",
+        f"Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
+        "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by FLOPs.",
+    ])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller shapes, a budget of 8, 3 samples, prints only")
+    parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
+    parser.add_argument("--budget", type=int, default=None, help=f"SGEMM candidates to time (default {BUDGET})")
+    parser.add_argument("--no-write", action="store_true", help="print the table only")
+    options = parser.parse_args(argv)
+
+    if without_gpu("tuning.py"):
+        return 0
+    from gpucourse.figures import tuning as ft  # noqa: PLC0415
+
+    device, libraries = current_device(), reference_libraries()
+    samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
+    budget = options.budget or (QUICK_BUDGET if options.quick else BUDGET)
+    model_device = next((m for word, m in MODELLED.items() if word in device.name), None)
+    model = ft.cost_model(model_device) if model_device else None
+    print(f"{device.name}: {device.sms} SMs; references through: {', '.join(libraries) or 'none (no PyTorch)'}; "
+          f"cost model: {model_device or 'none for this GPU'}")
+    rows = []
+    for case in QUICK_CASES if options.quick else CASES:
+        rows.append(measure(case, device, samples, budget, libraries, model))
+        print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
+    for row in rows:
+        for error in row.errors:
+            print(f"  {row.kernel}: {error}")
+    text = section(rows, device, versions(libraries), samples, model_device)
+    return finish(NAME, text, rows, write=not options.quick and not options.no_write)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Tuning (module 7) on the CPU: a cost model that predicts a launch's time on a named GPU, and its pictures.
+
+`cost_model("H100")` prices one traced launch (the simulator's count of 32-byte global sectors and of shared-
+memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory) and
+its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
+
+- occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks and the
+  idle SMs of the last one (the *tail*): every term below is stretched by blocks / (waves x slots);
+- three roofs, the slowest wins: FLOPs at the FP32 peak, global sectors at the memory bandwidth, shared
+  wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
+- latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
+  (Volkov: independent instructions within a thread hide it too, which this model does not see);
+- each launch costs `LAUNCH_SECONDS` on top.
+
+Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
+faster), instructions other than FMAs, loads and stores are free, and instruction-level parallelism is unseen.
+Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .occupancy import SMS, blocks_per_sm
+from .roofline import DEVICES, SECTOR_BYTES
+
+WARPS_TO_HIDE = 16  # resident warps per SM below which latency shows (4 per scheduler, one instruction in flight each)
+LAUNCH_SECONDS = 3e-6  # the cost of a launch on the GPU's side, a few microseconds
+ARCHITECTURES = {"T4": "sm_75", "A100": "sm_80", "H100": "sm_90"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    seconds: float
+    terms: dict  # roof -> seconds (before the tail and latency factors)
+    bound_by: str
+    blocks_per_sm: int
+    waves: int
+    tail_efficiency: float  # blocks / (waves x the blocks all SMs hold at once)
+    latency_factor: float  # >= 1: how much too few resident warps slow it down
+
+
+def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,
+            shared_bytes: int, device: str = "H100") -> Prediction:
+    """The cost model on numbers: see the module's docstring."""
+    roof, sm = DEVICES[device], SMS[device]
+    clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
+    terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
+             "shared memory": shared_wavefronts / (sm.sms * clock)}
+    occupancy = blocks_per_sm(sm, threads, registers, shared_bytes)
+    slots = max(1, occupancy.blocks) * sm.sms
+    waves = max(1, math.ceil(blocks / slots))
+    tail = blocks / (waves * slots)
+    resident = min(max(1, occupancy.blocks), math.ceil(blocks / sm.sms)) * math.ceil(threads / 32)  # warps per SM
+    latency = max(1.0, WARPS_TO_HIDE / resident)
+    bound = max(terms, key=terms.get)
+    return Prediction(terms[bound] / tail * latency + LAUNCH_SECONDS, terms, bound, occupancy.blocks, waves, tail,
+                      latency)
+
+
+def trace_counts(launch) -> tuple[int, int]:
+    """(global 32-byte sectors, shared-memory wavefronts) of one traced launch (``t.last``)."""
+    counts = {"global": 0, "shared": 0}
+    for array in launch.arrays.values():
+        if array.space in counts:
+            counts[array.space] += sum(stats.sectors for stats in array.instructions.values())
+    return counts["global"], counts["shared"]
+
+
+class CostModel:
+    """A callable for `gpucourse.run.tuning.tune`: ``model(trace, resources, launch, flops, scale) -> seconds``."""
+
+    def __init__(self, device: str = "H100"):
+        if device not in DEVICES or device not in SMS:
+            raise ValueError(f"the cost model knows {', '.join(SMS)}, not {device!r}")
+        self.device = device
+        self.architecture = ARCHITECTURES[device]
+        self.compute_capability = SMS[device].compute_capability
+
+    def prediction(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> Prediction:
+        """Of ``launch`` (its grid and block), from ``launch_trace``'s counts times ``scale`` (1 when it is the
+        same launch; the ratio of FLOPs when the trace is of the same kernel at a smaller size)."""
+        sectors, wavefronts = (count * scale for count in trace_counts(launch_trace))
+        if resources is None:
+            raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
+                               "extra) is missing")
+        return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
+                       resources.shared_bytes, self.device)
+
+    def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
+        return self.prediction(launch_trace, resources, launch, flops, scale).seconds
+
+
+def cost_model(device: str = "H100") -> CostModel:
+    """The cost model for ``device`` (``"T4"``, ``"A100"``, ``"H100"``)."""
+    return CostModel(device)
+
+
+def ranks(values) -> np.ndarray:
+    """Ranks from 1, ties sharing their mean rank."""
+    values = np.asarray(values, float)
+    order = np.argsort(values, kind="stable")
+    r = np.empty(len(values))
+    r[order] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):
+        same = values == v
+        r[same] = r[same].mean()
+    return r
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation of two sequences: 1 when they order the items the same way, -1 reversed."""
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError("spearman needs two sequences of the same length, at least 2")
+    ra, rb = ranks(a), ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    scale = math.sqrt(float((ra * ra).sum() * (rb * rb).sum()))
+    return float((ra * rb).sum() / scale) if scale else float("nan")
+
+
+# -- pictures --------------------------------------------------------------------------------------------------------
+def heat_map(trials: list, rows: str, columns: str, title: str = "", ax=None):
+    """The tuning space as a heat map of time (µs) over two parameters (best of the other parameters per cell)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    timed = [t for t in trials if "seconds" in t]
+    ys = sorted({t["config"][rows] for t in timed})
+    xs = sorted({t["config"][columns] for t in timed})
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for t in timed:
+        i, j = ys.index(t["config"][rows]), xs.index(t["config"][columns])
+        grid[i, j] = np.fmin(grid[i, j], t["seconds"] * 1e6)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    image = ax.imshow(grid, cmap="viridis_r")
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+    ax.set_xlabel(columns)
+    ax.set_ylabel(rows)
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7, color="white")
+    ax.figure.colorbar(image, ax=ax, label="µs (blank: not allowed or failed)")
+    ax.set_title(title, fontsize=10)
+    return ax.figure
+
+
+def predicted_vs_measured(predicted, measured=None, labels=None, ax=None):
+    """Predicted times against measured ones (log-log), with Spearman's rank correlation in the title; with no
+    measurement, the predictions alone, in rank order, labelled as predictions."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4))
+    predicted = np.asarray(predicted, float) * 1e6
+    if measured is None:
+        order = np.argsort(predicted)
+        ax.plot(range(len(order)), predicted[order], "o")
+        if labels is not None:
+            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=90, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("predicted µs")
+        ax.set_title("Prediction only: no GPU measurement here", fontsize=10)
+        return ax.figure
+    measured = np.asarray(measured, float) * 1e6
+    ax.loglog(measured, predicted, "o")
+    low, high = min(measured.min(), predicted.min()) / 1.5, max(measured.max(), predicted.max()) * 1.5
+    ax.plot([low, high], [low, high], color="0.6", ls=":")
+    ax.set_xlabel("measured µs")
+    ax.set_ylabel("predicted µs")
+    ax.set_title(f"Spearman rank correlation {spearman(predicted, measured):.2f}", fontsize=10)
+    return ax.figure

@@ -1,0 +1,377 @@
+"""Tuning (module 7): read a kernel's compiled code, and search a space of its parameters for the fastest.
+
+`inspect_compiled` compiles a kernel (PTX, no GPU needed; registers and spills from nvJitLink's assembler) and
+says in one plain line per finding what a student should look at: local memory, spills, 64-bit index arithmetic
+in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm`` is installed).
+
+`tune` runs a `Space` of named parameters (grid or random search, with a budget) on a `Problem`: every candidate
+is launched and checked against the reference first (a wrong one is dropped), then timed on a GPU with CUDA
+events (warm-up, median), or, with no GPU, priced by a cost ``model`` (`gpucourse.figures.tuning.cost_model`)
+from the simulator's trace of one launch and the compiled resources; the result says which. Results go to a
+JSON cache keyed by kernel, shapes, dtypes, device and versions: a hit costs no timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from .device import chosen_backend
+from .ptx import argument_type, compile_for_gpu
+from .resources import Resources, kernel_resources
+from .timing import median_seconds
+
+# -- compiled-code inspection ------------------------------------------------------------------------------------
+_LABEL = re.compile(r"^(\$L__\w+):", re.M)
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
+_INT64 = re.compile(r"^\s*(?:@%p\d+\s+)?(?:mul|mad|add|sub|shl|shr)(?:\.wide|\.lo|\.hi)?\.(?:s64|u64|b64|s32|u32)\b"
+                    r"[^;]*%rd\d+[^;]*;", re.M)
+_INSTRUCTION = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.]*\s", re.M)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What one kernel compiled to, counted from its PTX (and SASS where available)."""
+
+    kernel: str
+    registers: int | None  # per thread, from the assembler (None without nvJitLink)
+    spilled_bytes: int | None
+    shared_bytes: int
+    local_bytes: int  # the stack frame (``__local_depot``) per thread
+    local_loads: int  # ld.local in the PTX
+    local_stores: int
+    inner_loop_int64: int  # 64-bit integer arithmetic in the innermost loops
+    inner_loop_instructions: int
+    inner_loop_fmas: int
+    vector_loads: int  # ld.global / ld.shared of .v2 or .v4
+    scalar_global_loads: int
+    sass: dict | None = None  # {"LDG.128": n, "LDG.64": n, "LDG.32": n} where nvdisasm disassembled the cubin
+    findings: list = field(default_factory=list)
+
+    @property
+    def fma_density(self) -> float:
+        """FMAs per instruction of the innermost loops (1.0: nothing but FMAs)."""
+        return self.inner_loop_fmas / self.inner_loop_instructions if self.inner_loop_instructions else 0.0
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.kernel}:"] + [f"  - {line}" for line in self.findings])
+
+
+def innermost_loops(ptx: str) -> list[str]:
+    """The bodies of the PTX's innermost loops: from a label to a branch back to it, holding no other such loop."""
+    labels = {m.group(1): m.start() for m in _LABEL.finditer(ptx)}
+    loops = [(labels[m.group(1)], m.end()) for m in _BRANCH.finditer(ptx)
+             if m.group(1) in labels and labels[m.group(1)] < m.start()]
+    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+    return [ptx[a:b] for a, b in sorted(set(inner))]
+
+
+def ptx_counts(ptx: str) -> dict:
+    """The counts of `Compiled` that the PTX alone gives."""
+    loops = innermost_loops(ptx)
+    body = "\n".join(loops)
+    depots = re.findall(r"\.local\s+\.align\s+\d+\s+\.b8\s+__local_depot\d+\[(\d+)\]", ptx)
+    return {
+        "local_bytes": sum(int(d) for d in depots),
+        "local_loads": len(re.findall(r"\bld\.local\.", ptx)),
+        "local_stores": len(re.findall(r"\bst\.local\.", ptx)),
+        "inner_loop_int64": len(_INT64.findall(body)),
+        "inner_loop_instructions": len([m for m in _INSTRUCTION.finditer(body) if not m.group().strip().startswith("$")]),
+        "inner_loop_fmas": len(re.findall(r"\bfma\.rn\.f32\b", body)),
+        "vector_loads": len(re.findall(r"\bld\.(?:global|shared)(?:\.\w+)*\.v[24]\.", ptx)),
+        "scalar_global_loads": len(re.findall(r"\bld\.global(?:\.nc)?\.(?:f32|b32|u32|s32)\b", ptx)),
+    }
+
+
+def sass_problem() -> str | None:
+    """None when SASS can be read here (``nvdisasm`` on the PATH), else why not."""
+    return None if shutil.which("nvdisasm") else "no nvdisasm on the PATH (it comes with the CUDA toolkit)"
+
+
+def sass_loads(ptx: str, architecture: str) -> dict | None:
+    """Global loads by width in the SASS nvJitLink assembles from ``ptx`` (``LDG.E.128`` and so on), or None."""
+    if sass_problem():
+        return None
+    from cuda.bindings import nvjitlink  # noqa: PLC0415
+
+    handle = nvjitlink.create(1, [f"-arch={architecture}"])
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel")
+        nvjitlink.complete(handle)
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+    finally:
+        nvjitlink.destroy(handle)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        sass = subprocess.run(["nvdisasm", file.name], capture_output=True, text=True, timeout=60).stdout
+    widths = re.findall(r"\bLDG(?:\.E)?(?:\.(?:128|64|U8|S8|U16|S16))?", sass)
+    counts = {"LDG.128": 0, "LDG.64": 0, "LDG.32": 0}
+    for w in widths:
+        counts["LDG.128" if w.endswith("128") else "LDG.64" if w.endswith("64") else "LDG.32"] += 1
+    return counts
+
+
+def findings(c: Compiled) -> list[str]:
+    """One plain-words line per thing worth knowing about the compiled kernel ``c``."""
+    lines = []
+    if c.registers is not None:
+        lines.append(f"{c.registers} registers per thread" + (
+            f", {c.spilled_bytes} bytes spilled to local memory: the registers ran out" if c.spilled_bytes else
+            ", no spills"))
+    if c.local_bytes or c.local_loads or c.local_stores:
+        lines.append(f"local memory: a {c.local_bytes}-byte stack frame per thread, {c.local_loads} ld.local and "
+                     f"{c.local_stores} st.local: an array indexed at run time (or a spill) lives in slow local memory")
+    else:
+        lines.append("no local memory: every per-thread array stays in registers")
+    if c.inner_loop_int64:
+        lines.append(f"{c.inner_loop_int64} 64-bit integer operations in the innermost loops: index arithmetic in "
+                     "int64 costs two 32-bit instructions each; compute indices in int32 or hoist them out")
+    elif c.inner_loop_instructions:
+        lines.append("no 64-bit index arithmetic in the innermost loops")
+    if c.vector_loads:
+        lines.append(f"{c.vector_loads} vector loads (ld.v2/ld.v4): several words per instruction")
+    else:
+        lines.append(f"no vector loads: {c.scalar_global_loads} global loads of one 32-bit word each")
+    if c.sass is not None:
+        lines.append("SASS global loads: " + ", ".join(f"{n} {k}" for k, n in c.sass.items()))
+    if c.inner_loop_instructions:
+        lines.append(f"FMA density of the innermost loops: {c.inner_loop_fmas} FMAs in {c.inner_loop_instructions} "
+                     f"instructions ({c.fma_density:.0%}); the rest is loads, index arithmetic and branches")
+    return lines
+
+
+def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
+    """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`)."""
+    argtypes = tuple(argument_type(a) for a in args)
+    ptx = compile_for_gpu(dispatcher, argtypes)
+    resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
+    shared = sum(int(s) for s in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+    c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
+                 resources and resources.spilled_bytes, shared, **ptx_counts(ptx),
+                 sass=sass_loads(ptx, architecture))
+    c.findings.extend(findings(c))
+    return c
+
+
+# -- the search space ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Space:
+    """Named parameters, each with its values, and ``constraint(config) -> None or why not`` on a whole config."""
+
+    name: str
+    parameters: dict
+    constraint: Callable[[dict], str | None] = lambda config: None
+
+    def all(self) -> list[dict]:
+        names = list(self.parameters)
+        return [dict(zip(names, values)) for values in itertools.product(*self.parameters.values())]
+
+    def valid(self) -> list[dict]:
+        """The configs the constraint allows, in grid order."""
+        return [c for c in self.all() if self.constraint(c) is None]
+
+    def rejected(self) -> list[tuple[dict, str]]:
+        return [(c, why) for c in self.all() if (why := self.constraint(c)) is not None]
+
+
+def candidates(space: Space, strategy: str = "grid", budget: int | None = None, seed: int = 0) -> list[dict]:
+    """The configs to try: all valid ones in order (``"grid"``), or ``budget`` of them drawn at random."""
+    valid = space.valid()
+    if strategy == "grid":
+        return valid[:budget] if budget is not None else valid
+    if strategy == "random":
+        return random.Random(seed).sample(valid, min(len(valid), budget if budget is not None else len(valid)))
+    raise ValueError(f"strategy is 'grid' or 'random', not {strategy!r}")
+
+
+# -- the problem and the cache -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Launch:
+    """One candidate, ready to run: ``kernel[grid, block](*args)``."""
+
+    kernel: object
+    grid: tuple
+    block: tuple
+    args: tuple
+
+    def __call__(self) -> None:
+        self.kernel[self.grid, self.block](*self.args)
+
+    @property
+    def threads(self) -> int:
+        return math.prod(self.block)
+
+    @property
+    def blocks(self) -> int:
+        return math.prod(self.grid)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What to tune: a ``space``; ``build(config) -> Launch`` on inputs already on the device; ``wrong() -> None or
+    a message``, comparing the output of the last launch with a reference; ``flops`` of one launch; the ``shapes``
+    and ``dtypes`` that key the cache."""
+
+    kernel: str
+    space: Space
+    build: Callable[[dict], Launch]
+    wrong: Callable[[], str | None]
+    flops: float
+    shapes: dict
+    dtypes: tuple
+    proxy: "Problem | None" = None  # the same space at a size the simulator traces quickly, for the cost model
+
+
+class WrongResult(Exception):
+    """A candidate's output differs from the reference."""
+
+
+def price(problem: Problem, config: dict, model) -> float:
+    """``model``'s time for ``config`` at ``problem``'s size, from one traced launch on the simulator.
+
+    The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
+    is checked first: a wrong result raises `WrongResult`.
+    """
+    from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
+
+    traced = problem.proxy or problem
+    launch = traced.build(config)
+    with trace() as t:
+        launch()
+    if (wrong := traced.wrong()) is not None:
+        raise WrongResult(wrong)
+    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), model.architecture)
+    if problem.proxy is None:
+        return model(t.last, resources, launch, problem.flops, 1.0)
+    return model(t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops)
+
+
+def versions() -> dict:
+    """The versions a tuning result depends on: the compiler stack's packages."""
+    found = {}
+    for package in ("numba-cuda", "numba", "numpy", "llvmlite"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def cache_key(kernel: str, shapes: dict, dtypes, device: str, compute_capability, versions_: dict,
+              search: dict | None = None) -> str:
+    """The cache's key: a hash of everything the best config depends on (a different one is a miss); ``search``:
+    the space's parameters and how it was searched."""
+    blob = json.dumps({"kernel": kernel, "shapes": shapes, "dtypes": [str(d) for d in dtypes], "device": device,
+                       "compute_capability": list(compute_capability or ()), "versions": versions_,
+                       "search": search or {}}, sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class Cache:
+    """Tuning results in one JSON file: key -> the result's dict."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def _read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def get(self, key: str) -> dict | None:
+        return self._read().get(key)
+
+    def put(self, key: str, value: dict) -> None:
+        entries = self._read()
+        entries[key] = value
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(entries, indent=1, sort_keys=True))
+
+
+# -- tuning --------------------------------------------------------------------------------------------------------
+@dataclass
+class Result:
+    kernel: str
+    best: dict | None
+    seconds: float | None  # the best config's time (measured or predicted)
+    how: str  # "measured on <GPU>" or "predicted for <GPU> by the cost model (no GPU here)"
+    trials: list  # [{"config": ..., "seconds": ...} or {"config": ..., "error": ...}]
+    from_cache: bool = False
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.kernel, "best": self.best, "seconds": self.seconds, "how": self.how,
+                "trials": self.trials}
+
+
+def _device():
+    """(name, compute capability) of the GPU kernels run on, or None on the simulator."""
+    if not chosen_backend().on_gpu:
+        return None
+    from numba import cuda  # noqa: PLC0415
+
+    device = cuda.get_current_device()
+    name = device.name.decode() if isinstance(device.name, bytes) else device.name
+    return name, tuple(device.compute_capability)
+
+
+def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | None = None, cache=None,
+         seed: int = 0, measure: bool | None = None) -> Result:
+    """The fastest valid, correct config of ``problem``'s space.
+
+    On a GPU each candidate is timed (`timing.median_seconds`); without one (or with ``measure=False``) ``model``
+    (a `gpucourse.figures.tuning.cost_model`) predicts its time, and the result's ``how`` says so. ``cache``: a
+    `Cache` (or a path) consulted first and written after.
+    """
+    device = _device() if measure is not False else None
+    if device is None and model is None:
+        raise ValueError("no GPU here to time the candidates: pass model=gpucourse.figures.tuning.cost_model('H100') "
+                         "to rank them with the cost model instead")
+    if device is not None:
+        how, cc = f"measured on {device[0]}", device[1]
+    else:
+        how, cc = f"predicted for {model.device} by the cost model (no GPU timed it)", model.compute_capability
+    cache = Cache(cache) if isinstance(cache, (str, Path)) else cache
+    search = {"parameters": problem.space.parameters, "strategy": strategy, "budget": budget, "seed": seed}
+    key = cache_key(problem.kernel, problem.shapes, problem.dtypes, device[0] if device else f"model:{model.device}",
+                    cc, versions(), search)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return Result(hit["kernel"], hit["best"], hit["seconds"], hit["how"], hit["trials"], from_cache=True)
+    trials = []
+    for config in candidates(problem.space, strategy, budget, seed):
+        try:
+            if device is None:
+                seconds = price(problem, config, model)
+            else:
+                launch = problem.build(config)
+                launch()
+                if (wrong := problem.wrong()) is not None:
+                    raise WrongResult(wrong)
+                seconds = median_seconds(launch)
+        except WrongResult as exc:
+            trials.append({"config": config, "error": f"wrong result: {exc}"})
+            continue
+        except Exception as exc:  # a config that does not compile or launch is a trial that failed, not a crash
+            trials.append({"config": config, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"})
+            continue
+        trials.append({"config": config, "seconds": seconds})
+    timed = [t for t in trials if "seconds" in t]
+    best = min(timed, key=lambda t: t["seconds"]) if timed else None
+    result = Result(problem.kernel, best and best["config"], best and best["seconds"], how, trials)
+    if cache is not None and best is not None:
+        cache.put(key, result.as_dict())
+    return result

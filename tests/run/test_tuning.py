@@ -1,0 +1,145 @@
+"""The tuner (search spaces, search, cache, correctness filter) and the compiled-code findings, on the CPU."""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse.run import resources_problem
+from gpucourse.run import tuning as rt
+
+LOOP_PTX = """
+.local .align 4 .b8 __local_depot0[64];
+	mov.u32 %r1, 0;
+$L__BB0_1:
+	mul.wide.s32 %rd4, %r2, 4;
+$L__BB0_2:
+	mul.wide.s32 %rd5, %r3, 4;
+	add.s64 %rd6, %rd1, %rd5;
+	ld.global.f32 %f1, [%rd6];
+	fma.rn.f32 %f2, %f1, %f1, %f2;
+	add.s32 %r3, %r3, 1;
+	setp.lt.s32 %p1, %r3, %r4;
+	@%p1 bra $L__BB0_2;
+	st.local.f32 [%rd2], %f2;
+	ld.local.f32 %f3, [%rd2];
+	@%p2 bra $L__BB0_1;
+	ld.global.v4.f32 {%f4, %f5, %f6, %f7}, [%rd9];
+"""
+
+
+def test_ptx_counts_find_the_innermost_loop_and_what_is_in_it():
+    loops = rt.innermost_loops(LOOP_PTX)
+    assert len(loops) == 1 and "fma.rn.f32" in loops[0] and "st.local" not in loops[0]
+    counts = rt.ptx_counts(LOOP_PTX)
+    assert counts["local_bytes"] == 64 and (counts["local_loads"], counts["local_stores"]) == (1, 1)
+    assert counts["inner_loop_int64"] == 2  # mul.wide and add.s64; the outer loop's mul.wide is not inner
+    assert counts["inner_loop_fmas"] == 1 and counts["inner_loop_instructions"] == 7
+    assert (counts["vector_loads"], counts["scalar_global_loads"]) == (1, 1)
+
+
+@cuda.jit
+def _runtime_indexed(out, x, n):
+    scratch = cuda.local.array(16, float32)
+    i = cuda.grid(1)
+    for k in range(16):
+        scratch[k] = x[(i + k) % x.size]
+    if i < out.size:
+        out[i] = scratch[n % 16]  # an index known only at run time: the array lives in local memory
+
+
+@cuda.jit
+def _int32_loop(out, x, n):
+    i = cuda.grid(1)
+    acc = float32(0)
+    for k in range(n):
+        acc += x[k] * float32(2)
+    if i < out.size:
+        out[i] = acc
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+def test_inspect_compiled_says_local_memory_and_what_the_loop_does():
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    local = rt.inspect_compiled(_runtime_indexed, (out, x, 3))
+    assert local.local_bytes >= 64 and local.local_loads >= 1
+    assert any("local memory" in line and "stack frame" in line for line in local.findings)
+    clean = rt.inspect_compiled(_int32_loop, (out, x, 3))
+    assert clean.local_bytes == 0 and clean.registers > 0
+    assert any(line.startswith("no local memory") for line in clean.findings)
+    assert clean.inner_loop_fmas >= 1 and 0 < clean.fma_density <= 1
+    assert str(clean).splitlines()[0] == "_int32_loop:"
+
+
+def test_space_constraint_grid_and_random_search():
+    space = rt.Space("s", {"a": (1, 2, 3), "b": (10, 20)}, lambda c: "odd" if c["a"] % 2 else None)
+    assert space.valid() == [{"a": 2, "b": 10}, {"a": 2, "b": 20}]
+    assert len(space.rejected()) == 4 and all(why == "odd" for _, why in space.rejected())
+    assert rt.candidates(space, "grid", budget=1) == [{"a": 2, "b": 10}]
+    drawn = rt.candidates(space, "random", budget=1, seed=3)
+    assert drawn == rt.candidates(space, "random", budget=1, seed=3) and drawn[0] in space.valid()
+    with pytest.raises(ValueError, match="grid"):
+        rt.candidates(space, "annealing")
+
+
+def test_cache_key_changes_with_what_the_best_config_depends_on():
+    base = ("k", {"M": 64}, ("float32",), "H100", (9, 0), {"numba-cuda": "0.30.4"})
+    key = rt.cache_key(*base)
+    assert key == rt.cache_key(*base)
+    for k, other in enumerate([("k2",), ({"M": 65},), (("float16",),), ("T4",), ((7, 5),), ({"numba-cuda": "0.31"},)]):
+        changed = list(base)
+        changed[k] = other[0]
+        assert rt.cache_key(*changed) != key
+    assert rt.cache_key(*base, {"parameters": {"BM": (32,)}}) != rt.cache_key(*base, {"parameters": {"BM": (64,)}})
+    assert rt.cache_key("k", {"x": (4, 5)}, ("float32",), "H100", (9, 0), {}) == rt.cache_key(
+        "k", {"x": [4, 5]}, ("float32",), "H100", (9, 0), {})  # tuples and lists key alike (JSON has lists)
+
+
+@cuda.jit
+def _shifted_copy(out, x, shift):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[(i + shift) % x.size]
+
+
+class _CountingModel:
+    device, architecture, compute_capability = "H100", "sm_90", (9, 0)
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, trace, resources, launch, flops, scale):
+        self.calls += 1
+        return 1e-6 * launch.block[0] / 32 + 1e-6 * (trace.array("x").instructions["read"].sectors > 0)
+
+
+def _copy_problem():
+    x = np.random.default_rng(1).standard_normal(100).astype(np.float32)
+    d_x, out = cuda.to_device(x), {}
+
+    def build(config):
+        out["y"] = cuda.to_device(np.full(100, np.nan, np.float32))
+        return rt.Launch(_shifted_copy, (-(-100 // config["threads"]),), (config["threads"],),
+                         (out["y"], d_x, config["shift"]))
+
+    def wrong():
+        got = out["y"].copy_to_host()
+        return None if np.array_equal(got, x) else "differs"
+
+    space = rt.Space("copy", {"shift": (0, 1), "threads": (32, 64)})
+    return rt.Problem("copy", space, build, wrong, 0.0, {"x": (100,)}, ("float32",))
+
+
+def test_tune_drops_wrong_candidates_ranks_by_the_model_and_caches(tmp_path):
+    model, problem = _CountingModel(), _copy_problem()
+    result = rt.tune(problem, model=model, cache=tmp_path / "cache.json", measure=False)
+    assert result.best == {"shift": 0, "threads": 32} and "cost model" in result.how and not result.from_cache
+    wrong = [t for t in result.trials if "error" in t]
+    assert [t["config"]["shift"] for t in wrong] == [1, 1] and all("wrong result" in t["error"] for t in wrong)
+    assert model.calls == 2  # only the correct candidates are priced
+    again = rt.tune(problem, model=model, cache=tmp_path / "cache.json", measure=False)
+    assert again.from_cache and again.best == result.best and model.calls == 2  # a hit costs no timing
+
+
+def test_tune_without_a_gpu_or_a_model_says_what_to_pass():
+    with pytest.raises(ValueError, match="cost_model"):
+        rt.tune(_copy_problem(), measure=False)

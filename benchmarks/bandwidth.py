@@ -30,8 +30,8 @@ same size.
 Timing: CUDA events around many back-to-back launches, after warm-up launches (JIT compilation
 and first touch excluded); the median of the samples. The launches of a sample are queued behind
 a kernel that sleeps on the GPU while Python enqueues them, so Python's launch overhead is not in
-the numbers. Each launch gets its arguments ready on the device (the library's launch functions
-pass shapes and strides as host arrays, which numba copies at every launch). The launches rotate
+the numbers. Each launch gets its arrays ready on the device (shapes and strides are tuples, passed
+by value: nothing to copy). The launches rotate
 over enough sets of buffers to fill 4x the L2 cache, so small sizes measure device memory, not
 the cache. Every kernel's output is checked against NumPy once, on poisoned (NaN) outputs; a
 wrong result is reported and nothing is recorded.
@@ -206,7 +206,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         f"behind a sleeping kernel so that Python's launch overhead is excluded; median of {samples} samples. "
         f"Buffers rotate over {L2_ROTATION}x the L2 size, so small sizes read device memory, not the cache.",
         "- Launches: the library's own kernels with their arguments on the device already (`launch_elementwise` "
-        "and `launch_axis_reduce` pass shapes and strides as host arrays, which numba copies at every launch); "
+        "and `launch_axis_reduce` pass shapes and strides as tuples, by value, with nothing to copy); "
         "sum steps 1-5 include every relaunch down to one value, with the partial-sum buffers allocated once "
         "(`block_sums_to_total` allocates them at each call); step 6 includes zeroing its total.",
         "- Bytes: inputs read once plus outputs written once; GB/s = 10^9 bytes/s; 1 MiB = 2^20 bytes. "
@@ -274,13 +274,13 @@ class Recorder:
 
 
 def staged(kernel, launch_function, *args, **options) -> Callable[[], None]:
-    """A launch of ``kernel`` as ``launch_function(kernel, *args, **options)`` makes it, with its host
-    arrays (shapes, strides) copied to the device once, here, instead of at every launch."""
+    """A launch of ``kernel`` as ``launch_function(kernel, *args, **options)`` makes it (merged shape and strides,
+    launch configuration), worked out once, here: each call only launches. The tensors' storage is on the device
+    already, and the shape and stride tuples go by value, so a launch copies nothing."""
     recorder = Recorder()
     launch_function(recorder, *args, **options)
-    arguments = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in recorder.arguments]
     configured = kernel[recorder.configuration]
-    return lambda: configured(*arguments)
+    return lambda: configured(*recorder.arguments)
 
 
 def sum_launches(kernel, data, blocks: int | None = None):

@@ -396,3 +396,78 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
     with pytest.raises(CheckFailed, match=r"which nothing has written \(shared memory[^\n]*\n  If threads past the "
                                           r"edge of the output return .* meets every barrier; guard only the final store"):
         check_conv(returns_early, conv_spec, output_tiles([(1, 2, 7, 9, 2, 3, 3)], padding=1, tile=TILE))
+
+
+def make_conv1d(guard_taps, first_tap):
+    @cuda.jit
+    def conv1d(y, x, w):
+        o = cuda.grid(1)
+        if o < y.size:
+            total = float32(0)
+            for t in range(w.size):
+                i = 2 * o + first_tap + t
+                if (0 <= i < x.size) or not guard_taps:
+                    total += w[t] * x[min(max(i, 0), x.size - 1)]
+            y[o] = total
+
+    return conv1d
+
+
+def test_conv1d_puzzle_catches_padding_mistakes(capsys):
+    from gpucourse.course import try_puzzle
+    from gpucourse.grading.conv import check_conv1d
+
+    assert try_puzzle(check_conv1d, make_conv1d(True, -1))
+    assert capsys.readouterr().out.startswith("✓ conv1d: correct on 8 launches")
+    for wrong in (make_conv1d(False, -1), make_conv1d(True, 0)):  # edge taps clamped instead of zero; no padding
+        with pytest.raises(CheckFailed, match="conv1d gave a wrong result"):
+            check_conv1d(wrong)
+
+
+def loader_tables(B, C, H, W, R, S, stride, padding):
+    Ho, Wo = (H + 2 * padding - R) // stride + 1, (W + 2 * padding - S) // stride + 1
+    b, h, v = np.unravel_index(np.arange(B * Ho * Wo), (B, Ho, Wo))
+    c, p, q = np.unravel_index(np.arange(C * R * S), (C, R, S))
+    pixel_h, pixel_w = h * stride - padding, v * stride - padding
+    return b * C * H * W + pixel_h * W + pixel_w, pixel_h, pixel_w, c * H * W + p * W + q, p, q
+
+
+@cuda.jit
+def loader_kernel(cols, x, pixel_base, pixel_h, pixel_w, tap_offset, tap_h, tap_w, H, W):
+    n, k = cuda.grid(2)
+    if n < cols.shape[1] and k < cols.shape[0]:
+        i, j = pixel_h[n] + tap_h[k], pixel_w[n] + tap_w[k]
+        cols[k, n] = x[pixel_base[n] + tap_offset[k]] if 0 <= i < H and 0 <= j < W else float32(0)
+
+
+@cuda.jit
+def loader_unmasked(cols, x, pixel_base, pixel_h, pixel_w, tap_offset, tap_h, tap_w, H, W):
+    n, k = cuda.grid(2)
+    if n < cols.shape[1] and k < cols.shape[0]:
+        cols[k, n] = x[min(max(pixel_base[n] + tap_offset[k], 0), x.size - 1)]  # padding read as a neighbour
+
+
+@cuda.jit
+def loader_dividing(cols, x, pixel_base, pixel_h, pixel_w, tap_offset, tap_h, tap_w, H, W):
+    # right, from the pixel's tables, but the tap's (c, p, q) worked out again by division
+    n, k = cuda.grid(2)
+    if n < cols.shape[1] and k < cols.shape[0]:
+        S, R = tap_w[tap_w.size - 1] + 1, tap_h[tap_h.size - 1] + 1
+        c, p, q = k // (R * S), k // S % R, k % S
+        i, j = pixel_h[n] + p, pixel_w[n] + q
+        cols[k, n] = x[pixel_base[n] + c * H * W + p * W + q] if 0 <= i < H and 0 <= j < W else float32(0)
+
+
+def test_loader_from_tables_within_its_integer_budget():
+    from gpucourse.grading.conv import check_loader
+
+    shapes = [(2, 3, 7, 9, 3, 3), (1, 2, 5, 4, 2, 3)]
+    check_loader(loader_kernel, loader_tables, shapes, stride=2, padding=1, quiet=True)
+    check_loader(loader_kernel, loader_tables, [(1, 1, 6, 6, 1, 1)], block=(64, 4), quiet=True)
+    with pytest.raises(CheckFailed, match=r"loader_unmasked gave a wrong result"):
+        check_loader(loader_unmasked, loader_tables, shapes, stride=2, padding=1)
+    with pytest.raises(CheckFailed, match=r"loader_dividing is correct but over its budget: \d+ integer "
+                                          r"instructions per element \([1-9]\d* divisions"):
+        check_loader(loader_dividing, loader_tables, shapes, stride=2, padding=1)
+    with pytest.raises(CheckFailed, match=r"`pixel_base` should be a 1-D integer array of 70 entries, got float32"):
+        check_loader(loader_kernel, lambda *g: [t.astype(np.float32) for t in loader_tables(*g)], shapes, stride=1)

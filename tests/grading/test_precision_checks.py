@@ -1,5 +1,7 @@
 """Module 6's checks: right kernels pass, each classic precision mistake fails with the bits in the message."""
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -55,21 +57,55 @@ def test_linear_fp16_needs_a_float32_accumulator():
         checks.check_linear_fp16(make_linear(float16), [(5, 300, 7)])
 
 
-def make_row_sum(compensated, guard_infinities):
+@pytest.mark.parametrize("accumulator", [types.float64, float])  # float64(0), or 0. in place of float32(0)
+def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
+    with pytest.raises(CheckFailed, match=r"computes in float64 \(.*f64.* in its PTX\)"):
+        checks.check_linear_fp16(make_linear(accumulator), [(5, 30, 7)])
+
+
+def make_dot_rows(accumulator):
+    @cuda.jit
+    def dot_rows(out, A, x):
+        r = cuda.grid(1)
+        if r < A.shape[0]:
+            acc = accumulator(0)
+            for k in range(A.shape[1]):
+                acc += accumulator(A[r, k]) * accumulator(x[k])
+            out[r] = float32(acc)
+
+    return dot_rows
+
+
+def test_dot_rows_puzzle_needs_a_float32_accumulator(capsys):
+    from gpucourse.course import try_puzzle
+
+    assert try_puzzle(checks.check_dot_rows, make_dot_rows(float32))
+    assert capsys.readouterr().out.startswith("✓ dot_rows: correct on 3 launches")
+    with pytest.raises(CheckFailed, match=r"is the accumulator float32"):
+        checks.check_dot_rows(make_dot_rows(float16))
+    with pytest.raises(CheckFailed, match=r"computes in float64"):
+        checks.check_dot_rows(make_dot_rows(types.float64))
+    assert not try_puzzle(checks.check_dot_rows, make_dot_rows(float16))
+    assert capsys.readouterr().out.startswith("✗ Not yet: dot_rows gave a wrong result")
+
+
+def make_row_sum(compensated, guard_infinities, accumulator=float16):
+    """A row sum in ``accumulator`` (float16; float32 or float64 are wrong answers a bound alone lets through)."""
+
     @cuda.jit
     def row_sum(out, x):
         row = cuda.grid(1)
         if row < x.shape[0]:
-            total, c = float16(0), float16(0)
+            total, c = accumulator(0), accumulator(0)
             for k in range(x.shape[1]):
-                y = x[row, k] - c
+                y = accumulator(x[row, k]) - c
                 t = total + y
-                if compensated and (t - t == float16(0) or not guard_infinities):
+                if compensated and (t - t == accumulator(0) or not guard_infinities):
                     c = (t - total) - y
                 else:
-                    c = float16(0)
+                    c = accumulator(0)
                 total = t
-            out[row] = total
+            out[row] = float16(total)
 
     return row_sum
 
@@ -84,6 +120,13 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
         checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
     with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\)"):
         checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])
+
+
+@pytest.mark.parametrize("wide, compensated", [(float32, False), (float32, True), (types.float64, False)])
+def test_kahan_rows_reject_a_wider_accumulator(wide, compensated):
+    with pytest.raises(CheckFailed, match=rf"computes in float{64 if wide is types.float64 else 32} .*fp16 "
+                                          "arithmetic only"):
+        checks.check_kahan_rows(make_row_sum(compensated, False, wide), [(3, 300)], values="positive")
 
 
 def make_to_bfloat16(rounding, nan_guard):
@@ -209,3 +252,73 @@ def test_mma_gemm_must_use_the_tensor_cores():
     with pytest.raises(CheckFailed, match=r"call mma_m16n8k8 0 times in all, not 96: once per warp and step of 8 "
                                           r"along K \(24 warps, 4 steps\)"):
         checks.check_mma_gemm(make_tile_gemm(False), [(37, 29, 45)], warps=4)
+
+
+def make_softmax(subtract_max, sum_type):
+    @cuda.jit
+    def softmax_fp16(out, x):
+        row, lane = cuda.blockIdx.x, cuda.threadIdx.x
+        n = x.shape[1]
+        top = float32(-math.inf)
+        if subtract_max:
+            for k in range(lane, n, 32):
+                top = max(top, float32(x[row, k]))
+            for offset in (16, 8, 4, 2, 1):
+                top = max(top, cuda.shfl_xor_sync(0xFFFFFFFF, top, offset))
+        else:
+            top = float32(0)
+        total = sum_type(0)
+        for k in range(lane, n, 32):
+            total += sum_type(math.exp(float32(x[row, k]) - top))
+        total = float32(total)
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_xor_sync(0xFFFFFFFF, total, offset)
+        for k in range(lane, n, 32):
+            out[row, k] = float16(math.exp(float32(x[row, k]) - top) / total)
+
+    return softmax_fp16
+
+
+def test_softmax_fp16_needs_the_maximum_and_an_fp32_sum():
+    right = make_softmax(True, float32)
+    checks.check_softmax_fp16(right, [(3, 1), (5, 40), (2, 1000)], quiet=True)
+    checks.check_softmax_fp16(right, [(6, 70)], special=["large", "masked"], quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)should be .* got .*(nan|inf|0 00000 0000000000).*maximum subtracted"):
+        checks.check_softmax_fp16(make_softmax(False, float32), [(6, 70)], special=["large"])
+    with pytest.raises(CheckFailed, match=r"(?s)elements are wrong.*maximum subtracted"):
+        checks.check_softmax_fp16(make_softmax(True, float16), [(2, 1000)])
+
+
+def make_shared_tile_gemm(warps):
+    @cuda.jit
+    def shared_tile_gemm(C, A, B):
+        tile = cuda.shared.array((16, 8), float16)
+        lane, warp = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * 16, (cuda.blockIdx.x * warps + warp) * 8
+        g, p = lane // 4, 2 * (lane % 4)
+        M, N, K = C.shape[0], C.shape[1], A.shape[1]
+        zero = float16(0)
+        c = (float32(0), float32(0), float32(0), float32(0))
+        for k0 in range(0, K, 8):
+            for e in range(warp * 32 + lane, 128, 32 * warps):  # the block copies A's 16 x 8 slice once
+                r, k = row0 + e // 8, k0 + e % 8
+                tile[e // 8, e % 8] = A[r, k] if r < M and k < K else zero
+            cuda.syncthreads()
+            a = (tile[g, p], tile[g, p + 1], tile[g + 8, p], tile[g + 8, p + 1])
+            k1, k2, col = k0 + p, k0 + p + 1, col0 + g
+            b = (B[k1, col] if k1 < K and col < N else zero, B[k2, col] if k2 < K and col < N else zero)
+            c = mma_m16n8k8(a, b, c)
+            cuda.syncthreads()
+        for i in range(4):
+            r, j = row0 + g + 8 * (i // 2), col0 + p + i % 2
+            if r < M and j < N:
+                C[r, j] = c[i]
+
+    return shared_tile_gemm
+
+
+def test_mma_gemm_shared_a_budget():
+    checks.check_mma_gemm(make_shared_tile_gemm(4), [(37, 29, 45), (16, 8, 8)], shared_a=True, quiet=True)
+    checks.check_mma_gemm(make_shared_tile_gemm(2), [(20, 9, 70)], warps=2, shared_a=True, quiet=True)
+    with pytest.raises(CheckFailed, match=r"an element of A is read 8 times from global memory, not at most 2"):
+        checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45)], warps=4, shared_a=True)

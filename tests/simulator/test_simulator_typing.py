@@ -44,7 +44,7 @@ def test_a_float_literal_makes_float32_arithmetic_float64():
     expected = (a.astype(np.float64) * 0.1).astype(np.float32)
     np.testing.assert_array_equal(out, expected)
     assert not np.array_equal(expected, a * np.float32(0.1))  # the data tells the two apart
-    float64 = ptx.float64_operations(times_a_tenth.py_func)
+    float64 = ptx.float_operations(times_a_tenth.py_func)
     if float64 is not None:  # compiled: the GPU multiplies in float64 too
         assert any(op.startswith("mul") for op in float64)
 
@@ -276,7 +276,7 @@ def test_a_kernel_declared_by_a_string_runs_and_is_compiled_for_its_signature():
     launch(declared_by_string, a, out)
     np.testing.assert_array_equal(out, (a.astype(np.float64) * 0.1).astype(np.float32))
     if ptx.mode() != "off" and not ptx.toolchain_problem():
-        assert ptx.float64_operations(declared_by_string.py_func) is not None
+        assert ptx.float_operations(declared_by_string.py_func) is not None
 
 
 def test_a_scalar_argument_is_converted_to_the_declared_type():
@@ -321,7 +321,7 @@ def test_declared_kernels_run_without_nvvm_unchecked(monkeypatch):
     expected = (a.astype(np.float64) / 2).astype(np.float32)
     launch(halve, a)
     np.testing.assert_array_equal(a, expected)
-    assert ptx.float64_operations(halve.py_func) is None  # not compiled: nothing to compile it with
+    assert ptx.float_operations(halve.py_func) is None  # not compiled: nothing to compile it with
 
 
 # -- variables: one type over the whole function, from numba's typemap ------------------------------------

@@ -9,9 +9,9 @@ nothing of gpucourse.
 
 from . import execution, prediction, results, source
 from .execution import CellStalled, run_notebook
-from .prediction import check_prediction
+from .prediction import check_prediction, try_puzzle
 from .results import record, recorded, show_recorded
 from .source import show_source, source_of
 
-__all__ = ["results", "source", "prediction", "execution", "CellStalled", "run_notebook", "record", "recorded", "show_recorded", "show_source", "source_of",
-           "check_prediction"]
+__all__ = ["results", "source", "prediction", "execution", "CellStalled", "run_notebook", "record", "recorded",
+           "show_recorded", "show_source", "source_of", "check_prediction", "try_puzzle"]

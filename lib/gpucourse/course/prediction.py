@@ -1,4 +1,5 @@
-"""'Your turn' cells: the student predicts a number or a pattern, then a check says right or wrong, and why.
+"""'Your turn' cells: the student predicts a number or a pattern, then a check says right or wrong, and why;
+or writes a small kernel (a puzzle), and a library check runs it at once.
 
 The notebook computes ``actual`` by running something (a trace count, a compiled kernel's
 registers), never by typing it in; ``guess`` is what the student wrote. ``None`` means not
@@ -39,3 +40,17 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> bool | 
     else:
         print(f"✗ Not quite: you said {guess}, the run says {shown}. {why}")
     return right
+
+
+def try_puzzle(check, kernel, *args, **kwargs) -> bool:
+    """Run the library ``check(kernel, *args, **kwargs)`` on a puzzle's kernel; print ✓ or what is wrong.
+
+    A check raises an AssertionError (the course's `CheckFailed`) with its message: printed, not raised, so
+    that a notebook run top to bottom with the puzzle not yet solved passes. Returns whether it passed.
+    """
+    try:
+        check(kernel, *args, **kwargs)
+    except AssertionError as exc:
+        print(f"✗ Not yet: {exc}")
+        return False
+    return True

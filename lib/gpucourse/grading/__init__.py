@@ -10,8 +10,8 @@ May import: `gpucourse.run`,
 
 from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_function,
                    check_kernel, one_block, one_block_2d, outer)
-from .conv import (check_conv, check_conv_function, depthwise_pixels, filter_gradients, gemm_tiles, halo_tile_reads,
-                   im2col_columns, input_gradients, output_tiles, pooled_tiles)
+from .conv import (check_conv, check_conv_function, check_conv1d, check_loader, depthwise_pixels, filter_gradients,
+                   gemm_tiles, halo_tile_reads, im2col_columns, input_gradients, output_tiles, pooled_tiles)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .fusion import (block_rows, check_attention, check_cross_entropy, check_gemm_epilogue, check_layernorm,
                      check_row_group_max, check_row_kernel, global_bytes, global_traffic, kv_reads_per_query_block, memory_independent_of_n,
@@ -20,8 +20,9 @@ from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_fr
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
-from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_kahan_rows, check_linear_fp16,
-                        check_loss_scale_update, check_master_sgd, check_mma_gemm, check_to_bfloat16, check_unscale)
+from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
+                        check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
+                        check_softmax_fp16, check_to_bfloat16, check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         writes_each_element_once)
@@ -37,11 +38,12 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only",
-           "check_conv", "check_conv_function", "im2col_columns", "gemm_tiles", "output_tiles", "pooled_tiles",
+           "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
+           "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
            "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_row_group_max", "check_cross_entropy", "check_attention",
            "warp_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",
-           "tuning"]
+           "check_dot_rows", "check_softmax_fp16", "tuning"]

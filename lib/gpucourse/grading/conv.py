@@ -21,10 +21,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..kernels.conv import output_size
+from ..kernels.conv import im2col_reference, output_size
+from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
-                   parameter_names, report, run_checked)
+from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, case, check_budgets, check_kernel,
+                   explain_failure, kernel_name, parameter_names, report, run_checked)
 from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
@@ -367,3 +368,92 @@ def halo_tile_reads(name: str = "x", tile: int = 16, stride: int = 1):
                 f"{blocks_needed(patch, tile * tile)} each, and compute from there")
 
     return budget
+
+
+# ---------------------------------------------------------------- the implicit GEMM's loader (assignment 4)
+
+LOADER_TABLES = ("pixel_base", "pixel_h", "pixel_w", "tap_offset", "tap_h", "tap_w")
+LOADER_INTEGER_BUDGET = 80  # integer instructions per element: a loader from tables compiles to about 50
+
+
+def check_loader(kernel, tables: Callable, shapes: Iterable[Sequence[int]], *, stride: int = 1, padding: int = 0,
+                 block: tuple[int, int] = (32, 8), budget: bool = True, seed: int = 0, quiet: bool = False) -> None:
+    """An implicit-GEMM loader from precomputed tables, and (``budget``) its integer budget.
+
+    ``tables(B, C, H, W, R, S, stride, padding)`` returns the 6 arrays of `LOADER_TABLES`, three of one entry per
+    output pixel ``n = (b, h, v)`` and three per tap ``k = (c, p, q)``;
+    ``kernel[grid, block](cols, x, *tables, H, W)`` with ``x`` the NCHW input flattened must write the im2col
+    matrix ``cols`` (C*R*S, B*Ho*Wo), ``grid`` as `im2col_columns`. Bit for bit (a copy), and, once right, at most
+    `LOADER_INTEGER_BUDGET` integer instructions and no integer division or remainder in the kernel's PTX.
+    """
+    __tracebackhide__ = True
+    name = kernel_name(kernel)
+    table_name = getattr(tables, "__name__", "tables")
+    rng = np.random.default_rng(seed)
+    cases = im2col_columns(shapes, stride, padding, block)
+    for kase in cases:
+        B, C, H, W, R, S, _, _, Ho, Wo = kase.geometry
+        call = f"{table_name}({B}, {C}, {H}, {W}, {R}, {S}, {stride}, {padding})"
+        try:
+            made = tables(B, C, H, W, R, S, stride, padding)
+        except Exception as exc:
+            raise CheckFailed(explain_failure(table_name, call, exc, out_name="tables")) from None
+        made = list(made) if isinstance(made, (tuple, list)) else [made]
+        lengths = [B * Ho * Wo] * 3 + [C * R * S] * 3
+        if len(made) != len(LOADER_TABLES):
+            raise CheckFailed(f"{call} returned {len(made)} arrays, not the {len(LOADER_TABLES)} tables "
+                              f"{', '.join(LOADER_TABLES)}")
+        for label, table, length in zip(LOADER_TABLES, made, lengths):
+            table = np.asarray(table)
+            if table.shape != (length,) or table.dtype.kind not in "iu":
+                raise CheckFailed(f"{call}: `{label}` should be a 1-D integer array of {length} entries, got "
+                                  f"{table.dtype} of shape {table.shape}")
+        made = [np.asarray(t, np.int32) for t in made]
+        x = random_values(rng, (B, C, H, W), np.float32)
+        expected = im2col_reference(x, R, S, stride, padding).T.astype(np.float32)
+        described = f"{kase.describe()}, tables from {call}"
+        got, _ = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, np.float32,
+                             [x.reshape(-1), *made, H, W], ["cols", "`x`", *(f"`{t}`" for t in LOADER_TABLES)], [])
+        bad = wrong_outputs(got, expected, np.abs(expected), np.float32)
+        if len(bad):
+            raise CheckFailed(explain(name, kase, got, expected, bad))
+        if budget:
+            _integer_budget(kernel, name, [got, x.reshape(-1), *made, H, W])
+    report(name, len(cases), quiet)
+
+
+def _integer_budget(kernel, name: str, arguments: list) -> None:
+    ptx.check_compiles(kernel, arguments)
+    found = ptx.integer_operations(kernel.py_func)
+    if found is None:
+        raise CheckFailed(f"{name}: cannot check its integer budget, the kernel was not compiled to PTX "
+                          "(NVVM missing, or GPUCOURSE_PTX_CHECK=off).")
+    divisions = sum(n for op, n in found.items() if op.startswith(("div.", "rem.")))
+    total = sum(found.values())
+    if divisions or total > LOADER_INTEGER_BUDGET:
+        listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items(), key=lambda item: -item[1])[:6])
+        raise CheckFailed(f"{name} is correct but over its budget: {total} integer instructions per element "
+                          f"({divisions} divisions or remainders; at most {LOADER_INTEGER_BUDGET}, none of them "
+                          f"a division) in its PTX: {listed}, ... The tables hold every quotient and remainder: "
+                          "a thread adds a pixel's entry to a tap's and compares with H and W.")
+
+
+# ---------------------------------------------------------------- lecture 4's puzzle: a strided 1-D convolution
+
+
+def conv1d_reference(x: np.ndarray, w: np.ndarray, stride: int, padding: int) -> np.ndarray:
+    """``y[o] = sum_t w[t] * x[o * stride - padding + t]``, zero outside ``x`` (float64)."""
+    padded = np.pad(x.astype(np.float64), padding)
+    return np.lib.stride_tricks.sliding_window_view(padded, w.size)[::stride] @ w
+
+
+def check_conv1d(kernel, stride: int = 2, padding: int = 1, sizes: Iterable[tuple[int, int]] = ((1, 3), (2, 3),
+                 (70, 3), (101, 5)), threads: Iterable[int] = (32, 64), quiet: bool = False) -> None:
+    """``kernel[ceil(n_out / T), T](y, x, w)``: `conv1d_reference` of ``x`` (n,) with ``w`` (R,), one thread per
+    output, for each ``(n, R)`` of ``sizes`` and each ``T`` of ``threads``."""
+    __tracebackhide__ = True
+    cases = []
+    for n, R in sizes:
+        out = output_size(n, R, stride, padding)
+        cases += [case(blocks_needed(out, t), t, [(n,), (R,)], out=(out,)) for t in threads]
+    check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)

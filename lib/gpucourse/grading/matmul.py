@@ -260,7 +260,7 @@ def float32_only():
     """A budget: no float64 arithmetic in the kernel's PTX (``acc = 0.`` makes a float64 accumulator)."""
 
     def budget(t):
-        found = ptx.float64_operations(t.function)
+        found = ptx.float_operations(t.function)
         if found is None:
             raise RuntimeError(f"`{t.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
         if found:

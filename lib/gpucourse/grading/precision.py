@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 from numba import cuda
 
-from ..kernels.precision import emulate_mma_m16n8k8, mma_m16n8k8, ulp
-from ..run import simulated
+from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
+from ..run import ptx, simulated, trace
 from . import core
 from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
 
@@ -111,6 +111,19 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
                         f"{len(bad)} of {got.size} elements are wrong. {why}")
 
 
+def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why: str) -> None:
+    """A budget on the kernel's PTX: no arithmetic or conversion on floats of ``widths`` bits (64, 32)."""
+    ptx.check_compiles(kernel, arguments)  # the PTX of these argument types (already there after a launch)
+    for width in widths:
+        found = ptx.float_operations(kernel.py_func, width)
+        if found is None:
+            raise CheckFailed(f"{name}: cannot check its float{width} budget, the kernel was not compiled to PTX "
+                              "(NVVM missing, or GPUCOURSE_PTX_CHECK=off).")
+        if found:
+            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+            raise CheckFailed(f"{name} computes in float{width} ({listed} in its PTX): {why}")
+
+
 def _sizes_described(**arrays) -> str:
     return ", ".join(f"{k} {v.shape}" for k, v in arrays.items())
 
@@ -158,6 +171,36 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
             scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
         _compare_within(name, described, "Y", Y, exact, bound, np.float16, "is the accumulator float32?")
+        _float_budget(kernel, name, [Y, X, W, bias], [64],
+                      "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
+                      "what it touches float64: write float32(0).")
+        count += 1
+    report(name, count, quiet)
+
+
+# ---------------------------------------------------------------- lecture 6's puzzle: dot products in fp32
+
+
+def check_dot_rows(kernel, shapes: Iterable[tuple[int, int]] = ((1, 1), (33, 1000), (300, 17)), *,
+                   threads: int = 64, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(M / threads), threads](out, A, x)``: ``out[r] = sum_k A[r, k] * x[k]``, A (M, K) and x (K,)
+    float16, out (M,) float32, accumulated in float32: within ``(K + 1) * 2**-24 * (|A| @ |x|)`` of the float64
+    result, and no float64 in the PTX. Positive inputs: an fp16 accumulator, rounded at every step, fails.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for M, K in shapes:
+        A, x = rng.uniform(0, 1, (M, K)).astype(np.float16), rng.uniform(0, 1, K).astype(np.float16)
+        grid = math.ceil(M / threads)
+        described = f"grid={grid}, block={threads}, {_sizes_described(A=A, x=x)}"
+        out, after = _launch(kernel, name, described, grid, threads, (M,), np.float32, [A, x])
+        _unchanged(name, described, ["A", "x"], [A, x], after)
+        exact = A.astype(np.float64) @ x.astype(np.float64)
+        _compare_within(name, described, "out", out, exact, (K + 1) * U32 * exact, np.float32,
+                        "is the accumulator float32, and each fp16 value widened before the product?")
+        _float_budget(kernel, name, [out, A, x], [64], "write float32(0), not 0., for the accumulator.")
         count += 1
     report(name, count, quiet)
 
@@ -215,6 +258,9 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
         bound = (2 * U16 + 2 * n * U16 ** 2) * np.abs(x64).sum(axis=1)
         _compare_within(name, described, "out", out, exact, bound, np.float16,
                         "does the sum carry Kahan's compensation?")
+        _float_budget(kernel, name, [out, x], [64, 32],
+                      "the exercise asks for fp16 arithmetic only (total, c, y and t all float16); a wider "
+                      "accumulator would pass the bound without Kahan's compensation.")
         count += 1
     report(name, count, quiet)
 
@@ -391,17 +437,57 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
     report(name, count, quiet)
 
 
+# ---------------------------------------------------------------- exercise 7: softmax of fp16 rows, in fp32
+
+
+def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Sequence[str] = (), seed: int = 0,
+                       name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[rows, 32](out, x)``: ``out[r] = softmax(x[r])``, ``x`` and ``out`` (rows, n) float16, one warp per row.
+
+    Within half an fp16 ulp plus ``(n + 16) * 2**-23`` of each float64 value (fp32 exponentials and an fp32 sum of
+    ``n`` terms; an fp16 sum is far outside); no float64 in the PTX. ``special``: "large" (rows whose values reach
+    tens of thousands: ``exp`` overflows fp32 unless the row's maximum is subtracted first), "masked" (entries of
+    -inf, which contribute 0).
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    count = 0
+    for rows, n in shapes:
+        x = rng.standard_normal((rows, n)) * rng.uniform(1, 4)
+        if "large" in special:
+            x[::2] = x[::2] * 100 + rng.uniform(-50000, 50000, (x[::2].shape[0], 1))
+        x = x.astype(np.float16)
+        if "masked" in special:
+            x[rng.random((rows, n)) < 0.3] = -np.inf
+            x[:, rng.integers(n)] = rng.standard_normal(rows)  # every row keeps a finite entry
+        described = f"grid={rows}, block=32, x {x.shape} ({', '.join(special) or 'normal values'})"
+        out, after = _launch(kernel, name, described, rows, 32, (rows, n), np.float16, [x])
+        _unchanged(name, described, ["x"], [x], after)
+        x64 = x.astype(np.float64)
+        e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+        exact = e / e.sum(axis=1, keepdims=True)
+        bound = 0.5 * ulp(exact, "fp16") + (n + 16) * 2.0 ** -23 * exact
+        _compare_within(name, described, "out", out, exact, bound, np.float16,
+                        "is the row's maximum subtracted first, and are the exponentials and their sum float32?")
+        _float_budget(kernel, name, [out, x], [64], "write float32(0) and float32(-inf) (math.inf is a float64).")
+        count += 1
+    report(name, count, quiet)
+
+
 # ---------------------------------------------------------------- exercise 6: a tensor-core tile GEMM
 
 
 def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int = 4, special: Sequence[str] = (),
-                   seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+                   shared_a: bool = False, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
     """``kernel[grid, (32, warps)](C, A, B)``: ``C = A @ B`` (A, B float16, C float32), each warp one 16 x 8
     tile of C with `mma_m16n8k8`: ``grid = (ceil(N / (8 * warps)), ceil(M / 16))``.
 
-    Within ``(K + 1) * 2**-24 * (|A| @ |B|)`` of the float64 product (products exact, fp32 sums in any order),
+    Within `mma_error_bound` of the float64 product (a tensor core's truncated fp32 sums, or the model's),
     and, run on the course simulator, with ``ceil(K / 8)`` calls of `mma_m16n8k8` per warp.
     ``special``: "denormals" (products far below fp16's range), "large" (products above it).
+    ``shared_a``: a budget, each element of A read from global memory once per block that needs it (the block's
+    warps share its 16 rows of A through shared memory), ``grid[0]`` times in all.
     """
     __tracebackhide__ = True
     name = name or kernel_name(kernel)
@@ -419,22 +505,29 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
 
         mma_m16n8k8.__warp_emulation__ = counting
         try:
-            with simulated():
+            with simulated(), trace() as recorded:
                 C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B])
         finally:
             mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
         _unchanged(name, described, ["A", "B"], [A, B], after)
         A64, B64 = A.astype(np.float64), B.astype(np.float64)
-        _compare_within(name, described, "C", C, A64 @ B64, (K + 1) * U32 * (np.abs(A64) @ np.abs(B64)), np.float32,
+        _compare_within(name, described, "C", C, A64 @ B64, mma_error_bound(K, np.abs(A64) @ np.abs(B64)), np.float32,
                         "are the products and sums in fp32 (the tensor cores' fp16 x fp16 + fp32)?")
         expected_calls = grid[0] * grid[1] * warps * math.ceil(K / 8)
         if sum(calls) != expected_calls:
             raise CheckFailed(f"{name} is correct with {described}, but its warps call mma_m16n8k8 {sum(calls)} "
                               f"times in all, not {expected_calls}: once per warp and step of 8 along K "
                               f"({grid[0] * grid[1] * warps} warps, {math.ceil(K / 8)} steps)")
+        reads = recorded.last.reads_per_element("A").max()
+        if shared_a and reads > grid[0]:
+            raise CheckFailed(f"{name} is correct but over its budget with {described}: an element of A is read "
+                              f"{reads} times from global memory, not at most {grid[0]} (once per block of the "
+                              f"{grid[0]} along N): the block's {warps} warps must share its A tile through shared "
+                              "memory, copied once per step")
         count += 1
     report(name, count, quiet)
 
 
-__all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
-           "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm"]
+__all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_dot_rows", "check_linear_fp16",
+           "check_kahan_rows", "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd",
+           "check_mma_gemm", "check_softmax_fp16"]

@@ -25,11 +25,15 @@ The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
 tuples of 4 float32. Which lane holds which elements is the PTX ISA's layout
 (`fragment_layout`). On a GPU it is inline PTX
 (``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
-or newer); on the course simulator `emulate_mma_m16n8k8` computes it: each
-product of two fp16 is exact in fp32, and the 8 products are added to C one
-after the other in k order, each addition rounded to fp32. The hardware adds
-in an order (and with internal precision) that NVIDIA does not specify, so a
-GPU's result may differ from this model in the last bits of fp32.
+or newer); on the course simulator `emulate_mma_m16n8k8` computes it. The
+emulation is a **model**, not the hardware: exact fp16 products added to C one
+after the other in k order, each addition rounded to nearest fp32. Tensor cores
+add otherwise (Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA
+tensor cores", PeerJ Comput. Sci. 2021): they align all the terms on the largest
+exponent, truncate the bits below fp32's precision, add in fixed point and
+truncate the sum, so a GPU's D differs from the model in the last bits (on an
+H100, 64 of a tile's 128 elements). `mma_error_bound` bounds both against the
+exact result.
 """
 
 from __future__ import annotations
@@ -184,13 +188,26 @@ def fragments_of(matrix: np.ndarray, operand: str) -> np.ndarray:
 
 
 def emulate_mma_m16n8k8(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
-    """D fragments for warps of fragments (warps, 32, 4 | 2 | 4): exact fp16 products, fp32 sums in k order."""
+    """D fragments for warps of fragments (warps, 32, 4 | 2 | 4) by the course's model of a tensor core (exact
+    fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's."""
     A = matrix_of(np.asarray(a_frag, np.float16), "a").astype(np.float32)
     B = matrix_of(np.asarray(b_frag, np.float16), "b").astype(np.float32)
     D = matrix_of(np.asarray(c_frag, np.float32), "c")
     for k in range(MMA_K):
         D = D + A[..., :, k, None] * B[..., None, k, :]  # the product is exact in fp32; the sum rounds once
     return fragments_of(D, "c")
+
+
+def mma_error_bound(K: int, magnitude):
+    """A bound on ``|D - exact|`` for ``D = A @ B + C`` made of ``ceil(K / 8)`` chained `mma_m16n8k8`, with
+    ``magnitude = |A| @ |B| + |C|`` (float64).
+
+    One mma adds 9 terms (8 exact products and C). Aligned on the largest and truncated to fp32's 24 bits, each
+    of the 8 others loses less than one fp32 ulp of the largest, ``2**-23`` of it; truncating the sum loses less
+    than ``2**-23`` of the result: at most ``9 * 2**-23`` times the sum of the terms' magnitudes, ``magnitude``
+    at most. Rounding to nearest in k order (the model) loses less. Each further mma adds the same again.
+    """
+    return math.ceil(K / MMA_K) * (MMA_K + 1) * 2.0 ** -23 * magnitude
 
 
 def _is_fragment(value, dtype, count: int) -> bool:
@@ -441,7 +458,8 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
 
 
 __all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "fragment_layout", "matrix_of", "fragments_of",
-           "emulate_mma_m16n8k8", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core", "gemm_tensor_core_tiled",
+           "emulate_mma_m16n8k8", "mma_error_bound", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core",
+           "gemm_tensor_core_tiled",
            "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
            "launch_sum", "launch_map"]

@@ -13,7 +13,8 @@ BACKEND = select_backend()  # before anything below imports numba.cuda
 
 from . import ptx  # noqa: E402
 from .doctor import doctor, show_device  # noqa: E402
-from .ptx import KernelCompileError, compile_for_gpu, float64_operations, unchecked_kernels  # noqa: E402
+from .ptx import (KernelCompileError, compile_for_gpu, float_operations, integer_operations,  # noqa: E402
+                  unchecked_kernels)
 from .resources import ARCHITECTURES, Resources, kernel_resources, resources_problem  # noqa: E402
 from .timing import median_seconds, seconds_per_launch  # noqa: E402
 from . import tuning  # noqa: E402
@@ -40,6 +41,6 @@ def trace():
 
 
 __all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "ptx",
-           "KernelCompileError", "compile_for_gpu", "float64_operations", "unchecked_kernels",
+           "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
            "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch",
            "median_seconds", "tuning"]

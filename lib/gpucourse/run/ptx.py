@@ -196,19 +196,47 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
     return variable_types(*key)
 
 
-FLOAT64_OPERATION = re.compile(r"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f64)\b", re.M)
+def _float_operation(width: int) -> re.Pattern:
+    return re.compile(rf"^\s*(?!ld\.|st\.|mov\.)([a-z]+(?:\.[a-z0-9]+)*\.f{width})\b", re.M)
 
 
-def float64_operations(py_func) -> dict[str, int] | None:
-    """Float64 arithmetic and conversions in the PTX compiled for ``py_func`` (None: never compiled)."""
-    texts = [ptx for (function, _), ptx in _compiled.items() if function is py_func]
+INTEGER_OPERATION = re.compile(r"^\s*((?:add|sub|mul|mad|div|rem|shl|shr|and|or|xor|neg|min|max|abs|selp|setp)"
+                               r"(?:\.[a-z0-9]+)*\.[sub](?:16|32|64))\b", re.M)
+
+
+def _counts(text: str, pattern: re.Pattern) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for operation in pattern.findall(text):
+        counts[operation] = counts.get(operation, 0) + 1
+    return counts
+
+
+def _texts(py_func) -> list[str]:
+    return [ptx for (function, _), ptx in _compiled.items() if function is py_func]
+
+
+def float_operations(py_func, width: int = 64) -> dict[str, int] | None:
+    """Instructions that compute on or convert from or to floats of ``width`` bits (``add.f64``, ``cvt.f32.f16``,
+    ``cvt.rn.f16.f32``; loads, stores and moves aside) in the PTX compiled for ``py_func``, summed over its
+    compilations (None: never compiled)."""
+    texts = _texts(py_func)
     if not texts:
         return None
     counts: dict[str, int] = {}
     for text in texts:
-        for operation in FLOAT64_OPERATION.findall(text):
-            counts[operation] = counts.get(operation, 0) + 1
+        for operation, n in _counts(text, _float_operation(width)).items():
+            counts[operation] = counts.get(operation, 0) + n
     return counts
+
+
+def integer_operations(py_func) -> dict[str, int] | None:
+    """Integer arithmetic, logic, shifts, comparisons and selects (``add.s64``, ``div.u32``, ``setp.lt.s64``) in
+    the largest of the PTX compiled for ``py_func`` (None: never compiled). For a kernel without loops, whose
+    thread computes one element, that is the integer work per element."""
+    texts = _texts(py_func)
+    if not texts:
+        return None
+    return max((_counts(text, INTEGER_OPERATION) for text in texts), key=lambda c: sum(c.values()))
 
 
 def unchecked_kernels(namespace: dict) -> list[str]:

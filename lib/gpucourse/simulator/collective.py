@@ -6,6 +6,9 @@ lane of each warp that calls it must take part, as ``mma.sync.aligned``
 requires. The emulation gets, per argument, an array ``(warps, 32, n)`` of the
 lanes' values (a tuple argument gives ``n`` values, a number one) and returns
 an array ``(warps, 32, m)``; each lane gets back the tuple of its ``m`` values.
+The emulation is a model of the instruction, not the hardware: where the hardware
+rounds otherwise (a tensor core's aligned, truncated sums), results agree within
+the library's stated bound, and bit for bit only with the model.
 """
 
 from __future__ import annotations

@@ -61,16 +61,16 @@ def checkout(tmp_path_factory):
     return copy
 
 
-def run_setup_cell(runtime, source, cwd=None, env=KERNEL_ENV):
+def run_setup_cell(runtime, source, cwd=None, env=KERNEL_ENV, exit_within=20):
     """Run the setup cell installing from ``source`` (a wheel when empty) in a new kernel started in ``cwd``;
-    its outputs, and whether the kernel then exits."""
+    its outputs, and whether the kernel then exits within ``exit_within`` seconds."""
     cell = nbformat.v4.new_code_cell(render_cell(source, extra=""))
     notebook = nbformat.v4.new_notebook(cells=[cell])
     manager = KernelManager(kernel_name="fresh", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(runtime / "kernels")]))
     client = NotebookClient(notebook, km=manager, allow_errors=True, timeout=300)
     with client.setup_kernel(env=env, cwd=str(cwd or runtime)):
         client.execute_cell(cell, 0)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + exit_within
         while manager.is_alive() and time.monotonic() < deadline:
             time.sleep(0.2)
         exited = not manager.is_alive()
@@ -88,7 +88,7 @@ def uninstall_course(runtime):
 
 def test_a_failed_install_says_what_failed_and_what_to_try_without_a_traceback(runtime):
     uninstall_course(runtime)
-    outputs, exited = run_setup_cell(runtime, "file:///nonexistent/gpu-kernels-course")
+    outputs, exited = run_setup_cell(runtime, "file:///nonexistent/gpu-kernels-course", exit_within=3)
     errors = [o for o in outputs if o.output_type == "error"]
     assert len(errors) == 1 and errors[0].ename == "SetupStopped", text_of(outputs)
     assert errors[0].traceback == [
@@ -120,7 +120,7 @@ def test_without_an_install_source_or_a_wheel_it_says_where_to_put_the_wheel(run
     uninstall_course(runtime)
     notebook_dir = tmp_path / "a" / "b" / "lectures"
     notebook_dir.mkdir(parents=True)
-    outputs, exited = run_setup_cell(runtime, "", cwd=notebook_dir, env=OFFLINE)
+    outputs, exited = run_setup_cell(runtime, "", cwd=notebook_dir, env=OFFLINE, exit_within=3)
     assert [o.output_type for o in outputs] == ["error"] and outputs[0].ename == "SetupStopped", text_of(outputs)
     assert outputs[0].traceback[0] == ("The course package was not found: no gpucourse-*.whl beside this notebook, "
                                        "in /content or in Google Drive (MyDrive or a folder in it).")
@@ -131,7 +131,7 @@ def test_without_an_install_source_or_a_wheel_it_says_where_to_put_the_wheel(run
 def test_a_broken_wheel_says_what_pip_said_without_a_traceback(runtime, tmp_path):
     uninstall_course(runtime)
     (tmp_path / "gpucourse-0.1.0-py3-none-any.whl").write_bytes(b"not a zip file")
-    outputs, exited = run_setup_cell(runtime, "", cwd=tmp_path, env=OFFLINE)
+    outputs, exited = run_setup_cell(runtime, "", cwd=tmp_path, env=OFFLINE, exit_within=3)
     assert [o.output_type for o in outputs] == ["stream", "error"], text_of(outputs)
     message = outputs[-1].traceback
     assert message[0].startswith(f"Could not install the course package from {tmp_path}/gpucourse-0.1.0-py3-none-any.whl: ")

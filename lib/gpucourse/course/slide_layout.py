@@ -21,11 +21,11 @@ import re
 import struct
 
 SLIDE = 640  # px of content a 720 px slide holds, its margins left out
-CODE_LINE, CODE_BOX = 23, 520  # a source line; the most a source takes before it scrolls
+CODE_LINE, CODE_BOX = 23, 520  # a source line (they do not wrap); the most a source takes before it scrolls
 TEXT_LINE, TEXT_BOX = 21, 380  # an output line; the most a text output takes before it scrolls
 FIGURE_WIDTH, FIGURE_BOX = 1180, 500  # a figure is scaled to fit both
 PROSE_LINE, PROSE_CHARS = 27, 105  # a line of markdown text, and how many characters it holds
-CODE_CHARS, CELL = 110, 24  # a code line's characters before it wraps; the padding around each cell
+CODE_CHARS, CELL = 110, 24  # an output line's characters before it wraps; the padding around each cell
 HEADINGS = {1: 95, 2: 75, 3: 60, 4: 45, 5: 40, 6: 40}
 TABLE_ROW, FORMULA, MARKDOWN_IMAGE = 36, 70, 420
 NEW_SLIDE = ("slide", "subslide")
@@ -55,9 +55,9 @@ def markdown_blocks(source: str) -> list[str]:
     """A markdown text cut at its blank lines, never inside a fenced code block or a ``$$`` formula."""
     blocks, current, fenced = [], [], False
     for line in source.splitlines():
-        if line.strip().startswith(("```", "$$")) and not (line.strip().startswith("$$") and line.strip().endswith("$$")
-                                                          and len(line.strip()) > 2):
-            fenced = not fenced
+        stripped = line.strip()
+        if stripped.startswith("```") or stripped.startswith("$$") and (stripped == "$$" or not stripped.endswith("$$")):
+            fenced = not fenced  # a fence opens or closes (a one-line $$...$$ formula does neither)
         if not line.strip() and not fenced:
             if current:
                 blocks.append("\n".join(current))
@@ -130,7 +130,7 @@ def output_height(output) -> float:
 
 
 def source_height(source: str) -> float:
-    return min(CODE_BOX, CODE_LINE * wrapped(source.splitlines(), CODE_CHARS)) + 20 if source.strip() else 0.0
+    return min(CODE_BOX, CODE_LINE * len(source.splitlines())) + 20 if source.strip() else 0.0
 
 
 def cell_height(cell) -> float:

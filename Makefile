@@ -74,7 +74,8 @@ release: $(INSTALLED)
 setup-cells: $(INSTALLED)
 	$(PY) -m gpucourse.course.setup_cell lectures solutions assignments
 
-## The course as students get it, without solutions/ or instructor files: build/student-edition/ and its .zip.
+## The course as students get it, without solutions/ or instructor files, with the course package as a wheel
+## (what Colab installs without an install-source): build/student-edition/ and its .zip.
 student-edition: $(INSTALLED)
 	$(PY) -m gpucourse.course.student_edition . build/student-edition
 

@@ -130,16 +130,6 @@ def error_texts(page) -> list[str]:
     return outputs.all_text_contents()
 
 
-def test_make_lab_opens_lecture_one(lab, page):
-    """The address Jupyter prints (or opens in a browser) shows lecture 1, not the Launcher."""
-    cells = open_notebook(page, lab(""))
-    assert page.url.split("?")[0].endswith(f"/lab/tree/lectures/{LECTURE.name}")
-    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
-    assert tab.filter(has_text=LECTURE.name).count() == 1, tab.all_text_contents()
-    wait_until(lambda: cells.count() > 10, "the lecture's cells")
-    assert page.locator(".jp-Launcher:visible").count() == 0
-
-
 def test_lecture_runs_and_its_index_explorer_redraws(lab, page):
     cells = open_notebook(page, lab(LECTURE.name))
     run_from_menu(page, "Run All Cells", cells.and_(page.locator(".jp-CodeCell")).last)
@@ -173,3 +163,14 @@ def test_assignment_says_which_answer_is_right(lab, page):
     assert wrong.startswith("CheckFailed: zip_kernel gave a wrong result") and "should be" in wrong, wrong
     assert "Traceback" not in wrong and "File " not in wrong, f"a traceback under the message: {wrong}"
     assert error_texts(page) == [wrong], "another cell wrote an error"
+
+
+def test_make_lab_opens_lecture_one(lab, page):
+    """The address Jupyter prints (or opens in a browser) shows lecture 1, not the Launcher (last: its kernel
+    competes with no other test's)."""
+    cells = open_notebook(page, lab(""))
+    assert page.url.split("?")[0].endswith(f"/lab/tree/lectures/{LECTURE.name}")
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    assert tab.filter(has_text=LECTURE.name).count() == 1, tab.all_text_contents()
+    wait_until(lambda: cells.count() > 10, "the lecture's cells")
+    assert page.locator(".jp-Launcher:visible").count() == 0

@@ -9,7 +9,10 @@ EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
 # Jupyter refuses to start as root (containers, Codespaces) without --allow-root.
 USER_ID ?= $(shell id -u)
-LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" lectures/01_threads_blocks_grids.ipynb
+# It opens on lecture 1: the page Jupyter prints, `/` and the browser it starts (a file argument would open
+# only in that browser, and a printed link would show the Launcher).
+LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" \
+	--LabApp.default_url=/lab/tree/lectures/01_threads_blocks_grids.ipynb
 # Jupyter configuration that switches off nbgrader's instructor tools for students.
 STUDENT_CONFIG := $(CURDIR)/.jupyter/student
 
@@ -75,7 +78,8 @@ release: $(INSTALLED)
 setup-cells: $(INSTALLED)
 	$(PY) -m gpucourse.course.setup_cell lectures solutions assignments
 
-## The course as students get it, without solutions/ or instructor files: build/student-edition/ and its .zip.
+## The course as students get it, without solutions/ or instructor files, with the course package as a wheel
+## (what Colab installs without an install-source): build/student-edition/ and its .zip.
 student-edition: $(INSTALLED)
 	$(PY) -m gpucourse.course.student_edition . build/student-edition
 

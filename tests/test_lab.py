@@ -1,4 +1,5 @@
-"""`make lab` starts as root and hides nbgrader's instructor tools; `make lab-instructor` keeps them."""
+"""`make lab` starts as root, opens lecture 1 and hides nbgrader's instructor tools; `make lab-instructor` keeps
+them."""
 
 import json
 import os
@@ -48,7 +49,8 @@ def free_port() -> int:
 
 
 def get(url: str) -> tuple[int, str]:
-    """Status and body of a GET, without proxies or redirects; status 0 when nothing answers."""
+    """Status and body of a GET, without proxies or redirects (a redirect's body is its Location); status 0
+    when nothing answers."""
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args):
             return None
@@ -57,13 +59,18 @@ def get(url: str) -> tuple[int, str]:
         with opener.open(url, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, ""
+        return error.code, error.headers.get("Location", "")
     except urllib.error.URLError:
         return 0, ""
 
 
-def lab_pages(config_path: str | None, tmp_path) -> dict[str, tuple[int, str]]:
-    """Start JupyterLab with that JUPYTER_CONFIG_PATH; the status and body of its Lab page and formgrader."""
+def lab_options(target: str) -> list[str]:
+    """The --LabApp options of the line `make <target>` runs."""
+    return [word for word in shlex.split(lab_command(target, os.geteuid())) if word.startswith("--LabApp.")]
+
+
+def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader"), options=()) -> dict:
+    """Start JupyterLab with that JUPYTER_CONFIG_PATH and options; the status and body of each page."""
     env = {k: v for k, v in os.environ.items() if k != "JUPYTER_CONFIG_PATH"}
     env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
     if config_path:
@@ -71,7 +78,8 @@ def lab_pages(config_path: str | None, tmp_path) -> dict[str, tuple[int, str]]:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ROOT}"],
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={ROOT}",
+         *options],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
@@ -80,7 +88,7 @@ def lab_pages(config_path: str | None, tmp_path) -> dict[str, tuple[int, str]]:
         while get(f"{base}/api?token={TOKEN}")[0] != 200:
             assert server.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
             time.sleep(0.5)
-        return {page: get(f"{base}/{page}?token={TOKEN}") for page in ("lab", "formgrader")}
+        return {page: get(f"{base}/{page}?token={TOKEN}") for page in pages}
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -100,3 +108,13 @@ def test_students_lab_hides_nbgrader_instructor_tools_and_instructors_lab_keeps_
     instructor = lab_pages(None, tmp_path)
     assert not set(disabled_plugins(instructor["lab"][1])) & set(INSTRUCTOR_PLUGINS)
     assert instructor["formgrader"][0] in (200, 302)
+
+
+def test_lab_opens_lecture_one(tmp_path):
+    """Jupyter's address (printed, or opened in a browser) is `/`: it leads to lecture 1, not the Launcher."""
+    lecture = "lectures/01_threads_blocks_grids.ipynb"
+    for target in ("lab", "lab-instructor"):
+        assert f"--LabApp.default_url=/lab/tree/{lecture}" in lab_options(target)
+    pages = lab_pages(student_config(), tmp_path, pages=("", f"lab/tree/{lecture}"), options=lab_options("lab"))
+    assert pages[""] == (302, f"/lab/tree/{lecture}?token={TOKEN}")
+    assert pages[f"lab/tree/{lecture}"][0] == 200 and (ROOT / lecture).is_file()

@@ -1,7 +1,8 @@
-"""JupyterLab in a real browser, as a student uses it: a lecture runs, its widget redraws, an assignment grades.
+"""JupyterLab in a real browser, as a student uses it: `make lab` opens lecture 1, a lecture runs, its widget
+redraws, an assignment grades.
 
-The server serves temporary copies of lecture 1 and assignment 1: the repository's notebooks
-are never opened, run or saved.
+The server, started with the options `make lab` gives JupyterLab, serves temporary copies of lecture 1
+and assignment 1: the repository's notebooks are never opened, run or saved.
 """
 
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_lab import lab_options
 
 ROOT = Path(__file__).resolve().parents[2]
 LECTURE = ROOT / "lectures" / "01_threads_blocks_grids.ipynb"
@@ -65,6 +67,8 @@ def lab(tmp_path_factory):
     notebooks.mkdir()
     for notebook in (LECTURE, ASSIGNMENT):
         shutil.copy(notebook, notebooks)
+    (notebooks / "lectures").mkdir()
+    shutil.copy(LECTURE, notebooks / "lectures")  # where `make lab` opens it
     settings = home / "settings" / QUIET_LAB[0]  # no news toast over the widgets
     settings.parent.mkdir(parents=True)
     settings.write_text(QUIET_LAB[1])
@@ -72,14 +76,15 @@ def lab(tmp_path_factory):
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-               f"--ServerApp.token={token}", f"--ServerApp.root_dir={notebooks}"]
+               f"--ServerApp.token={token}", f"--ServerApp.root_dir={notebooks}", *lab_options("lab")]
     with open(home / "lab.log", "wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_server(f"{base}/api/status?token={token}", process)
-        # each notebook in a workspace of its own, so no test finds another's tabs restored
-        yield lambda name: f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?token={token}"
+        # each notebook in a workspace of its own, so no test finds another's tabs restored; "" is `/`
+        yield lambda name: (f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?token={token}" if name
+                            else f"{base}/?token={token}")
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -158,3 +163,14 @@ def test_assignment_says_which_answer_is_right(lab, page):
     assert wrong.startswith("CheckFailed: zip_kernel gave a wrong result") and "should be" in wrong, wrong
     assert "Traceback" not in wrong and "File " not in wrong, f"a traceback under the message: {wrong}"
     assert error_texts(page) == [wrong], "another cell wrote an error"
+
+
+def test_make_lab_opens_lecture_one(lab, page):
+    """The address Jupyter prints (or opens in a browser) shows lecture 1, not the Launcher (last: its kernel
+    competes with no other test's)."""
+    cells = open_notebook(page, lab(""))
+    assert page.url.split("?")[0].endswith(f"/lab/tree/lectures/{LECTURE.name}")
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    assert tab.filter(has_text=LECTURE.name).count() == 1, tab.all_text_contents()
+    wait_until(lambda: cells.count() > 10, "the lecture's cells")
+    assert page.locator(".jp-Launcher:visible").count() == 0

@@ -6,14 +6,37 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from gpucourse.course.setup_cell import MARKER, badge_cell, colab_url, first_code_cell, render, render_badge, rewrite
+from gpucourse.course.setup_cell import (
+    MARKER, PLACEHOLDER, badge_cell, colab_url, first_code_cell, render, render_badge, render_cell, rewrite,
+)
 
 
-def test_render_uses_the_configured_source():
-    source = render(ROOT / "pyproject.toml")
-    assert source.startswith(MARKER)
-    assert 'course = "gpucourse[cu12] @ git+https://' in source
-    assert source.splitlines()[-1] == "gpucourse.show_device()"
+def pyproject_with(tmp_path, source: str):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(f'[tool.gpucourse]\ninstall-source = "{source}"\ncolab-extra = "cu12"\n')
+    return path
+
+
+def test_render_installs_from_the_configured_source_or_else_from_the_wheel(tmp_path):
+    source = render(pyproject_with(tmp_path, "git+https://github.com/me/course"))
+    assert source.startswith(MARKER) and source.splitlines()[-1] == "gpucourse.show_device()"
+    assert 'course = "gpucourse[cu12] @ git+https://github.com/me/course"' in source and ".whl" not in source
+    wheel = render(pyproject_with(tmp_path, ""))
+    assert '"gpucourse-*.whl"' in wheel and 'f"gpucourse[cu12] @ file://{where}"' in wheel and "git+" not in wheel
+    assert render(ROOT / "pyproject.toml") in (source, wheel)
+    for cell in (source, wheel, render_cell("", "")):
+        compile(cell, "setup cell", "exec")
+
+
+def test_the_placeholder_is_refused_and_no_source_gives_no_badge(tmp_path):
+    notebook = PurePosixPath("lectures/x.ipynb")
+    with pytest.raises(ValueError, match="placeholder"):
+        render(pyproject_with(tmp_path, PLACEHOLDER))
+    with pytest.raises(ValueError, match="placeholder"):
+        render_badge(pyproject_with(tmp_path, PLACEHOLDER), notebook)
+    assert render_badge(pyproject_with(tmp_path, ""), notebook) is None
+    assert "github/me/course/blob/main/lectures/x.ipynb" in render_badge(
+        pyproject_with(tmp_path, "git+https://github.com/me/course"), notebook)
 
 
 def test_colab_url_follows_the_github_source_and_sends_solutions_to_their_release():
@@ -29,8 +52,8 @@ def test_colab_url_follows_the_github_source_and_sends_solutions_to_their_releas
 
 
 def test_rewrite_replaces_old_cells_and_inserts_missing_ones(tmp_path):
-    source = render(ROOT / "pyproject.toml")
-    badge = render_badge(ROOT / "pyproject.toml", PurePosixPath("lectures/x.ipynb"))
+    source = render_cell("git+https://github.com/me/course", "cu12")
+    badge = render_badge(pyproject_with(tmp_path, "git+https://github.com/me/course"), PurePosixPath("lectures/x.ipynb"))
     old = tmp_path / "old.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("[![Open In Colab](old)](old)"),
@@ -47,3 +70,8 @@ def test_rewrite_replaces_old_cells_and_inserts_missing_ones(tmp_path):
         notebook = nbformat.read(path, as_version=4)
         assert badge_cell(notebook).source == badge and first_code_cell(notebook).source == source
         assert len(notebook.cells) == cells
+
+    wheel = render_cell("", "cu12")
+    assert rewrite(old, wheel, None) and not rewrite(old, wheel, None)
+    notebook = nbformat.read(old, as_version=4)
+    assert badge_cell(notebook) is None and len(notebook.cells) == 3 and notebook.cells[1].source == wheel

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 
+from gpucourse.course.slide_layout import SLIDE, cell_height, fit
 from gpucourse.course.slides import main
 
 CDN_HOSTS = re.compile(r"cdnjs|unpkg|jsdelivr|googleapis|gstatic|cdn\.|mathjax\.org|jquery\.com")
@@ -103,3 +104,46 @@ def test_lectures_export_executed_with_their_figures(built_decks, root):
         scripts = [u for u in page.urls if not u.startswith(("#", "data:"))]
         assert all(not u.startswith(("http:", "https:", "//")) for u in scripts if "reveal" in u or "MathJax" in u)
         assert 'src="data:image/png' in text, f"{lecture.name}: no figure in the deck"
+
+
+def slide_types(notebook) -> list[str]:
+    return [cell.metadata.get("slideshow", {}).get("slide_type", "-") for cell in notebook.cells]
+
+
+def test_layout_starts_a_subslide_where_a_slide_would_overflow_and_keeps_explicit_types():
+    paragraph = "A sentence that fills some of a line on the slide. " * 8  # about four lines
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## Title")])
+    notebook.cells += [nbformat.v4.new_markdown_cell(paragraph) for _ in range(12)]
+    notebook.cells += [nbformat.v4.new_markdown_cell("Say it slowly."), nbformat.v4.new_markdown_cell("## Next")]
+    for cell, kind in zip(notebook.cells, ["slide"] + ["-"] * 5 + ["fragment"] * 7 + ["notes", "slide"]):
+        cell.metadata["slideshow"] = {"slide_type": kind}
+    fit(notebook)
+    kinds = slide_types(notebook)
+    assert kinds[0] == "slide" and kinds[-2:] == ["notes", "slide"] and len(kinds) == 15
+    assert 2 <= kinds.count("subslide") <= 4, kinds
+    used = 0.0
+    for cell, kind in zip(notebook.cells, kinds):
+        used = cell_height(cell) if kind in ("slide", "subslide") else used + cell_height(cell)
+        assert used <= SLIDE, kinds
+
+
+def test_layout_splits_a_long_table_and_a_code_cell_with_a_long_output():
+    rows = "\n".join(f"| {i} | {'word ' * 6} |" for i in range(60))
+    table = nbformat.v4.new_markdown_cell(f"### Table\n\n| n | words |\n| --- | --- |\n{rows}")
+    code = nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(20)), outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="line\n" * 200),
+        nbformat.v4.new_output("stream", name="stdout", text="line\n" * 200),
+    ])
+    notebook = nbformat.v4.new_notebook(cells=[table, code])
+    fit(notebook)
+    tables = [cell for cell in notebook.cells if cell.cell_type == "markdown"]
+    assert len(tables) >= 3 and tables[0].source.startswith("### Table\n\n| n | words |")
+    assert all(cell.source.count("| n | words |") == 1 for cell in tables)
+    assert [line for cell in tables for line in cell.source.splitlines() if re.match(r"\| \d+ \|", line)] == \
+        rows.splitlines()
+    source, *outputs = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert source.outputs == [] and [len(cell.outputs) for cell in outputs] == [1, 1]
+    assert all(cell.metadata["transient"] == {"remove_source": True} for cell in outputs)
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+    assert all(kind in ("-", "subslide") for kind in slide_types(notebook))
+    assert all(cell_height(cell) <= SLIDE for cell in notebook.cells)

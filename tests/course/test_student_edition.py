@@ -1,6 +1,7 @@
 """`make student-edition`: the course as students get it, without a line of a solution or hidden test."""
 
 import os
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import ROOT
-from gpucourse.course.student_edition import build, without_instructor_parts
+from gpucourse.course.setup_cell import PLACEHOLDER
+from gpucourse.course.student_edition import build, main, without_instructor_parts
 from gpucourse.grading.regions import lines_by_region
 from run_all import run_each_exercise_alone
 
@@ -50,7 +52,7 @@ def text_lines(path: Path) -> set[str]:
 def test_edition_holds_what_students_need_and_nothing_of_the_instructor(edition):
     names = {p.name for p in edition.iterdir()}
     assert names == {"lectures", "assignments", "lib", "benchmarks", "README.md", "Makefile", "pyproject.toml",
-                     "environment.yml", ".gitignore", ".jupyter"}
+                     "environment.yml", ".gitignore", ".jupyter", "gpucourse-0.1.0-py3-none-any.whl"}
     assert "## Instructor path" not in (edition / "README.md").read_text()
     assert "solutions" not in (edition / "Makefile").read_text()
     with zipfile.ZipFile(edition.with_suffix(".zip")) as archive:
@@ -90,3 +92,27 @@ def test_an_assignment_runs_from_the_edition(edition):
                                      pythonpath=str(edition / "lib"))
     assert replay.gpucourse_file.startswith(str(edition / "lib"))
     assert replay.failures == {}
+
+
+def test_the_wheel_holds_the_editions_package(edition):
+    with zipfile.ZipFile(edition / "gpucourse-0.1.0-py3-none-any.whl") as wheel:
+        names = set(wheel.namelist())
+        metadata = wheel.read("gpucourse-0.1.0.dist-info/METADATA").decode()
+    package = {p.relative_to(edition / "lib").as_posix() for p in (edition / "lib" / "gpucourse").rglob("*") if p.is_file()}
+    assert names - package == {f"gpucourse-0.1.0.dist-info/{name}" for name in ("METADATA", "WHEEL", "RECORD")}
+    assert package <= names and "Provides-Extra: cu12" in metadata and "Requires-Dist: numba-cuda==0.30.*" in metadata
+
+
+@pytest.mark.parametrize("source", [PLACEHOLDER, "git+https://github.com/Teacher/Course.git@fall"])
+def test_an_install_source_that_is_the_placeholder_or_this_repository_is_refused(tmp_path, capsys, source):
+    root = tmp_path / "course"
+    root.mkdir()
+    text = (ROOT / "pyproject.toml").read_text()
+    start = text.index("install-source = ")
+    (root / "pyproject.toml").write_text(text[:start] + f'install-source = "{source}"' + text[text.index("\n", start):])
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "remote", "add", "origin", "git@github.com:teacher/course.git"], check=True)
+    assert main([str(root), str(tmp_path / "out")]) == 1
+    error = capsys.readouterr().err
+    assert ("placeholder" if source == PLACEHOLDER else "this repository, which holds the solutions") in error
+    assert not (tmp_path / "out").exists()

@@ -237,3 +237,15 @@ def test_check_function_names_the_call_expected_got_and_hint():
 def test_check_function_wants_the_expected_type():
     with pytest.raises(CheckFailed, match=r"blocks_for\(10, 4\) should return int 3, got float 3.0"):
         check_function(lambda n, t: float(round_up(n, t)), [((10, 4), 3)], name="blocks_for")
+
+
+def test_check_function_says_not_written_yet_or_names_the_call_that_raised():
+    def blocks_for(n, t):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed) as failure:
+        check_function(blocks_for, [((10, 4), 3)])
+    assert str(failure.value) == "blocks_for is not written yet: replace `raise NotImplementedError()` with your code."
+    assert failure.value.__suppress_context__
+    with pytest.raises(CheckFailed, match=r"^blocks_for\(10, 0\) raised ZeroDivisionError: integer division"):
+        check_function(lambda n, t: n // t, [((10, 0), 3)], name="blocks_for")

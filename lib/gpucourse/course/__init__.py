@@ -1,8 +1,9 @@
 """Course tooling: recorded benchmark results, library source shown in lectures, 'your turn' checks, slides,
-the setup cell.
+the setup cell, the student edition.
 
 Holds: `results`, `source`, `prediction`, `execution` (a notebook run cell by cell within a time limit),
-and three commands, `python -m gpucourse.course.slides`,
+`slide_layout` (cells laid out to fit a slide), `wheel` (the course package as a wheel, offline), and three
+commands, `python -m gpucourse.course.slides`,
 `python -m gpucourse.course.setup_cell` and `python -m gpucourse.course.student_edition`. May import:
 nothing of gpucourse.
 """

@@ -3,7 +3,8 @@
 ``python -m gpucourse.course.slides SRC_DIR OUT_DIR [--no-execute]`` runs each
 ``SRC_DIR/*.ipynb`` (in SRC_DIR, 600 s per cell) and exports it with nbconvert's
 SlidesExporter to ``OUT_DIR/<name>.slides.html``. Cells are split into slides by
-their ``metadata.slideshow.slide_type``.
+their ``metadata.slideshow.slide_type`` and, where a slide would be taller than the
+canvas, into sub-slides by the rules of `slide_layout`.
 
 The decks load nothing from the network. The two libraries they need are copied
 beside them, from Python packages of the ``course`` extra, and referenced by
@@ -18,9 +19,9 @@ nbconvert's reveal template also loads require.js, jQuery and mermaid from a CDN
 the template below drops them and loads reveal.js with plain script tags instead.
 Widget outputs become a short note: a static page has no kernel to drive them.
 
-Every slide is a 1280 x 720 canvas, top-aligned. A slide taller than that scrolls
-inside the canvas (mouse wheel, trackpad or scroll bar) instead of being clipped,
-and a code line wider than it scrolls sideways.
+Every slide is a 1280 x 720 canvas, top-aligned. A slide still taller than that
+scrolls inside the canvas (mouse wheel, trackpad or scroll bar) instead of being
+clipped, and a code line wider than it scrolls sideways.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import sphinx_revealjs
 from jinja2 import DictLoader
 from nbclient import NotebookClient
 from nbconvert import SlidesExporter
+
+from .slide_layout import CSS, fit
 
 REVEAL_DIR = "reveal.js"
 MATHJAX_DIR = "mathjax"
@@ -69,7 +72,7 @@ window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null, webFont:
 .reveal .slides pre {
     overflow-x: auto;
 }
-</style>
+""" + CSS + """</style>
 {%- endblock html_head_css -%}
 {% block footer_js %}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
@@ -150,6 +153,7 @@ def export(path: Path, out_dir: Path, run: bool = True) -> Path:
     if run:
         execute(notebook, path.parent)
     drop_widgets(notebook)
+    fit(notebook)
     html, _ = exporter().from_notebook_node(notebook, resources={"metadata": {"name": path.stem}})
     target = out_dir / f"{path.stem}.slides.html"
     target.write_text(html, encoding="utf-8")

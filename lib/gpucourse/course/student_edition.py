@@ -8,7 +8,13 @@ ROOT what students need, and zips it as ``OUT.zip``:
   ``lib/`` (the course package), ``benchmarks/`` (the GPU results lectures show),
   ``pyproject.toml``, ``environment.yml``, ``.gitignore``, ``.jupyter/`` (what ``make lab`` hides);
 * ``README.md`` and ``Makefile`` without their instructor parts: the lines from one
-  marked ``BEGIN INSTRUCTOR ONLY`` to one marked ``END INSTRUCTOR ONLY``.
+  marked ``BEGIN INSTRUCTOR ONLY`` to one marked ``END INSTRUCTOR ONLY``;
+* ``gpucourse-<version>-py3-none-any.whl``, the course package, which the setup cell
+  installs on Colab when no ``install-source`` is set.
+
+It refuses an ``install-source`` that is the placeholder or this repository itself
+(one of its git remotes): Colab would install from where nothing is, or from the
+repository that holds the solutions.
 
 Left out: ``solutions/`` (answers and hidden tests), ``nbgrader_config.py`` (it
 points at ``solutions/``; ``nbgrader validate`` needs no configuration), ``tests/``
@@ -18,8 +24,14 @@ and ``.ci/`` (they run the solutions).
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+from .setup_cell import GITHUB_SOURCE, configuration, install_source
+from .wheel import build_wheel
 
 COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore",
           ".jupyter")
@@ -43,8 +55,31 @@ def without_instructor_parts(text: str) -> str:
     return "".join(kept)
 
 
+GITHUB_REMOTE = re.compile(r"github\.com[:/](?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
+
+
+def github_remotes(root: Path) -> set[str]:
+    """``owner/repo`` (lower case) of every GitHub remote of the git repository ``root``; empty if none."""
+    try:
+        urls = subprocess.run(["git", "-C", str(root), "remote", "-v"], capture_output=True, text=True).stdout
+    except OSError:
+        return set()
+    found = (GITHUB_REMOTE.search(line.split()[1]) for line in urls.splitlines() if len(line.split()) > 1)
+    return {match["repo"].lower() for match in found if match}
+
+
+def check_install_source(root: Path) -> None:
+    """Refuse the placeholder (ValueError from `install_source`) and the instructor's own repository."""
+    source = install_source(configuration(root / "pyproject.toml"))
+    match = GITHUB_SOURCE.fullmatch(source)
+    if match and match["repo"].lower() in github_remotes(root):
+        raise ValueError(f"install-source {source} is this repository, which holds the solutions: set it to the "
+                         "students' repository or leave it empty (Colab then installs the edition's wheel)")
+
+
 def build(root: Path, out: Path) -> Path:
     """Write the student edition of ``root`` into ``out`` and ``out.zip``; returns the zip's path."""
+    check_install_source(root)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -56,17 +91,23 @@ def build(root: Path, out: Path) -> Path:
             shutil.copy2(source, out / name)
     for name in WITHOUT_INSTRUCTOR_PARTS:
         (out / name).write_text(without_instructor_parts((root / name).read_text(encoding="utf-8")), encoding="utf-8")
+    build_wheel(out, out)
     return Path(shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name))
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", nargs="?", type=Path, default=Path("."), help="the course repository")
     parser.add_argument("out", nargs="?", type=Path, default=Path("build/student-edition"))
     args = parser.parse_args(argv)
-    archive = build(args.root, args.out)
+    try:
+        archive = build(args.root, args.out)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"student edition: {args.out}/ and {archive}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

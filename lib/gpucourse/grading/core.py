@@ -323,6 +323,17 @@ def check_kernel(
     report(name, len(cases), quiet)
 
 
+def call_function(function: Callable, name: str, args: tuple):
+    """``function(*args)``; what it raises becomes a `CheckFailed` (not written yet, or the call and the error)."""
+    __tracebackhide__ = True
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
+    except Exception as exc:
+        raise CheckFailed(f"{name}({', '.join(repr(a) for a in args)}) raised {type(exc).__name__}: {exc}") from None
+
+
 def wrong_answer(name: str, args: tuple, expected, got) -> str:
     """What is wrong with ``got`` as the answer of ``name(*args)``; empty if nothing."""
     call = f"{name}({', '.join(repr(a) for a in args)})"
@@ -350,7 +361,7 @@ def check_function(
     name = name or function.__name__
     calls = list(calls)
     for args, expected in calls:
-        problem = wrong_answer(name, args, expected, function(*args))
+        problem = wrong_answer(name, args, expected, call_function(function, name, args))
         if problem:
             raise CheckFailed(problem + (f"\n  Hint: {hint}" if hint else ""))
     report(name, len(calls), quiet, unit="call")

@@ -375,14 +375,7 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
         for step, found in enumerate(flags):
             expected = ((scale / 2, 0, True) if found else
                         (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False))
-            try:
-                got = function(scale, good, found)
-            except NotImplementedError:
-                raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
-                                  "code.") from None
-            except Exception as exc:
-                raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) raised {type(exc).__name__}: "
-                                  f"{exc}") from None
+            got = core.call_function(function, name, (scale, good, found))
             if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
                 history = "".join("x" if f else "." for f in flags[:step + 1])
                 raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) should return {expected!r}, got {got!r}\n"

@@ -1,0 +1,236 @@
+"""Cells laid out so that each slide fits a 1280 x 720 canvas: rules, not hand-set metadata.
+
+`fit(notebook)` estimates the height each cell takes on a slide (markdown by its
+wrapped lines, headings, tables and formulas; code by its lines; outputs by their
+lines and their images' sizes) and, walking the cells in order, starts a new
+sub-slide where the next cell would overflow the one it is on. A cell taller than
+a slide is split first: a markdown cell between its blocks (a long table between
+rows, its header repeated), a code cell into its source and its outputs, each on a
+sub-slide of its own. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
+type is kept; a ``fragment`` that would overflow becomes a sub-slide (the next
+press still shows it). What is still too tall on its own scrolls in a fixed box
+(`CSS`): long code, long text output, and figures are capped in height.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import math
+import re
+import struct
+
+SLIDE = 640  # px of content a 720 px slide holds, its margins left out
+CODE_LINE, CODE_BOX = 23, 520  # a source line (they do not wrap); the most a source takes before it scrolls
+TEXT_LINE, TEXT_BOX = 21, 380  # an output line; the most a text output takes before it scrolls
+FIGURE_WIDTH, FIGURE_BOX = 1180, 500  # a figure is scaled to fit both
+PROSE_LINE, PROSE_CHARS = 27, 105  # a line of markdown text, and how many characters it holds
+CODE_CHARS, CELL = 110, 24  # an output line's characters before it wraps; the padding around each cell
+HEADINGS = {1: 95, 2: 75, 3: 60, 4: 45, 5: 40, 6: 40}
+TABLE_ROW, FORMULA, MARKDOWN_IMAGE = 36, 70, 420
+NEW_SLIDE = ("slide", "subslide")
+KEPT = ("slide", "subslide", "skip", "notes")
+
+CSS = f"""
+/* Long code, long text output and figures stay within a slide: code and text scroll in a box. */
+.reveal .jp-InputArea-editor pre {{ max-height: {CODE_BOX}px; overflow-y: auto; }}
+.reveal .jp-OutputArea-output pre {{ max-height: {TEXT_BOX}px; overflow-y: auto; }}
+.reveal .jp-OutputArea-output img {{ max-height: {FIGURE_BOX}px; max-width: 100%; width: auto; height: auto; }}
+"""
+
+
+def slide_type(cell) -> str:
+    return cell.get("metadata", {}).get("slideshow", {}).get("slide_type") or "-"
+
+
+def set_slide_type(cell, kind: str) -> None:
+    cell.setdefault("metadata", {}).setdefault("slideshow", {})["slide_type"] = kind
+
+
+def wrapped(lines, width: int) -> int:
+    return sum(max(1, math.ceil(len(line) / width)) for line in lines)
+
+
+def markdown_blocks(source: str) -> list[str]:
+    """A markdown text cut at its blank lines, never inside a fenced code block or a ``$$`` formula."""
+    blocks, current, fenced = [], [], False
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```") or stripped.startswith("$$") and (stripped == "$$" or not stripped.endswith("$$")):
+            fenced = not fenced  # a fence opens or closes (a one-line $$...$$ formula does neither)
+        if not line.strip() and not fenced:
+            if current:
+                blocks.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def row_height(row: str) -> float:
+    """A markdown table row: its columns share a line, and the fullest one sets the height."""
+    columns = [column.strip() for column in row.strip().strip("|").split("|")]
+    width = PROSE_CHARS / len(columns) * 0.8  # each column pads its text
+    return TABLE_ROW * max(math.ceil(len(column) / width) or 1 for column in columns)
+
+
+def block_height(block: str) -> float:
+    """Estimated height of one markdown block (a paragraph, list, heading, table, fence or formula)."""
+    lines = block.splitlines()
+    first = lines[0].lstrip()
+    if first.startswith("```"):
+        return CODE_LINE * len(lines) + 20
+    if first.startswith("$$"):
+        return FORMULA * max(1, len(lines) // 3)
+    if first.startswith("|"):
+        return sum(map(row_height, lines)) + 20
+    height = 20.0
+    for line in lines:
+        heading = re.match(r"(#{1,6})\s", line)
+        if heading:
+            height += HEADINGS[len(heading[1])]
+        elif re.search(r"!\[[^\]]*\]\(|<img\b", line):
+            height += MARKDOWN_IMAGE
+        else:
+            height += PROSE_LINE * wrapped([line], PROSE_CHARS) + FORMULA / 2 * line.count("$$")
+    return height
+
+
+def markdown_height(source: str) -> float:
+    return CELL + sum(block_height(block) for block in markdown_blocks(source))
+
+
+def png_size(data: str) -> tuple[int, int]:
+    """Width and height of a base64 PNG, from its header."""
+    head = base64.b64decode(data[:48])
+    return struct.unpack(">II", head[16:24])
+
+
+def output_height(output) -> float:
+    """Estimated height of one code output."""
+    if output.get("output_type") == "stream":
+        return min(TEXT_BOX, TEXT_LINE * wrapped(output.get("text", "").splitlines(), CODE_CHARS)) + 12
+    if output.get("output_type") == "error":
+        return min(TEXT_BOX, TEXT_LINE * len("\n".join(output.get("traceback", [])).splitlines())) + 12
+    data = output.get("data", {})
+    if "image/png" in data:
+        meta = output.get("metadata", {}).get("image/png", {})
+        width, height = png_size(data["image/png"])
+        width, height = meta.get("width", width), meta.get("height", height)
+        return min(FIGURE_BOX, height * min(1, FIGURE_WIDTH / max(width, 1))) + 12
+    if "text/html" in data:
+        return min(SLIDE, TABLE_ROW * (data["text/html"].count("<tr") or 1) + 20)
+    if "text/markdown" in data:
+        return markdown_height(data["text/markdown"])
+    if "text/plain" in data:
+        return min(TEXT_BOX, TEXT_LINE * wrapped(data["text/plain"].splitlines(), CODE_CHARS)) + 12
+    return 0.0
+
+
+def source_height(source: str) -> float:
+    return min(CODE_BOX, CODE_LINE * len(source.splitlines())) + 20 if source.strip() else 0.0
+
+
+def cell_height(cell) -> float:
+    if slide_type(cell) in ("skip", "notes"):
+        return 0.0
+    if cell["cell_type"] == "markdown":
+        return markdown_height(cell["source"])
+    if cell["cell_type"] != "code":
+        return 0.0
+    hidden = cell.get("metadata", {}).get("transient", {}).get("remove_source", False)
+    return CELL + (0 if hidden else source_height(cell["source"])) + sum(map(output_height, cell.get("outputs", [])))
+
+
+def split_markdown(cell) -> list:
+    """A markdown cell as pieces each shorter than a slide, cut between blocks (a table between rows)."""
+    pieces, current = [], []
+
+    def flush():
+        if current:
+            pieces.append("\n\n".join(current))
+            current.clear()
+
+    for block in markdown_blocks(cell["source"]):
+        lines = block.splitlines()
+        if lines[0].lstrip().startswith("|") and block_height(block) > SLIDE - CELL and len(lines) > 3:
+            header, rows = lines[:2], lines[2:]
+            for row in rows:
+                if current and markdown_height("\n\n".join(current) + "\n" + row) > SLIDE:
+                    flush()
+                if not current or not current[-1].startswith(header[0]):
+                    current.append("\n".join(header))
+                current[-1] += "\n" + row
+            continue
+        if current and markdown_height("\n\n".join([*current, block])) > SLIDE:
+            flush()
+        current.append(block)
+    flush()
+    cells = []
+    for number, text in enumerate(pieces):
+        piece = renamed(cell, number)
+        piece["source"] = text
+        if number:
+            set_slide_type(piece, "-")
+            piece.get("metadata", {}).pop("tags", None)
+        cells.append(piece)
+    return cells
+
+
+def renamed(cell, number: int):
+    """A deep copy of ``cell`` as its piece ``number`` (the first keeps the cell's id)."""
+    piece = copy.deepcopy(cell)
+    if number and "id" in piece:
+        piece["id"] = f"{piece['id']}-{number}"
+    return piece
+
+
+def split_code(cell) -> list:
+    """A code cell as its source (no outputs), then its outputs (source hidden) in as few cells as fit."""
+    source = renamed(cell, 0)
+    source["outputs"] = []
+    groups, used = [[]], 0.0
+    for output in cell["outputs"]:
+        height = output_height(output)
+        if groups[-1] and used + height > SLIDE - CELL:
+            groups.append([])
+            used = 0.0
+        groups[-1].append(output)
+        used += height
+    cells = [source]
+    for number, outputs in enumerate(groups, 1):
+        piece = renamed(cell, number)
+        piece["outputs"] = outputs
+        piece.setdefault("metadata", {})["transient"] = {"remove_source": True}
+        set_slide_type(piece, "-")
+        cells.append(piece)
+    return cells
+
+
+def pieces(cell) -> list:
+    """``cell``, or the cells it is split into when it is taller than a slide."""
+    if cell_height(cell) <= SLIDE or slide_type(cell) in ("skip", "notes"):
+        return [cell]
+    if cell["cell_type"] == "markdown":
+        return split_markdown(cell)
+    if cell["cell_type"] == "code" and cell.get("outputs") and cell["source"].strip():
+        return split_code(cell)
+    return [cell]
+
+
+def fit(notebook) -> None:
+    """Split tall cells and start sub-slides where the next cell would overflow (in place)."""
+    cells = [piece for cell in notebook.cells for piece in pieces(cell)]
+    used = 0.0
+    for cell in cells:
+        kind, height = slide_type(cell), cell_height(cell)
+        if kind in NEW_SLIDE:
+            used = height
+        elif kind not in KEPT and used and used + height > SLIDE:
+            set_slide_type(cell, "subslide")
+            used = height
+        else:
+            used += height
+    notebook.cells = cells

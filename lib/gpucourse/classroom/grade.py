@@ -27,11 +27,13 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
+from sqlalchemy.exc import SAWarning
 
 from . import sandbox
 from .autograde import TIMED_OUT
@@ -108,7 +110,8 @@ def record(course: Path, assignment: str, graded: Graded) -> Result:
     for name, data in graded.autograded.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's own, on every new submission
         gradebook.update_or_create_student(graded.student)
         extra = {"timestamp": graded.timestamp} if graded.timestamp else {}
         gradebook.update_or_create_submission(assignment, graded.student, **extra)

@@ -229,6 +229,7 @@ def grade(course: Path, assignment: str, students: list[str], limits: Limits, cl
             timings.append(graded)
         except Exception as exc:  # a task that failed on every worker it was tried on (KilledWorker)
             graded = Graded(futures[future], status="failed to grade", notes=[f"{type(exc).__name__}: {exc}"[:300]])
+        future.release()  # the result is here: a worker lost later must not make the cluster grade it again
         result = record(course, assignment, graded)
         if device == "cpu" and result.status != "failed to grade":
             result.notes.append("scored on the CPU: no GPU worker")

@@ -13,8 +13,10 @@ USER_ID ?= $(shell id -u)
 # only in that browser, and a printed link would show the Launcher).
 LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" \
 	--LabApp.default_url=/lab/tree/lectures/01_threads_blocks_grids.ipynb
-# Jupyter configuration that switches off nbgrader's instructor tools for students.
+# Jupyter configuration that switches off nbgrader's instructor tools for students (Fetch, Submit, Validate stay).
 STUDENT_CONFIG := $(CURDIR)/.jupyter/student
+# The nbgrader exchange: where students' Assignment List fetches and submits.
+EXCHANGE ?= /srv/nbgrader/exchange
 
 .PHONY: lab slides clean
 
@@ -28,7 +30,7 @@ $(INSTALLED): pyproject.toml
 
 ## Open JupyterLab on the whole course, with the first lecture open (without nbgrader's instructor tools).
 lab: $(INSTALLED)
-	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)" $(LAB)
+	JUPYTER_CONFIG_PATH="$(STUDENT_CONFIG)" NBGRADER_EXCHANGE="$(EXCHANGE)" $(LAB)
 
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)
@@ -39,7 +41,7 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test soak browser release setup-cells student-edition grade grade-one sandbox gpu-check gpu-wheels
+.PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
@@ -83,13 +85,18 @@ setup-cells: $(INSTALLED)
 student-edition: $(INSTALLED)
 	$(PY) -m gpucourse.course.student_edition . build/student-edition
 
-## Grade every submission of assignment A (in submitted/<student>/A/): sandboxed, re-checked, feedback, grades.csv.
+## The exchange folder (EXCHANGE=...): everyone may write into it (nbgrader's setup); then `nbgrader release_assignment A`.
+exchange:
+	mkdir -p "$(EXCHANGE)" && chmod ugo+rwx "$(EXCHANGE)"
+
+## Grade every submission of assignment A (in submitted/<student>/A/) on Dask: a local cluster of this machine's
+## cores, or the cluster at SCHEDULER=tcp://host:8786; sandboxed, re-checked, feedback, grades.csv.
 grade: $(INSTALLED) sandbox
-	$(PY) -m gpucourse.grading.classroom $(A)
+	$(PY) -m gpucourse.classroom.grade $(A) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(ARGS)
 
 ## Grade again one student S of assignment A.
 grade-one: $(INSTALLED) sandbox
-	$(PY) -m gpucourse.grading.classroom $(A) --student $(S)
+	$(PY) -m gpucourse.classroom.grade $(A) --student $(S) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 ## The whole course on a real GPU: notebooks, GPU benchmarks, the differential test (ARGS="--help" for its parts).
 gpu-check:

@@ -9,6 +9,8 @@ c.CourseDirectory.course_id = "gpu-kernels"
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "assignments"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+# Where students fetch and submit (`make exchange` creates it; students' `make lab` reads the same variable).
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 
 # Kernels run on the CPU simulator when the grading machine has no GPU: give each
 # cell time, and never let one slow or hanging submission stall the whole run.
@@ -32,7 +34,7 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Clea
                                     IgnorePattern, LimitOutput, OverwriteCells, OverwriteKernelspec,
                                     SaveAutoGrades)
 
-from gpucourse.grading.autograde import KeepKnownIds, SafeExecute, ScrubOutputs, StderrIsOutput  # noqa: E402
+from gpucourse.classroom.autograde import KeepKnownIds, SafeExecute, ScrubOutputs, StderrIsOutput  # noqa: E402
 
 c.Autograde.sanitize_preprocessors = [ClearOutput, KeepKnownIds, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
                                       CheckCellMetadata]

@@ -13,12 +13,13 @@ import pytest
 from conftest import ROOT
 
 PACKAGE = ROOT / "lib" / "gpucourse"
-WINGS = ("run", "simulator", "kernels", "grading", "figures", "course")
+WINGS = ("run", "simulator", "kernels", "grading", "figures", "course", "classroom")
 # What each wing may import besides itself (the README's maintainer path shows the same table).
 MAY_IMPORT = {
     "simulator": set(),
     "kernels": set(),
     "course": set(),
+    "classroom": set(),
     "run": {"simulator"},
     "figures": {"kernels", "simulator"},
     "grading": {"run", "simulator", "kernels"},

@@ -1,5 +1,5 @@
-"""`make lab` starts as root, opens lecture 1 and hides nbgrader's instructor tools; `make lab-instructor` keeps
-them."""
+"""`make lab` starts as root, opens lecture 1, hides nbgrader's instructor tools and keeps the students' (fetch,
+submit, validate); `make lab-instructor` keeps them all."""
 
 import json
 import os
@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 INSTRUCTOR_PLUGINS = ["@jupyter/nbgrader:course-list", "@jupyter/nbgrader:create-assignment",
-                      "@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:menu"]
+                      "@jupyter/nbgrader:formgrader"]
 TOKEN = "course-test"
 
 
@@ -69,10 +69,12 @@ def lab_options(target: str) -> list[str]:
     return [word for word in shlex.split(lab_command(target, os.geteuid())) if word.startswith("--LabApp.")]
 
 
-def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader"), options=()) -> dict:
+def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader", "courses"), options=()) -> dict:
     """Start JupyterLab with that JUPYTER_CONFIG_PATH and options; the status and body of each page."""
     env = {k: v for k, v in os.environ.items() if k != "JUPYTER_CONFIG_PATH"}
     env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    env["NBGRADER_EXCHANGE"] = str(tmp_path / "exchange")
+    (tmp_path / "exchange").mkdir(exist_ok=True)
     if config_path:
         env["JUPYTER_CONFIG_PATH"] = config_path
     port = free_port()
@@ -104,6 +106,7 @@ def test_students_lab_hides_nbgrader_instructor_tools_and_instructors_lab_keeps_
     student = lab_pages(student_config(), tmp_path)
     assert disabled_plugins(student["lab"][1]) == INSTRUCTOR_PLUGINS
     assert student["formgrader"][0] == 404
+    assert student["courses"][0] == 200 and json.loads(student["courses"][1])["success"], student["courses"]
 
     instructor = lab_pages(None, tmp_path)
     assert not set(disabled_plugins(instructor["lab"][1])) & set(INSTRUCTOR_PLUGINS)

@@ -12,7 +12,7 @@ from nbclient import NotebookClient
 from conftest import ROOT
 from gpucourse.course.setup_cell import PLACEHOLDER
 from gpucourse.course.student_edition import build, main, without_instructor_parts
-from gpucourse.grading.regions import lines_by_region
+from gpucourse.classroom.regions import lines_by_region
 from run_all import run_each_exercise_alone
 
 TOO_SHORT_TO_TELL = 12  # shorter lines (`pass`, `d *= 2`) say nothing of a solution

@@ -41,21 +41,26 @@ def python_paths_under(folder: str) -> list[str]:
     return [p for p in inside if not any(p != q and Path(p).is_relative_to(q) for q in inside)]
 
 
-def kernel_argv(course_root: Path, workdir: Path, memory_bytes: int) -> list[str]:
-    """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox."""
-    course_root, workdir = course_root.resolve(), workdir.resolve()
+def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int) -> list[str]:
+    """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox.
+
+    Each of ``course_roots`` (a worker's private copy of the course, and the instructor's course
+    when the worker can see it) has its folders of answers and grades hidden.
+    """
+    workdir = workdir.resolve()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     for path in python_paths_under("/tmp"):  # a course checked out in /tmp: its Python must stay in view
         argv += ["--ro-bind", path, path]
     for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU machine: the kernel may use the GPU
         argv += ["--dev-bind", str(device), str(device)]
-    for folder in HIDDEN_FOLDERS:
-        if (course_root / folder).is_dir():
-            argv += ["--tmpfs", str(course_root / folder)]
-    for name in HIDDEN_FILES:
-        if (course_root / name).exists():
-            argv += ["--ro-bind", "/dev/null", str(course_root / name)]
+    for course_root in (Path(root).resolve() for root in course_roots):
+        for folder in HIDDEN_FOLDERS:
+            if (course_root / folder).is_dir():
+                argv += ["--tmpfs", str(course_root / folder)]
+        for name in HIDDEN_FILES:
+            if (course_root / name).exists():
+                argv += ["--ro-bind", "/dev/null", str(course_root / name)]
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
              "--ro-bind", "{connection_file}", "{connection_file}"]  # jupyter_client fills in the path
     for variable, value in {"HOME": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/matplotlib",

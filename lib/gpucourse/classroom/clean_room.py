@@ -5,7 +5,7 @@ ones), with each answer cell replaced by the *definitions* of the student's answ
 (plain, or decorated with ``@cuda.jit``) whose bodies import nothing and touch no dunder names,
 imports of numeric modules, and constants. Anything else in an answer cell (a call, a class, a
 patch of a checker) is left out, so a test passes here only on the merit of the definitions.
-`python -m gpucourse.grading.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
+`python -m gpucourse.classroom.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
 score in the autograded notebook and in the clean room.
 """
 
@@ -23,7 +23,8 @@ from nbgrader.utils import determine_grade, is_grade, is_solution
 
 from .autograde import SafeExecute, StderrIsOutput
 
-MODULES = {"math", "cmath", "numpy", "numba", "numba.cuda", "warnings", "logging", "functools", "itertools"}
+MODULES = {"math", "cmath", "numpy", "numba", "numba.cuda", "warnings", "logging", "functools", "itertools", "sys"}
+SYS_NAMES = {"stderr", "stdout"}  # all of `sys` an answer may use: printing to it must not cost a correct answer
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals",
                    "locals", "vars", "input", "breakpoint"}
 
@@ -32,10 +33,19 @@ def _grade_id(cell) -> str | None:
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
+def _other_sys(node: ast.AST) -> bool:
+    """Whether ``node`` uses ``sys`` for more than its output streams (``sys.modules``, ``sys.settrace`` ...)."""
+    uses = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == "sys"]
+    allowed = {id(n.value) for n in ast.walk(node)
+               if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.attr in SYS_NAMES}
+    return any(id(n) not in allowed for n in uses)
+
+
 def _constant(node: ast.AST) -> bool:
     """Literals, tuples of them, names (``float32``) and arithmetic on them: no calls."""
-    return all(isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp,
-                              ast.operator, ast.unaryop, ast.Attribute)) for n in ast.walk(node))
+    return not _other_sys(node) and all(
+        isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.operator,
+                       ast.unaryop, ast.Attribute)) for n in ast.walk(node))
 
 
 def _clean_decorator(node: ast.expr) -> bool:
@@ -61,6 +71,8 @@ def _patches_attribute(target: ast.AST | None) -> bool:
 
 
 def _clean_body(function: ast.FunctionDef) -> bool:
+    if _other_sys(function):
+        return False
     for node in ast.walk(function):
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef)):
             return False

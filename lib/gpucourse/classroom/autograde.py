@@ -1,7 +1,8 @@
 """nbgrader preprocessors that grade a class safely (``nbgrader_config.py`` puts them in the pipeline).
 
 - `SafeExecute` runs the notebook in a sandboxed kernel (`sandbox`), with a time limit for the
-  whole notebook; a kernel that dies or stops answering costs only the cells it did not reach,
+  whole notebook; a cell past its time limit is interrupted and says so (an endless kernel costs
+  its own test only); a kernel that dies or stops answering costs only the cells it did not reach,
   which get an error output saying why (nbgrader would drop the whole submission).
 - `KeepKnownIds` (before nbgrader's own checks): a copied answer cell or a cell with an unknown
   ``grade_id`` becomes a plain cell instead of failing the notebook.
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -27,6 +29,8 @@ from . import sandbox
 from .regions import lines_by_region
 
 NOT_RUN = "NotRun"
+TIMED_OUT = "CellTimeoutError"
+HIDDEN_COURSES = "GPUCOURSE_HIDDEN_COURSES"  # more course folders the sandbox hides (os.pathsep between them)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in tracebacks, which split a quoted line
 
 
@@ -57,8 +61,10 @@ class SafeExecute(Execute):
         if sandbox.unavailable() is None:
             root = Path(self.course_root or self.config.CourseDirectory.get("root", ".") or ".")
             workdir = Path(self.resources.get("metadata", {}).get("path") or ".")
-            km._kernel_spec = KernelSpec(argv=sandbox.kernel_argv(root, workdir, self.memory_limit),
-                                         display_name="gpucourse sandbox", language="python")
+            roots = [root, *filter(None, os.environ.get(HIDDEN_COURSES, "").split(os.pathsep))]
+            km._kernel_spec = KernelSpec(argv=sandbox.kernel_argv(roots, workdir, self.memory_limit),
+                                         display_name="gpucourse sandbox", language="python",
+                                         interrupt_mode="message")  # bwrap passes no SIGINT on
         return km
 
     def preprocess_cell(self, cell, resources, index):
@@ -80,8 +86,12 @@ class SafeExecute(Execute):
         except CellTimeoutError:
             return self._stop(cell, resources, "CellTimeoutError", "no output from the kernel before the time limit",
                               "an earlier cell ran past its time limit")
-        if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs) and not self._answers():
-            self._stopped = "a cell ran past its time limit and the kernel did not stop when interrupted"
+        if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs):
+            cell.outputs = [o for o in cell.outputs if o.get("ename") not in ("CellTimeoutError", "KeyboardInterrupt")]
+            cell.outputs.append(error_output(TIMED_OUT, f"stopped after {self.timeout} s: this cell did not finish "
+                                             "in its time limit (a loop or a kernel that never ends?)"))
+            if not self._answers():
+                self._stopped = "a cell ran past its time limit and the kernel did not stop when interrupted"
         return cell, resources
 
     def _stop(self, cell, resources, ename: str, here: str, later: str):

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from gpucourse.grading import sandbox
+from gpucourse.classroom import sandbox
 
 LIBRARY = Path(sandbox.__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_the_kernel_sees_its_folder_and_not_the_course(tmp_path):
     for folder in ("solutions", "submitted", "autograded"):
         (course / folder).mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True)
-    argv = sandbox.kernel_argv(course, workdir, 1 << 30)
+    argv = sandbox.kernel_argv([course], workdir, 1 << 30)
     pairs = list(zip(argv, argv[1:]))
     assert all(("--tmpfs", str(course / f)) in pairs for f in ("solutions", "submitted", "autograded"))
     assert ("--bind", str(workdir)) in pairs and ("--chdir", str(workdir)) in pairs

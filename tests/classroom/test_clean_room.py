@@ -1,6 +1,6 @@
 """What the clean room keeps of an answer cell: definitions, never a patch of the checks."""
 
-from gpucourse.grading.clean_room import bound_names, definitions_only
+from gpucourse.classroom.clean_room import bound_names, definitions_only
 
 PROTECTED = {"np", "cuda", "check_kernel", "one_block", "add_one_spec"}
 
@@ -40,3 +40,12 @@ def test_an_attribute_in_an_index_is_a_read_not_a_patch():
               "def sneakier(n):\n    n, np.x = n, n\n    return n\n")
     kept = definitions_only(answer, PROTECTED)
     assert bound_names(kept) == {"block_total"}
+
+
+def test_printing_to_stderr_is_kept_and_the_rest_of_sys_is_not():
+    answer = ("import sys\ndef blocks_for(n, threads):\n    print('rounding up', file=sys.stderr)\n"
+              "    return (n + threads - 1) // threads\n"
+              "def tracer(n):\n    sys.settrace(None)\n    return n\n"
+              "MODULES = sys.modules\n")
+    kept = definitions_only(answer, PROTECTED)
+    assert bound_names(kept) == {"sys", "blocks_for"}

@@ -1,8 +1,9 @@
 """`make grade` on a class of planted submissions: crashes, hangs, accidents and cheats.
 
 Each student below did one thing to the mini assignment (`mini_course`): 2 points, one for a
-kernel, one for a host function. The whole class goes through the real pipeline (nbgrader
-autograde in a sandbox, the clean room, feedback, grades.csv), with short time limits.
+kernel, one for a host function. The whole class goes through the real pipeline (a local Dask
+cluster of two workers, nbgrader autograde in a sandbox, the clean room, feedback, grades.csv),
+with short time limits.
 """
 
 import csv
@@ -19,8 +20,8 @@ from nbformat.v4 import new_code_cell
 
 import mini_course as mini
 from conftest import ROOT
-from gpucourse.grading import sandbox
-from gpucourse.grading.classroom import _environment
+from gpucourse.classroom import sandbox
+from gpucourse.classroom.submission import environment
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,6 +53,12 @@ CLASS = {
                      2, "graded"),
     # MemoryError before blocks_for is defined; the clean room keeps only the definition
     "allocates_20_gb": (dict(function="hog = bytearray(20 * 2**30)\n" + mini.FUNCTION), 1, "needs review"),
+    # the simulator loops until the cell's time limit: that test only, with a message
+    "endless_kernel": (dict(kernel="@cuda.jit\ndef add_one(out, a):\n    i = cuda.threadIdx.x\n    while i < out.size:\n"
+                                   "        out[i] = a[i] + 1"), 1, "graded"),
+    "function_writes_stderr": (dict(function="import sys\ndef blocks_for(n, threads):\n"
+                                             "    print('rounding up', file=sys.stderr)\n"
+                                             "    return (n + threads - 1) // threads"), 2, "graded"),
     "prints_50_mb": (dict(kernel=mini.KERNEL + '\nprint("x" * 50_000_000)'), 2, "graded"),
     "warns": (dict(function="import warnings\ndef blocks_for(n, threads):\n    warnings.warn('rounding up')\n"
                             "    return (n + threads - 1) // threads"), 2, "graded"),
@@ -82,7 +89,7 @@ CLASS = {
 
 
 def run(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=course, env=_environment(), capture_output=True, text=True,
+    return subprocess.run([sys.executable, *args], cwd=course, env=environment(), capture_output=True, text=True,
                           timeout=1800)
 
 
@@ -99,7 +106,7 @@ def graded(a_sandbox, tmp_path_factory):
     broken.mkdir(parents=True)
     (broken / "mini.ipynb").write_text("{ this is not a notebook")
     library = hashlib.sha256(LIBRARY.read_bytes()).hexdigest()
-    done = run(course, "-m", "gpucourse.grading.classroom", mini.ASSIGNMENT, "--cell-timeout", "10",
+    done = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--cell-timeout", "10",
                "--notebook-timeout", "60", "--jobs", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert hashlib.sha256(LIBRARY.read_bytes()).hexdigest() == library, "a student changed the course library"
@@ -126,6 +133,9 @@ def test_a_crash_or_a_hang_keeps_earlier_points_and_says_why(graded):
     course, _, grades = graded
     assert "cells not run: the kernel died in an earlier cell" in grades["exits"]["notes"]
     assert "ran past its time limit" in grades["hangs"]["notes"]
+    assert "stopped at its time limit (an endless loop?): test_add_one" in grades["endless_kernel"]["notes"]
+    feedback = (course / "feedback" / "endless_kernel" / mini.ASSIGNMENT / "mini.html").read_text()
+    assert "this cell did not finish in its time limit" in feedback
     feedback = (course / "feedback" / "exits" / mini.ASSIGNMENT / "mini.html").read_text()
     assert "KernelDied" in feedback and "not run: the kernel died in an earlier cell" in feedback
 
@@ -148,3 +158,12 @@ def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
         assert not [line for line in hidden if line in text], f"{page} shows a hidden test"
     autograded = course / "autograded" / "prints_50_mb" / mini.ASSIGNMENT / "mini.ipynb"
     assert autograded.stat().st_size < 1_000_000
+
+
+def test_a_second_run_skips_the_students_already_graded(graded):
+    course, _, grades = graded
+    again = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    graded_before = sum(row["status"] != "failed to grade" for row in grades.values())
+    assert f"{graded_before} student(s) already graded, skipped" in again.stderr
+    assert "sends_a_broken_file" in again.stdout  # failed to grade: tried again

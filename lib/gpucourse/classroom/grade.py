@@ -1,0 +1,288 @@
+"""Grade a class on Dask: ``make grade A=<assignment> [SCHEDULER=tcp://host:8786]``.
+
+``python -m gpucourse.classroom.grade ASSIGNMENT [--student S] [--scheduler ADDRESS] [--force]``,
+run in the course directory after collecting (``submitted/<student>/<assignment>/``):
+
+1. one task per submission on a Dask cluster (a local one of this machine's cores, or the one at
+   ``--scheduler``): a worker autogrades it in a private course, each notebook in a sandboxed kernel,
+   runs the clean room, and returns the graded notebooks and scores (`submission`);
+2. the driver alone writes ``autograded/``, the gradebook and ``grades.csv``, as each task ends: a
+   task of a lost worker runs again elsewhere, and a rerun skips students already graded (``--force``
+   grades them again);
+3. feedback, and a summary: graded, zero, needs review, failed to grade (with the reason), seconds
+   per submission and per worker.
+
+An assignment whose source notebook says ``"gpucourse": {"needs_gpu": true}`` in its metadata goes to
+workers started with ``--resources GPU=1``; without one it is scored on the CPU and the notes say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook
+from sqlalchemy.exc import SAWarning
+
+from . import sandbox
+from .autograde import TIMED_OUT
+from .submission import Assignment, Graded, Limits, environment, grade_submission, last_error, run
+
+GRADES = "grades.csv"
+HEADER = ["student", "assignment", "score", "max_score", "clean_room_score", "status", "notes"]
+STATUSES = ("graded", "zero", "needs review", "failed to grade")
+
+
+@dataclass
+class Result:
+    """One student's line of the summary and of ``grades.csv``."""
+
+    student: str
+    score: float = 0.0
+    max_score: float = 0.0
+    clean_room_score: float | None = None
+    status: str = "graded"
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, assignment: str) -> list:
+        clean = "" if self.clean_room_score is None else self.clean_room_score
+        return [self.student, assignment, self.score, self.max_score, clean, self.status, "; ".join(self.notes)]
+
+
+def nbgrader(course: Path, *args: str, timeout: float = 3600):
+    return run(course, sys.executable, "-m", "nbgrader", *args, timeout=timeout)
+
+
+def needs_gpu(course: Path, assignment: str) -> bool:
+    return any(nbformat.read(p, as_version=4).metadata.get("gpucourse", {}).get("needs_gpu")
+               for p in (course / "solutions" / assignment).glob("*.ipynb"))
+
+
+def prepare(course: Path, assignment: str, limits: Limits) -> Assignment:
+    """The gradebook learns the assignment (its release goes to a scratch folder); the tasks' shared part."""
+    source = course / "solutions" / assignment
+    with tempfile.TemporaryDirectory(prefix="release-") as scratch:
+        done = nbgrader(course, "generate_assignment", assignment, "--force",
+                        f"--CourseDirectory.release_directory={scratch}", timeout=600)
+        if done.returncode != 0:
+            sys.exit(f"nbgrader generate_assignment {assignment} failed: {last_error(done.stdout + done.stderr)}")
+        template = Path(scratch) / "course"
+        (template / "solutions").mkdir(parents=True)
+        shutil.copy(course / "nbgrader_config.py", template)
+        shutil.copytree(source, template / "solutions" / assignment)
+        done = nbgrader(template, "generate_assignment", assignment, "--force", timeout=600)
+        if done.returncode != 0:
+            sys.exit(f"nbgrader generate_assignment {assignment} failed: {last_error(done.stdout + done.stderr)}")
+        gradebook = (template / "gradebook.db").read_bytes()
+    files = {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
+    return Assignment(assignment, (course / "nbgrader_config.py").read_bytes(), files, gradebook, str(course), limits)
+
+
+def already_graded(course: Path, assignment: str) -> set[str]:
+    path = course / GRADES
+    if not path.exists():
+        return set()
+    with path.open(newline="") as f:
+        return {r["student"] for r in csv.DictReader(f)
+                if r.get("assignment") == assignment and r.get("status") not in (None, "failed to grade")
+                and (course / "autograded" / r["student"] / assignment).is_dir()}
+
+
+def record(course: Path, assignment: str, graded: Graded) -> Result:
+    """Write one task's outcome: ``autograded/``, the gradebook; the student's `Result`."""
+    result = Result(graded.student, clean_room_score=graded.clean_room_score, status=graded.status,
+                    notes=list(graded.notes))
+    if graded.status == "failed to grade":
+        return result
+    folder = course / "autograded" / graded.student / assignment
+    shutil.rmtree(folder, ignore_errors=True)
+    for name, data in graded.autograded.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook, warnings.catch_warnings():
+        warnings.simplefilter("ignore", SAWarning)  # nbgrader's own, on every new submission
+        gradebook.update_or_create_student(graded.student)
+        extra = {"timestamp": graded.timestamp} if graded.timestamp else {}
+        gradebook.update_or_create_submission(assignment, graded.student, **extra)
+        for (notebook, grade_id), (score, manual) in graded.scores.items():
+            grade = gradebook.find_grade(grade_id, notebook, assignment, graded.student)
+            grade.auto_score, grade.needs_manual_grade = score, manual
+        for (notebook, grade_id), text in graded.comments.items():
+            gradebook.find_comment(grade_id, notebook, assignment, graded.student).auto_comment = text
+        gradebook.db.commit()
+        submission = gradebook.find_submission(assignment, graded.student)
+        result.score, result.max_score = submission.score, submission.max_score
+    result.notes += not_run(folder)
+    if result.status == "graded" and result.score == 0:
+        result.status = "zero"
+    return result
+
+
+def not_run(folder: Path) -> list[str]:
+    """What the autograded notebooks say about cells that were not run (a dead kernel, the time limit)."""
+    said, timed_out = {"NotRun": set(), "KernelDied": set()}, []
+    for path in folder.glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if output.get("ename") in said:
+                    said[output.ename].add(output.evalue.removeprefix("not run: "))
+                elif output.get("ename") == TIMED_OUT:
+                    timed_out.append(cell.metadata.get("nbgrader", {}).get("grade_id") or "a cell")
+    notes = [f"stopped at its time limit (an endless loop?): {', '.join(timed_out)}"] if timed_out else []
+    return notes + (sorted(f"cells not run: {why}" for why in said["NotRun"]) or sorted(said["KernelDied"]))
+
+
+def write_grades(course: Path, assignment: str, results: list[Result]) -> Path:
+    """``grades.csv`` with these results; the rows of other students and assignments stay."""
+    path = course / GRADES
+    rows = {}
+    if path.exists():
+        with path.open(newline="") as f:
+            rows = {(r[0], r[1]): r for r in list(csv.reader(f))[1:] if len(r) == len(HEADER)}
+    rows.update({(r.student, assignment): r.row(assignment) for r in results})
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(HEADER)
+        writer.writerows(rows[key] for key in sorted(rows))
+    return path
+
+
+def progress(done: int, total: int, failed: int, started: float) -> None:
+    width = 30
+    bar = "#" * (width * done // max(total, 1))
+    print(f"\r[{bar:<{width}}] {done}/{total} graded, {failed} failed to grade, {time.monotonic() - started:.0f} s",
+          end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+
+def summary(assignment: str, results: list[Result], timings: list[Graded], wall: float, notes: list[str]) -> str:
+    width = max([len(r.student) for r in results] + [7])
+    lines = [f"{assignment}: {len(results)} submission(s)", *notes,
+             f"{'student':<{width}}  {'score':>11}  {'clean room':>10}  status"]
+    for r in results:
+        clean = "-" if r.clean_room_score is None else f"{r.clean_room_score:g}"
+        lines.append(f"{r.student:<{width}}  {r.score:>5g} / {r.max_score:<3g}  {clean:>10}  {r.status}"
+                     + (f": {'; '.join(r.notes)}" if r.notes else ""))
+    if timings:
+        lines.append(f"{len(timings)} graded in {wall:.0f} s: {statistics.mean(g.seconds for g in timings):.1f} s "
+                     f"per submission on a worker (median {statistics.median(g.seconds for g in timings):.1f} s)")
+        for worker in sorted({g.worker for g in timings}):
+            mine = [g.seconds for g in timings if g.worker == worker]
+            lines.append(f"  {worker}: {len(mine)} submission(s), {statistics.mean(mine):.1f} s each")
+    lines.append(", ".join(f"{sum(r.status == s for r in results)} {s}" for s in STATUSES))
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def connect(scheduler: str | None, workers: int):
+    """A client of the cluster at ``scheduler``, or of a local cluster of ``workers`` processes."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler, timeout="60s") as client:
+            yield client
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit=0) as cluster, Client(cluster) as client:  # the sandbox caps each kernel
+        yield client
+
+
+def gpu_workers(client) -> int:
+    return sum(w.get("resources", {}).get("GPU", 0) > 0 for w in client.scheduler_info()["workers"].values())
+
+
+def grade(course: Path, assignment: str, students: list[str], limits: Limits, client) -> tuple[list[Result], str]:
+    """Every student's submission graded on ``client``'s cluster; the results and the summary."""
+    from distributed import as_completed
+
+    started, notes = time.monotonic(), []
+    shared = client.scatter(prepare(course, assignment, limits), broadcast=True)
+    options, device = {}, None
+    if needs_gpu(course, assignment):
+        if gpu_workers(client):
+            options, device = {"resources": {"GPU": 1}}, "gpu"
+        else:
+            device = "cpu"
+            notes.append("no GPU worker (dask worker --resources GPU=1): GPU exercises scored on the CPU simulator")
+    futures = {}
+    for student in students:
+        folder = course / "submitted" / student / assignment
+        files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        future = client.submit(grade_submission, shared, student, files, device, key=f"grade-{assignment}-{student}",
+                               pure=False, **options)
+        futures[future] = student
+    results, timings = [], []
+    progress(0, len(futures), 0, started)
+    for future in as_completed(futures):
+        try:
+            graded = future.result()
+            timings.append(graded)
+        except Exception as exc:  # a task that failed on every worker it was tried on (KilledWorker)
+            graded = Graded(futures[future], status="failed to grade", notes=[f"{type(exc).__name__}: {exc}"[:300]])
+        future.release()  # the result is here: a worker lost later must not make the cluster grade it again
+        result = record(course, assignment, graded)
+        if device == "cpu" and result.status != "failed to grade":
+            result.notes.append("scored on the CPU: no GPU worker")
+        results.append(result)
+        write_grades(course, assignment, [result])  # now, so that a stopped run keeps what it graded
+        progress(len(results), len(futures), sum(r.status == "failed to grade" for r in results), started)
+    graded_students = [r.student for r in results if r.status != "failed to grade"]
+    if graded_students:
+        feedback = nbgrader(course, "generate_feedback", assignment, "--force",
+                            *(["--student", graded_students[0]] if len(graded_students) == 1 else []))
+        if feedback.returncode != 0:
+            print(f"feedback: {last_error(feedback.stdout + feedback.stderr)}", file=sys.stderr)
+    results.sort(key=lambda r: r.student)
+    return results, summary(assignment, results, timings, time.monotonic() - started, notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpucourse.classroom.grade", description=__doc__.split("\n")[0])
+    parser.add_argument("assignment")
+    parser.add_argument("--student", help="grade only this student again (a regrade)")
+    parser.add_argument("--course", default=".", help="the course directory (default: here)")
+    parser.add_argument("--scheduler", default=os.environ.get("SCHEDULER") or None,
+                        help="a Dask scheduler's address (tcp://host:8786); default: a local cluster")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers of the local cluster")
+    parser.add_argument("--force", action="store_true", help="grade again students already in grades.csv")
+    for name, default in vars(Limits()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, dest=name)
+    args = parser.parse_args(argv)
+    course = Path(args.course).resolve()
+    submitted = course / "submitted"
+    if not (course / "solutions" / args.assignment).is_dir():
+        parser.error(f"no solutions/{args.assignment}: name an assignment of this course")
+    students = [args.student] if args.student else sorted(
+        p.name for p in submitted.glob("*") if (p / args.assignment).is_dir())
+    if not students or not all((submitted / s / args.assignment).is_dir() for s in students):
+        parser.error(f"no submissions in submitted/<student>/{args.assignment}/: collect them first")
+    skipped = [] if args.force or args.student else sorted(already_graded(course, args.assignment) & set(students))
+    students = [s for s in students if s not in skipped]
+    if skipped:
+        print(f"{len(skipped)} student(s) already graded, skipped (--force grades them again)", file=sys.stderr)
+    if not students:
+        return 0
+    unsandboxed = sandbox.unavailable()
+    if unsandboxed:
+        print(f"WARNING: {unsandboxed}. Grading goes on WITHOUT a sandbox.", file=sys.stderr)
+    limits = Limits(**{k: getattr(args, k) for k in vars(Limits())})
+    with connect(args.scheduler, args.jobs) as client:
+        results, text = grade(course, args.assignment, students, limits, client)
+    if unsandboxed:
+        text = f"WARNING: graded WITHOUT a sandbox ({unsandboxed}); students' code ran with the grader's rights\n" + text
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

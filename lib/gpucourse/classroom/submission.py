@@ -1,0 +1,210 @@
+"""One submission graded on a worker: the task `grade` sends to the Dask cluster, one per student.
+
+The worker rebuilds a private course in a temporary folder (the instructor's ``nbgrader_config.py``,
+the assignment's source, a gradebook that knows only the assignment, and the student's files),
+autogrades there with nbgrader (each notebook in a sandboxed kernel), runs the clean room, and
+returns the graded notebooks and the scores. It writes nothing outside its folder: the driver
+alone writes the instructor's gradebook, so a task that a lost worker was running simply runs
+again elsewhere.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook
+
+from .autograde import HIDDEN_COURSES
+
+
+@dataclass
+class Limits:
+    cell_timeout: int = 300
+    notebook_timeout: int = 1200
+    memory_limit: int = 8 << 30
+    output_bytes: int = 20_000
+
+    def nbgrader_options(self) -> list[str]:
+        return [f"--SafeExecute.timeout={self.cell_timeout}", f"--SafeExecute.notebook_timeout={self.notebook_timeout}",
+                f"--SafeExecute.memory_limit={self.memory_limit}", f"--ScrubOutputs.max_bytes={self.output_bytes}"]
+
+    def clean_room_options(self) -> list[str]:
+        return [f"--timeout={self.cell_timeout}", f"--notebook_timeout={self.notebook_timeout}",
+                f"--memory_limit={self.memory_limit}"]
+
+
+@dataclass
+class Assignment:
+    """What every task of one run shares (scattered to the workers once)."""
+
+    name: str
+    config: bytes  # the instructor's nbgrader_config.py
+    source: dict[str, bytes]  # solutions/<name>/...: path inside it -> content
+    gradebook: bytes  # a gradebook.db that holds the assignment and no student
+    course: str  # the instructor's course folder: hidden from students' kernels where a worker sees it
+    limits: Limits
+
+
+@dataclass
+class Graded:
+    """What grading one submission gave: the driver records it."""
+
+    student: str
+    status: str = "graded"  # graded, needs review, failed to grade (zero is decided from the score)
+    notes: list[str] = field(default_factory=list)
+    autograded: dict[str, bytes] = field(default_factory=dict)  # autograded/<student>/<assignment>/...
+    scores: dict[tuple[str, str], tuple[float | None, bool]] = field(default_factory=dict)  # (notebook, grade_id)
+    comments: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    timestamp: str | None = None
+    clean_room_score: float | None = None
+    worker: str = ""
+    seconds: float = 0.0
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the worker dies, so a lost worker leaves no grading behind."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def environment(device: str | None = None) -> dict:
+    # nbgrader runs `alembic` for its database: this environment's bin/ must be on PATH.
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if device:
+        env["GPUCOURSE_DEVICE"] = device
+    return env
+
+
+def run(course: Path, *command: str, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, cwd=course, env=env or environment(), capture_output=True, text=True,
+                              timeout=timeout, preexec_fn=_die_with_parent)
+    except subprocess.TimeoutExpired as expired:
+        return subprocess.CompletedProcess(command, -9, expired.stdout or "", f"{expired.stderr or ''}\n"
+                                           f"timed out after {timeout:.0f} s")
+
+
+def last_error(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "error" in line or "failed" in line.lower()]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+def _grade_ids(path: Path) -> set[str]:
+    try:
+        cells = nbformat.read(path, as_version=4).cells
+    except Exception:
+        return set()
+    return {c.metadata["nbgrader"]["grade_id"] for c in cells if "grade_id" in c.metadata.get("nbgrader", {})}
+
+
+def find_notebooks(course: Path, assignment: str, student: str) -> list[str]:
+    """Put each expected notebook in place; a renamed one is found by its cells. Returns notes."""
+    folder, notes = course / "submitted" / student / assignment, []
+    names = sorted(p.name for p in (course / "solutions" / assignment).glob("*.ipynb"))
+    for name in names:
+        if (folder / name).exists():
+            continue
+        wanted = _grade_ids(course / "solutions" / assignment / name)
+        others = [p for p in sorted(folder.glob("*.ipynb")) if p.name not in names]
+        matches = [p for p in others if _grade_ids(p) & wanted]
+        if len(matches) == 1:
+            shutil.copy(matches[0], folder / name)
+            notes.append(f"graded {matches[0].name} as {name} (renamed)")
+        else:
+            notes.append(f"no {name} in the submission (found: {', '.join(p.name for p in others) or 'nothing'})")
+    return notes
+
+
+def _write(folder: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+
+
+def _read(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _private_course(root: Path, assignment: Assignment, student: str, files: dict[str, bytes]) -> None:
+    (root / "nbgrader_config.py").write_bytes(assignment.config)
+    (root / "gradebook.db").write_bytes(assignment.gradebook)
+    _write(root / "solutions" / assignment.name, assignment.source)
+    _write(root / "submitted" / student / assignment.name, files)
+
+
+def _scores(course: Path, assignment: str, student: str, graded: Graded) -> None:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for notebook in gradebook.find_submission(assignment, student).notebooks:
+            for grade in notebook.grades:
+                graded.scores[notebook.name, grade.name] = (grade.auto_score, grade.needs_manual_grade)
+            for comment in notebook.comments:
+                graded.comments[notebook.name, comment.name] = comment.auto_comment
+
+
+def _points(value) -> str:
+    return "no score" if value is None else f"{value:g}"
+
+
+def compare(graded: Graded, report: dict) -> None:
+    """Clean-room score, and a review flag for every test whose two scores differ."""
+    graded.clean_room_score = sum(s or 0 for scores in report.values() for s in scores["clean_room"].values())
+    for scores in report.values():
+        for test, points in scores["autograded"].items():
+            again = scores["clean_room"].get(test)
+            if points != again:
+                graded.status = "needs review"
+                graded.notes.append(f"{test}: {_points(points)} in the notebook, {_points(again)} in the clean room")
+
+
+def grade_submission(assignment: Assignment, student: str, files: dict[str, bytes], device: str | None = None) -> Graded:
+    """Autograde ``files`` (the student's submitted folder) in a private course, then the clean room; never raises."""
+    started, graded = time.monotonic(), Graded(student, worker=socket.gethostname())
+    try:
+        from distributed import get_worker
+        graded.worker = get_worker().address
+    except (ImportError, ValueError):
+        pass
+    limits, name = assignment.limits, assignment.name
+    env = dict(environment(device), **{HIDDEN_COURSES: assignment.course})
+    with tempfile.TemporaryDirectory(prefix=f"grade-{student}-") as folder:
+        course = Path(folder)
+        try:
+            _private_course(course, assignment, student, files)
+            graded.notes += find_notebooks(course, name, student)
+            stamp = course / "submitted" / student / name / "timestamp.txt"
+            graded.timestamp = stamp.read_text().strip() if stamp.exists() else None
+            done = run(course, sys.executable, "-m", "nbgrader", "autograde", name, "--student", student, "--force",
+                       *limits.nbgrader_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
+            autograded = course / "autograded" / student / name
+            wanted = [p.name for p in (course / "solutions" / name).glob("*.ipynb")]
+            if done.returncode != 0 or not all((autograded / n).exists() for n in wanted):
+                graded.status = "failed to grade"
+                graded.notes.append(last_error(done.stdout + done.stderr))
+                return graded
+            graded.autograded = _read(autograded)
+            _scores(course, name, student, graded)
+            clean = run(course, sys.executable, "-m", "gpucourse.classroom.clean_room", str(course), name, student,
+                        *limits.clean_room_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
+            if clean.returncode != 0:
+                graded.status = "needs review"
+                graded.notes.append(f"the clean room failed: {last_error(clean.stdout + clean.stderr)}")
+            else:
+                compare(graded, json.loads(clean.stdout.strip().splitlines()[-1]))
+        except Exception as exc:  # a broken file or a full disk: listed with its reason, never lost
+            graded.status = "failed to grade"
+            graded.notes.append(f"{type(exc).__name__}: {exc}"[:300])
+        finally:
+            graded.seconds = time.monotonic() - started
+    return graded

@@ -177,11 +177,11 @@ def staged_constraint(config: dict) -> str | None:
         return f"{4 * threads * items * stages} bytes of shared memory: more than {STAGED_SHARED}"
     registers = 32 + 4 * items  # one stage's items in registers; the stages wait in shared memory
     if registers > STAGED_REGISTERS or registers * threads > REGISTER_FILE:
-        return f"{registers} registers per thread x {threads} threads: more than the registers allow"
+        return f"{registers} registers per thread, {registers * threads} per block: more than the registers allow"
     return None
 
 
-RULE_WORDS = ("threads", "shared", "registers")
+RULE_WORDS = ("threads", "shared", "registers")  # the reasons of staged_constraint name one each
 
 
 def _call(function, name: str, *args):
@@ -353,14 +353,17 @@ def check_occupancy(occupancy, cases) -> None:
     print(f"✓ occupancy: right on {len(cases)} kernels")
 
 
-def check_tuned(result, problem: Problem, model, bound_by: str, waves: int) -> None:
-    """``result``: `run.tuning.tune` of ``problem`` by ``model`` (measure=False), every valid config tried, the
-    fastest picked; ``bound_by`` and ``waves``: the roof that binds the pick and its waves, as the model says."""
+def check_tuned(tune_and_explain, problem: Problem, model) -> None:
+    """``tune_and_explain(problem, model)`` -> (result, bound_by, waves): ``result`` is `run.tuning.tune` of
+    ``problem`` by ``model`` (measure=False), every valid config tried, the fastest picked; ``bound_by`` and
+    ``waves``: the roof that binds the pick and its waves, as the model says."""
     __tracebackhide__ = True
     from ..run.tuning import Result, prediction  # noqa: PLC0415
 
-    if result is None:
-        raise CheckFailed("result is not written yet: set it to what rt.tune returns")
+    answer = _call(tune_and_explain, "tune_and_explain", problem, model)
+    if not (isinstance(answer, tuple) and len(answer) == 3):
+        raise CheckFailed(f"tune_and_explain returned {type(answer).__name__}: return (result, bound_by, waves)")
+    result, bound_by, waves = answer
     if not isinstance(result, Result):
         raise CheckFailed(f"result should be what rt.tune returns, not a {type(result).__name__}")
     if "cost model" not in result.how:
@@ -373,10 +376,10 @@ def check_tuned(result, problem: Problem, model, bound_by: str, waves: int) -> N
     if not timed or result.best != min(timed, key=lambda t: t["seconds"])["config"]:
         raise CheckFailed("result.best is not the config with the least predicted time")
     picked = prediction(problem, result.best, model)
-    for name, got, want in (("BOUND_BY", bound_by, picked.bound_by), ("WAVES", waves, picked.waves)):
+    for name, got, want in (("bound_by", bound_by, picked.bound_by), ("waves", waves, picked.waves)):
         if got != want:
-            raise CheckFailed(f"the cost model says the pick {result.best} has {name} = {want!r}, not {got!r}: "
-                              "see rt.prediction(problem, result.best, model)")
+            raise CheckFailed(f"the cost model says the pick {result.best} has {name.lower()} = {want!r}, not "
+                              f"{got!r}: see rt.prediction(problem, result.best, model)")
     print(f"✓ tuned: {result.best}, bound by {bound_by}, {waves} wave{'s' if waves != 1 else ''}")
 
 

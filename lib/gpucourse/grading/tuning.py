@@ -5,6 +5,12 @@ into an output poisoned with NaN first, and `wrong` compares it with the NumPy r
 or a wrong tile shows. Spaces: the register-tiled SGEMM's tile shape (`sgemm_problem`; any factory with the same
 parameters plugs in), the convolution's algorithm and layout (`conv_problem`, like cuDNN's choice), the fused
 softmax's kernel and block size (`softmax_problem`).
+
+The checks of assignment 7: a space's constraint (`check_constraint`, against `staged_constraint`), the cache's key
+and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memory graded on its compiled code
+(`check_moving_sum`), occupancy from resources (`check_occupancy`), tuning with the cost model (`check_tuned`), and
+a row sum graded by its speed against `row_sums_chunked`, timed on a GPU or priced by the cost model without one
+(`check_row_sums_speed`).
 """
 
 from __future__ import annotations

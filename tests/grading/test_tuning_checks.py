@@ -72,7 +72,7 @@ def test_a_key_that_forgets_a_field_or_the_order_loses_marks():
         gt.check_cache_key(lambda *fields: tuple(fields))
 
 
-def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss(tmp_path):
+def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss():
     def right(cache, key, tune):
         hit = cache.get(key)
         if hit is None:
@@ -85,6 +85,17 @@ def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss(tmp_path):
         cache.put(key, result)
         return result
 
+    def truthy_hit(cache, key, tune):
+        hit = cache.get(key)
+        if not hit:
+            hit = tune()
+            cache.put(key, hit)
+        return hit
+
+    gt.check_cached_tune(truthy_hit)
+    with pytest.raises(CheckFailed, match="a hit must cost no timing"):
+        gt.check_cached_tune(truthy_hit, ({}, {"best": None}, {"best": {"BM": 32}}))
+
     def never_stores(cache, key, tune):
         return cache.get(key) or tune()
 
@@ -96,17 +107,18 @@ def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss(tmp_path):
             cache.put(key, last["result"])
         return last["result"]
 
-    gt.check_cached_tune(right, key_with(), tmp_path / "right")
+    gt.check_cached_tune(right)
+    gt.check_cached_tune(right)  # again: a fresh cache, not the first check's file
     for message, lookup in {"a hit must cost no timing": always_tunes, "should store": never_stores,
                             "another key is a miss": ignores_the_key}.items():
         with pytest.raises(CheckFailed, match=message):
-            gt.check_cached_tune(lookup, key_with(), tmp_path / message)
+            gt.check_cached_tune(lookup)
 
     def unwritten(cache, key, tune):
         raise NotImplementedError()
 
     with pytest.raises(CheckFailed, match="not written yet"):
-        gt.check_cached_tune(unwritten, key_with(), tmp_path / "unwritten")
+        gt.check_cached_tune(unwritten)
 
 
 @cuda.jit

@@ -248,13 +248,28 @@ def check_cache_key(key) -> None:
     print(f"✓ cache_key: the same for the same fields, different when any of {len(KEY_CHANGES)} changes")
 
 
-def check_cached_tune(cached_tune, key_function, directory) -> None:
-    """``cached_tune(cache, key, tune)``: a hit returns the stored result and calls nothing; a miss calls ``tune()``
-    once, stores its result (a dict) under ``key`` and returns it."""
-    __tracebackhide__ = True
-    from ..run.tuning import Cache  # noqa: PLC0415
+CACHED_RESULTS = ({"best": {"BM": 64}, "seconds": 1e-3}, {"best": {"BM": 32}, "seconds": 2e-3},
+                  {"best": {"BM": 128}, "seconds": 3e-3})
 
-    cache = Cache(Path(directory) / "assignment7-cache.json")
+
+def check_cached_tune(cached_tune, results=CACHED_RESULTS) -> None:
+    """``cached_tune(cache, key, tune)``: a hit returns the stored result and calls nothing; a miss calls ``tune()``
+    once, stores its result (a dict) under ``key`` and returns it. Each check starts from an empty cache file; the
+    keys are the library's (`run.tuning.cache_key`), so that this check does not depend on the student's. ``results``:
+what three calls of ``tune`` return (the second, on a hit, must not be)."""
+    __tracebackhide__ = True
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as directory:
+        _check_cached_tune(cached_tune, Path(directory) / "assignment7-cache.json", results)
+    print("✓ cached_tune: a miss tunes once and stores, a hit tunes nothing")
+
+
+def _check_cached_tune(cached_tune, path: Path, results) -> None:
+    __tracebackhide__ = True
+    from ..run.tuning import Cache, cache_key  # noqa: PLC0415
+
+    cache = Cache(path)
     calls = []
 
     def tune(result):
@@ -263,22 +278,22 @@ def check_cached_tune(cached_tune, key_function, directory) -> None:
             return dict(result)
         return run
 
-    keys = [key_function(*dict(KEY_FIELDS, **{f: v}).values()) for f, v in [("kernel", "a"), ("kernel", "b")]]
-    first = _call(cached_tune, "cached_tune", cache, keys[0], tune({"best": {"BM": 64}, "seconds": 1e-3}))
-    if len(calls) != 1 or first != {"best": {"BM": 64}, "seconds": 1e-3}:
+    keys = [cache_key(*dict(KEY_FIELDS, kernel=kernel).values()) for kernel in ("a", "b")]
+    first = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[0]))
+    if len(calls) != 1 or first != results[0]:
         raise CheckFailed(f"on a miss cached_tune should call tune() once and return its result: {len(calls)} calls, "
                           f"returned {first!r}")
     if Cache(cache.path).get(keys[0]) != first:
         raise CheckFailed("on a miss cached_tune should store the result in the cache (cache.put(key, result))")
-    again = _call(cached_tune, "cached_tune", cache, keys[0], tune({"best": {"BM": 32}, "seconds": 2e-3}))
+    again = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[1]))
     if len(calls) != 1:
-        raise CheckFailed("on a hit cached_tune called tune() again: a hit must cost no timing")
+        raise CheckFailed(f"on a hit (the stored result is {first!r}) cached_tune called tune() again: a hit must "
+                          "cost no timing (a miss is cache.get(key) is None)")
     if again != first:
         raise CheckFailed(f"on a hit cached_tune should return the stored result {first!r}, not {again!r}")
-    other = _call(cached_tune, "cached_tune", cache, keys[1], tune({"best": {"BM": 128}, "seconds": 3e-3}))
-    if len(calls) != 2 or other != {"best": {"BM": 128}, "seconds": 3e-3}:
+    other = _call(cached_tune, "cached_tune", cache, keys[1], tune(results[2]))
+    if len(calls) != 2 or other != results[2]:
         raise CheckFailed("another key is a miss: cached_tune should tune it, not return the first key's result")
-    print("✓ cached_tune: a miss tunes once and stores, a hit tunes nothing")
 
 
 def _kernel_or_fail(kernel, name: str) -> None:

@@ -8,6 +8,7 @@ from numba import cuda, float32
 
 from gpucourse import simulated
 from gpucourse.figures import tuning as ft
+from gpucourse.figures.occupancy import SMS, blocks_per_sm
 from gpucourse.grading import CheckFailed
 from gpucourse.grading import tuning as gt
 from gpucourse.run import resources_problem
@@ -186,19 +187,30 @@ OCCUPANCY_CASES = [(96, 33, 0), (100, 64, 0), (256, 64, 7000), (1024, 64, 0), (5
 
 
 def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
-    gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES)
+    gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES, H100)
     for wrong in (occupancy_with(round_registers=False), occupancy_with(warps=lambda t: t // 32 or 1),
                   occupancy_with(reserved=0)):
         with pytest.raises(CheckFailed, match="blocks per SM, expected"):
-            gt.check_occupancy(wrong, OCCUPANCY_CASES)
+            gt.check_occupancy(wrong, OCCUPANCY_CASES, H100)
 
     def says_warps_always(threads, registers, shared_bytes):
         return occupancy_with()(threads, registers, shared_bytes)[0], "warps"
 
     with pytest.raises(CheckFailed, match="limited by"):
-        gt.check_occupancy(says_warps_always, OCCUPANCY_CASES)
+        gt.check_occupancy(says_warps_always, OCCUPANCY_CASES, H100)
     with pytest.raises(CheckFailed, match="compute the four limits yourself"):
-        gt.check_occupancy(occupancy_from_the_library, OCCUPANCY_CASES)
+        gt.check_occupancy(occupancy_from_the_library, OCCUPANCY_CASES, H100)
+    with pytest.raises(CheckFailed, match="calls H100"):
+        gt.check_occupancy(occupancy_from_the_reference, OCCUPANCY_CASES, H100)
+
+
+def H100(threads, registers, shared_bytes):
+    return blocks_per_sm(SMS["H100"], threads, registers, shared_bytes)
+
+
+def occupancy_from_the_reference(threads, registers, shared_bytes):
+    found = H100(threads, registers, shared_bytes)
+    return found.blocks, found.limited_by.split(" and ")[0]
 
 
 def occupancy_from_the_library(threads, registers, shared_bytes):
@@ -247,6 +259,6 @@ def row_sums_thread_zero(out, x):
 def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored():
     with pytest.raises(CheckFailed, match=r"1\.00x as fast as row_sums_chunked \(predicted for the H100 by the "
                                           r"cost model"):
-        gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5)
+        gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
     with pytest.raises(CheckFailed, match="ROW_THREADS"):
-        gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5)
+        gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))

@@ -350,16 +350,17 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
     print(f"✓ moving_sum: correct on {len(sizes)} sizes, no local memory ({compiled.registers} registers per thread)")
 
 
-def check_occupancy(occupancy, cases) -> None:
-    """``occupancy(threads, registers, shared_bytes)`` -> (blocks per SM, limiting resource) on the H100, as
-    `figures.occupancy.blocks_per_sm` computes them (any of the budgets that tie is accepted)."""
+def check_occupancy(occupancy, cases, reference) -> None:
+    """``occupancy(threads, registers, shared_bytes)`` -> (blocks per SM, limiting resource), as ``reference`` (the
+    test cell's: `figures.occupancy.blocks_per_sm` for a GPU) computes them (any of the budgets that tie is
+    accepted); ``occupancy`` may not call ``reference`` nor anything named ``blocks_per_sm``."""
     __tracebackhide__ = True
-    from ..figures.occupancy import SMS, blocks_per_sm  # noqa: PLC0415
-
-    if "blocks_per_sm" in getattr(getattr(occupancy, "__code__", None), "co_names", ()):
-        raise CheckFailed("occupancy calls blocks_per_sm: compute the four limits yourself")
+    code, scope = getattr(occupancy, "__code__", None), getattr(occupancy, "__globals__", {})
+    for name in getattr(code, "co_names", ()):
+        if name == "blocks_per_sm" or scope.get(name) is reference:
+            raise CheckFailed(f"occupancy calls {name}: compute the four limits yourself")
     for threads, registers, shared in cases:
-        want = blocks_per_sm(SMS["H100"], threads, registers, shared)
+        want = reference(threads, registers, shared)
         got = _call(occupancy, "occupancy", threads, registers, shared)
         if not (isinstance(got, tuple) and len(got) == 2):
             raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) returned {got!r}: return a pair "
@@ -456,10 +457,9 @@ def _row_sums_problem(kernel, threads: int, rows: int, cols: int, on_device: boo
                    {"x": (rows, cols)}, ("float32",), proxy)
 
 
-def row_sums_speedup(kernel, threads: int) -> tuple[float, str]:
+def row_sums_speedup(kernel, threads: int, model) -> tuple[float, str]:
     """(reference time / ``kernel``'s time, how) at `ROW_SUMS_SHAPE`: timed on a GPU (`timing.median_seconds`),
-    else predicted by the H100 cost model from one traced launch of each at `ROW_SUMS_TRACED`."""
-    from ..figures.tuning import cost_model  # noqa: PLC0415
+    else predicted by the cost ``model`` from one traced launch of each at `ROW_SUMS_TRACED`."""
     from ..run.device import chosen_backend  # noqa: PLC0415
     from ..run.timing import median_seconds  # noqa: PLC0415
     from ..run.tuning import price  # noqa: PLC0415
@@ -471,24 +471,23 @@ def row_sums_speedup(kernel, threads: int) -> tuple[float, str]:
         device = device.decode() if isinstance(device, bytes) else device
         reference, yours = (median_seconds(_row_sums_problem(k, t, rows, cols, True).build({})) for k, t in pairs)
         return reference / yours, f"timed on {device} ({rows} x {cols})"
-    model = cost_model("H100")
     reference, yours = (price(_row_sums_problem(k, t, rows, cols, False,
                                                 _row_sums_problem(k, t, *ROW_SUMS_TRACED, False)), {}, model)
                         for k, t in pairs)
-    return reference / yours, (f"predicted for the H100 by the cost model, no GPU here ({rows} x {cols}, from a "
+    return reference / yours, (f"predicted for the {model.device} by the cost model, no GPU here ({rows} x {cols}, from a "
                                f"traced {ROW_SUMS_TRACED[0]} x {ROW_SUMS_TRACED[1]} launch)")
 
 
-def check_row_sums_speed(kernel, threads: int, sizes, at_least: float) -> None:
+def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) -> None:
     """``kernel[rows, threads](out, x)`` sums the rows of ``x`` correctly, and is at least ``at_least`` times as
-    fast as `row_sums_chunked` (timed on a GPU, or by the cost model without one: the message says which)."""
+    fast as `row_sums_chunked` (timed on a GPU, or by the cost ``model`` without one: the message says which)."""
     __tracebackhide__ = True
     _kernel_or_fail(kernel, "row_sums_fast")
     if not (isinstance(threads, int) and 32 <= threads <= 1024 and threads % 32 == 0):
         raise CheckFailed(f"ROW_THREADS is {threads!r}: a multiple of 32 from 32 to 1024")
     for seed, (rows, cols) in enumerate(sizes):
         _row_sums_case(kernel, "row_sums_fast", rows, cols, threads, seed)
-    ratio, how = row_sums_speedup(kernel, threads)
+    ratio, how = row_sums_speedup(kernel, threads, model)
     if ratio < at_least:
         raise CheckFailed(f"row_sums_fast is {ratio:.2f}x as fast as row_sums_chunked ({how}); this test asks for "
                           f"{at_least}x")

@@ -2,8 +2,9 @@
 
 Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
 and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5), `precision`
-(module 6) and `tuning` (module 7: the tuning problems of the SGEMM, conv and softmax), `feedback`, and the
-differential test of the simulator against a GPU (`differential`, its kernels and runner in `differential_cases`).
+(module 6) and `tuning` (module 7: the tuning problems of the SGEMM, conv and softmax, and the checks of
+assignment 7), `feedback`, and the differential test of the simulator against a GPU (`differential`, its
+kernels and runner in `differential_cases`).
 May import: `gpucourse.run`,
 `gpucourse.simulator`, `gpucourse.kernels`.
 """

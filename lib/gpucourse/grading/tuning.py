@@ -5,11 +5,18 @@ into an output poisoned with NaN first, and `wrong` compares it with the NumPy r
 or a wrong tile shows. Spaces: the register-tiled SGEMM's tile shape (`sgemm_problem`; any factory with the same
 parameters plugs in), the convolution's algorithm and layout (`conv_problem`, like cuDNN's choice), the fused
 softmax's kernel and block size (`softmax_problem`).
+
+The checks of assignment 7: a space's constraint (`check_constraint`, against `staged_constraint`), the cache's key
+and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memory graded on its compiled code
+(`check_moving_sum`), occupancy from resources (`check_occupancy`), tuning with the cost model (`check_tuned`), and
+a row sum graded by its speed against `row_sums_chunked`, timed on a GPU or priced by the cost model without one
+(`check_row_sums_speed`).
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 from numba import cuda
@@ -18,6 +25,7 @@ from ..kernels import conv as cv
 from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..run.tuning import Launch, Problem, Space
+from .core import CheckFailed
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
@@ -158,3 +166,329 @@ def softmax_problem(rows: int, columns: int, seed: int = 0, threads=(32, 64, 128
     proxy = traced and softmax_problem(*traced, seed, threads, on_device=False)
     return Problem("softmax:gpucourse.kernels.fusion", space, build, wrong, 5.0 * rows * columns,
                    {"x": (rows, columns)}, ("float32",), proxy)
+
+
+# -- the checks of assignment 7 ------------------------------------------------------------------------------------
+STAGED_SHARED = 48 * 1024  # bytes of static shared memory per block
+STAGED_REGISTERS = 255  # per thread
+REGISTER_FILE = 65536  # 32-bit registers per SM: one block's threads x registers must fit
+
+
+def staged_constraint(config: dict) -> str | None:
+    """Assignment 7's space of a staged kernel (``threads``, ``items``, ``stages``): why a config cannot run."""
+    threads, items, stages = config["threads"], config["items"], config["stages"]
+    if threads % 32 or not 32 <= threads <= 1024:
+        return f"{threads} threads per block: a multiple of 32, from 32 to 1024"
+    if 4 * threads * items * stages > STAGED_SHARED:
+        return f"{4 * threads * items * stages} bytes of shared memory: more than {STAGED_SHARED}"
+    registers = 32 + 4 * items  # one stage's items in registers; the stages wait in shared memory
+    if registers > STAGED_REGISTERS or registers * threads > REGISTER_FILE:
+        return f"{registers} registers per thread, {registers * threads} per block: more than the registers allow"
+    return None
+
+
+RULE_WORDS = ("threads", "shared", "registers")  # the reasons of staged_constraint name one each
+
+
+def _call(function, name: str, *args):
+    """``function(*args)``, a CheckFailed (not a traceback) when it is not written or raises."""
+    try:
+        return function(*args)
+    except NotImplementedError:
+        raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
+    except CheckFailed:
+        raise
+    except Exception as exc:
+        shown = ", ".join(repr(a) for a in args)
+        raise CheckFailed(f"{name}({shown}) raised {type(exc).__name__}: {exc}") from None
+
+
+def check_constraint(constraint, configs) -> None:
+    """``constraint(config)`` is None exactly for the configs `staged_constraint` allows, and names the first rule
+    broken (a word of `RULE_WORDS`) for the others."""
+    __tracebackhide__ = True
+    for config in configs:
+        want, got = staged_constraint(config), _call(constraint, "constraint", dict(config))
+        if got is not None and not isinstance(got, str):
+            raise CheckFailed(f"constraint({config}) returned {got!r}: return None (it can run) or a string (why not)")
+        if want is None and got is not None:
+            raise CheckFailed(f"constraint({config}) rejected a config that can run: {got!r}")
+        if want is not None and got is None:
+            raise CheckFailed(f"constraint({config}) allowed a config that cannot run: {want}")
+        if want is not None:
+            word = next(w for w in RULE_WORDS if w in want)
+            if word not in got.lower():
+                raise CheckFailed(f"constraint({config}) should name the first rule it breaks ({word!r} in the "
+                                  f"reason): {want}; yours said {got!r}")
+    print(f"✓ constraint: right on {len(configs)} configs")
+
+
+KEY_FIELDS = {"kernel": "sgemm", "shapes": {"M": 512, "N": 256, "K": 128}, "dtypes": ("float32",),
+              "device": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0),
+              "versions": {"numba-cuda": "0.20.0", "numpy": "2.3.0"}}
+KEY_CHANGES = {"kernel": "softmax", "shapes": {"M": 512, "N": 256, "K": 129}, "dtypes": ("float16",),
+               "device": "Tesla T4", "compute_capability": (8, 0), "versions": {"numba-cuda": "0.21.0", "numpy": "2.3.0"}}
+
+
+def check_cache_key(key) -> None:
+    """``key(kernel, shapes, dtypes, device, compute_capability, versions)``: a string, the same for the same
+    fields (whatever the order of ``shapes``' entries), different when any one field differs."""
+    __tracebackhide__ = True
+    base = _call(key, "cache_key", *KEY_FIELDS.values())
+    if not isinstance(base, str):
+        raise CheckFailed(f"cache_key returned a {type(base).__name__}: a JSON file's keys are strings")
+    again = dict(KEY_FIELDS, shapes=dict(reversed(list(KEY_FIELDS["shapes"].items()))))
+    if _call(key, "cache_key", *again.values()) != base:
+        raise CheckFailed("cache_key gave a different key for the same shapes listed in another order: sort them "
+                          "(json.dumps(..., sort_keys=True))")
+    for field, value in KEY_CHANGES.items():
+        if _call(key, "cache_key", *dict(KEY_FIELDS, **{field: value}).values()) == base:
+            raise CheckFailed(f"cache_key gave the same key when only {field} changed ({KEY_FIELDS[field]!r} -> "
+                              f"{value!r}): a result tuned for one {field} would be reused for another")
+    print(f"✓ cache_key: the same for the same fields, different when any of {len(KEY_CHANGES)} changes")
+
+
+CACHED_RESULTS = ({"best": {"BM": 64}, "seconds": 1e-3}, {"best": {"BM": 32}, "seconds": 2e-3},
+                  {"best": {"BM": 128}, "seconds": 3e-3})
+
+
+def check_cached_tune(cached_tune, results=CACHED_RESULTS) -> None:
+    """``cached_tune(cache, key, tune)``: a hit returns the stored result and calls nothing; a miss calls ``tune()``
+    once, stores its result (a dict) under ``key`` and returns it. Each check starts from an empty cache file; the
+    keys are the library's (`run.tuning.cache_key`), so that this check does not depend on the student's. ``results``:
+what three calls of ``tune`` return (the second, on a hit, must not be)."""
+    __tracebackhide__ = True
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as directory:
+        _check_cached_tune(cached_tune, Path(directory) / "assignment7-cache.json", results)
+    print("✓ cached_tune: a miss tunes once and stores, a hit tunes nothing")
+
+
+def _check_cached_tune(cached_tune, path: Path, results) -> None:
+    __tracebackhide__ = True
+    from ..run.tuning import Cache, cache_key  # noqa: PLC0415
+
+    cache = Cache(path)
+    calls = []
+
+    def tune(result):
+        def run():
+            calls.append(result)
+            return dict(result)
+        return run
+
+    keys = [cache_key(*dict(KEY_FIELDS, kernel=kernel).values()) for kernel in ("a", "b")]
+    first = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[0]))
+    if len(calls) != 1 or first != results[0]:
+        raise CheckFailed(f"on a miss cached_tune should call tune() once and return its result: {len(calls)} calls, "
+                          f"returned {first!r}")
+    if Cache(cache.path).get(keys[0]) != first:
+        raise CheckFailed("on a miss cached_tune should store the result in the cache (cache.put(key, result))")
+    again = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[1]))
+    if len(calls) != 1:
+        raise CheckFailed(f"on a hit (the stored result is {first!r}) cached_tune called tune() again: a hit must "
+                          "cost no timing (a miss is cache.get(key) is None)")
+    if again != first:
+        raise CheckFailed(f"on a hit cached_tune should return the stored result {first!r}, not {again!r}")
+    other = _call(cached_tune, "cached_tune", cache, keys[1], tune(results[2]))
+    if len(calls) != 2 or other != results[2]:
+        raise CheckFailed("another key is a miss: cached_tune should tune it, not return the first key's result")
+
+
+def _kernel_or_fail(kernel, name: str) -> None:
+    from .core import is_kernel  # noqa: PLC0415
+
+    if not is_kernel(kernel):
+        raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
+                          f"(got {type(kernel).__name__}).")
+
+
+def _launch(kernel, name: str, grid, block, out_shape, arguments) -> np.ndarray:
+    """``kernel[grid, block](out, *arguments)`` on a NaN-poisoned ``out``; the failure explained, not raised."""
+    from .core import explain_failure, launch_on_copies  # noqa: PLC0415
+
+    try:
+        return launch_on_copies(kernel, grid, block, out_shape, np.float32, arguments)[0]
+    except CheckFailed:
+        raise
+    except Exception as exc:
+        raise CheckFailed(explain_failure(name, f"grid={grid}, block={block}", exc)) from None
+
+
+def moving_sum_reference(x: np.ndarray, width: int = 4) -> np.ndarray:
+    """``out[i] = x[i] + ... + x[i + width - 1]`` for the ``len(x) - width + 1`` windows, in float64."""
+    return np.convolve(x.astype(np.float64), np.ones(width), "valid")
+
+
+def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> None:
+    """``kernel[blocks, threads](out, x, items)``: each thread writes ``items`` consecutive windows of 4; correct for
+    every size, and its compiled code uses no local memory (no stack frame, no ld.local / st.local)."""
+    __tracebackhide__ = True
+    from ..run.tuning import inspect_compiled  # noqa: PLC0415
+
+    _kernel_or_fail(kernel, "moving_sum")
+    rng = np.random.default_rng(seed)
+    for n in sizes:
+        x = rng.standard_normal(n + 3).astype(np.float32)
+        blocks = max(1, -(-n // (items * threads)))
+        got = _launch(kernel, "moving_sum", blocks, threads, (n,), (x, items))
+        want = moving_sum_reference(x)
+        bad = np.flatnonzero(~(np.abs(got - want) <= 1e-6 * 8 + 4e-7 * np.abs(want)))  # 3 float32 additions
+        if bad.size:
+            i = int(bad[0])
+            raise CheckFailed(f"moving_sum with n={n}, items={items}, {blocks} blocks of {threads}: out[{i}] is "
+                              f"{got[i]:.6g}, expected {want[i]:.6g} (x[{i}] + ... + x[{i + 3}])")
+    try:
+        compiled = inspect_compiled(kernel, (np.zeros(8, np.float32), np.zeros(11, np.float32), items))
+    except Exception as exc:
+        raise CheckFailed(f"moving_sum did not compile for the GPU: {type(exc).__name__}: {exc}") from None
+    if compiled.local_bytes or compiled.local_loads or compiled.local_stores:
+        raise CheckFailed(f"moving_sum is correct but still uses local memory: a {compiled.local_bytes}-byte stack "
+                          f"frame, {compiled.local_loads} ld.local and {compiled.local_stores} st.local. An array "
+                          "indexed at run time lives there: keep the window in scalar variables instead")
+    print(f"✓ moving_sum: correct on {len(sizes)} sizes, no local memory ({compiled.registers} registers per thread)")
+
+
+def check_occupancy(occupancy, cases, reference) -> None:
+    """``occupancy(threads, registers, shared_bytes)`` -> (blocks per SM, limiting resource), as ``reference`` (the
+    test cell's: `figures.occupancy.blocks_per_sm` for a GPU) computes them (any of the budgets that tie is
+    accepted); ``occupancy`` may not call ``reference`` nor anything named ``blocks_per_sm``."""
+    __tracebackhide__ = True
+    code, scope = getattr(occupancy, "__code__", None), getattr(occupancy, "__globals__", {})
+    for name in getattr(code, "co_names", ()):
+        if name == "blocks_per_sm" or scope.get(name) is reference:
+            raise CheckFailed(f"occupancy calls {name}: compute the four limits yourself")
+    for threads, registers, shared in cases:
+        want = reference(threads, registers, shared)
+        got = _call(occupancy, "occupancy", threads, registers, shared)
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) returned {got!r}: return a pair "
+                              "(blocks, limiting resource)")
+        blocks, limit = got
+        if blocks != want.blocks:
+            raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) gave {blocks!r} blocks per SM, expected "
+                              f"{want.blocks} (limits: {want.limits})")
+        if limit not in want.limited_by.split(" and "):
+            raise CheckFailed(f"occupancy({threads}, {registers}, {shared}): {want.blocks} blocks, limited by "
+                              f"{want.limited_by!r}, not {limit!r}")
+    print(f"✓ occupancy: right on {len(cases)} kernels")
+
+
+def check_tuned(tune_and_explain, problem: Problem, model) -> None:
+    """``tune_and_explain(problem, model)`` -> (result, bound_by, waves): ``result`` is `run.tuning.tune` of
+    ``problem`` by ``model`` (measure=False), every valid config tried, the fastest picked; ``bound_by`` and
+    ``waves``: the roof that binds the pick and its waves, as the model says."""
+    __tracebackhide__ = True
+    from ..run.tuning import Result, prediction  # noqa: PLC0415
+
+    answer = _call(tune_and_explain, "tune_and_explain", problem, model)
+    if not (isinstance(answer, tuple) and len(answer) == 3):
+        raise CheckFailed(f"tune_and_explain returned {type(answer).__name__}: return (result, bound_by, waves)")
+    result, bound_by, waves = answer
+    if not isinstance(result, Result):
+        raise CheckFailed(f"result should be what rt.tune returns, not a {type(result).__name__}")
+    if "cost model" not in result.how:
+        raise CheckFailed(f"result was {result.how}: tune with the cost model (model=..., measure=False)")
+    tried = [t["config"] for t in result.trials]
+    if sorted(map(str, tried)) != sorted(map(str, problem.space.valid())):
+        raise CheckFailed(f"result tried {len(tried)} configs, the space has {len(problem.space.valid())} valid ones: "
+                          "search the whole grid (no budget)")
+    timed = [t for t in result.trials if "seconds" in t]
+    if not timed or result.best != min(timed, key=lambda t: t["seconds"])["config"]:
+        raise CheckFailed("result.best is not the config with the least predicted time")
+    picked = prediction(problem, result.best, model)
+    for name, got, want in (("bound_by", bound_by, picked.bound_by), ("waves", waves, picked.waves)):
+        if got != want:
+            raise CheckFailed(f"the cost model says the pick {result.best} has {name.lower()} = {want!r}, not "
+                              f"{got!r}: see rt.prediction(problem, result.best, model)")
+    print(f"✓ tuned: {result.best}, bound by {bound_by}, {waves} wave{'s' if waves != 1 else ''}")
+
+
+REFERENCE_THREADS = 128
+
+
+@cuda.jit
+def row_sums_chunked(out, x):
+    """The reference of the performance exercise: a block per row, each thread adding a contiguous chunk of it
+    (neighbouring threads read addresses a chunk apart: uncoalesced), then a tree in shared memory."""
+    partial = cuda.shared.array(REFERENCE_THREADS, np.float32)
+    row, t = cuda.blockIdx.x, cuda.threadIdx.x
+    chunk = (x.shape[1] + REFERENCE_THREADS - 1) // REFERENCE_THREADS
+    total = np.float32(0)
+    for col in range(t * chunk, min((t + 1) * chunk, x.shape[1])):
+        total += x[row, col]
+    partial[t] = total
+    cuda.syncthreads()
+    step = REFERENCE_THREADS // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[row] = partial[0]
+
+
+ROW_SUMS_SHAPE = (8192, 4096)  # timed on a GPU, or priced by the cost model from a trace of ROW_SUMS_TRACED
+ROW_SUMS_TRACED = (32, 4096)  # the GPU's row length: the chunks (and the coalescing) as there
+
+
+def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: int) -> None:
+    x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+    got = _launch(kernel, name, rows, threads, (rows,), (x,))
+    want = x.astype(np.float64).sum(axis=1)
+    bound = 1e-6 * np.log2(cols + 1) * 4 * np.abs(x).sum(axis=1) + 1e-6  # float32 sums, tree or sequential
+    bad = np.flatnonzero(~(np.abs(got - want) <= bound))
+    if bad.size:
+        i = int(bad[0])
+        raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {got[i]:.6g}, "
+                          f"expected {want[i]:.6g}")
+
+
+def _row_sums_problem(kernel, threads: int, rows: int, cols: int, on_device: bool, proxy=None) -> Problem:
+    """One launch of ``kernel`` over a ``rows x cols`` matrix, a block per row, as a `Problem` of one config (for
+    `run.tuning.price`)."""
+    put = cuda.to_device if on_device else np.asarray
+    x = put(np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32))
+    out = put(np.zeros(rows, np.float32))
+    launch = Launch(kernel, (rows,), (threads,), (out, x))
+    return Problem("row_sums", Space("row_sums", {}), lambda _config: launch, lambda: None, float(rows * cols),
+                   {"x": (rows, cols)}, ("float32",), proxy)
+
+
+def row_sums_speedup(kernel, threads: int, model) -> tuple[float, str]:
+    """(reference time / ``kernel``'s time, how) at `ROW_SUMS_SHAPE`: timed on a GPU (`timing.median_seconds`),
+    else predicted by the cost ``model`` from one traced launch of each at `ROW_SUMS_TRACED`."""
+    from ..run.device import chosen_backend  # noqa: PLC0415
+    from ..run.timing import median_seconds  # noqa: PLC0415
+    from ..run.tuning import price  # noqa: PLC0415
+
+    rows, cols = ROW_SUMS_SHAPE
+    pairs = [(row_sums_chunked, REFERENCE_THREADS), (kernel, threads)]
+    if chosen_backend().on_gpu:
+        device = cuda.get_current_device().name
+        device = device.decode() if isinstance(device, bytes) else device
+        reference, yours = (median_seconds(_row_sums_problem(k, t, rows, cols, True).build({})) for k, t in pairs)
+        return reference / yours, f"timed on {device} ({rows} x {cols})"
+    reference, yours = (price(_row_sums_problem(k, t, rows, cols, False,
+                                                _row_sums_problem(k, t, *ROW_SUMS_TRACED, False)), {}, model)
+                        for k, t in pairs)
+    return reference / yours, (f"predicted for the {model.device} by the cost model, no GPU here ({rows} x {cols}, from a "
+                               f"traced {ROW_SUMS_TRACED[0]} x {ROW_SUMS_TRACED[1]} launch)")
+
+
+def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) -> None:
+    """``kernel[rows, threads](out, x)`` sums the rows of ``x`` correctly, and is at least ``at_least`` times as
+    fast as `row_sums_chunked` (timed on a GPU, or by the cost ``model`` without one: the message says which)."""
+    __tracebackhide__ = True
+    _kernel_or_fail(kernel, "row_sums_fast")
+    if not (isinstance(threads, int) and 32 <= threads <= 1024 and threads % 32 == 0):
+        raise CheckFailed(f"ROW_THREADS is {threads!r}: a multiple of 32 from 32 to 1024")
+    for seed, (rows, cols) in enumerate(sizes):
+        _row_sums_case(kernel, "row_sums_fast", rows, cols, threads, seed)
+    ratio, how = row_sums_speedup(kernel, threads, model)
+    if ratio < at_least:
+        raise CheckFailed(f"row_sums_fast is {ratio:.2f}x as fast as row_sums_chunked ({how}); this test asks for "
+                          f"{at_least}x")
+    print(f"✓ row_sums_fast: correct on {len(sizes)} shapes, {ratio:.2f}x as fast as row_sums_chunked ({how})")

@@ -240,8 +240,9 @@ class WrongResult(Exception):
     """A candidate's output differs from the reference."""
 
 
-def price(problem: Problem, config: dict, model) -> float:
-    """``model``'s time for ``config`` at ``problem``'s size, from one traced launch on the simulator.
+def prediction(problem: Problem, config: dict, model):
+    """``model``'s `Prediction` for ``config`` at ``problem``'s size (time, the roof that binds, waves), from one
+    traced launch on the simulator.
 
     The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
     is checked first: a wrong result raises `WrongResult`.
@@ -256,8 +257,13 @@ def price(problem: Problem, config: dict, model) -> float:
         raise WrongResult(wrong)
     resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), model.architecture)
     if problem.proxy is None:
-        return model(t.last, resources, launch, problem.flops, 1.0)
-    return model(t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops)
+        return model.prediction(t.last, resources, launch, problem.flops, 1.0)
+    return model.prediction(t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops)
+
+
+def price(problem: Problem, config: dict, model) -> float:
+    """``model``'s time in seconds for ``config`` at ``problem``'s size (`prediction`)."""
+    return prediction(problem, config, model).seconds
 
 
 def versions() -> dict:

@@ -1,0 +1,264 @@
+"""Module 7's checks: right answers pass; each plausible wrong one fails with a message that says what is wrong."""
+
+import hashlib
+import json
+
+import pytest
+from numba import cuda, float32
+
+from gpucourse import simulated
+from gpucourse.figures import tuning as ft
+from gpucourse.figures.occupancy import SMS, blocks_per_sm
+from gpucourse.grading import CheckFailed
+from gpucourse.grading import tuning as gt
+from gpucourse.run import resources_problem
+from gpucourse.run import tuning as rt
+
+needs_nvjitlink = pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+BOUNDARIES = [{"threads": t, "items": i, "stages": s} for t, i, s in [
+    (1024, 4, 3), (1024, 4, 4), (1024, 8, 1), (1024, 9, 1), (32, 55, 1), (32, 56, 1), (1056, 1, 1), (0, 1, 1),
+    (1024, 16, 1), (384, 32, 1), (384, 32, 2)]]
+
+
+@pytest.fixture(autouse=True)
+def on_the_simulator():
+    with simulated():
+        yield
+
+
+def constraint_with(shared_ok=lambda b: b <= 49152, register_file=True, order=("threads", "shared", "registers"),
+                    allowed=None):
+    def constraint(config):
+        t, i, s = config["threads"], config["items"], config["stages"]
+        regs = 32 + 4 * i
+        broken = {"threads": t % 32 or not 32 <= t <= 1024, "shared": not shared_ok(4 * t * i * s),
+                  "registers": regs > 255 or (register_file and regs * t > 65536)}
+        for rule in order:
+            if broken[rule]:
+                return f"too many {rule}"
+        return allowed
+
+    return constraint
+
+
+def test_the_constraint_check_passes_the_rules_and_fails_each_slip():
+    gt.check_constraint(constraint_with(), BOUNDARIES)
+    slips = {"allowed a config that cannot run": constraint_with(register_file=False),
+             "rejected a config that can run": constraint_with(shared_ok=lambda b: b < 49152),
+             "should name the first rule": constraint_with(order=("threads", "registers", "shared")),
+             "return None": constraint_with(allowed=False)}
+    for message, constraint in slips.items():
+        with pytest.raises(CheckFailed, match=message):
+            gt.check_constraint(constraint, BOUNDARIES)
+
+
+def key_with(*, drop=(), sort_keys=True):
+    def cache_key(kernel, shapes, dtypes, device, compute_capability, versions):
+        fields = {"kernel": kernel, "shapes": shapes, "dtypes": [str(d) for d in dtypes], "device": device,
+                  "compute_capability": list(compute_capability), "versions": versions}
+        blob = json.dumps({k: v for k, v in fields.items() if k not in drop}, sort_keys=sort_keys)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    return cache_key
+
+
+def test_a_key_that_forgets_a_field_or_the_order_loses_marks():
+    gt.check_cache_key(key_with())
+    for field in ("device", "dtypes", "compute_capability", "versions", "shapes"):
+        with pytest.raises(CheckFailed, match=f"only {field} changed"):
+            gt.check_cache_key(key_with(drop=(field,)))
+    with pytest.raises(CheckFailed, match="another order"):
+        gt.check_cache_key(key_with(sort_keys=False))
+    with pytest.raises(CheckFailed, match="strings"):
+        gt.check_cache_key(lambda *fields: tuple(fields))
+
+
+def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss():
+    def right(cache, key, tune):
+        hit = cache.get(key)
+        if hit is None:
+            hit = tune()
+            cache.put(key, hit)
+        return hit
+
+    def always_tunes(cache, key, tune):
+        result = tune()
+        cache.put(key, result)
+        return result
+
+    def truthy_hit(cache, key, tune):
+        hit = cache.get(key)
+        if not hit:
+            hit = tune()
+            cache.put(key, hit)
+        return hit
+
+    gt.check_cached_tune(truthy_hit)
+    with pytest.raises(CheckFailed, match="a hit must cost no timing"):
+        gt.check_cached_tune(truthy_hit, ({}, {"best": None}, {"best": {"BM": 32}}))
+
+    def never_stores(cache, key, tune):
+        return cache.get(key) or tune()
+
+    last = {}
+
+    def ignores_the_key(cache, key, tune):
+        if "result" not in last:
+            last["result"] = tune()
+            cache.put(key, last["result"])
+        return last["result"]
+
+    gt.check_cached_tune(right)
+    gt.check_cached_tune(right)  # again: a fresh cache, not the first check's file
+    for message, lookup in {"a hit must cost no timing": always_tunes, "should store": never_stores,
+                            "another key is a miss": ignores_the_key}.items():
+        with pytest.raises(CheckFailed, match=message):
+            gt.check_cached_tune(lookup)
+
+    def unwritten(cache, key, tune):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        gt.check_cached_tune(unwritten)
+
+
+@cuda.jit
+def moving_sum_registers(out, x, items):
+    start = cuda.grid(1) * items
+    if start < out.size:
+        a, b, c = x[start], x[start + 1], x[start + 2]
+        for j in range(items):
+            i = start + j
+            if i >= out.size:
+                break
+            d = x[i + 3]
+            out[i] = a + b + c + d
+            a, b, c = b, c, d
+
+
+@cuda.jit
+def moving_sum_in_local_memory(out, x, items):
+    window = cuda.local.array(4, float32)
+    start = cuda.grid(1) * items
+    for k in range(3):
+        if start + k < x.size:
+            window[k] = x[start + k]
+    for j in range(items):
+        i = start + j
+        if i < out.size:
+            window[(j + 3) % 4] = x[i + 3]
+            out[i] = window[0] + window[1] + window[2] + window[3]
+
+
+@cuda.jit
+def moving_sum_of_three(out, x, items):
+    start = cuda.grid(1) * items
+    for j in range(items):
+        i = start + j
+        if i < out.size:
+            out[i] = x[i] + x[i + 1] + x[i + 2]
+
+
+@needs_nvjitlink
+def test_the_moving_sum_is_graded_on_its_output_and_its_compiled_code():
+    gt.check_moving_sum(moving_sum_registers, [1, 37, 200], items=4, threads=32)
+    with pytest.raises(CheckFailed, match="still uses local memory: a 16-byte stack frame"):
+        gt.check_moving_sum(moving_sum_in_local_memory, [37, 200], items=4, threads=32)
+    with pytest.raises(CheckFailed, match=r"out\[0\] is .*expected"):
+        gt.check_moving_sum(moving_sum_of_three, [37], items=4, threads=32)
+    with pytest.raises(CheckFailed, match="not a kernel"):
+        gt.check_moving_sum(moving_sum_registers.py_func, [37], items=4, threads=32)
+
+
+def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024):
+    def occupancy(threads, registers, shared_bytes):
+        w = warps(threads)
+        per_warp = -(-registers * 32 // 256) * 256 if round_registers else registers * 32
+        limits = {"warps": 64 // w, "block slots": 32, "registers": 65536 // (w * per_warp),
+                  "shared memory": 233472 // max(1, -(-shared_bytes // 128) * 128 + reserved)}
+        limit = min(limits, key=limits.get)
+        return limits[limit], limit
+
+    return occupancy
+
+
+OCCUPANCY_CASES = [(96, 33, 0), (100, 64, 0), (256, 64, 7000), (1024, 64, 0), (512, 32, 100000), (33, 20, 129),
+                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080)]
+
+
+def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
+    gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES, H100)
+    for wrong in (occupancy_with(round_registers=False), occupancy_with(warps=lambda t: t // 32 or 1),
+                  occupancy_with(reserved=0)):
+        with pytest.raises(CheckFailed, match="blocks per SM, expected"):
+            gt.check_occupancy(wrong, OCCUPANCY_CASES, H100)
+
+    def says_warps_always(threads, registers, shared_bytes):
+        return occupancy_with()(threads, registers, shared_bytes)[0], "warps"
+
+    with pytest.raises(CheckFailed, match="limited by"):
+        gt.check_occupancy(says_warps_always, OCCUPANCY_CASES, H100)
+    with pytest.raises(CheckFailed, match="compute the four limits yourself"):
+        gt.check_occupancy(occupancy_from_the_library, OCCUPANCY_CASES, H100)
+    with pytest.raises(CheckFailed, match="calls H100"):
+        gt.check_occupancy(occupancy_from_the_reference, OCCUPANCY_CASES, H100)
+
+
+def H100(threads, registers, shared_bytes):
+    return blocks_per_sm(SMS["H100"], threads, registers, shared_bytes)
+
+
+def occupancy_from_the_reference(threads, registers, shared_bytes):
+    found = H100(threads, registers, shared_bytes)
+    return found.blocks, found.limited_by.split(" and ")[0]
+
+
+def occupancy_from_the_library(threads, registers, shared_bytes):
+    from gpucourse.figures.occupancy import SMS, blocks_per_sm
+
+    found = blocks_per_sm(SMS["H100"], threads, registers, shared_bytes)
+    return found.blocks, found.limited_by.split(" and ")[0]
+
+
+@needs_nvjitlink
+def test_tuning_with_the_model_needs_the_whole_grid_and_the_picks_own_numbers():
+    problem = gt.softmax_problem(256, 300, threads=(64, 256), traced=(2, 300))
+    model = ft.cost_model("H100")
+
+    def answer(budget=None, bound_by=None, waves=0):
+        def tune_and_explain(problem, model):
+            result = rt.tune(problem, model=model, measure=False, budget=budget)
+            picked = rt.prediction(problem, result.best, model)
+            return result, bound_by or picked.bound_by, picked.waves + waves
+
+        return tune_and_explain
+
+    gt.check_tuned(answer(), problem, model)
+    for message, wrong in {"waves": answer(waves=1), "bound_by": answer(bound_by="FLOPs"),
+                           "whole grid": answer(budget=2)}.items():
+        with pytest.raises(CheckFailed, match=message):
+            gt.check_tuned(wrong, problem, model)
+
+    def unwritten(problem, model):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="not written yet"):
+        gt.check_tuned(unwritten, problem, model)
+
+
+@cuda.jit
+def row_sums_thread_zero(out, x):
+    if cuda.threadIdx.x == 0:
+        total = float32(0)
+        for col in range(x.shape[1]):
+            total += x[cuda.blockIdx.x, col]
+        out[cuda.blockIdx.x] = total
+
+
+@needs_nvjitlink
+def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored():
+    with pytest.raises(CheckFailed, match=r"1\.00x as fast as row_sums_chunked \(predicted for the H100 by the "
+                                          r"cost model"):
+        gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+    with pytest.raises(CheckFailed, match="ROW_THREADS"):
+        gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))

@@ -36,7 +36,8 @@ class Resources:
     local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
 
 
-def _assembler_report(ptx: str, architecture: str) -> str:
+def assemble(ptx: str, architecture: str) -> tuple[str, bytes]:
+    """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``."""
     from cuda.bindings import nvjitlink
 
     for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache"], [f"-arch={architecture}", "-Xptxas=-v"]):
@@ -50,9 +51,11 @@ def _assembler_report(ptx: str, architecture: str) -> str:
             nvjitlink.complete(handle)
             log = bytearray(nvjitlink.get_info_log_size(handle))
             nvjitlink.get_info_log(handle, log)
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
         finally:
             nvjitlink.destroy(handle)
-        return log.decode(errors="replace").rstrip("\x00")
+        return log.decode(errors="replace").rstrip("\x00"), bytes(cubin)
     raise RuntimeError(f"nvJitLink refused the options for {architecture}")
 
 
@@ -119,7 +122,7 @@ def _assembled(dispatcher, argtypes, architecture: str) -> Resources:
     if key not in compiled:
         compiled[key] = compile_for_gpu(dispatcher, argtypes)
     ptx = compiled[key]
-    return parse_report(_assembler_report(ptx, architecture), ptx, architecture)
+    return parse_report(assemble(ptx, architecture)[0], ptx, architecture)
 
 
 def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resources | None:

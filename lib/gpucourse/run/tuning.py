@@ -29,7 +29,7 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
-from .resources import Resources, kernel_resources
+from .resources import Resources, assemble, kernel_resources
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -103,17 +103,7 @@ def sass_loads(ptx: str, architecture: str) -> dict | None:
     """Global loads by width in the SASS nvJitLink assembles from ``ptx`` (``LDG.E.128`` and so on), or None."""
     if sass_problem():
         return None
-    from cuda.bindings import nvjitlink  # noqa: PLC0415
-
-    handle = nvjitlink.create(1, [f"-arch={architecture}"])
-    try:
-        data = ptx.encode()
-        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel")
-        nvjitlink.complete(handle)
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-    finally:
-        nvjitlink.destroy(handle)
+    _, cubin = assemble(ptx, architecture)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
         file.flush()
@@ -240,9 +230,9 @@ class WrongResult(Exception):
     """A candidate's output differs from the reference."""
 
 
-def prediction(problem: Problem, config: dict, model):
-    """``model``'s `Prediction` for ``config`` at ``problem``'s size (time, the roof that binds, waves), from one
-    traced launch on the simulator.
+def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
+    """What a cost model is called with for ``config`` at ``problem``'s size: (launch trace, resources, launch,
+    FLOPs, scale), from one traced launch on the simulator.
 
     The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
     is checked first: a wrong result raises `WrongResult`.
@@ -255,15 +245,21 @@ def prediction(problem: Problem, config: dict, model):
         launch()
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
-    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), model.architecture)
+    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture)
     if problem.proxy is None:
-        return model.prediction(t.last, resources, launch, problem.flops, 1.0)
-    return model.prediction(t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops)
+        return t.last, resources, launch, problem.flops, 1.0
+    return t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops
+
+
+def prediction(problem: Problem, config: dict, model):
+    """``model``'s `Prediction` for ``config`` (time, the roof that binds, waves): see `_traced`."""
+    return model.prediction(*_traced(problem, config, model.architecture))
 
 
 def price(problem: Problem, config: dict, model) -> float:
-    """``model``'s time in seconds for ``config`` at ``problem``'s size (`prediction`)."""
-    return prediction(problem, config, model).seconds
+    """``model``'s time in seconds for ``config`` at ``problem``'s size: any callable
+    ``model(trace, resources, launch, flops, scale)`` with an ``architecture``."""
+    return model(*_traced(problem, config, model.architecture))
 
 
 def versions() -> dict:

@@ -33,12 +33,13 @@ def nbgrader_flags(cell) -> dict:
 
 
 def exercises(notebook) -> list[list]:
-    """The answer and test cells of each ``## Exercise`` section, in order."""
+    """The code cells of each ``## Exercise`` section, in order: its answer and test cells, and any cell between
+    them a student runs too (assignment 5 builds its flash kernel around the answer in a cell of its own)."""
     sections = []
     for cell in notebook.cells:
         if cell.cell_type == "markdown" and re.match(r"## Exercise\b", cell.source):
             sections.append([])
-        elif sections and (nbgrader_flags(cell).get("solution") or nbgrader_flags(cell).get("grade")):
+        elif sections and cell.cell_type == "code" and nbgrader_flags(cell):
             sections[-1].append(cell)
     return sections
 

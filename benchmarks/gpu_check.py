@@ -295,7 +295,7 @@ class Record:
         tree = re.search(r"^- Tree: (\S+)", text, re.M)
         return cls(tree.group(1) if tree else "",
                    {m[1]: Result(m[1], m[2], float(m[3])) for m in PART_ROW.finditer(text)},
-                   {m[1]: m[2] for m in NOTEBOOK_LINE.finditer(text)})
+                   {m[1]: m[2].rstrip() for m in NOTEBOOK_LINE.finditer(text)})  # "  ": a Markdown line break
 
     def passed(self, tree: str) -> tuple[set, set]:
         """The parts and notebooks recorded as passed on ``tree``."""

@@ -234,6 +234,7 @@ def test_the_gpu_check_section_records_parts_and_notebooks_and_resume_skips_what
                     results_file=results_file)
     section = recorded("gpu_check", results_file)
     assert all(f"| {p} |" in section for p in ("lectures", "matmul", "differential"))
+    assert "lectures/03_matmul.ipynb: ok, 3/3 runs, 9 s  \n" in section  # read back and written again as it was
 
 
 def test_a_benchmark_that_finds_no_gpu_fails_its_part(tmp_path):

@@ -28,7 +28,9 @@ WRONG_ZIP_KERNEL = """@cuda.jit
 def zip_kernel(out, a, b):
     i = cuda.threadIdx.x
     out[i] = a[i] - b[i]"""
-STARTUP_S, RUN_S = 60, 300  # Run All of lecture 1 takes about 20 s alone; under make test's other worker, more
+# Run All of lecture 1 takes about 20 s alone, more beside make test's other worker: a run waits as long as
+# cells keep finishing, and fails when none has finished for RUN_S.
+STARTUP_S, RUN_S = 60, 300
 QUIET_LAB = ("@jupyterlab/apputils-extension/notification.jupyterlab-settings", '{"fetchNews": "false"}')
 
 
@@ -38,11 +40,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until(condition, what: str, timeout_s: float = RUN_S) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_until(condition, what: str, timeout_s: float = RUN_S, progress=lambda: None, stalled=lambda: "") -> None:
+    """Wait for ``condition``; the deadline moves on each time ``progress()`` changes; ``stalled()`` says
+    where it stood when it timed out."""
+    deadline, seen = time.monotonic() + timeout_s, progress()
     while not condition():
+        if (now := progress()) != seen:
+            deadline, seen = time.monotonic() + timeout_s, now
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not after {timeout_s} s")
+            raise TimeoutError(f"{what}: not after {timeout_s} s{stalled()}")
         time.sleep(0.25)
 
 
@@ -82,9 +88,12 @@ def lab(tmp_path_factory):
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_server(f"{base}/api/status?token={token}", process)
-        # each notebook in a workspace of its own, so no test finds another's tabs restored; "" is `/`
-        yield lambda name: (f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?token={token}" if name
-                            else f"{base}/?token={token}")
+        def url(name: str) -> str:
+            """The notebook's address, in a workspace of its own (no test finds another's tabs restored);
+            "" is `/`."""
+            return f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?token={token}" if name else f"{base}/?token={token}"
+        url.log = home / "lab.log"
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -97,24 +106,55 @@ def solution_source(grade_id: str) -> str:
     return "\n".join(line for line in cell.source.splitlines() if "### " not in line)
 
 
-def open_notebook(page, url: str):
-    """Open a notebook and wait for its kernel to be idle; return the locator of its cells."""
+def open_notebook(page, url: str, notebook: Path | None = None):
+    """Open a notebook and wait until all its cells are shown (those of ``notebook``, if given) and its kernel
+    is idle; return the locator of its cells. (JupyterLab shows one empty cell and "No Kernel" first.)"""
     page.goto(url)
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=STARTUP_S * 1000)
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    cells.first.wait_for(timeout=STARTUP_S * 1000)
+    if notebook is not None:
+        expected = len(nbformat.read(notebook, as_version=4).cells)
+        wait_until(lambda: cells.count() == expected, f"the {expected} cells of {notebook.name}", STARTUP_S)
     wait_for_idle_kernel(page)
-    return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    return cells
 
 
 def wait_for_idle_kernel(page) -> None:
-    page.locator(".jp-NotebookPanel-toolbar [data-status='idle']").first.wait_for(timeout=RUN_S * 1000)
+    """Wait until the shown notebook has a kernel (not "No Kernel") and it is idle."""
+    toolbar = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-NotebookPanel-toolbar")
+    wait_until(lambda: "No Kernel" not in toolbar.first.text_content()
+               and toolbar.locator("[data-status='idle']").count() > 0, "an idle kernel")
 
 
-def run_from_menu(page, item: str, last_cell) -> None:
-    """Run > ``item``, then wait until ``last_cell`` has run and the kernel is idle."""
+def execution_counts(page) -> list[int]:
+    """The execution counts the notebook's input prompts show, in cell order."""
+    prompts = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt")
+    return [int(n) for text in prompts.all_text_contents() for n in re.findall(r"\[(\d+)\]", text)]
+
+
+def where_it_stands(page, log: Path) -> str:
+    """For a timeout's message: the cell that is running, the errors shown, the end of the server's log."""
+    running = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell",
+                           has=page.locator(".jp-InputPrompt", has_text="[*]"))
+    source = running.first.locator(".cm-content").text_content()[:80] if running.count() else "none"
+    tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+    return (f"; {len(execution_counts(page))} cells had run, running: {source!r}; errors shown: {error_texts(page)};"
+            " the server's log ends:\n" + "\n".join(tail))
+
+
+def run_from_menu(page, item: str, last_cell, log: Path, stop_at_error: bool = True) -> None:
+    """Run > ``item``, then wait until ``last_cell`` has run and the kernel is idle, as long as cells keep
+    finishing. With ``stop_at_error``, a cell's error ends the wait at once (Run All would stop there)."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text=item).first.click()
     prompt = last_cell.locator(".jp-InputPrompt")
-    wait_until(lambda: re.search(r"\[\d+\]", prompt.text_content()), f"{item}: the last cell to run")
+
+    def finished():
+        if stop_at_error and (errors := error_texts(page)):
+            raise AssertionError(f"{item}: a cell failed, so the cells after it did not run: {errors}")
+        return re.search(r"\[\d+\]", prompt.text_content())
+    wait_until(finished, f"{item}: the last cell to run", progress=lambda: max(execution_counts(page), default=0),
+               stalled=lambda: where_it_stands(page, log))
     wait_for_idle_kernel(page)
 
 
@@ -131,9 +171,8 @@ def error_texts(page) -> list[str]:
 
 
 def test_lecture_runs_and_its_index_explorer_redraws(lab, page):
-    cells = open_notebook(page, lab(LECTURE.name))
-    run_from_menu(page, "Run All Cells", cells.and_(page.locator(".jp-CodeCell")).last)
-    assert cells.count() == len(nbformat.read(LECTURE, as_version=4).cells)
+    cells = open_notebook(page, lab(LECTURE.name), LECTURE)
+    run_from_menu(page, "Run All Cells", cells.and_(page.locator(".jp-CodeCell")).last, lab.log)
     assert not error_texts(page), f"cells wrote errors: {error_texts(page)}"
 
     explorer = page.locator(".jupyter-widgets.widget-vbox", has=page.locator(".widget-slider")).first
@@ -151,12 +190,13 @@ def test_lecture_runs_and_its_index_explorer_redraws(lab, page):
 
 
 def test_assignment_says_which_answer_is_right(lab, page):
-    cells = open_notebook(page, lab(ASSIGNMENT.name))
+    cells = open_notebook(page, lab(ASSIGNMENT.name), ASSIGNMENT)
     grade_ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nbformat.read(ASSIGNMENT, as_version=4).cells]
     replace_source(cells.nth(grade_ids.index("map_kernel")), solution_source("map_kernel"))
     replace_source(cells.nth(grade_ids.index("zip_kernel")), WRONG_ZIP_KERNEL)
     cells.nth(grade_ids.index("test_zip") + 1).click()
-    run_from_menu(page, "Run All Above Selected Cell", cells.nth(grade_ids.index("test_zip")))
+    run_from_menu(page, "Run All Above Selected Cell", cells.nth(grade_ids.index("test_zip")), lab.log,
+                  stop_at_error=False)  # the wrong zip_kernel's test fails: the last cell run
 
     right = cells.nth(grade_ids.index("test_map")).locator(".jp-OutputArea-output").text_content()
     wrong = cells.nth(grade_ids.index("test_zip")).locator(".jp-OutputArea-output").text_content()

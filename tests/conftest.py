@@ -4,12 +4,14 @@ The browser fixtures drive Debian's chromium with Playwright; without either the
 skip in one line, except where ``GPUCOURSE_REQUIRE_BROWSER=1`` (CI) makes that a failure.
 """
 
+import fcntl
 import importlib.util
 import os
 import shutil
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 os.environ.setdefault("GPUCOURSE_PTX_CHECK", "require")
@@ -24,13 +26,45 @@ def root() -> Path:
     return ROOT
 
 
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder that every worker of this test run shares (xdist gives each worker a sibling base folder)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
-def built_decks(tmp_path_factory) -> Path:
+def executed_lecture(tmp_path_factory):
+    """``executed_lecture(path)``: the lecture run top to bottom (`notebook_runner.execute`) once per test run,
+    by whichever worker asks first (the others wait for it), so the lecture tests and the slides share one run."""
+    from notebook_runner import execute
+
+    folder = shared_folder(tmp_path_factory, "executed-lectures")
+
+    def executed(path: Path):
+        target = folder / path.name
+        with open(folder / f"{path.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.exists():  # a run that fails leaves nothing: the next test runs it again
+                nbformat.write(execute(path), folder / f"{path.name}.part")
+                (folder / f"{path.name}.part").rename(target)
+        return nbformat.read(target, as_version=4)
+    return executed
+
+
+@pytest.fixture(scope="session")
+def built_decks(tmp_path_factory, executed_lecture) -> Path:
     """Every lecture executed and exported as a slide deck (what `make slides` does), built once."""
-    from gpucourse.course.slides import build
+    from gpucourse.course.slides import copy_assets, write_deck
 
     out_dir = tmp_path_factory.mktemp("slides")
-    build(ROOT / "lectures", out_dir)
+    copy_assets(out_dir)
+    # from the last: beside `test_notebooks.py` on another worker, each runs the lectures the other has not reached
+    for path in sorted((ROOT / "lectures").glob("*.ipynb"), reverse=True):
+        notebook = executed_lecture(path)
+        notebook.cells.pop()  # the PTX coverage cell `execute` appends
+        write_deck(notebook, path.stem, out_dir)
     return out_dir
 
 

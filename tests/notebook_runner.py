@@ -25,10 +25,11 @@ def execute(path: Path, cell_timeout: float = CELL_TIMEOUT):
     return notebook
 
 
-def stderr_outputs(notebook) -> list[str]:
+def stderr_outputs(cells) -> list[str]:
+    """What the code cells among ``cells`` (a notebook's, or a list) wrote to stderr."""
     return [
         out.get("text", "")
-        for cell in notebook.cells if cell.cell_type == "code"
+        for cell in getattr(cells, "cells", cells) if cell.cell_type == "code"
         for out in cell.get("outputs", [])
         if out.get("output_type") == "stream" and out.get("name") == "stderr"
     ]

@@ -19,8 +19,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from notebook_runner import PTX_COVERAGE_CELL, stderr_outputs
 
 REMEMBER_NAMES = "_names_before_exercises = set(globals())"
+NEW_NAMES = "{k: v for k, v in globals().items() if k not in _names_before_exercises}"
 FORGET_NEW_NAMES = (
     "for _name in set(globals()) - _names_before_exercises:\n"
     "    if not _name.startswith('_'):\n"
@@ -58,6 +60,8 @@ class Replay:
     first_exercise: list[str] = field(default_factory=list)  # the grade_ids of the first exercise's cells
     failures: dict[str, str] = field(default_factory=dict)  # an exercise's first grade_id -> its error
     gpucourse_file: str = ""  # where the kernel imported gpucourse from
+    stderr: dict[str, str] = field(default_factory=dict)  # an exercise's first grade_id -> what it wrote to stderr
+    unchecked: dict[str, str] = field(default_factory=dict)  # -> the kernels it defined but never launched
 
 
 def run_each_exercise_alone(release_path: Path, solution_path: Path, pythonpath: str | None = None) -> Replay:
@@ -76,11 +80,18 @@ def run_each_exercise_alone(release_path: Path, solution_path: Path, pythonpath:
         with_answers(release, nbformat.read(solution_path, as_version=4))
         replay.first_exercise = [nbgrader_flags(cell)["grade_id"] for cell in exercises(release)[0]]
         for section in exercises(release):
+            name = nbgrader_flags(section[0])["grade_id"]
             for cell in section:
                 if not run(client, cell, 0):
-                    replay.failures[nbgrader_flags(section[0])["grade_id"]] = error_of(cell)
+                    replay.failures[name] = error_of(cell)
                     break
+            if stderr := "".join(stderr_outputs(section)):
+                replay.stderr[name] = stderr
+            if (unchecked := unchecked_kernels(client, NEW_NAMES)) != "[]":
+                replay.unchecked[name] = unchecked
             run(client, nbformat.v4.new_code_cell(FORGET_NEW_NAMES), 0)
+        if (unchecked := unchecked_kernels(client, "globals()")) != "[]":  # those defined before the exercises
+            replay.unchecked["before the exercises"] = unchecked
         replay.gpucourse_file = run_and_print(client, "import gpucourse; print(gpucourse.__file__)")
     return replay
 
@@ -96,6 +107,11 @@ def run(client, cell, index) -> bool:
 
 def error_of(cell) -> str:
     return next(f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error")
+
+
+def unchecked_kernels(client, namespace: str) -> str:
+    """The kernels in ``namespace`` (an expression the kernel evaluates) never launched, as a printed list."""
+    return run_and_print(client, PTX_COVERAGE_CELL.replace("globals()", namespace)).split("UNCHECKED_KERNELS", 1)[-1].strip()
 
 
 def run_and_print(client, source: str) -> str:

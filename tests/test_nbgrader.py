@@ -15,6 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
@@ -23,6 +24,7 @@ from gpucourse.classroom.regions import lines_by_region
 from gpucourse.classroom.submission import Limits
 
 from conftest import ROOT
+from notebook_runner import stderr_outputs
 
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
 NBGRADER = [sys.executable, "-m", "nbgrader"]
@@ -89,6 +91,8 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(grad
         assert solved.max_score > 0
         assert solved.score == solved.max_score, f"the solution scored {solved.score}/{solved.max_score}"
         assert untouched.score == 0
+    for notebook in (course / "autograded" / "solver" / assignment).glob("*.ipynb"):  # the solution, run whole
+        assert stderr_outputs(nbformat.read(notebook, as_version=4)) == [], f"{notebook.name} wrote to stderr"
 
     hidden = hidden_test_lines(course / "solutions" / assignment)
     assert hidden, "every assignment has hidden tests"

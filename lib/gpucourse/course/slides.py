@@ -35,9 +35,9 @@ import jupyter_server_mathjax
 import nbformat
 import sphinx_revealjs
 from jinja2 import DictLoader
-from nbclient import NotebookClient
 from nbconvert import SlidesExporter
 
+from .execution import run_notebook
 from .slide_layout import CSS, fit
 
 REVEAL_DIR = "reveal.js"
@@ -129,14 +129,6 @@ def exporter() -> SlidesExporter:
     )
 
 
-def execute(notebook, cwd: Path, timeout: int = 600) -> None:
-    """Run ``notebook`` in place in a fresh python3 kernel whose working directory is ``cwd``."""
-    NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3",
-        resources={"metadata": {"path": str(cwd)}},
-    ).execute()
-
-
 def drop_widgets(notebook) -> None:
     """Replace widget outputs (which need a kernel) by a short note, and drop widget state."""
     notebook.metadata.pop("widgets", None)
@@ -147,17 +139,22 @@ def drop_widgets(notebook) -> None:
                 output["metadata"] = {}
 
 
-def export(path: Path, out_dir: Path, run: bool = True) -> Path:
-    """Write ``out_dir/<name>.slides.html`` for the notebook at ``path``; return its path."""
-    notebook = nbformat.read(path, as_version=4)
-    if run:
-        execute(notebook, path.parent)
+def write_deck(notebook, name: str, out_dir: Path) -> Path:
+    """Write ``out_dir/<name>.slides.html`` for an (executed) notebook; return its path."""
     drop_widgets(notebook)
     fit(notebook)
-    html, _ = exporter().from_notebook_node(notebook, resources={"metadata": {"name": path.stem}})
-    target = out_dir / f"{path.stem}.slides.html"
+    html, _ = exporter().from_notebook_node(notebook, resources={"metadata": {"name": name}})
+    target = out_dir / f"{name}.slides.html"
     target.write_text(html, encoding="utf-8")
     return target
+
+
+def export(path: Path, out_dir: Path, run: bool = True) -> Path:
+    """Write ``out_dir/<name>.slides.html`` for the notebook at ``path`` (run first, in its folder)."""
+    notebook = nbformat.read(path, as_version=4)
+    if run:
+        run_notebook(notebook, path.parent)
+    return write_deck(notebook, path.stem, out_dir)
 
 
 def build(src_dir: Path, out_dir: Path, run: bool = True) -> list[Path]:

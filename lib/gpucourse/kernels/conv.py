@@ -389,16 +389,17 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
         vectors_y = vector.vector_aligned(y)
         for i in range(TM):
             n = n0 + wm + (i // W4) * WSUB_M + tm + i % W4
-            wo, ho, b = n % Wo, n // Wo % Ho, n // (Wo * Ho)
-            for j in range(TN // W4):  # every lane computes its column m, written or not: store4 sees a whole warp
-                m = m0 + wn + j * WSUB_N + tn
-                if n < N and vectors_y and m + W4 <= M:
-                    vector.store4(y, (b, ho, wo, m), (acc[i, j * W4], acc[i, j * W4 + 1], acc[i, j * W4 + 2],
-                                                      acc[i, j * W4 + 3]))
-                elif n < N:
-                    for v in range(W4):
-                        if m + v < M:
-                            y[b, ho, wo, m + v] = acc[i, j * W4 + v]
+            if n < N:
+                wo, ho, b = n % Wo, n // Wo % Ho, n // (Wo * Ho)
+                for j in range(TN // W4):
+                    m = m0 + wn + j * WSUB_N + tn
+                    if vectors_y and m + W4 <= M:
+                        vector.store4(y, (b, ho, wo, m), (acc[i, j * W4], acc[i, j * W4 + 1], acc[i, j * W4 + 2],
+                                                          acc[i, j * W4 + 3]))
+                    else:
+                        for v in range(W4):
+                            if m + v < M:
+                                y[b, ho, wo, m + v] = acc[i, j * W4 + v]
 
     conv_implicit_gemm_warp_tiled.tiles = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, LANES_M=LANES_M)
     return conv_implicit_gemm_warp_tiled

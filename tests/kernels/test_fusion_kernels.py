@@ -266,8 +266,8 @@ def test_fused_epilogue_matches_and_writes_c_once(M, K, N):
         fu.check_gemm(np.zeros((2, 3)), np.zeros((2, 50)), np.zeros((5, 3)), np.zeros(3))
 
 
-@pytest.mark.parametrize("shape, threads", [((5, 1), 32), ((7, 300), 64), ((4, 1000), 128), ((3, 2000), 256)],
-                         ids=str)
+@pytest.mark.parametrize("shape, threads", [((5, 1), 32), ((7, 300), 64), ((4, 1000), 128), ((3, 2000), 256),
+                                            ((3, 301), 64), ((4, 1022), 128)], ids=str)  # 301, 1022: scalar path
 def test_softmax_registers_matches_and_reads_x_once(shape, threads):
     x = logits(*shape) if shape[0] >= 3 else logits(3, shape[1])
     d_y = poisoned(x.shape)
@@ -284,3 +284,4 @@ def test_softmax_registers_explains_a_row_too_long_and_keeps_it_in_registers():
         fu.launch_softmax(fu.softmax_registers, x, x, threads=32)
     ptx = compile_for_gpu(fu.softmax_registers, (types.float32[:, ::1],) * 2)
     assert "ld.local" not in ptx and "st.local" not in ptx
+    assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx  # 16-byte accesses where rows are aligned

@@ -26,8 +26,9 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
   its grid is small for the GPU (one head of N = 4096: 64 blocks for 132 SMs), `launch_flash2` splits the keys
   into slices (`flash2_splits`, flash-decoding): `attention_flash2_split` writes each slice's partial output,
   max and sum, and `flash2_combine` merges them.
-- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first: one read of
-  ``x``, one write of ``y``, rows up to ``SOFTMAX_VALUES x threads``.
+- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first (16-byte
+  loads and stores where the rows are aligned): one read of ``x``, one write of ``y``, rows up to
+  ``SOFTMAX_VALUES x threads``.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.
@@ -50,6 +51,7 @@ import numpy as np
 from numba import cuda, float32
 
 from . import matmul as mm
+from .vector import WIDTH, load4, store4, vector_aligned
 
 TILE = mm.TILE  # the GEMM's square tile
 THREADS = 128  # threads per block of the row kernels (softmax, row-fused attention): a multiple of 32
@@ -304,22 +306,38 @@ SOFTMAX_VALUES = 8  # softmax_registers: values of the row each thread holds in 
 
 @functools.cache
 def make_softmax_registers(VALUES: int):
-    """`softmax_registers` with ``VALUES`` elements of the row per thread: rows up to ``VALUES x threads`` long.
+    """`softmax_registers` with ``VALUES`` elements of the row per thread (a multiple of 4): rows up to
+    ``VALUES x threads`` long.
 
-    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read): thread t
-    holds columns ``t, t + threads, ...`` (each load coalesced across the block), and issues all its
-    ``VALUES`` loads before it uses any of them, so that a block keeps ``VALUES x threads x 4`` bytes in
-    flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read), and all of a
+    thread's ``VALUES`` loads issued before it uses any of them, so that a block keeps ``VALUES x threads x 4``
+    bytes in flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    Where every row of ``x`` and ``y`` is 16-byte aligned (`vector.vector_aligned`: a multiple of 4 columns),
+    thread t holds the groups of 4 columns ``t, t + threads, ...`` and moves each with one 16-byte
+    `vector.load4` / `vector.store4`; else (the guarded scalar path) the columns ``t, t + threads, ...``,
+    one 4-byte access each. Either way consecutive threads touch consecutive memory: coalesced.
     """
+    GROUPS = VALUES // WIDTH
 
     @cuda.jit
     def softmax_registers(y, x):
         values = cuda.local.array(VALUES, float32)
         row, t, step = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
         N = x.shape[1]
-        for k in range(VALUES):  # every load first ...
-            j = t + k * step
-            values[k] = x[row, j] if j < N else float32(NEG_INF)
+        vectors = vector_aligned(x) and vector_aligned(y)
+        if vectors:
+            for k in range(GROUPS):  # every load first ...
+                j = (t + k * step) * WIDTH  # a whole group or none: N is a multiple of 4 here
+                if j < N:
+                    values[k * WIDTH], values[k * WIDTH + 1], values[k * WIDTH + 2], values[k * WIDTH + 3] = \
+                        load4(x, (row, j))
+                else:
+                    for e in range(WIDTH):
+                        values[k * WIDTH + e] = float32(NEG_INF)
+        else:
+            for k in range(VALUES):
+                j = t + k * step
+                values[k] = x[row, j] if j < N else float32(NEG_INF)
         best = float32(NEG_INF)
         for k in range(VALUES):  # ... then the arithmetic on them
             best = max(best, values[k])
@@ -329,10 +347,17 @@ def make_softmax_registers(VALUES: int):
             values[k] = math.exp(values[k] - top)
             total += values[k]
         scale = reciprocal(block_reduce(total, False))
-        for k in range(VALUES):
-            j = t + k * step
-            if j < N:
-                y[row, j] = values[k] * scale
+        if vectors:
+            for k in range(GROUPS):
+                j = (t + k * step) * WIDTH
+                if j < N:
+                    store4(y, (row, j), (values[k * WIDTH] * scale, values[k * WIDTH + 1] * scale,
+                                         values[k * WIDTH + 2] * scale, values[k * WIDTH + 3] * scale))
+        else:
+            for k in range(VALUES):
+                j = t + k * step
+                if j < N:
+                    y[row, j] = values[k] * scale
 
     return softmax_registers
 

@@ -175,14 +175,16 @@ def test_launch_conv_checks_the_output_and_the_kernel():
 
 
 def test_warp_tiled_other_tiles_and_its_compiled_code():
-    """Another tile shape, 16-byte loads of 8 channels with 6 filters (not a multiple of 4); PTX: vector loads,
-    no local memory."""
+    """Another tile shape, 16-byte loads of 8 channels with 6 filters (not a multiple of 4), and 16-byte stores of
+    8 filters where the last tile of pixels is partial (its lanes past the end skip the store); PTX: vector
+    loads, no local memory."""
     kernel = cv.make_implicit_gemm_warp_tiled(64, 64, 8, 32, 32, 4)
-    x, w = nhwc(*operands(2, 8, 9, 6, 6, 3, 3))
-    expected = cv.conv2d_reference(x, w, 1, 1, "NHWC")
-    y = np.full(expected.shape, np.nan, np.float32)
-    cv.launch_conv(kernel, y, x, w, 1, 1)
-    close(y, expected, w[0].size)
+    for sizes in [(2, 8, 9, 6, 6, 3, 3), (1, 4, 5, 7, 8, 3, 3)]:
+        x, w = nhwc(*operands(*sizes))
+        expected = cv.conv2d_reference(x, w, 1, 1, "NHWC")
+        y = np.full(expected.shape, np.nan, np.float32)
+        cv.launch_conv(kernel, y, x, w, 1, 1)
+        close(y, expected, w[0].size)
     with pytest.raises(ValueError, match=r"make_implicit_gemm_warp_tiled\(64, 64, 6, 32, 32, 4\): BK = 6"):
         cv.make_implicit_gemm_warp_tiled(64, 64, 6, 32, 32, 4)
     array4 = types.Array(types.float32, 4, "C")

@@ -281,6 +281,27 @@ register("fusion.attention_flash2", _flash2_cases, ulps=256,
          why="exp2 is ex2.approx on the GPU (within 2 ulps of NumPy's exp2, correctly rounded); "
              f"{FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest output")
 
+
+def _flash2_split_cases(rng) -> list[Case]:
+    """`launch_flash2` split over the keys: slices of 1 or 2 tiles, the last partial, an empty one (N 130, 4 slices)."""
+    made = []
+    for heads, N, d, causal, splits in ((1, 130, 8, False, 4), (1, 70, 16, True, 3), (1, 97, 40, True, 2)):
+        Q, K, V = (rng.standard_normal((heads, N, d)).astype(np.float32) for _ in range(3))
+
+        def run(Q=Q, K=K, V=V, causal=causal, splits=splits):
+            O = cuda.to_device(_poisoned(Q.shape))
+            parts = [cuda.to_device(_poisoned(p.shape)) for p in fusion.flash2_partials(Q.shape, splits)]
+            fusion.launch_flash2(O, *(cuda.to_device(a) for a in (Q, K, V)), causal, splits, parts)
+            return {"O": O.copy_to_host(), **{name: p.copy_to_host() for name, p in zip(("O_part", "m_part", "l_part"),
+                                                                                       parts)}}
+
+        made.append(Case(f"{heads} heads, N {N}, d {d}, {'causal' if causal else 'no mask'}, {splits} slices", run))
+    return made
+
+
+register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
+         why="as attention_flash2, and flash2_combine's exp2 weights of the slices (ex2.approx on the GPU)")
+
 # -- module 6: precision -----------------------------------------------------------------------------------------------
 PRECISION_K = (29, 70, 8)
 MMA = ("the tensor cores align each mma.sync's 9 terms and truncate (Fasi et al. 2021), the simulator's model adds "

@@ -288,7 +288,8 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
     LOADS_X, LOADS_W = BM * BK // W4 // THREADS, BN * BK // W4 // THREADS
     SPLIT = BK // W4  # 16-byte chunks along k in a row of either tile
     ROWS_X, ROWS_W = BM + sgemm.PAD, BN + sgemm.PAD
-    multiply_step = sgemm.make_block_product(BK, TM, TN, WSUB_M, WSUB_N)
+    SIZE_X, SIZE_W = 2 * BK * ROWS_X, 2 * BK * ROWS_W
+    multiply_step = sgemm.make_block_product(BK, TM, TN, WSUB_M, WSUB_N, ROWS_X, ROWS_W)
 
     @cuda.jit(device=True, inline="always")  # a tuple returned from a call that is not inlined goes through the stack
     def pixel_chunk(x, b, top, left, k, p, q, c, R, S, vectors):
@@ -327,8 +328,8 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
 
     @cuda.jit
     def conv_implicit_gemm_warp_tiled(y, x, w, stride, padding):
-        tile_x = cuda.shared.array((2, BK, ROWS_X), float32)  # [buffer, k, pixel]
-        tile_w = cuda.shared.array((2, BK, ROWS_W), float32)  # [buffer, k, filter]
+        tile_x = cuda.shared.array(SIZE_X, float32)  # [buffer, k, pixel], flat (see sgemm.make_block_product)
+        tile_w = cuda.shared.array(SIZE_W, float32)  # [buffer, k, filter], flat
         acc = cuda.local.array((TM, TN), float32)
         x_values = cuda.local.array(TM, float32)
         w_values = cuda.local.array(TN, float32)
@@ -379,26 +380,27 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
                 for load in range(LOADS_X):
                     r = (load * THREADS + thread) // SPLIT
                     for v in range(W4):
-                        tile_x[later, kc + v, r] = next_x[load, v]
+                        tile_x[(later * BK + kc + v) * ROWS_X + r] = next_x[load, v]
                 for load in range(LOADS_W):
                     f = (load * THREADS + thread) // SPLIT
                     for v in range(W4):
-                        tile_w[later, kc + v, f] = next_w[load, v]
+                        tile_w[(later * BK + kc + v) * ROWS_W + f] = next_w[load, v]
             cuda.syncthreads()
 
         vectors_y = vector.vector_aligned(y)
         for i in range(TM):
             n = n0 + wm + (i // W4) * WSUB_M + tm + i % W4
-            wo, ho, b = n % Wo, n // Wo % Ho, n // (Wo * Ho)
-            for j in range(TN // W4):  # every lane computes its column m, written or not: store4 sees a whole warp
-                m = m0 + wn + j * WSUB_N + tn
-                if n < N and vectors_y and m + W4 <= M:
-                    vector.store4(y, (b, ho, wo, m), (acc[i, j * W4], acc[i, j * W4 + 1], acc[i, j * W4 + 2],
-                                                      acc[i, j * W4 + 3]))
-                elif n < N:
-                    for v in range(W4):
-                        if m + v < M:
-                            y[b, ho, wo, m + v] = acc[i, j * W4 + v]
+            if n < N:
+                wo, ho, b = n % Wo, n // Wo % Ho, n // (Wo * Ho)
+                for j in range(TN // W4):
+                    m = m0 + wn + j * WSUB_N + tn
+                    if vectors_y and m + W4 <= M:
+                        vector.store4(y, (b, ho, wo, m), (acc[i, j * W4], acc[i, j * W4 + 1], acc[i, j * W4 + 2],
+                                                          acc[i, j * W4 + 3]))
+                    else:
+                        for v in range(W4):
+                            if m + v < M:
+                                y[b, ho, wo, m + v] = acc[i, j * W4 + v]
 
     conv_implicit_gemm_warp_tiled.tiles = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, LANES_M=LANES_M)
     return conv_implicit_gemm_warp_tiled

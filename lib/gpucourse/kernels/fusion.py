@@ -22,9 +22,13 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
   run time (local memory) and its grid is one warp per 32 queries. `attention_flash2` (`make_flash2`, a build
   per head dimension in ``FLASH_DIMS``) is the fix, after FlashAttention-2: Q, K, V, O of shape (batch*heads,
   N, d), 4 warps per 64 queries, S and O as register micro-tiles (`make_micro_tile`, a GEMM's inner loop),
-  the online softmax with shuffles over row groups (`row_group_max`), exp2 with the scale folded into Q.
-- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first: one read of
-  ``x``, one write of ``y``, rows up to ``SOFTMAX_VALUES x threads``.
+  the online softmax with shuffles over row groups (`row_group_max`), exp2 with the scale folded into Q. Where
+  its grid is small for the GPU (one head of N = 4096: 64 blocks for 132 SMs), `launch_flash2` splits the keys
+  into slices (`flash2_splits`, flash-decoding): `attention_flash2_split` writes each slice's partial output,
+  max and sum, and `flash2_combine` merges them.
+- `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first (16-byte
+  loads and stores where the rows are aligned): one read of ``x``, one write of ``y``, rows up to
+  ``SOFTMAX_VALUES x threads``.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.
@@ -47,6 +51,7 @@ import numpy as np
 from numba import cuda, float32
 
 from . import matmul as mm
+from .vector import WIDTH, load4, store4, vector_aligned
 
 TILE = mm.TILE  # the GEMM's square tile
 THREADS = 128  # threads per block of the row kernels (softmax, row-fused attention): a multiple of 32
@@ -301,22 +306,38 @@ SOFTMAX_VALUES = 8  # softmax_registers: values of the row each thread holds in 
 
 @functools.cache
 def make_softmax_registers(VALUES: int):
-    """`softmax_registers` with ``VALUES`` elements of the row per thread: rows up to ``VALUES x threads`` long.
+    """`softmax_registers` with ``VALUES`` elements of the row per thread (a multiple of 4): rows up to
+    ``VALUES x threads`` long.
 
-    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read): thread t
-    holds columns ``t, t + threads, ...`` (each load coalesced across the block), and issues all its
-    ``VALUES`` loads before it uses any of them, so that a block keeps ``VALUES x threads x 4`` bytes in
-    flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    One read of ``x``, one write of ``y``, the row in registers (no shared copy, no second read), and all of a
+    thread's ``VALUES`` loads issued before it uses any of them, so that a block keeps ``VALUES x threads x 4``
+    bytes in flight: the bytes a memory-bound kernel needs in flight per SM to reach the copy's bandwidth.
+    Where every row of ``x`` and ``y`` is 16-byte aligned (`vector.vector_aligned`: a multiple of 4 columns),
+    thread t holds the groups of 4 columns ``t, t + threads, ...`` and moves each with one 16-byte
+    `vector.load4` / `vector.store4`; else (the guarded scalar path) the columns ``t, t + threads, ...``,
+    one 4-byte access each. Either way consecutive threads touch consecutive memory: coalesced.
     """
+    GROUPS = VALUES // WIDTH
 
     @cuda.jit
     def softmax_registers(y, x):
         values = cuda.local.array(VALUES, float32)
         row, t, step = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x
         N = x.shape[1]
-        for k in range(VALUES):  # every load first ...
-            j = t + k * step
-            values[k] = x[row, j] if j < N else float32(NEG_INF)
+        vectors = vector_aligned(x) and vector_aligned(y)
+        if vectors:
+            for k in range(GROUPS):  # every load first ...
+                j = (t + k * step) * WIDTH  # a whole group or none: N is a multiple of 4 here
+                if j < N:
+                    values[k * WIDTH], values[k * WIDTH + 1], values[k * WIDTH + 2], values[k * WIDTH + 3] = \
+                        load4(x, (row, j))
+                else:
+                    for e in range(WIDTH):
+                        values[k * WIDTH + e] = float32(NEG_INF)
+        else:
+            for k in range(VALUES):
+                j = t + k * step
+                values[k] = x[row, j] if j < N else float32(NEG_INF)
         best = float32(NEG_INF)
         for k in range(VALUES):  # ... then the arithmetic on them
             best = max(best, values[k])
@@ -326,10 +347,17 @@ def make_softmax_registers(VALUES: int):
             values[k] = math.exp(values[k] - top)
             total += values[k]
         scale = reciprocal(block_reduce(total, False))
-        for k in range(VALUES):
-            j = t + k * step
-            if j < N:
-                y[row, j] = values[k] * scale
+        if vectors:
+            for k in range(GROUPS):
+                j = (t + k * step) * WIDTH
+                if j < N:
+                    store4(y, (row, j), (values[k * WIDTH] * scale, values[k * WIDTH + 1] * scale,
+                                         values[k * WIDTH + 2] * scale, values[k * WIDTH + 3] * scale))
+        else:
+            for k in range(VALUES):
+                j = t + k * step
+                if j < N:
+                    y[row, j] = values[k] * scale
 
     return softmax_registers
 
@@ -590,6 +618,10 @@ ROW_STEP = 4  # a thread's rows: warp * 16 + group + 4 i, i < 4
 COLUMN_LANES = 8  # a thread's columns: lane % 8 + 8 j; the 8 lanes of a row group share its rows
 FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d runs on the next one, zero-padded
 LOG2E = 1.4426950408889634
+H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
+FLASH_BLOCKS_PER_SM = 4  # attention_flash2's blocks resident per SM of an H100: 128 registers x 128 threads each
+MIN_SPLIT_TILES = 4  # a slice of the keys has at least 4 tiles of 32 (else the merge costs what the slice saves)
+MAX_SPLITS = 16  # the partial results stay O(N): at most 16 x (batch*heads) x N x (d + 2) float32
 
 
 @cuda.jit(device=True)
@@ -609,7 +641,7 @@ def row_group_sum(value):
 
 
 @functools.cache
-def make_flash2(D: int):
+def make_flash2(D: int, split: bool = False):
     """`attention_flash2` for head dimensions up to ``D`` (a multiple of 8): Q, K, V, O of shape (batch*heads, N, d).
 
     Grid (query blocks, batch*heads), 128 threads. The block copies its 64 queries once (scaled by
@@ -619,6 +651,11 @@ def make_flash2(D: int):
     stays a per-lane partial, added over the lanes once at the end), ``P`` through the warp's own rows
     of shared memory, ``O += P V`` as a 4 x D/8 micro-tile. With ``causal`` the tiles past the block's
     last query are skipped. Nothing is N x N; K and V are read once per 64 queries.
+
+    ``split``: `attention_flash2_split` instead, for grids too small for the GPU (flash-decoding): grid
+    (query blocks, batch*heads, splits); block z walks only its slice of the keys and writes its rows'
+    unnormalised output, max and sum to ``O_part`` (batch*heads, splits, N, d), ``m_part`` and ``l_part``
+    (batch*heads, splits, N); `flash2_combine` merges the slices.
     """
     TN_O = D // COLUMN_LANES
     TN_S = FLASH_KEYS // COLUMN_LANES
@@ -627,21 +664,15 @@ def make_flash2(D: int):
     scores_product = make_micro_tile(TM, TN_S)
     output_product = make_micro_tile(TM, TN_O)
 
-    @cuda.jit
-    def attention_flash2(O, Q, K, V, causal):
+    @cuda.jit(device=True)
+    def attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal):
+        """The online softmax of the block's queries over keys ``begin .. end - 1`` into acc, m and l."""
         q_tile = cuda.shared.array((FLASH_QUERIES, Q_STRIDE), float32)
         k_tile = cuda.shared.array((D, P_STRIDE), float32)  # K transposed: S = q_tile @ k_tile
         v_tile = cuda.shared.array((FLASH_KEYS, D), float32)
         p_tile = cuda.shared.array((FLASH_QUERIES, P_STRIDE), float32)  # each warp uses its own 16 rows
         s = cuda.local.array((TM, TN_S), float32)
-        acc = cuda.local.array((TM, TN_O), float32)
-        m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
-        l = cuda.local.array(TM, float32)  # ... and this lane's part of the row's sum
         t = cuda.threadIdx.x
-        lane = t % 32
-        row = (t // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES  # this thread's first row in the block
-        col = lane % COLUMN_LANES
-        head, first = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES
         N, d = Q.shape[1], Q.shape[2]
         scale = float32(LOG2E) / math.sqrt(float32(d))
         for e in range(t, FLASH_QUERIES * D, FLASH_THREADS):  # consecutive threads along a row of Q
@@ -652,12 +683,12 @@ def make_flash2(D: int):
             m[i], l[i] = float32(NEG_INF), float32(0)
             for j in range(TN_O):
                 acc[i, j] = float32(0)
-        end = min(N, first + FLASH_QUERIES) if causal else N  # with the mask, no key past the last query
-        for start in range(0, end, FLASH_KEYS):
+        stop = min(end, first + FLASH_QUERIES) if causal else end  # with the mask, no key past the last query
+        for start in range(begin, stop, FLASH_KEYS):
             cuda.syncthreads()  # everyone is done with the previous tiles (and q_tile is written)
             for e in range(t, FLASH_KEYS * D, FLASH_THREADS):
                 j, c = e // D, e % D
-                inside = start + j < N and c < d
+                inside = start + j < end and c < d
                 k_tile[c, j] = K[head, start + j, c] if inside else float32(0)
                 v_tile[j, c] = V[head, start + j, c] if inside else float32(0)
             cuda.syncthreads()
@@ -670,7 +701,7 @@ def make_flash2(D: int):
                 top = float32(NEG_INF)
                 for j in range(TN_S):
                     key = start + col + j * COLUMN_LANES
-                    if key >= N or (causal and key > query):
+                    if key >= end or (causal and key > query):
                         s[i, j] = float32(NEG_INF)
                     top = max(top, s[i, j])
                 m_new = max(m[i], row_group_max(top))
@@ -686,6 +717,18 @@ def make_flash2(D: int):
                     p_tile[row + i * ROW_STEP, col + j * COLUMN_LANES] = p
             cuda.syncwarp()  # the warp's rows of P are written before its lanes read them
             output_product(acc, p_tile, row, ROW_STEP, v_tile, col, COLUMN_LANES, FLASH_KEYS)
+
+    @cuda.jit
+    def attention_flash2(O, Q, K, V, causal):
+        acc = cuda.local.array((TM, TN_O), float32)
+        m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
+        l = cuda.local.array(TM, float32)  # ... and this lane's part of the row's sum
+        lane = cuda.threadIdx.x % 32
+        row = (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES  # this thread's first row
+        col = lane % COLUMN_LANES
+        head, first = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES
+        N, d = Q.shape[1], Q.shape[2]
+        attend(acc, m, l, Q, K, V, head, first, row, col, 0, N, causal)
         for i in range(TM):
             query = first + row + i * ROW_STEP
             inverse = reciprocal(row_group_sum(l[i]))
@@ -694,16 +737,68 @@ def make_flash2(D: int):
                 if query < N and c < d:
                     O[head, query, c] = acc[i, j] * inverse
 
-    return attention_flash2
+    @cuda.jit(launch_bounds=(FLASH_THREADS, FLASH_BLOCKS_PER_SM))  # 128 registers at most, as attention_flash2
+    def attention_flash2_split(O_part, m_part, l_part, Q, K, V, causal):
+        acc = cuda.local.array((TM, TN_O), float32)
+        m = cuda.local.array(TM, float32)
+        l = cuda.local.array(TM, float32)
+        lane = cuda.threadIdx.x % 32
+        row = (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES
+        col = lane % COLUMN_LANES
+        head, first, split = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES, cuda.blockIdx.z
+        N, d = Q.shape[1], Q.shape[2]
+        begin = split * split_keys(N, m_part.shape[1])
+        end = min(N, begin + split_keys(N, m_part.shape[1]))
+        attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal)
+        for i in range(TM):
+            query = first + row + i * ROW_STEP
+            total = row_group_sum(l[i])
+            if query < N:
+                if col == 0:
+                    m_part[head, split, query], l_part[head, split, query] = m[i], total
+                for j in range(TN_O):
+                    c = col + j * COLUMN_LANES
+                    if c < d:
+                        O_part[head, split, query, c] = acc[i, j]
+
+    return attention_flash2_split if split else attention_flash2
 
 
-def flash2_for(d: int):
-    """The `attention_flash2` compiled for the smallest head dimension in `FLASH_DIMS` that holds ``d``."""
+@cuda.jit(device=True)
+def split_keys(N, splits):
+    """Keys per slice of `attention_flash2_split`: whole tiles, as even as they go."""
+    tiles = (N + FLASH_KEYS - 1) // FLASH_KEYS
+    return (tiles + splits - 1) // splits * FLASH_KEYS
+
+
+@cuda.jit
+def flash2_combine(O, O_part, m_part, l_part):
+    """``O[head, query, c]`` from the slices of `attention_flash2_split`: with ``M`` the largest of their maxima,
+    ``sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s``. Grid (ceil(N d / threads), batch*heads)."""
+    e, head = cuda.grid(1), cuda.blockIdx.y
+    N, d, splits = O.shape[1], O.shape[2], m_part.shape[1]
+    if e < N * d:
+        query, c = e // d, e % d
+        top = float32(NEG_INF)
+        for z in range(splits):
+            top = max(top, m_part[head, z, query])
+        base = safe_max(top)
+        total, value = float32(0), float32(0)
+        for z in range(splits):
+            weight = math.exp2(m_part[head, z, query] - base)  # 0 for a slice whose keys are all masked
+            total += weight * l_part[head, z, query]
+            value += weight * O_part[head, z, query, c]
+        O[head, query, c] = value * reciprocal(total)
+
+
+def flash2_for(d: int, split: bool = False):
+    """The `attention_flash2` (or ``split``: `attention_flash2_split`) compiled for the smallest head dimension in
+    `FLASH_DIMS` that holds ``d``."""
     fits = [D for D in FLASH_DIMS if d <= D]
     if not fits or d < 1:
         raise ValueError(f"attention_flash2 takes head dimensions 1 to {FLASH_DIMS[-1]}, got {d}; "
                          f"use attention_flash for d up to {MAX_D}")
-    return make_flash2(fits[0])
+    return make_flash2(fits[0], True) if split else make_flash2(fits[0])
 
 
 attention_flash2 = make_flash2(64)
@@ -730,16 +825,56 @@ def check_attention(O, Q, K, V, batched=False) -> None:
         raise TypeError(f"O, Q, K and V must be float32, got {dtypes}: convert with .astype(np.float32)")
 
 
-def flash2_configuration(shape) -> tuple[tuple[int, int], int]:
-    """(grid, block) of `attention_flash2` for Q of shape (batch*heads, N, d): 64 queries per block of 128."""
+def flash2_configuration(shape, splits: int = 1) -> tuple[tuple[int, ...], int]:
+    """(grid, block) of `attention_flash2` for Q of shape (batch*heads, N, d): 64 queries per block of 128;
+    with ``splits`` > 1, of `attention_flash2_split`: the same blocks once per slice of the keys."""
     heads, N = shape[0], shape[1]
-    return (-(-N // FLASH_QUERIES), heads), FLASH_THREADS
+    grid = (-(-N // FLASH_QUERIES), heads)
+    return (grid + (splits,) if splits > 1 else grid), FLASH_THREADS
 
 
-def launch_attention(kernel, O, Q, K, V, causal=False) -> None:
+def multiprocessors() -> int:
+    """The current device's SM count; `H100_SMS` on the CPU simulator, whose device reports a single SM."""
+    count = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return count if count > 1 else H100_SMS
+
+
+def flash2_splits(heads: int, N: int, sms: int | None = None) -> int:
+    """Slices of the keys for `attention_flash2` on ``sms`` SMs (default: `multiprocessors`): 1 when its
+    (query blocks x heads) fill ``FLASH_BLOCKS_PER_SM`` blocks per SM, else enough slices to do so, each of at least
+    ``MIN_SPLIT_TILES`` tiles, at most ``MAX_SPLITS``."""
+    blocks = -(-N // FLASH_QUERIES) * heads
+    wanted = -(-FLASH_BLOCKS_PER_SM * (multiprocessors() if sms is None else sms) // blocks)
+    most = min(MAX_SPLITS, max(1, -(-N // FLASH_KEYS) // MIN_SPLIT_TILES))
+    return max(1, min(wanted, most))
+
+
+def flash2_partials(shape, splits: int) -> tuple:
+    """The partial results of `attention_flash2_split` for Q of shape (batch*heads, N, d): O_part, m_part, l_part
+    (`device_array`s)."""
+    heads, N, d = shape
+    return device_array((heads, splits, N, d)), device_array((heads, splits, N)), device_array((heads, splits, N))
+
+
+def launch_flash2(O, Q, K, V, causal=False, splits: int | None = None, partials=None) -> None:
+    """`attention_flash2` on (batch*heads, N, d) arrays: one kernel, or with ``splits`` > 1 (default: `flash2_splits`)
+    `attention_flash2_split` into ``partials`` (default: new `flash2_partials`), then `flash2_combine`."""
+    heads, N, d = Q.shape
+    splits = flash2_splits(heads, N) if splits is None else splits
+    grid, block = flash2_configuration(Q.shape, splits)
+    if splits <= 1:
+        flash2_for(d)[grid, block](O, Q, K, V, causal)
+        return
+    partials = flash2_partials(Q.shape, splits) if partials is None else partials
+    flash2_for(d, split=True)[grid, block](*partials, Q, K, V, causal)
+    flash2_combine[(-(-N * d // THREADS), heads), THREADS](O, *partials)
+
+
+def launch_attention(kernel, O, Q, K, V, causal=False, splits: int | None = None) -> None:
     """``kernel[grid, block](O, Q, K, V, causal)`` with the grid of ``kernel``.
 
-    `attention_flash2` takes (N, d) or (batch*heads, N, d) and runs the build for ``d`` (`flash2_for`).
+    `attention_flash2` takes (N, d) or (batch*heads, N, d) and runs `launch_flash2` (``splits``: its slices of the
+    keys; default: as many as the device needs).
     """
     check_attention(O, Q, K, V, batched=kernel is attention_flash2)
     *heads, N, d = tuple(Q.shape)
@@ -750,8 +885,7 @@ def launch_attention(kernel, O, Q, K, V, causal=False) -> None:
         return
     if kernel is attention_flash2:
         arrays = [a.reshape((1,) + a.shape) if a.ndim == 2 else a for a in (O, Q, K, V)]
-        grid, block = flash2_configuration(arrays[1].shape)
-        flash2_for(d)[grid, block](*arrays, causal)
+        launch_flash2(*arrays, causal, splits)
     elif kernel is attention_flash:
         kernel[-(-N // BLOCK_ROWS), BLOCK_ROWS](O, Q, K, V, causal)
     else:

@@ -16,7 +16,6 @@ four scalar accesses) runs in their place, so the accesses are traced as usual.
 
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -103,16 +102,13 @@ def _vector_aligned_simulated(array):
     return array.byte_offset % 16 == 0 and (array.ndim == 1 or array.shape[-1] % WIDTH == 0)
 
 
-def _aligned(array, index) -> None:
-    """The simulator's check of what the hardware needs (a plain function, called per launch step)."""
-    rows_aligned = array.byte_offset % 16 == 0 and (array.ndim == 1 or array.shape[-1] % WIDTH == 0)
-    if not rows_aligned or np.any(np.asarray(index[-1]) % WIDTH):
-        raise ValueError(f"a 16-byte vector access of {array!r} is misaligned: the array must start 16-byte "
-                         "aligned, and the last index and the row length must be multiples of 4")
+_MISALIGNED = ("a 16-byte vector access is misaligned: the array must start 16-byte aligned, and the last index "
+              "and the row length must be multiples of 4")
 
 
 def _load4_simulated(array, index):  # device code for the simulator: literal subscripts, traced as usual
-    _aligned(array, index)
+    if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:  # only the lanes that get here
+        raise ValueError(_MISALIGNED)
     if len(index) == 1:
         (k,) = index
         return array[k], array[k + 1], array[k + 2], array[k + 3]
@@ -127,7 +123,8 @@ def _load4_simulated(array, index):  # device code for the simulator: literal su
 
 
 def _store4_simulated(array, index, values):
-    _aligned(array, index)
+    if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:
+        raise ValueError(_MISALIGNED)
     x0, x1, x2, x3 = values
     if len(index) == 1:
         (k,) = index

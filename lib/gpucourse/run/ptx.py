@@ -155,8 +155,9 @@ def variable_types(py_func, argtypes) -> dict:
 
 def compile_for_gpu(dispatcher, argtypes) -> str:
     """PTX of ``dispatcher`` for ``argtypes``; raises numba's error when it does not compile."""
+    bounds = getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
     with target_device():
-        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=COMPUTE_CAPABILITY)
+        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=COMPUTE_CAPABILITY, launch_bounds=bounds)
     return ptx
 
 

@@ -29,7 +29,7 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
-from .resources import Resources, assemble, kernel_resources
+from .resources import Resources, assemble, kernel_resources, max_registers
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -48,7 +48,7 @@ class Compiled:
     registers: int | None  # per thread, from the assembler (None without nvJitLink)
     spilled_bytes: int | None
     shared_bytes: int
-    local_bytes: int  # the stack frame (``__local_depot``) per thread
+    local_bytes: int  # the stack frame per thread: the assembler's (spills included), else the PTX's ``__local_depot``
     local_loads: int  # ld.local in the PTX
     local_stores: int
     inner_loop_int64: int  # 64-bit integer arithmetic in the innermost loops
@@ -99,11 +99,11 @@ def sass_problem() -> str | None:
     return None if shutil.which("nvdisasm") else "no nvdisasm on the PATH (it comes with the CUDA toolkit)"
 
 
-def sass_loads(ptx: str, architecture: str) -> dict | None:
+def sass_loads(ptx: str, architecture: str, max_registers: int | None = None) -> dict | None:
     """Global loads by width in the SASS nvJitLink assembles from ``ptx`` (``LDG.E.128`` and so on), or None."""
     if sass_problem():
         return None
-    _, cubin = assemble(ptx, architecture)
+    _, cubin = assemble(ptx, architecture, max_registers)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
         file.flush()
@@ -122,9 +122,12 @@ def findings(c: Compiled) -> list[str]:
         lines.append(f"{c.registers} registers per thread" + (
             f", {c.spilled_bytes} bytes spilled to local memory: the registers ran out" if c.spilled_bytes else
             ", no spills"))
-    if c.local_bytes or c.local_loads or c.local_stores:
+    if c.local_loads or c.local_stores:
         lines.append(f"local memory: a {c.local_bytes}-byte stack frame per thread, {c.local_loads} ld.local and "
                      f"{c.local_stores} st.local: an array indexed at run time (or a spill) lives in slow local memory")
+    elif c.local_bytes:
+        lines.append(f"local memory: a {c.local_bytes}-byte stack frame per thread that the assembler added for "
+                     "its spills (the PTX has no ld.local): slow, off-chip memory")
     else:
         lines.append("no local memory: every per-thread array stays in registers")
     if c.inner_loop_int64:
@@ -145,14 +148,18 @@ def findings(c: Compiled) -> list[str]:
 
 
 def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
-    """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`)."""
+    """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`), under
+    the kernel's own cap on registers (``@cuda.jit(max_registers=...)``)."""
     argtypes = tuple(argument_type(a) for a in args)
     ptx = compile_for_gpu(dispatcher, argtypes)
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
     shared = sum(int(s) for s in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+    counts = ptx_counts(ptx)
+    if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
+        counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)
     c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
-                 resources and resources.spilled_bytes, shared, **ptx_counts(ptx),
-                 sass=sass_loads(ptx, architecture))
+                 resources and resources.spilled_bytes, shared, **counts,
+                 sass=sass_loads(ptx, architecture, max_registers(dispatcher)))
     c.findings.extend(findings(c))
     return c
 

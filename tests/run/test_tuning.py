@@ -37,6 +37,18 @@ def test_ptx_counts_find_the_innermost_loop_and_what_is_in_it():
     assert (counts["vector_loads"], counts["scalar_global_loads"]) == (1, 1)
 
 
+
+def test_ptx_counts_64_bit_divisions_in_the_innermost_loop_only():
+    ptx = """
+$L__BB1_1:
+	div.s64 %rd3, %rd1, %rd2;
+	rem.u64 %rd4, %rd1, %rd2;
+	div.u32 %r1, %r2, %r3;
+	@%p1 bra $L__BB1_1;
+	div.s64 %rd5, %rd1, %rd2;
+"""
+    assert rt.ptx_counts(ptx)["inner_loop_divisions64"] == 2  # not the 32-bit one, not the one after the loop
+
 @cuda.jit
 def _runtime_indexed(out, x, n):
     scratch = cuda.local.array(16, float32)

@@ -2,7 +2,8 @@
 
 `inspect_compiled` compiles a kernel (PTX, no GPU needed; registers and spills from nvJitLink's assembler) and
 says in one plain line per finding what a student should look at: local memory, spills, 64-bit index arithmetic
-in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm`` is installed).
+and 64-bit divisions in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm``
+is installed).
 
 `tune` runs a `Space` of named parameters (grid or random search, with a budget) on a `Problem`: every candidate
 is launched and checked against the reference first (a wrong one is dropped), then timed on a GPU with CUDA
@@ -37,6 +38,7 @@ _LABEL = re.compile(r"^(\$L__\w+):", re.M)
 _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _INT64 = re.compile(r"^\s*(?:@%p\d+\s+)?(?:mul|mad|add|sub|shl|shr)(?:\.wide|\.lo|\.hi)?\.(?:s64|u64|b64|s32|u32)\b"
                     r"[^;]*%rd\d+[^;]*;", re.M)
+_DIVIDE64 = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rem)\.[su]64\b", re.M)
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.]*\s", re.M)
 
 
@@ -52,6 +54,7 @@ class Compiled:
     local_loads: int  # ld.local in the PTX
     local_stores: int
     inner_loop_int64: int  # 64-bit integer arithmetic in the innermost loops
+    inner_loop_divisions64: int  # div / rem of 64-bit integers there (each a long software routine)
     inner_loop_instructions: int
     inner_loop_fmas: int
     vector_loads: int  # ld.global / ld.shared of .v2 or .v4
@@ -87,6 +90,7 @@ def ptx_counts(ptx: str) -> dict:
         "local_loads": len(re.findall(r"\bld\.local\.", ptx)),
         "local_stores": len(re.findall(r"\bst\.local\.", ptx)),
         "inner_loop_int64": len(_INT64.findall(body)),
+        "inner_loop_divisions64": len(_DIVIDE64.findall(body)),
         "inner_loop_instructions": len([m for m in _INSTRUCTION.finditer(body) if not m.group().strip().startswith("$")]),
         "inner_loop_fmas": len(re.findall(r"\bfma\.rn\.f32\b", body)),
         "vector_loads": len(re.findall(r"\bld\.(?:global|shared)(?:\.\w+)*\.v[24]\.", ptx)),
@@ -135,6 +139,10 @@ def findings(c: Compiled) -> list[str]:
                      "int64 costs two 32-bit instructions each; compute indices in int32 or hoist them out")
     elif c.inner_loop_instructions:
         lines.append("no 64-bit index arithmetic in the innermost loops")
+    if c.inner_loop_divisions64:
+        lines.append(f"{c.inner_loop_divisions64} 64-bit integer divisions or remainders (div/rem .s64/.u64) in the "
+                     "innermost loops: each is a software routine of dozens of instructions; divide uint32 values "
+                     "(numba computes // and % of two int32 in int64) or take the division out of the loop")
     if c.vector_loads:
         lines.append(f"{c.vector_loads} vector loads (ld.v2/ld.v4): several words per instruction")
     else:

@@ -27,14 +27,14 @@ element written once. The copy and map move 2 x 4n bytes (read + write), zip 3 x
 counts bytes read plus bytes written too; "% of copy" is a kernel's GB/s over the copy's at the
 same size.
 
-Timing: CUDA events around many back-to-back launches, after warm-up launches (JIT compilation
-and first touch excluded); the median of the samples. The launches of a sample are queued behind
-a kernel that sleeps on the GPU while Python enqueues them, so Python's launch overhead is not in
-the numbers. Each launch gets its arrays ready on the device (shapes and strides are tuples, passed
-by value: nothing to copy). The launches rotate
-over enough sets of buffers to fill 4x the L2 cache, so small sizes measure device memory, not
-the cache. Every kernel's output is checked against NumPy once, on poisoned (NaN) outputs; a
-wrong result is reported and nothing is recorded.
+Timing: the library's timer, `gpucourse.run.timing.measure`: CUDA events around many back-to-back
+launches, after warm-up launches (JIT compilation and first touch excluded); the median of the
+samples. The launches of a sample are queued behind a kernel that sleeps on the GPU while Python
+enqueues them, so Python's launch overhead is not in the numbers. Each launch gets its arrays
+ready on the device (shapes and strides are tuples, passed by value: nothing to copy). The
+launches rotate over enough sets of buffers to fill 4x the L2 cache, so small sizes measure device
+memory, not the cache. Every kernel's output is checked against NumPy once, on poisoned (NaN)
+outputs; a wrong result is reported and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -48,25 +48,21 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import (  # noqa: E402, F401 (MAX_QUEUED, MAX_SETS, launches_per_sample: for the tests)
+from common import (  # noqa: E402, F401 (MAX_SETS: for the tests)
     finish,
     L2_ROTATION,
-    MAX_QUEUED,
     MAX_SETS,
     Device,
     buffer_sets,
     current_device,
     without_gpu,
-    hold,
-    launches_per_sample,
     markdown_table,
-    median_ms,
     poison,
     reference_libraries,
     relative_error,
@@ -485,6 +481,8 @@ def library_sum_cases(buffers: Buffers, libraries: dict) -> list[list[Case]]:
 
 def measure(case: Case, size: int, samples: int, device: Device) -> Measurement:
     """Warm up (compile, first touch), check the first set's result, then time."""
+    from gpucourse.run import timing  # noqa: PLC0415 (importing gpucourse picks the backend)
+
     for array in case.poisoned:
         poison(array)
     for launch in case.launches:
@@ -492,9 +490,10 @@ def measure(case: Case, size: int, samples: int, device: Device) -> Measurement:
     cuda.synchronize()
     error = relative_error(case.result(), case.expected())
     wrong = not error <= case.tolerance
-    ms, queued = median_ms(case.launches, samples, device, case.kernel_launches)
+    timed = timing.measure(case.launches, samples, case.kernel_launches, warmup=0)  # warmed up above
+    ms = timed.seconds * 1e3
     note = case.note + (f"; relative error {error:.1e} > {case.tolerance:g}" if wrong else "")
-    if device.real and not queued:
+    if device.real and not timed.queued:
         note += "; the GPU was released before all launches were queued: time may include launch gaps"
     return Measurement(case.kernel, size, bytes_moved(case.kind, case.shape, case.axis), ms, case.goal, note,
                        wrong)
@@ -545,8 +544,6 @@ def main(argv=None) -> int:
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     full = not options.quick and not options.sizes
     device, libraries = current_device(), reference_libraries()
-    hold[1, 1](uint32(1))  # compiled before anything is timed
-    cuda.synchronize()
     print(f"{device.name}: {device.sms} SMs, {device.l2_bytes / MIB:g} MiB of L2; "
           f"references: {', '.join(['copy', *(f'{n}.sum' for n in libraries)])}", flush=True)
 

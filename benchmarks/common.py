@@ -1,6 +1,6 @@
 """Helpers shared by the benchmark scripts: versions, dates and Markdown tables; for the GPU
-benchmarks (bandwidth.py, matmul.py) the device, its reference libraries, poisoned outputs,
-relative errors and timing with CUDA events.
+benchmarks (bandwidth.py, matmul.py, ...) the device, its reference libraries, poisoned outputs
+and relative errors. They time with the library's timer, `gpucourse.run.timing.measure`.
 
 The scripts import it as ``common`` (each puts its own folder on ``sys.path``). Importing it
 imports numba but touches no device: `gpu_problem` (which imports gpucourse, and so picks
@@ -12,13 +12,11 @@ from __future__ import annotations
 import datetime
 import math
 import platform
-import statistics
-import time
 from dataclasses import dataclass
 from importlib import metadata
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32
 
 
 def package_versions(*packages: str) -> str:
@@ -45,10 +43,7 @@ def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = f
     return "\n".join([lines[0], rule, *lines[1:]])
 
 
-# -- GPU benchmarks: the device, its reference libraries, checks and timing with CUDA events ----------
-SAMPLE_MS = 10.0  # the GPU time one sample aims at
-MAX_QUEUED = 1000  # kernel launches per sample: about what CUDA queues before the host has to wait
-MAX_HOLD_US = 500_000
+# -- GPU benchmarks: the device, its reference libraries and checks (timing: `gpucourse.run.timing`) ---------
 L2_ROTATION = 4  # the buffer sets together fill this many times the L2 cache
 MAX_SETS = 128
 POISON_THREADS = 256
@@ -164,50 +159,10 @@ def fill(out, value):
         out[i] = value
 
 
-@cuda.jit
-def hold(microseconds):
-    """Keep the GPU busy for about ``microseconds`` while the host queues the launches to time."""
-    for _ in range(microseconds):
-        cuda.nanosleep(uint32(1000))
-
-
 def poison(array) -> None:
     """Fill a (contiguous) device array with NaN, so that an element a kernel leaves unwritten shows."""
     flat = array.reshape(array.size) if array.ndim != 1 else array
     fill[max(1, min(1024, -(-flat.size // POISON_THREADS))), POISON_THREADS](flat, float32(np.nan))
-
-
-def one_sample(launches: list, count: int, hold_us: int) -> tuple[float, float, bool]:
-    """For ``count`` launches cycling over ``launches``: (GPU milliseconds per launch, host seconds per
-    launch, whether the GPU was still held when the host had queued them all)."""
-    held, start, end = cuda.event(), cuda.event(), cuda.event()
-    held.record()
-    if hold_us:
-        hold[1, 1](uint32(hold_us))
-    start.record()
-    began = time.perf_counter()
-    for k in range(count):
-        launches[k % len(launches)]()
-    host = time.perf_counter() - began
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / count, host / count, held.elapsed_time(start) >= host * 1e3
-
-
-def launches_per_sample(ms: float, sets: int, kernel_launches: int) -> int:
-    """Enough launches for SAMPLE_MS of GPU time, at most MAX_QUEUED kernels, a multiple of ``sets``."""
-    count = min(MAX_QUEUED // kernel_launches, math.ceil(SAMPLE_MS / max(ms, 1e-6)))
-    return sets * max(1, count // sets)
-
-
-def median_ms(launches: list, samples: int, device: Device, kernel_launches: int = 1) -> tuple[float, bool]:
-    """(median GPU milliseconds per launch, whether every sample's launches were queued while the GPU was
-    held); a first sample sets how many launches a sample has and how long to hold the GPU."""
-    ms, host, _ = one_sample(launches, len(launches), 0)
-    count = launches_per_sample(ms, len(launches), kernel_launches)
-    hold_us = min(MAX_HOLD_US, int(1.5 * host * count * 1e6) + 1000) if device.real else 0
-    timed = [one_sample(launches, count, hold_us) for _ in range(samples)]
-    return statistics.median(ms for ms, _, _ in timed), all(queued for _, _, queued in timed)
 
 
 def finish(name: str, text: str, measurements, write: bool) -> int:

@@ -31,7 +31,7 @@ against ``4 x 2^-24 x sqrt(C R S)`` (`matmul.tolerance`); cuDNN against 1e-4, si
 algorithms round differently from a sum of products (its error is in the note), while TF32, which errs by
 about 3e-4 on such inputs, is still caught. A wrong result is marked WRONG and nothing is recorded.
 
-Timing: as ``matmul.py`` (`common.median_ms`): CUDA events around back-to-back launches after warm-up,
+Timing: as ``matmul.py`` (`gpucourse.run.timing.measure`): CUDA events around back-to-back launches after warm-up,
 queued behind a sleeping kernel, median of the samples, rotating over enough sets of arrays to fill
 4x the L2 cache.
 """
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
@@ -60,9 +60,7 @@ from common import (  # noqa: E402
     buffer_sets,
     current_device,
     finish,
-    hold,
     markdown_table,
-    median_ms,
     poison,
     reference_libraries,
     relative_error,
@@ -421,16 +419,19 @@ def cudnn_case(torch, operands: Operands, benchmark: bool) -> Case:
 
 def measure(case: Case, operands: Operands, samples: int, device: Device) -> Measurement:
     """Warm up (compile, first touch), check the first set's result, then time."""
+    from gpucourse.run import timing  # noqa: PLC0415 (importing gpucourse picks the backend)
+
     for launch in case.launches:
         launch()
     cuda.synchronize()
     error = operands.error(case.result())
     limit = CUDNN_LIMIT if case.cudnn else tolerance(operands.layer.K)
     wrong = not error <= limit
-    ms, queued = median_ms(case.launches, samples, device, case.kernel_launches)
+    timed = timing.measure(case.launches, samples, case.kernel_launches, warmup=0)  # warmed up above
+    ms = timed.seconds * 1e3
     note = case.note + (f"; relative error {error:.1e} > {limit:.1e}" if wrong else
                         f"; relative error {error:.1e}" if case.cudnn else "")
-    if device.real and not queued:
+    if device.real and not timed.queued:
         note += "; the GPU was released before all launches were queued: time may include launch gaps"
     return Measurement(case.kernel, operands.layer, ms, case.extra_bytes, case.cudnn, note, wrong)
 
@@ -470,8 +471,6 @@ def main(argv=None) -> int:
                       f"NVIDIA_TF32_OVERRIDE=0; {tf32_off_torch(torch)}")
     else:
         references = "none (PyTorch is not usable)"
-    hold[1, 1](uint32(1))  # compiled before anything is timed
-    cuda.synchronize()
     print(f"{device.name}: {device.sms} SMs; {peak_note(device)}\nreference: {references}", flush=True)
 
     measurements = []

@@ -32,7 +32,7 @@ faster than the naive attention and at most 3x SDPA's time at N = 4096, extra me
 Correctness, before anything is timed: inputs standard normal float32 (softmax rows scaled by 4);
 every output poisoned with NaN; results compared with NumPy float64 (the whole softmax; 32 rows of
 attention), relative error ``||got - want|| / ||want||`` under 1e-5 (softmax) and 1e-4 (attention).
-A wrong result is marked WRONG and nothing is recorded. Timing: `common.median_ms` (CUDA events,
+A wrong result is marked WRONG and nothing is recorded. Timing: `gpucourse.run.timing.measure` (CUDA events,
 warm-up, launches queued behind a sleeping kernel, the median of the samples); softmax launches rotate
 over enough copies of x and y to fill 4x the L2 cache. A path predicted to need more than a second
 per call (from its time at the largest N so far, growing as N^2) is skipped and said so.
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
@@ -61,9 +61,7 @@ from common import (  # noqa: E402
     buffer_sets,
     current_device,
     finish,
-    hold,
     markdown_table,
-    median_ms,
     poison,
     reference_libraries,
     relative_error,
@@ -391,6 +389,8 @@ def predicted_ms(path: str, N: int, measurements: list[Measurement]) -> float | 
 def measure(case: Case, problem: str, size, expected: Callable[[np.ndarray], float], poisoned: list,
             samples: int, device: Device, tolerance: float) -> Measurement:
     """Poison, call once (warm-up and check), then time; WRONG when the relative error is over ``tolerance``."""
+    from gpucourse.run import timing  # noqa: PLC0415 (importing gpucourse picks the backend)
+
     for array in poisoned:
         poison(array)
     for call in case.calls:
@@ -399,9 +399,10 @@ def measure(case: Case, problem: str, size, expected: Callable[[np.ndarray], flo
     error = expected(case.result()) if case.result else 0.0
     wrong = not error <= tolerance
     extra = case.extra_bytes() if case.extra_bytes else None
-    ms, queued = median_ms(case.calls, samples, device, case.kernel_launches)
+    timed = timing.measure(case.calls, samples, case.kernel_launches, warmup=0)  # warmed up above
+    ms = timed.seconds * 1e3
     note = case.note + (f"; relative error {error:.1e} > {tolerance:g}" if wrong else "")
-    if device.real and not queued:
+    if device.real and not timed.queued:
         note += "; the GPU was released before all launches were queued: time may include launch gaps"
     return Measurement(case.path, problem, tuple(size), ms, extra, note, wrong, case.reference)
 
@@ -470,8 +471,6 @@ def main(argv=None) -> int:
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     device, libraries = current_device(), reference_libraries()
     libraries.pop("cupy", None)  # the references here are PyTorch's
-    hold[1, 1](uint32(1))  # compiled before anything is timed
-    cuda.synchronize()
     print(f"{device.name}: {device.sms} SMs; references: {', '.join(libraries) or 'none (no PyTorch)'}", flush=True)
     measurements, skipped = [], False
     for shape in QUICK_SOFTMAX if options.quick else SOFTMAX_SHAPES:

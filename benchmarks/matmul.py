@@ -34,7 +34,7 @@ the whole result with the first cuBLAS result that passed that check (NumPy's fl
 when there is none), by ``||C - ref|| / ||ref||`` against ``4 x 2^-24 x sqrt(K)``. A wrong
 result is marked WRONG and nothing is recorded.
 
-Timing: as ``bandwidth.py`` (`common.median_ms`): CUDA events around back-to-back launches after
+Timing: as ``bandwidth.py`` (`gpucourse.run.timing.measure`): CUDA events around back-to-back launches after
 warm-up launches (JIT compilation and first touch excluded), queued behind a kernel that sleeps
 on the GPU while Python enqueues them; the median of the samples. Launches rotate over enough
 sets of arrays to fill 4x the L2 cache. A kernel is skipped at a shape where its rate at the
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
@@ -68,9 +68,7 @@ from common import (  # noqa: E402
     buffer_sets,
     current_device,
     without_gpu,
-    hold,
     markdown_table,
-    median_ms,
     poison,
     reference_libraries,
     relative_error,
@@ -481,6 +479,8 @@ def predicted_ms(kernel: str, shape: Shape, measurements: list[Measurement]) -> 
 def measure(case: Case, operands: Operands, samples: int, device: Device,
             measurements: list[Measurement]) -> Measurement:
     """Skip when predicted too slow; else warm up (compile, first touch), check the first set, then time."""
+    from gpucourse.run import timing  # noqa: PLC0415 (importing gpucourse picks the backend)
+
     shape = operands.shape
     prediction = predicted_ms(case.kernel, shape, measurements)
     if prediction and prediction[0] > SKIP_ABOVE_MS:
@@ -500,9 +500,10 @@ def measure(case: Case, operands: Operands, samples: int, device: Device,
     wrong = not error <= limit
     if first_cublas and not wrong:
         operands.full_reference = got
-    ms, queued = median_ms(case.launches, samples, device, case.kernel_launches)
+    timed = timing.measure(case.launches, samples, case.kernel_launches, warmup=0)  # warmed up above
+    ms = timed.seconds * 1e3
     note = case.note + (f"; relative error {error:.1e} > {limit:.1e}" if wrong else "")
-    if device.real and not queued:
+    if device.real and not timed.queued:
         note += "; the GPU was released before all launches were queued: time may include launch gaps"
     return Measurement(case.kernel, shape, ms, case.cublas, note, wrong)
 
@@ -584,8 +585,6 @@ def main(argv=None) -> int:
         settings.append(tf32_off_torch(libraries["torch"]))
     references = (" and ".join(f"`{name}.matmul`" for name in libraries) + " (cuBLAS float32), TF32 off: "
                   + "; ".join(settings)) if libraries else "none (neither PyTorch nor CuPy is usable)"
-    hold[1, 1](uint32(1))  # compiled before anything is timed
-    cuda.synchronize()
     print(f"{device.name}: {device.sms} SMs; {peak_note(device)}\nreference: {references}", flush=True)
 
     measurements, skipped = [], []

@@ -23,7 +23,7 @@ one read and one write; fp16 moves half the bytes, so a memory-bound map should 
 Correctness, before anything is timed: every output poisoned (NaN), then compared with float64: relative
 error ``||got - want|| / ||want||`` under ``4 x 2^-24 x sqrt(K)`` for a float32 C, under 2^-10 for a float16
 C (its own rounding is up to 2^-11); the maps exactly. A wrong result is marked WRONG and nothing is
-recorded. Timing: `common.median_ms` (CUDA events, warm-up, launches queued behind a sleeping kernel, the
+recorded. Timing: `gpucourse.run.timing.measure` (CUDA events, warm-up, launches queued behind a sleeping kernel, the
 median of the samples); map launches rotate over enough arrays to fill 4x the L2 cache.
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda, uint32
+from numba import cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
@@ -50,9 +50,7 @@ from common import (  # noqa: E402
     buffer_sets,
     current_device,
     finish,
-    hold,
     markdown_table,
-    median_ms,
     poison,
     reference_libraries,
     relative_error,
@@ -216,7 +214,9 @@ def gemm_cases(n: int, A16, B16, libraries: dict) -> list[Case]:
     return cases
 
 
-def measure_gemm(n: int, device: Device, samples: int, libraries: dict, seed: int = 0) -> list[Measurement]:
+def measure_gemm(n: int, samples: int, libraries: dict, seed: int = 0) -> list[Measurement]:
+    from gpucourse.run import timing  # noqa: PLC0415 (importing gpucourse picks the backend)
+
     rng = np.random.default_rng(seed)
     A, B = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
     want = A[:CHECKED_ROWS].astype(np.float64) @ B.astype(np.float64)
@@ -230,7 +230,7 @@ def measure_gemm(n: int, device: Device, samples: int, libraries: dict, seed: in
         cuda.synchronize()
         error = relative_error(case.result(), want)
         wrong = not error <= tolerance(n, case.half_output)
-        ms, _ = median_ms([case.call], samples, device)
+        ms = timing.measure([case.call], samples, warmup=0).seconds * 1e3  # the check above warmed up
         note = case.note + (f"; error over {tolerance(n, case.half_output):.1e}" if wrong else "")
         m = Measurement(case.path, "gemm", n, ms, error, note, wrong)
         measurements.append(m)
@@ -241,6 +241,7 @@ def measure_gemm(n: int, device: Device, samples: int, libraries: dict, seed: in
 
 def measure_map(size: int, device: Device, samples: int, seed: int = 0) -> list[Measurement]:
     from gpucourse.kernels import precision  # noqa: PLC0415
+    from gpucourse.run import timing  # noqa: PLC0415
 
     host = np.random.default_rng(seed).standard_normal(size).astype(np.float32)
     blocks = max(1, device.sms * MAP_BLOCKS_PER_SM)
@@ -255,7 +256,7 @@ def measure_map(size: int, device: Device, samples: int, seed: int = 0) -> list[
         ys[0].copy_to_device(np.full(size, np.nan, dtype))
         calls[0]()
         wrong = not np.array_equal(ys[0].copy_to_host(), want)
-        ms, _ = median_ms(calls, samples, device)
+        ms = timing.measure(calls, samples, warmup=0).seconds * 1e3  # the check above warmed up
         m = Measurement(f"`{kernel.py_func.__name__}`", "map", size, ms, 0.0 if not wrong else math.nan,
                         f"{blocks} blocks of {MAP_THREADS}, grid-stride" + ("; result differs" if wrong else ""),
                         wrong, np.dtype(dtype).itemsize)
@@ -280,12 +281,10 @@ def main(argv=None) -> int:
         return 0
     libraries.pop("cupy", None)  # the reference here is PyTorch's
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
-    hold[1, 1](uint32(1))
-    cuda.synchronize()
     print(f"{device.name}: {device.sms} SMs; cuBLAS fp16 through: {', '.join(libraries) or 'none (no PyTorch)'}")
     measurements = []
     for n in QUICK_SQUARES if options.quick else SQUARES:
-        measurements += measure_gemm(n, device, samples, libraries)
+        measurements += measure_gemm(n, samples, libraries)
     measurements += measure_map(QUICK_MAP_SIZE if options.quick else MAP_SIZE, device, samples)
     text = section(measurements, device, versions(libraries), samples)
     return finish(NAME, text, measurements, write=not options.quick and not options.no_write)

@@ -6,16 +6,16 @@
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
-For each space and shape: `gpucourse.run.tuning.tune` times every candidate on the GPU (each checked against
-its NumPy reference first; CUDA events, warm-up, median), random search with a budget for the SGEMM's 135
-tile shapes, the whole space for the others. The tuning time is that search's wall time, compiling included.
-The best config is timed again with `common.median_ms` (the benchmarks' method, the GPU held while launches
-queue) and compared with the library: cuBLAS fp32 (`torch.matmul`, TF32 off), cuDNN (`torch.nn.functional.conv2d`,
-TF32 off, benchmark mode), `torch.softmax`. The cost model (`gpucourse.figures.tuning.cost_model`, for the data
-sheet of the GPU it runs on when that is a T4, A100 or H100) then predicts each timed candidate from a traced
-launch of the same kernel at a small size, scaled by FLOPs; Spearman's rank correlation between predicted and
-measured times is the model's score (goal: at least 0.8). A candidate that fails or computes a wrong result
-is reported and nothing is recorded.
+For each space and shape: `gpucourse.run.tuning.tune` times every candidate on the GPU (each checked against its
+NumPy reference first; CUDA events, warm-up, median), random search with a budget for the SGEMM's 135 tile shapes,
+the whole space for the others. The tuning time is that search's wall time, compiling included. The best config is
+timed again with the same timer (`gpucourse.run.timing`, the GPU held while launches queue; the fastest of many
+noisy candidates is biased low) and compared with the library: cuBLAS fp32 (`torch.matmul`, TF32 off), cuDNN
+(`torch.nn.functional.conv2d`, TF32 off, benchmark mode), `torch.softmax`. The cost model
+(`gpucourse.figures.tuning.cost_model`, for the data sheet of the GPU it runs on when that is a T4, A100 or H100)
+then predicts each timed candidate from a traced launch of the same kernel at a small size, scaled by FLOPs;
+Spearman's rank correlation between predicted and measured times is the model's score (goal: at least 0.8). A
+candidate that fails or computes a wrong result is reported and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import current_device, finish, markdown_table, median_ms, reference_libraries, today, versions, without_gpu  # noqa: E402,I001
+from common import current_device, finish, markdown_table, reference_libraries, today, versions, without_gpu  # noqa: E402,I001
 
 NAME = "tuning"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation of the cost model's predictions with the measured times
@@ -58,7 +58,7 @@ class Row:
     candidates: int  # valid configs of the space
     tried: int
     best: dict | None
-    best_ms: float | None  # the best config, timed with common.median_ms
+    best_ms: float | None  # the best config, timed again after the search
     reference_ms: float | None
     tuning_s: float
     predicted: list = field(default_factory=list)  # seconds, one per timed candidate
@@ -109,8 +109,9 @@ def reference_launch(case: Case, problem, torch):
     return lambda: torch.softmax(x, dim=1)
 
 
-def measure(case: Case, device, samples: int, budget: int, libraries: dict, model) -> Row:
+def measure(case: Case, samples: int, budget: int, libraries: dict, model) -> Row:
     from gpucourse.figures import tuning as ft  # noqa: PLC0415
+    from gpucourse.run import timing  # noqa: PLC0415
     from gpucourse.run import tuning as rt  # noqa: PLC0415
 
     problem = problem_of(case)
@@ -122,9 +123,9 @@ def measure(case: Case, device, samples: int, budget: int, libraries: dict, mode
     row = Row(case, len(problem.space.valid()), len(result.trials), result.best, None, None, tuning_s)
     row.errors = [f"{t['config']}: {t['error']}" for t in result.trials if "error" in t]
     if result.best is not None:
-        row.best_ms = median_ms([problem.build(result.best)], samples, device)[0]
+        row.best_ms = timing.median_seconds(problem.build(result.best), samples) * 1e3
     if "torch" in libraries:
-        row.reference_ms = median_ms([reference_launch(case, problem, libraries["torch"])], samples, device)[0]
+        row.reference_ms = timing.median_seconds(reference_launch(case, problem, libraries["torch"]), samples) * 1e3
     if model is not None:
         for t in (t for t in result.trials if "seconds" in t):
             row.predicted.append(rt.price(problem, t["config"], model))
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
           f"cost model: {model_device or 'none for this GPU'}")
     rows = []
     for case in QUICK_CASES if options.quick else CASES:
-        rows.append(measure(case, device, samples, budget, libraries, model))
+        rows.append(measure(case, samples, budget, libraries, model))
         print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
     for row in rows:
         for error in row.errors:

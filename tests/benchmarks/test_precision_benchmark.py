@@ -90,7 +90,7 @@ def fake_torch():
 def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     monkeypatch.setattr(bench, "pointer", lambda array: array._ary.__array_interface__["data"][0])
     device = bench.Device(**SIMULATED)
-    run = bench.measure_gemm(40, device, 1, {"torch": fake_torch()})
+    run = bench.measure_gemm(40, 1, {"torch": fake_torch()})
     assert [m.path for m in run] == [bench.FP32, bench.FP16_FP32ACC, bench.TENSOR_CORE, bench.TENSOR_CORE_TILED,
                                      bench.CUBLAS_FP16]
     run += bench.measure_map(1000, device, 1)
@@ -103,8 +103,7 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
 def test_a_wrong_gemm_is_flagged(bench, monkeypatch):
     from gpucourse.kernels import precision
 
-    device = bench.Device(**SIMULATED)
     monkeypatch.setattr(precision, "launch_gemm", lambda kernel, C, A, B: None)  # leaves C poisoned
-    run = bench.measure_gemm(24, device, 1, {})
+    run = bench.measure_gemm(24, 1, {})
     assert [m.wrong for m in run] == [False, True, True, True] and all(math.isinf(m.error) for m in run[1:])
     assert "error over" in run[1].note

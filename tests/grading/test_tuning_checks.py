@@ -4,7 +4,7 @@ import hashlib
 import json
 
 import pytest
-from numba import cuda, float32
+from numba import cuda, float32, int32, uint32
 
 from gpucourse import simulated
 from gpucourse.figures import tuning as ft
@@ -169,6 +169,58 @@ def test_the_moving_sum_is_graded_on_its_output_and_its_compiled_code():
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_moving_sum(moving_sum_registers.py_func, [37], items=4, threads=32)
 
+
+
+@cuda.jit
+def transpose_uint32(out, x):
+    rows, cols = x.shape
+    n = uint32(cols)
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r, c = uint32(f) // n, uint32(f) % n
+        out[c, r] = x[r, c]
+
+
+@cuda.jit
+def transpose_stepping(out, x):  # divides once before the loop, then steps row and column
+    rows, cols = x.shape
+    r, c = cuda.grid(1) // cols, cuda.grid(1) % cols
+    dr, dc = cuda.gridsize(1) // cols, cuda.gridsize(1) % cols
+    while r < rows:
+        out[c, r] = x[r, c]
+        r, c = r + dr, c + dc
+        if c >= cols:
+            r, c = r + 1, c - cols
+
+
+@cuda.jit
+def transpose_int32(out, x):  # int32 operands: numba still divides in int64
+    rows, cols = x.shape
+    n = int32(cols)
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r, c = int32(int32(f) // n), int32(int32(f) % n)
+        out[c, r] = x[r, c]
+
+
+@cuda.jit
+def transpose_by_rows(out, x):  # divides by the number of rows: right only for square matrices
+    rows, cols = x.shape
+    n = uint32(rows)
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r, c = uint32(f) // n, uint32(f) % n
+        if r < rows and c < cols:
+            out[c, r] = x[r, c]
+
+
+@needs_nvjitlink
+def test_the_transpose_is_graded_on_its_output_and_its_divisions():
+    for right in (transpose_uint32, transpose_stepping):
+        gt.check_transpose(right, [(37, 29), (1, 1), (5, 64)], blocks=3, threads=32)
+    with pytest.raises(CheckFailed, match="still divides 64-bit integers"):
+        gt.check_transpose(transpose_int32, [(37, 29)], blocks=3, threads=32)
+    with pytest.raises(CheckFailed, match=r"out\[\d+, \d+\] is .*expected x"):
+        gt.check_transpose(transpose_by_rows, [(8, 8), (37, 29)], blocks=3, threads=32)
+    with pytest.raises(CheckFailed, match="not a kernel"):
+        gt.check_transpose(transpose_uint32.py_func, [(3, 2)], blocks=1, threads=32)
 
 def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024):
     def occupancy(threads, registers, shared_bytes):

@@ -37,6 +37,18 @@ def test_ptx_counts_find_the_innermost_loop_and_what_is_in_it():
     assert (counts["vector_loads"], counts["scalar_global_loads"]) == (1, 1)
 
 
+
+def test_ptx_counts_64_bit_divisions_in_the_innermost_loop_only():
+    ptx = """
+$L__BB1_1:
+	div.s64 %rd3, %rd1, %rd2;
+	rem.u64 %rd4, %rd1, %rd2;
+	div.u32 %r1, %r2, %r3;
+	@%p1 bra $L__BB1_1;
+	div.s64 %rd5, %rd1, %rd2;
+"""
+    assert rt.ptx_counts(ptx)["inner_loop_divisions64"] == 2  # not the 32-bit one, not the one after the loop
+
 @cuda.jit
 def _runtime_indexed(out, x, n):
     scratch = cuda.local.array(16, float32)
@@ -69,6 +81,35 @@ def test_inspect_compiled_says_local_memory_and_what_the_loop_does():
     assert clean.inner_loop_fmas >= 1 and 0 < clean.fma_density <= 1
     assert str(clean).splitlines()[0] == "_int32_loop:"
 
+
+
+@cuda.jit
+def _many_live(out, x):
+    acc = cuda.local.array(24, float32)  # 24 accumulators, indices known at compile time: registers
+    i = cuda.grid(1)
+    for k in range(24):
+        acc[k] = x[(i + k) % x.size]
+    for r in range(x.size):
+        for k in range(24):
+            acc[k] = acc[k] * x[r] + float32(1)
+    total = float32(0)
+    for k in range(24):
+        total += acc[k]
+    if i < out.size:
+        out[i] = total
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+def test_inspect_compiled_keeps_the_kernels_cap_on_registers():
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    free = rt.inspect_compiled(_many_live, (out, x))
+    assert free.registers > 32 and free.spilled_bytes == 0 and free.local_bytes == 0
+    capped = rt.inspect_compiled(cuda.jit(max_registers=32)(_many_live.py_func), (out, x))
+    assert capped.registers <= 32 and capped.spilled_bytes > 0 and capped.local_bytes > 0
+    assert capped.local_loads == capped.local_stores == 0  # the spills are the assembler's, not in the PTX
+    assert any("spilled to local memory" in line for line in capped.findings)
+    assert any("the assembler added for its spills" in line for line in capped.findings)
+    assert not any(line.startswith("no local memory") for line in capped.findings)
 
 def test_space_constraint_grid_and_random_search():
     space = rt.Space("s", {"a": (1, 2, 3), "b": (10, 20)}, lambda c: "odd" if c["a"] % 2 else None)

@@ -10,7 +10,7 @@ The checks of assignment 7: a space's constraint (`check_constraint`, against `s
 and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memory graded on its compiled code
 (`check_moving_sum`), occupancy from resources (`check_occupancy`), tuning with the cost model (`check_tuned`), and
 a row sum graded by its speed against `row_sums_chunked`, timed on a GPU or priced by the cost model without one
-(`check_row_sums_speed`).
+(`check_row_sums_speed`), and a transpose without 64-bit division in its innermost loop (`check_transpose`).
 """
 
 from __future__ import annotations
@@ -349,6 +349,33 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
                           "indexed at run time lives there: keep the window in scalar variables instead")
     print(f"✓ moving_sum: correct on {len(sizes)} sizes, no local memory ({compiled.registers} registers per thread)")
 
+
+
+def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) -> None:
+    """``kernel[blocks, threads](out, x)`` writes ``out = x.T`` for every shape (rows, columns), and its compiled
+    code has no 64-bit integer division or remainder in its innermost loops."""
+    __tracebackhide__ = True
+    from ..run.tuning import inspect_compiled  # noqa: PLC0415
+
+    _kernel_or_fail(kernel, "transpose_fast")
+    rng = np.random.default_rng(seed)
+    for rows, cols in shapes:
+        x = rng.standard_normal((rows, cols)).astype(np.float32)
+        got = _launch(kernel, "transpose_fast", blocks, threads, (cols, rows), (x,))
+        bad = np.argwhere(got != x.T)
+        if bad.size:
+            c, r = (int(v) for v in bad[0])
+            raise CheckFailed(f"transpose_fast of a {rows} x {cols} matrix, {blocks} blocks of {threads}: out[{c}, {r}] "
+                              f"is {got[c, r]:.6g}, expected x[{r}, {c}] = {x[r, c]:.6g}")
+    try:
+        compiled = inspect_compiled(kernel, (np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float32)))
+    except Exception as exc:
+        raise CheckFailed(f"transpose_fast did not compile for the GPU: {type(exc).__name__}: {exc}") from None
+    if compiled.inner_loop_divisions64:
+        raise CheckFailed(f"transpose_fast is correct but its innermost loop still divides 64-bit integers: "
+                          f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX. numba computes // and "
+                          "% of two int32 in int64 too: divide uint32 values, or move the division out of the loop")
+    print(f"✓ transpose_fast: correct on {len(shapes)} shapes, no 64-bit division in its innermost loop")
 
 def check_occupancy(occupancy, cases, reference) -> None:
     """``occupancy(threads, registers, shared_bytes)`` -> (blocks per SM, limiting resource), as ``reference`` (the

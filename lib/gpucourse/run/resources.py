@@ -36,11 +36,14 @@ class Resources:
     local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
 
 
-def assemble(ptx: str, architecture: str) -> tuple[str, bytes]:
-    """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``."""
+def assemble(ptx: str, architecture: str, max_registers: int | None = None) -> tuple[str, bytes]:
+    """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``,
+    with at most ``max_registers`` registers per thread when given (what ``@cuda.jit(max_registers=...)`` asks)."""
     from cuda.bindings import nvjitlink
 
-    for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache"], [f"-arch={architecture}", "-Xptxas=-v"]):
+    cap = [f"-maxrregcount={max_registers}"] if max_registers else []
+    for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache", *cap],
+                    [f"-arch={architecture}", "-Xptxas=-v", *cap]):
         try:
             handle = nvjitlink.create(len(options), options)
         except nvjitlink.nvJitLinkError:  # an nvJitLink older than -no-cache (12.3 and before)
@@ -122,14 +125,20 @@ def _assembled(dispatcher, argtypes, architecture: str) -> Resources:
     if key not in compiled:
         compiled[key] = compile_for_gpu(dispatcher, argtypes)
     ptx = compiled[key]
-    return parse_report(assemble(ptx, architecture)[0], ptx, architecture)
+    return parse_report(assemble(ptx, architecture, max_registers(dispatcher))[0], ptx, architecture)
+
+
+def max_registers(dispatcher) -> int | None:
+    """The cap on registers per thread the kernel was compiled with (``@cuda.jit(max_registers=...)``), or None."""
+    return dispatcher.targetoptions.get("max_registers") or None
 
 
 def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resources | None:
     """Registers and local memory per thread, shared bytes per block of ``dispatcher`` for ``argtypes``.
 
     ``architecture``: ``"sm_75"`` (T4), ``"sm_80"`` (A100), ``"sm_90"`` (H100). On a GPU of that
-    architecture, numba-cuda's figures; else the assembler's. None without nvJitLink.
+    architecture, numba-cuda's figures; else the assembler's, under the kernel's own ``max_registers``.
+    None without nvJitLink.
     """
     if resources_problem():
         return None

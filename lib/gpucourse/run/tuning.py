@@ -2,7 +2,8 @@
 
 `inspect_compiled` compiles a kernel (PTX, no GPU needed; registers and spills from nvJitLink's assembler) and
 says in one plain line per finding what a student should look at: local memory, spills, 64-bit index arithmetic
-in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm`` is installed).
+and 64-bit divisions in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm``
+is installed).
 
 `tune` runs a `Space` of named parameters (grid or random search, with a budget) on a `Problem`: every candidate
 is launched and checked against the reference first (a wrong one is dropped), then timed on a GPU with CUDA
@@ -29,7 +30,7 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
-from .resources import Resources, assemble, kernel_resources
+from .resources import Resources, assemble, kernel_resources, max_registers
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ _LABEL = re.compile(r"^(\$L__\w+):", re.M)
 _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _INT64 = re.compile(r"^\s*(?:@%p\d+\s+)?(?:mul|mad|add|sub|shl|shr)(?:\.wide|\.lo|\.hi)?\.(?:s64|u64|b64|s32|u32)\b"
                     r"[^;]*%rd\d+[^;]*;", re.M)
+_DIVIDE64 = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rem)\.[su]64\b", re.M)
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.]*\s", re.M)
 
 
@@ -48,10 +50,11 @@ class Compiled:
     registers: int | None  # per thread, from the assembler (None without nvJitLink)
     spilled_bytes: int | None
     shared_bytes: int
-    local_bytes: int  # the stack frame (``__local_depot``) per thread
+    local_bytes: int  # the stack frame per thread: the assembler's (spills included), else the PTX's ``__local_depot``
     local_loads: int  # ld.local in the PTX
     local_stores: int
     inner_loop_int64: int  # 64-bit integer arithmetic in the innermost loops
+    inner_loop_divisions64: int  # div / rem of 64-bit integers there (each a long software routine)
     inner_loop_instructions: int
     inner_loop_fmas: int
     vector_loads: int  # ld.global / ld.shared of .v2 or .v4
@@ -87,6 +90,7 @@ def ptx_counts(ptx: str) -> dict:
         "local_loads": len(re.findall(r"\bld\.local\.", ptx)),
         "local_stores": len(re.findall(r"\bst\.local\.", ptx)),
         "inner_loop_int64": len(_INT64.findall(body)),
+        "inner_loop_divisions64": len(_DIVIDE64.findall(body)),
         "inner_loop_instructions": len([m for m in _INSTRUCTION.finditer(body) if not m.group().strip().startswith("$")]),
         "inner_loop_fmas": len(re.findall(r"\bfma\.rn\.f32\b", body)),
         "vector_loads": len(re.findall(r"\bld\.(?:global|shared)(?:\.\w+)*\.v[24]\.", ptx)),
@@ -99,11 +103,11 @@ def sass_problem() -> str | None:
     return None if shutil.which("nvdisasm") else "no nvdisasm on the PATH (it comes with the CUDA toolkit)"
 
 
-def sass_loads(ptx: str, architecture: str) -> dict | None:
+def sass_loads(ptx: str, architecture: str, max_registers: int | None = None) -> dict | None:
     """Global loads by width in the SASS nvJitLink assembles from ``ptx`` (``LDG.E.128`` and so on), or None."""
     if sass_problem():
         return None
-    _, cubin = assemble(ptx, architecture)
+    _, cubin = assemble(ptx, architecture, max_registers)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
         file.flush()
@@ -122,9 +126,12 @@ def findings(c: Compiled) -> list[str]:
         lines.append(f"{c.registers} registers per thread" + (
             f", {c.spilled_bytes} bytes spilled to local memory: the registers ran out" if c.spilled_bytes else
             ", no spills"))
-    if c.local_bytes or c.local_loads or c.local_stores:
+    if c.local_loads or c.local_stores:
         lines.append(f"local memory: a {c.local_bytes}-byte stack frame per thread, {c.local_loads} ld.local and "
                      f"{c.local_stores} st.local: an array indexed at run time (or a spill) lives in slow local memory")
+    elif c.local_bytes:
+        lines.append(f"local memory: a {c.local_bytes}-byte stack frame per thread that the assembler added for "
+                     "its spills (the PTX has no ld.local): slow, off-chip memory")
     else:
         lines.append("no local memory: every per-thread array stays in registers")
     if c.inner_loop_int64:
@@ -132,6 +139,10 @@ def findings(c: Compiled) -> list[str]:
                      "int64 costs two 32-bit instructions each; compute indices in int32 or hoist them out")
     elif c.inner_loop_instructions:
         lines.append("no 64-bit index arithmetic in the innermost loops")
+    if c.inner_loop_divisions64:
+        lines.append(f"{c.inner_loop_divisions64} 64-bit integer divisions or remainders (div/rem .s64/.u64) in the "
+                     "innermost loops: each is a software routine of dozens of instructions; divide uint32 values "
+                     "(numba computes // and % of two int32 in int64) or take the division out of the loop")
     if c.vector_loads:
         lines.append(f"{c.vector_loads} vector loads (ld.v2/ld.v4): several words per instruction")
     else:
@@ -145,14 +156,18 @@ def findings(c: Compiled) -> list[str]:
 
 
 def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
-    """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`)."""
+    """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`), under
+    the kernel's own cap on registers (``@cuda.jit(max_registers=...)``)."""
     argtypes = tuple(argument_type(a) for a in args)
     ptx = compile_for_gpu(dispatcher, argtypes)
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
     shared = sum(int(s) for s in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+    counts = ptx_counts(ptx)
+    if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
+        counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)
     c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
-                 resources and resources.spilled_bytes, shared, **ptx_counts(ptx),
-                 sass=sass_loads(ptx, architecture))
+                 resources and resources.spilled_bytes, shared, **counts,
+                 sass=sass_loads(ptx, architecture, max_registers(dispatcher)))
     c.findings.extend(findings(c))
     return c
 

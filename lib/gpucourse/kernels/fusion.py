@@ -48,6 +48,7 @@ import functools
 import math
 
 import numpy as np
+from numba import config as numba_config
 from numba import cuda, float32
 
 from . import matmul as mm
@@ -620,6 +621,8 @@ FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d
 LOG2E = 1.4426950408889634
 H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
 FLASH_BLOCKS_PER_SM = 4  # attention_flash2's blocks resident per SM of an H100: 128 registers x 128 threads each
+# numba's simulator (NUMBA_ENABLE_CUDASIM=1) compiles nothing and takes no launch_bounds
+FLASH_BOUNDS = {} if numba_config.ENABLE_CUDASIM else {"launch_bounds": (FLASH_THREADS, FLASH_BLOCKS_PER_SM)}
 MIN_SPLIT_TILES = 4  # a slice of the keys has at least 4 tiles of 32 (else the merge costs what the slice saves)
 MAX_SPLITS = 16  # the partial results stay O(N): at most 16 x (batch*heads) x N x (d + 2) float32
 
@@ -737,7 +740,7 @@ def make_flash2(D: int, split: bool = False):
                 if query < N and c < d:
                     O[head, query, c] = acc[i, j] * inverse
 
-    @cuda.jit(launch_bounds=(FLASH_THREADS, FLASH_BLOCKS_PER_SM))  # 128 registers at most, as attention_flash2
+    @cuda.jit(**FLASH_BOUNDS)  # 128 registers at most, as attention_flash2
     def attention_flash2_split(O_part, m_part, l_part, Q, K, V, causal):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)

@@ -109,11 +109,18 @@ def checked_launch(benchmark: Benchmark, case) -> None:
         holdout_kernels.check_outputs(case, args)
 
 
-def median_time(launch, repeats: int) -> float:
+def median_time(case, repeats: int, wrap=None) -> float:
+    """Median seconds of ``repeats`` launches of ``case``, each on fresh inputs (made outside the timing: a
+    launch may leave its outputs where the next one would fault, as a compaction's counter)."""
     times = []
     for _ in range(repeats):
+        args = case.inputs()
         start = time.perf_counter()
-        launch()
+        if wrap is None:
+            case.launch(args)
+        else:
+            with wrap():
+                case.launch(args)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -127,8 +134,7 @@ def measure_numba(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
         case = make_case(benchmark)
         try:
             checked_launch(benchmark, case)
-            args = case.inputs()
-            results.append({"numba": median_time(lambda: case.launch(args), repeats)})
+            results.append({"numba": median_time(case, repeats)})
         except (AttributeError, NotImplementedError):  # cuda.shfl_down_sync and the like are missing
             results.append({"numba": None})
     return results
@@ -138,23 +144,13 @@ def measure_course(benchmarks: list[Benchmark], repeats: int) -> list[dict]:
     """Seconds per launch on the course simulator, plain and traced (after one warm-up launch)."""
     from gpucourse import simulated, trace  # noqa: PLC0415 (importing gpucourse installs the simulator)
 
-    def traced(launch):
-        with trace():
-            launch()
-
     results = []
     with simulated():  # the course simulator even on a machine with a GPU
         for benchmark in benchmarks:
             case = make_case(benchmark)
+            case.launch(case.inputs())  # warm-up: rewrites the kernel once
             checked_launch(benchmark, case)
-            args = case.inputs()
-
-            def launch():
-                case.launch(args)
-
-            launch()  # warm-up: rewrites the kernel once
-            results.append({"course": median_time(launch, repeats),
-                            "traced": median_time(lambda: traced(launch), repeats)})
+            results.append({"course": median_time(case, repeats), "traced": median_time(case, repeats, trace)})
     return results
 
 

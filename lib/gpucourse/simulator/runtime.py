@@ -14,8 +14,7 @@ from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import (AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, group_by_element,
-                     merge_records, unordered)
+from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, unordered
 from .transform import SITES
 
 
@@ -563,15 +562,12 @@ class Runtime(Arithmetic):
         if array.tracked:
             active = self.active_lanes()
             who = self.who(active)
-            conflict = unordered(array.writes.at(elements), who)
-            if conflict.any():
-                self.race(array, site, active, array.writes, elements, conflict, "reads", "wrote")
-            if array.atomics is not None:
-                conflict = unordered(array.atomics.at(elements), who)
-                if conflict.any():
-                    self.race(array, site, active, array.atomics, elements, conflict, "reads", "updated atomically")
-            distinct, summary = group_by_element(elements, who)
-            array.reads.put(distinct, merge_records(array.reads.at(distinct), summary))
+            for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
+                if record is not None and record.used:
+                    conflict = unordered(record.at(elements), who)
+                    if conflict.any():
+                        self.race(array, site, active, record, elements, conflict, "reads", theirs)
+            array.reads.note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
         values = array.fetch(elements, components)
@@ -686,9 +682,7 @@ class Runtime(Arithmetic):
                     conflict = unordered(record.at(elements), who)
                     if conflict.any():
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
-            record = array.atomic_record()
-            distinct, summary = group_by_element(elements, who)
-            record.put(distinct, merge_records(record.at(distinct), summary))
+            array.atomic_record().note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "atomic", active, elements, components, site)
         values = _per_lane(value, lanes, len(elements), array.dtype)

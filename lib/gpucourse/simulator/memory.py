@@ -55,12 +55,13 @@ class AccessRecord:
     lane = property(lambda self: self.table[0])
     block = property(lambda self: self.table[1])
 
-    def at(self, elements: np.ndarray) -> np.ndarray:
-        """The record of ``elements``: a row per field."""
-        return self.table[:, elements]
+    def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
+        return tuple(row[elements] for row in self.table)
 
-    def put(self, elements: np.ndarray, values) -> None:
-        self.table[:, elements] = values
+    def put(self, elements: np.ndarray, values: tuple) -> None:
+        for row, value in zip(self.table, values):
+            row[elements] = value
         self.used = True
 
     def clear(self, elements: np.ndarray) -> None:
@@ -95,17 +96,21 @@ def unordered(record: tuple, who: tuple) -> np.ndarray:
 def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tuple]:
     """One summary record per distinct element of an instruction: several lanes become SEVERAL."""
     n = len(elements)
-    if n < 2 or (elements[1:] > elements[:-1]).all():  # increasing (coalesced): every element once
+    if n < 2:
         return elements, who
-    order = np.argsort(elements, kind="stable")
-    sorted_elements = elements[order]
+    step = elements[1:] - elements[:-1]
+    if step.min() > 0:  # increasing (coalesced): every element once
+        return elements, who
+    order = None if step.min() == 0 else np.argsort(elements, kind="stable")  # None: already in order
+    sorted_elements = elements if order is None else elements[order]
     first = np.empty(n, bool)
     first[0] = True
     np.not_equal(sorted_elements[1:], sorted_elements[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     if len(starts) == n:
         return elements, who
-    lane, block, warp, block_phase, warp_phase = (np.asarray(v)[order] for v in who)
+    lane, block, warp, block_phase, warp_phase = (np.asarray(v) if order is None else np.asarray(v)[order]
+                                                  for v in who)
     counts = np.diff(starts, append=n)
 
     def same_or_several(values):

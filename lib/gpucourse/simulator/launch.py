@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import linecache
+import math
 import os
 import traceback
 
@@ -145,7 +146,7 @@ def _cached_geometry(grid, block) -> Geometry:
 
 def _geometry(grid, block) -> Geometry:
     """The lanes of a launch; the last few shapes up to 2^18 threads are kept (a Geometry is never changed)."""
-    small = int(np.prod(grid)) * int(np.prod(block)) <= 1 << 18
+    small = math.prod(grid) * math.prod(block) <= 1 << 18
     return _cached_geometry(grid, block) if small else Geometry(grid, block)
 
 
@@ -164,7 +165,7 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     if len(args) != len(names):
         raise TypeError(f"{py_func.__name__} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
     grid, block = dim3(grid), dim3(block)
-    lanes = int(np.prod(grid)) * int(np.prod(block))
+    lanes = math.prod(grid) * math.prod(block)
     if lanes > MAX_THREADS:
         raise ValueError(
             f"{py_func.__name__}[{grid}, {block}] is {lanes:,} threads; the CPU simulator "

@@ -17,6 +17,7 @@ plain access.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 
 import numpy as np
@@ -154,11 +155,11 @@ class SimArray:
         self.space = space  # "global", "shared", "local" or "const"
         self.shape = tuple(int(s) for s in shape)
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self.dtype = data.dtype
         self.readonly = readonly
         self.flat = data.reshape(-1) if data.flags.c_contiguous else None
-        self.element_strides = tuple(int(np.prod(self.shape[k + 1:], dtype=np.int64)) for k in range(self.ndim))
+        self.element_strides = tuple(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
         self.byte_strides = data.strides[-self.ndim:] if self.ndim else ()
         self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")

@@ -695,9 +695,7 @@ class Runtime(Arithmetic):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
         else:
-            for k, e in enumerate(elements.tolist()):
-                old[k] = data[e]
-                data[e] = operation(old[k], values[k]) if compares is None else operation(old[k], compares[k], values[k])
+            _atomic_in_lane_order(data, operation, elements, values, compares, old)
         if lanes is None:
             return old
         out = np.zeros(self.geometry.lanes, array.dtype)
@@ -730,6 +728,35 @@ def _atomic_rounds(array, operation, elements, components, values, compares, old
                                                                                     values[batch])
         array.assign(elements[batch], where, new)
         remaining = np.delete(remaining, np.sort(first))
+
+
+def _atomic_in_lane_order(data, operation, elements, values, compares, old) -> None:
+    """Atomic updates of a contiguous array where lanes share elements, each element's in lane order: round r
+    applies the r-th update of every element at once; lane by lane in Python where one element takes most."""
+    order = np.argsort(elements, kind="stable")
+    ordered = elements[order]
+    first = np.empty(len(ordered), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.diff(starts, append=len(ordered))
+    rounds = int(counts.max())
+    if rounds * 4 > len(elements):
+        for k, e in enumerate(elements.tolist()):
+            old[k] = data[e]
+            data[e] = operation(old[k], values[k]) if compares is None else operation(old[k], compares[k], values[k])
+        return
+    rank = np.arange(len(ordered)) - np.repeat(starts, counts)  # of each update among its element's
+    by_round = order[np.argsort(rank, kind="stable")]
+    edges = np.cumsum(np.bincount(rank, minlength=rounds))
+    begin = 0
+    for end in edges.tolist():
+        batch = by_round[begin:end]
+        where = elements[batch]
+        old[batch] = current = data[where]
+        data[where] = (operation(current, values[batch]) if compares is None
+                       else operation(current, compares[batch], values[batch]))
+        begin = end
 
 
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:

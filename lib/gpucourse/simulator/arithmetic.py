@@ -89,8 +89,14 @@ def cast(value, dtype: np.dtype):
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
     if type(value) is int and dtype.kind in "iu":
-        return np.uint64(value & _UINT64_MAX).astype(dtype)
+        return _int_as(value, dtype)
     return dtype.type(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_as(value: int, dtype: np.dtype):
+    """A Python int as an integer dtype, wrapped (a kernel's constants come again and again: cached)."""
+    return np.uint64(value & _UINT64_MAX).astype(dtype)
 
 
 def _wrapped(value):

@@ -88,6 +88,7 @@ class Runtime(Arithmetic):
         self.any = True
         self.full = True
         self._lanes = None
+        self._who_lanes = self._who_places = None
 
     def end(self) -> None:
         self.geometry = None
@@ -122,11 +123,15 @@ class Runtime(Arithmetic):
         return self.lane_ids if lanes is None else lanes
 
     def push(self):
-        return self.mask, self.exits
+        return self.mask, self.exits, self.count
 
     def pop(self, saved) -> None:
-        mask, exits = saved
-        self.set_mask(mask if exits == self.exits else mask & ~self.removed)
+        mask, exits, count = saved
+        if exits != self.exits:
+            self.set_mask(mask & ~self.removed)
+        elif mask is not self.mask:  # no lane left in between: the saved count holds (masks are never changed)
+            self.mask, self.count, self.any, self._lanes = mask, count, count > 0, None
+            self.full = count == self.frames[-1].live if self.frames else True
 
     def narrow(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
@@ -453,8 +458,10 @@ class Runtime(Arithmetic):
         ) from None
 
     def who(self, lanes: np.ndarray) -> tuple:
-        g = self.geometry
-        block, warp = g.block_of[lanes], g.warp_of[lanes]
+        if lanes is not self._who_lanes:  # blocks and warps of the same lanes, as the statement before
+            g = self.geometry
+            self._who_lanes, self._who_places = lanes, (g.block_of[lanes], g.warp_of[lanes])
+        block, warp = self._who_places
         return lanes, block, warp, self.block_phase[block], self.warp_phase[warp]
 
     def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):

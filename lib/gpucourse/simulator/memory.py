@@ -99,10 +99,10 @@ def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tupl
     n = len(elements)
     if n < 2:
         return elements, who
-    step = elements[1:] - elements[:-1]
-    if step.min() > 0:  # increasing (coalesced): every element once
+    smallest_step = (elements[1:] - elements[:-1]).min()
+    if smallest_step > 0:  # increasing (coalesced): every element once
         return elements, who
-    order = None if step.min() == 0 else np.argsort(elements, kind="stable")  # None: already in order
+    order = None if smallest_step == 0 else np.argsort(elements, kind="stable")  # None: already in order
     sorted_elements = elements if order is None else elements[order]
     first = np.empty(n, bool)
     first[0] = True

@@ -20,14 +20,17 @@ def simulator_speed():
 
 
 def test_simulator_speed_course_side_runs(simulator_speed, tmp_path):
-    benchmarks = simulator_speed.SCALES["tiny"]
-    rows = simulator_speed.measure_course(benchmarks, repeats=1)
+    benchmarks = simulator_speed.SCALES["tiny"]()
+    rows = simulator_speed.measure_course(benchmarks, repeats=1)  # checks the holdout outputs too
     assert len(rows) == len(benchmarks)
     for row in rows:
         assert row["course"] > 0 and row["traced"] > 0
-        row["numba"] = 1.0  # stands in for the other side, which needs its own process
+        row["numba"] = 100 * row["course"]  # stands in for the other side, which needs its own process
+    rows[-1]["numba"] = None  # numba's simulator has no warp shuffles
     text = simulator_speed.section(benchmarks, rows, repeats=1)
     assert text.count("\n| ") == len(benchmarks) + 1  # a header, then one row per benchmark
+    assert "geometric mean **100x** over 3 kernels (below the goal of 300x)" in text
+    assert "| n/a |" in text
 
     path = tmp_path / "RESULTS.md"
     path.write_text("# Benchmark results\n\nAnother benchmark's section.\n")

@@ -22,6 +22,7 @@ import os
 import re
 from types import SimpleNamespace
 
+import numpy as np
 from numba import cuda
 from numba.core import types
 from numba.cuda import compiler
@@ -59,12 +60,27 @@ def toolchain_problem() -> str | None:
     return _toolchain_error or None
 
 
+_array_types: dict = {}  # NumPy array properties -> numba type (typeof takes tens of microseconds per launch)
+
+
 def argument_type(value):
     """The numba type a launch argument has on a real GPU."""
     host = getattr(value, "_ary", None)  # a simulator device array wraps a host array
+    value = value if host is None else host
+    if type(value) is np.ndarray:  # what numba's typeof of an array depends on
+        flags = value.flags
+        key = (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable)
+        found = _array_types.get(key)
+        if found is None:
+            found = _array_types[key] = _typeof(value)
+        return found
+    return _typeof(value)
+
+
+def _typeof(value):
     from numba.cuda.typing.typeof import Purpose, typeof  # noqa: PLC0415 (numba-cuda's: it knows bfloat16)
 
-    return typeof(value if host is None else host, Purpose.argument)
+    return typeof(value, Purpose.argument)
 
 
 def _base_name(variable: str) -> str | None:

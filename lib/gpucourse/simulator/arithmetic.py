@@ -89,8 +89,14 @@ def cast(value, dtype: np.dtype):
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
     if type(value) is int and dtype.kind in "iu":
-        return np.uint64(value & _UINT64_MAX).astype(dtype)
+        return _int_as(value, dtype)
     return dtype.type(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_as(value: int, dtype: np.dtype):
+    """A Python int as an integer dtype, wrapped (a kernel's constants come again and again: cached)."""
+    return np.uint64(value & _UINT64_MAX).astype(dtype)
 
 
 def _wrapped(value):
@@ -145,12 +151,59 @@ def _true_divide(a, b):
     return operator.truediv(a, b)
 
 
-def _operator(function, implementation=None):
-    def apply(*operands):
-        if all(type(v) is int or type(v) is float for v in operands):  # bool: ~True is False in numba
-            return _on_python_scalars(function, operands)
-        return typed(function, *operands, implementation=implementation)
+def _plan(function, operands) -> tuple | None:
+    """What `typed` does for operands of these types: (argument dtypes, result dtype, bfloat16 operation or None),
+    or None where it computes ``implementation(*operands)`` as they are."""
+    dtypes = tuple(map(dtype_of, operands))
+    signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)
+    if signature is None:
+        return None
+    arguments, result = signature
+    return arguments, result, _BFLOAT16_OPERATORS.get(function) if result is BFLOAT16 else None
 
+
+def _operator(function, implementation=None, arity: int = 2):
+    """The operator as `typed` computes it, its plan looked up once per operand types (the per-operator cost
+    of every statement of a simulated kernel)."""
+    compute = implementation or function
+    plans: dict = {}
+
+    def plan_of(operands, key):
+        try:
+            return plans[key]
+        except KeyError:
+            plan = plans[key] = _plan(function, operands)
+            return plan
+
+    def apply2(a, b):
+        ta, tb = type(a), type(b)
+        if (ta is int or ta is float) and (tb is int or tb is float):  # bool: ~True is False in numba
+            return _on_python_scalars(function, (a, b))
+        plan = plan_of((a, b), (a.dtype if ta is np.ndarray or isinstance(a, np.generic) else ta,
+                                b.dtype if tb is np.ndarray or isinstance(b, np.generic) else tb))
+        if plan is None:
+            return compute(a, b)
+        (da, db), result, bfloat16_operation = plan
+        if bfloat16_operation is not None:  # rounded once, as on the GPU
+            return bfloat16_operation(a, b)
+        value = compute(a if ta is np.ndarray and a.dtype is da else cast(a, da),
+                        b if tb is np.ndarray and b.dtype is db else cast(b, db))
+        return value if type(value) is np.ndarray and value.dtype is result else cast(value, result)
+
+    def apply1(a):
+        ta = type(a)
+        if ta is int or ta is float:
+            return _on_python_scalars(function, (a,))
+        plan = plan_of((a,), (a.dtype if ta is np.ndarray or isinstance(a, np.generic) else ta,))
+        if plan is None:
+            return compute(a)
+        (da,), result, bfloat16_operation = plan
+        if bfloat16_operation is not None:
+            return bfloat16_operation(a)
+        value = compute(a if ta is np.ndarray and a.dtype is da else cast(a, da))
+        return value if type(value) is np.ndarray and value.dtype is result else cast(value, result)
+
+    apply = apply2 if arity == 2 else apply1
     apply.__name__ = function.__name__
     return staticmethod(apply)
 
@@ -190,7 +243,8 @@ class Arithmetic:
 
 
 for _name, _function in {**BINARY, **UNARY}.items():
-    setattr(Arithmetic, method_name(_name), _operator(_function, _true_divide if _name == "Div" else None))
+    setattr(Arithmetic, method_name(_name),
+            _operator(_function, _true_divide if _name == "Div" else None, 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
            "method_name", "select", "strong", "typed"]

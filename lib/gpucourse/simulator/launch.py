@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import linecache
+import math
 import os
 import traceback
 
@@ -132,6 +134,22 @@ def kernel_exception(error: BaseException, lane: int, geometry: Geometry) -> Bas
         return error
 
 
+@functools.lru_cache(maxsize=256)
+def _parameters(py_func) -> list:
+    return list(inspect.signature(py_func).parameters)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_geometry(grid, block) -> Geometry:
+    return Geometry(grid, block)
+
+
+def _geometry(grid, block) -> Geometry:
+    """The lanes of a launch; the last few shapes up to 2^18 threads are kept (a Geometry is never changed)."""
+    small = math.prod(grid) * math.prod(block) <= 1 << 18
+    return _cached_geometry(grid, block) if small else Geometry(grid, block)
+
+
 def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict | None = None,
         debug: bool = False) -> None:
     """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place.
@@ -143,18 +161,18 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     if RUNTIME.geometry is not None:
         raise RuntimeError("a kernel cannot be launched while another simulated kernel runs")
     function = device_function(py_func)
-    names = list(inspect.signature(py_func).parameters)
+    names = _parameters(py_func)
     if len(args) != len(names):
         raise TypeError(f"{py_func.__name__} takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
     grid, block = dim3(grid), dim3(block)
-    lanes = int(np.prod(grid)) * int(np.prod(block))
+    lanes = math.prod(grid) * math.prod(block)
     if lanes > MAX_THREADS:
         raise ValueError(
             f"{py_func.__name__}[{grid}, {block}] is {lanes:,} threads; the CPU simulator "
             f"runs at most {MAX_THREADS:,} per launch: try a smaller problem on the CPU, or a grid-stride loop "
             "over fewer blocks"
         )
-    geometry = Geometry(grid, block)
+    geometry = _geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
     budget = _step_budget

@@ -17,6 +17,7 @@ plain access.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 
 import numpy as np
@@ -26,31 +27,61 @@ SEVERAL = -2
 
 
 class AccessRecord:
-    """Who touched each element, for one kind of access (write, read or atomic)."""
+    """Who touched each element, for one kind of access (write, read or atomic).
+
+    One (5, size) table, a row per field, allocated at the first access. Reads are noted (`note`) and merged
+    into the table, in order, only when something looks at it: the reads of an array nothing writes in the
+    launch are never merged."""
 
     FIELDS = ("lane", "block", "warp", "block_phase", "warp_phase")
+    PENDING = 1 << 18  # noted accesses (summed over lanes) merged at once at most: bounds their memory
 
     def __init__(self, size: int):
-        self.lane = np.full(size, NOBODY, np.int64)
-        self.block = np.full(size, NOBODY, np.int64)
-        self.warp = np.full(size, NOBODY, np.int64)
-        self.block_phase = np.zeros(size, np.int64)
-        self.warp_phase = np.zeros(size, np.int64)
+        self.size = size
+        self._table = None
+        self.pending: list = []
+        self.pending_count = 0
         self.used = False
 
+    @property
+    def table(self) -> np.ndarray:
+        if self.pending:
+            self._merge_pending()
+        if self._table is None:
+            self._table = np.empty((5, self.size), np.int64)
+            self._table[:3] = NOBODY
+            self._table[3:] = 0
+        return self._table
+
+    lane = property(lambda self: self.table[0])
+    block = property(lambda self: self.table[1])
+
     def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
-        return tuple(getattr(self, f)[elements] for f in self.FIELDS)
+        """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
+        return tuple(row[elements] for row in self.table)
 
     def put(self, elements: np.ndarray, values: tuple) -> None:
-        for f, v in zip(self.FIELDS, values):
-            getattr(self, f)[elements] = v
+        for row, value in zip(self.table, values):
+            row[elements] = value
         self.used = True
 
     def clear(self, elements: np.ndarray) -> None:
         if self.used:
-            self.lane[elements] = NOBODY
-            self.block[elements] = NOBODY
-            self.warp[elements] = NOBODY
+            self.table[:3, elements] = NOBODY
+
+    def note(self, elements: np.ndarray, who: tuple) -> None:
+        """Several accesses of one instruction (reads or atomics), merged later as `merge_records` merges them."""
+        self.pending.append((elements, who))
+        self.pending_count += len(elements)
+        self.used = True
+        if self.pending_count > self.PENDING:
+            self._merge_pending()
+
+    def _merge_pending(self) -> None:
+        pending, self.pending, self.pending_count = self.pending, [], 0
+        for elements, who in pending:
+            distinct, summary = group_by_element(elements, who)
+            self.put(distinct, merge_records(self.at(distinct), summary))
 
 
 def unordered(record: tuple, who: tuple) -> np.ndarray:
@@ -65,14 +96,23 @@ def unordered(record: tuple, who: tuple) -> np.ndarray:
 
 def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tuple]:
     """One summary record per distinct element of an instruction: several lanes become SEVERAL."""
-    order = np.argsort(elements, kind="stable")
-    sorted_elements = elements[order]
-    n = len(sorted_elements)
-    starts = np.flatnonzero(np.r_[True, sorted_elements[1:] != sorted_elements[:-1]])
+    n = len(elements)
+    if n < 2:
+        return elements, who
+    smallest_step = (elements[1:] - elements[:-1]).min()
+    if smallest_step > 0:  # increasing (coalesced): every element once
+        return elements, who
+    order = None if smallest_step == 0 else np.argsort(elements, kind="stable")  # None: already in order
+    sorted_elements = elements if order is None else elements[order]
+    first = np.empty(n, bool)
+    first[0] = True
+    np.not_equal(sorted_elements[1:], sorted_elements[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
     if len(starts) == n:
         return elements, who
-    lane, block, warp, block_phase, warp_phase = (np.asarray(v)[order] for v in who)
-    counts = np.diff(np.r_[starts, n])
+    lane, block, warp, block_phase, warp_phase = (np.asarray(v) if order is None else np.asarray(v)[order]
+                                                  for v in who)
+    counts = np.diff(starts, append=n)
 
     def same_or_several(values):
         low, high = np.minimum.reduceat(values, starts), np.maximum.reduceat(values, starts)
@@ -115,11 +155,11 @@ class SimArray:
         self.space = space  # "global", "shared", "local" or "const"
         self.shape = tuple(int(s) for s in shape)
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
         self.dtype = data.dtype
         self.readonly = readonly
         self.flat = data.reshape(-1) if data.flags.c_contiguous else None
-        self.element_strides = tuple(int(np.prod(self.shape[k + 1:], dtype=np.int64)) for k in range(self.ndim))
+        self.element_strides = tuple(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
         self.byte_strides = data.strides[-self.ndim:] if self.ndim else ()
         self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")

@@ -14,8 +14,7 @@ from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import (AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, group_by_element,
-                     merge_records, unordered)
+from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, unordered
 from .transform import SITES
 
 
@@ -89,6 +88,7 @@ class Runtime(Arithmetic):
         self.any = True
         self.full = True
         self._lanes = None
+        self._who_lanes = self._who_places = None
 
     def end(self) -> None:
         self.geometry = None
@@ -123,11 +123,15 @@ class Runtime(Arithmetic):
         return self.lane_ids if lanes is None else lanes
 
     def push(self):
-        return self.mask, self.exits
+        return self.mask, self.exits, self.count
 
     def pop(self, saved) -> None:
-        mask, exits = saved
-        self.set_mask(mask if exits == self.exits else mask & ~self.removed)
+        mask, exits, count = saved
+        if exits != self.exits:
+            self.set_mask(mask & ~self.removed)
+        elif mask is not self.mask:  # no lane left in between: the saved count holds (masks are never changed)
+            self.mask, self.count, self.any, self._lanes = mask, count, count > 0, None
+            self.full = count == self.frames[-1].live if self.frames else True
 
     def narrow(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
@@ -454,8 +458,10 @@ class Runtime(Arithmetic):
         ) from None
 
     def who(self, lanes: np.ndarray) -> tuple:
-        g = self.geometry
-        block, warp = g.block_of[lanes], g.warp_of[lanes]
+        if lanes is not self._who_lanes:  # blocks and warps of the same lanes, as the statement before
+            g = self.geometry
+            self._who_lanes, self._who_places = lanes, (g.block_of[lanes], g.warp_of[lanes])
+        block, warp = self._who_places
         return lanes, block, warp, self.block_phase[block], self.warp_phase[warp]
 
     def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):
@@ -563,15 +569,12 @@ class Runtime(Arithmetic):
         if array.tracked:
             active = self.active_lanes()
             who = self.who(active)
-            conflict = unordered(array.writes.at(elements), who)
-            if conflict.any():
-                self.race(array, site, active, array.writes, elements, conflict, "reads", "wrote")
-            if array.atomics is not None:
-                conflict = unordered(array.atomics.at(elements), who)
-                if conflict.any():
-                    self.race(array, site, active, array.atomics, elements, conflict, "reads", "updated atomically")
-            distinct, summary = group_by_element(elements, who)
-            array.reads.put(distinct, merge_records(array.reads.at(distinct), summary))
+            for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
+                if record is not None and record.used:
+                    conflict = unordered(record.at(elements), who)
+                    if conflict.any():
+                        self.race(array, site, active, record, elements, conflict, "reads", theirs)
+            array.reads.note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
         values = array.fetch(elements, components)
@@ -647,7 +650,7 @@ class Runtime(Arithmetic):
         record[index] = value
 
     def check_duplicate_writes(self, array, lanes, elements, site):
-        if len(elements) < 2:
+        if len(elements) < 2 or (elements[1:] > elements[:-1]).all():  # increasing: no element twice
             return
         order = np.argsort(elements, kind="stable")
         ordered = elements[order]
@@ -686,9 +689,7 @@ class Runtime(Arithmetic):
                     conflict = unordered(record.at(elements), who)
                     if conflict.any():
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
-            record = array.atomic_record()
-            distinct, summary = group_by_element(elements, who)
-            record.put(distinct, merge_records(record.at(distinct), summary))
+            array.atomic_record().note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "atomic", active, elements, components, site)
         values = _per_lane(value, lanes, len(elements), array.dtype)
@@ -701,9 +702,7 @@ class Runtime(Arithmetic):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
         else:
-            for k, e in enumerate(elements.tolist()):
-                old[k] = data[e]
-                data[e] = operation(old[k], values[k]) if compares is None else operation(old[k], compares[k], values[k])
+            _atomic_in_lane_order(data, operation, elements, values, compares, old)
         if lanes is None:
             return old
         out = np.zeros(self.geometry.lanes, array.dtype)
@@ -736,6 +735,35 @@ def _atomic_rounds(array, operation, elements, components, values, compares, old
                                                                                     values[batch])
         array.assign(elements[batch], where, new)
         remaining = np.delete(remaining, np.sort(first))
+
+
+def _atomic_in_lane_order(data, operation, elements, values, compares, old) -> None:
+    """Atomic updates of a contiguous array where lanes share elements, each element's in lane order: round r
+    applies the r-th update of every element at once; lane by lane in Python where one element takes most."""
+    order = np.argsort(elements, kind="stable")
+    ordered = elements[order]
+    first = np.empty(len(ordered), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.diff(starts, append=len(ordered))
+    rounds = int(counts.max())
+    if rounds * 4 > len(elements):
+        for k, e in enumerate(elements.tolist()):
+            old[k] = data[e]
+            data[e] = operation(old[k], values[k]) if compares is None else operation(old[k], compares[k], values[k])
+        return
+    rank = np.arange(len(ordered)) - np.repeat(starts, counts)  # of each update among its element's
+    by_round = order[np.argsort(rank, kind="stable")]
+    edges = np.cumsum(np.bincount(rank, minlength=rounds))
+    begin = 0
+    for end in edges.tolist():
+        batch = by_round[begin:end]
+        where = elements[batch]
+        old[batch] = current = data[where]
+        data[where] = (operation(current, values[batch]) if compares is None
+                       else operation(current, compares[batch], values[batch]))
+        begin = end
 
 
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:

@@ -2,6 +2,7 @@
 
     python benchmarks/grading_scale.py                 # 24 submissions, writes RESULTS.md
     python benchmarks/grading_scale.py -n 4 --no-write # a quick try, prints only
+    python benchmarks/grading_scale.py --report DIR/run.json  # record a run kept with --keep
 
 CPU only. In a temporary course directory holding assignment 1 (``solutions/``), ``N``
 submissions: the even-numbered students submit the solution notebook, the others the untouched
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import json
 import math
 import os
 import platform
@@ -133,10 +136,10 @@ def dask(*args: str, log: Path, cwd: Path) -> subprocess.Popen:
 
 
 def kill(process: subprocess.Popen) -> None:
-    with_group = os.getpgid(process.pid) == process.pid
+    """SIGKILL to ``process``'s whole group (it leads one: `dask`)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL) if with_group else process.kill()
-    except ProcessLookupError:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # killed already
         pass
     process.wait()
 
@@ -157,7 +160,7 @@ class Run:
     killed: str  # the killed worker's address
     killed_at: float  # seconds after the driver started
     recorded_before: list[str]  # students in grades.csv when the worker was killed
-    running_on_killed: list[str]  # what the killed worker was grading
+    running_on_killed: list[str]  # the tasks the killed worker held (running or queued on it)
     starts: dict[str, int]
     tasks: list[dict]  # the task stream: one record per finished task
     driver_start: float
@@ -304,15 +307,16 @@ def section(run: Run) -> str:
         "- Cluster: `dask scheduler` and two `dask worker tcp://... --nworkers 1 --nthreads 1` on this machine; "
         "the driver `python -m gpucourse.classroom.grade ... --scheduler tcp://...` in the course directory.",
         f"- Kill: after {len(run.recorded_before)} students were in `grades.csv` ({run.killed_at:.0f} s into "
-        f"the run), worker `{run.killed}` was killed with SIGKILL (its whole process group) while grading "
-        f"{', '.join(run.running_on_killed) or 'nothing'}; no replacement, the run finished on the other worker.",
+        f"the run), worker `{run.killed}` was killed with SIGKILL (its whole process group) while it held "
+        f"{', '.join(run.running_on_killed) or 'nothing'} (running, or next in its queue); no replacement: the run "
+        "finished on the other worker.",
         f"- Graded twice: read from the scheduler's transition log (a task going to `processing` is a worker "
         f"starting it). Started more than once: {', '.join(f'{s} ({c}x)' for s, c in sorted(again.items())) or 'none'}"
         f"; of the {len(run.recorded_before)} students recorded before the kill, "
         f"{sum(run.starts.get(f'grade-{ASSIGNMENT}-{s}', 0) == 1 for s in run.recorded_before)} started once.",
-        f"- Result: {verdict} (every student in `grades.csv` once with the right score and status, each once in "
-        "the gradebook, nothing recorded before the kill graded again).",
-        f"- Wall time of the driver: {run.wall:.0f} s for {len(run.class_)} submissions; seconds per submission "
+        "- Checks (every student in `grades.csv` once with the right score and status, each once in the "
+        f"gradebook, nothing recorded before the kill graded again): {verdict}.",
+        f"- Wall time of the driver (the cluster's start not counted): {run.wall:.0f} s for {len(run.class_)} submissions; seconds per submission "
         f"on a worker (task compute time): median {median:.1f}, mean {mean:.1f}; fixed overhead {overhead:.0f} s "
         "(driver start to the first task's start: the gradebook's assignment, the scatter; the last task's end "
         "to the exit: feedback, the summary).",
@@ -333,25 +337,35 @@ def main(argv=None) -> int:
     parser.add_argument("-n", type=int, default=24, help="submissions (default 24)")
     parser.add_argument("-k", type=int, default=None, help="students recorded before the kill (default n/4)")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
-    parser.add_argument("--keep", action="store_true", help="keep the course directory and the logs")
+    parser.add_argument("--keep", action="store_true", help="keep the course directory, the logs and run.json")
+    parser.add_argument("--report", type=Path, help="report the run kept in this run.json instead of grading")
     options = parser.parse_args(argv)
+    if options.report:
+        return report(Run(**json.loads(options.report.read_text())), write=not options.no_write)
     kill_after = options.k if options.k is not None else max(1, options.n // 4)
     folder = Path(tempfile.mkdtemp(prefix="grading-scale-"))
     try:
         run = grade_class(options.n, kill_after, folder)
-        text = section(run)
-        print(run.summary)
-        print(text)
-        if not options.no_write:
-            from gpucourse.course import results  # noqa: PLC0415 (imports gpucourse, which picks a backend)
-
-            results.record(NAME, text)
-            print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")
+        if options.keep:
+            (folder / "run.json").write_text(json.dumps(dataclasses.asdict(run), default=str))
     finally:
         if options.keep:
             print(f"kept: {folder}", file=sys.stderr)
         else:
             shutil.rmtree(folder, ignore_errors=True)
+    return report(run, write=not options.no_write)
+
+
+def report(run: Run, write: bool) -> int:
+    """Print the driver's summary and the section; record the section in RESULTS.md; 1 when a check failed."""
+    text = section(run)
+    print(run.summary)
+    print(text)
+    if write:
+        from gpucourse.course import results  # noqa: PLC0415 (imports gpucourse, which picks a backend)
+
+        results.record(NAME, text)
+        print(f"\nwritten to {results.RESULTS.relative_to(ROOT)}")
     return 1 if run.problems else 0
 
 

@@ -56,3 +56,24 @@ def test_projection_is_rounds_of_the_median_plus_the_overhead(bench):
     assert bench.projection(10.0, 30.0, 16) == 32 * 10.0 + 30.0  # ceil(500 / 16) = 32 rounds
     assert bench.projection(10.0, 30.0, 256) == 2 * 10.0 + 30.0
     assert bench.projection(10.0, 0.0, 500) == 10.0
+
+
+def test_the_report_says_what_was_killed_what_started_twice_and_projects(bench, tmp_path):
+    task = lambda student, worker, start, stop: {  # noqa: E731
+        "key": f"grade-{bench.ASSIGNMENT}-{student}", "worker": worker,
+        "startstops": [{"action": "transfer", "start": start - 1, "stop": start},
+                       {"action": "compute", "start": start, "stop": stop}]}
+    tasks = [task("student000", "tcp://a", 110, 120), task("student001", "tcp://b", 110, 122),
+             task("student002", "tcp://b", 122, 136), task("student003", "tcp://b", 136, 150)]
+    key = lambda s: f"grade-{bench.ASSIGNMENT}-{s}"  # noqa: E731
+    run = bench.Run(bench.students(4), 27.0, 60.0, [3.0, 5.0], "tcp://a", 21.0, ["student000"], ["student002"],
+                    {key("student000"): 1, key("student001"): 1, key("student002"): 2, key("student003"): 1},
+                    tasks, 100.0, 160.0, [], "summary")
+    text = bench.section(run)
+    assert "median 13.0, mean 12.5; fixed overhead 20 s" in text  # 10 s before the first task, 10 s after the last
+    assert "student002 (2x)" in text and "1 started once" in text and "every check passed" in text
+    assert "| `tcp://a` (killed) | 1 | 10.0 | 10.0 |" in text
+    assert f"| 16 | 32 | {32 * 13 + 20} |" in text
+    path = tmp_path / "run.json"
+    path.write_text(bench.json.dumps(bench.dataclasses.asdict(run)))
+    assert bench.Run(**bench.json.loads(path.read_text())) == run

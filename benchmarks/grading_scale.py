@@ -32,7 +32,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -54,7 +53,7 @@ RUN_TIMEOUT = 3600
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import markdown_table, package_versions, today  # noqa: E402
+from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
 
 
 # -- pure parts (tests/benchmarks/test_grading_scale_benchmark.py) -------------------------------------
@@ -260,16 +259,6 @@ def check_gradebook(course: Path, class_: dict[str, str]) -> list[str]:
 
 
 # -- report ---------------------------------------------------------------------------------------------
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def compute_seconds(task: dict) -> float:
     return sum(s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
 
@@ -297,7 +286,7 @@ def section(run: Run) -> str:
         "",
         f"`python benchmarks/grading_scale.py -n {len(run.class_)}` (CPU only, no GPU involved).",
         "",
-        f"- Machine: {machine()}; shared with other work: 1-minute load average during the run "
+        f"- Machine: {cpu_machine()}; shared with other work: 1-minute load average during the run "
         f"{min(run.loads):.1f} to {max(run.loads):.1f} (mean {statistics.mean(run.loads):.1f}).",
         f"- Date: {today()}",
         f"- Versions: {package_versions('dask', 'distributed', 'nbgrader', 'numba')}",

@@ -15,8 +15,8 @@ its whole process group, and not replaced: the run ends on the other worker.
 Checks: every student in ``grades.csv`` exactly once with the right score and status (solution:
 the maximum, graded; release: 0, zero), each once in the gradebook, and nothing graded twice that
 was recorded before the kill. Graded twice is read from the scheduler's transition log: each time
-a task goes to ``processing`` a worker starts grading it; a task recorded before the kill must
-have started once (only the tasks the killed worker was running may start again).
+a task goes to ``processing`` the scheduler gives it to a worker to grade; a task recorded before
+the kill must have gone there once (only the tasks the killed worker held may go again).
 
 Figures: wall time of the driver; seconds per submission on a worker (the task stream's compute
 time: median, mean, per worker); the 1-minute load average sampled during the run; the fixed
@@ -84,7 +84,7 @@ def check_grades(rows: list[dict], assignment: str, class_: dict[str, str], max_
 
 
 def starts(story: list[tuple]) -> dict[str, int]:
-    """How many times each task went to ``processing`` (a worker started it), from the scheduler's transition log."""
+    """How many times each task went to ``processing`` (given to a worker), from the scheduler's transition log."""
     counts: dict[str, int] = {}
     for key, _start, finish, *_ in story:
         if finish == "processing":
@@ -299,10 +299,10 @@ def section(run: Run) -> str:
         f"the run), worker `{run.killed}` was killed with SIGKILL (its whole process group) while it held "
         f"{', '.join(run.running_on_killed) or 'nothing'} (running, or next in its queue); no replacement: the run "
         "finished on the other worker.",
-        f"- Graded twice: read from the scheduler's transition log (a task going to `processing` is a worker "
-        f"starting it). Started more than once: {', '.join(f'{s} ({c}x)' for s, c in sorted(again.items())) or 'none'}"
+        f"- Graded twice: read from the scheduler's transition log (a task going to `processing` is the "
+        f"scheduler giving it to a worker to grade). Given more than once: {', '.join(f'{s} ({c}x)' for s, c in sorted(again.items())) or 'none'}"
         f"; of the {len(run.recorded_before)} students recorded before the kill, "
-        f"{sum(run.starts.get(f'grade-{ASSIGNMENT}-{s}', 0) == 1 for s in run.recorded_before)} started once.",
+        f"{sum(run.starts.get(f'grade-{ASSIGNMENT}-{s}', 0) == 1 for s in run.recorded_before)} given once.",
         "- Checks (every student in `grades.csv` once with the right score and status, each once in the "
         f"gradebook, nothing recorded before the kill graded again): {verdict}.",
         f"- Wall time of the driver (the cluster's start not counted): {run.wall:.0f} s for {len(run.class_)} submissions; seconds per submission "

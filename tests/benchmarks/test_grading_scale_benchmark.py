@@ -71,7 +71,7 @@ def test_the_report_says_what_was_killed_what_started_twice_and_projects(bench, 
                     tasks, 100.0, 160.0, [], "summary")
     text = bench.section(run)
     assert "median 13.0, mean 12.5; fixed overhead 20 s" in text  # 10 s before the first task, 10 s after the last
-    assert "student002 (2x)" in text and "1 started once" in text and "every check passed" in text
+    assert "student002 (2x)" in text and "1 given once" in text and "every check passed" in text
     assert "| `tcp://a` (killed) | 1 | 10.0 | 10.0 |" in text
     assert f"| 16 | 32 | {32 * 13 + 20} |" in text
     path = tmp_path / "run.json"

@@ -295,7 +295,7 @@ def section(run: Run) -> str:
         "release (expected 0, zero).",
         "- Cluster: `dask scheduler` and two `dask worker tcp://... --nworkers 1 --nthreads 1` on this machine; "
         "the driver `python -m gpucourse.classroom.grade ... --scheduler tcp://...` in the course directory.",
-        f"- Kill: after {len(run.recorded_before)} students were in `grades.csv` ({run.killed_at:.0f} s into "
+        f"- Kill: after {len(run.recorded_before)} student(s) were in `grades.csv` ({run.killed_at:.0f} s into "
         f"the run), worker `{run.killed}` was killed with SIGKILL (its whole process group) while it held "
         f"{', '.join(run.running_on_killed) or 'nothing'} (running, or next in its queue); no replacement: the run "
         "finished on the other worker.",

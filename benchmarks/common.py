@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import platform
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 from numba import cuda, float32
@@ -32,6 +34,17 @@ def package_versions(*packages: str) -> str:
 
 def today() -> str:
     return datetime.date.today().isoformat()
+
+
+def cpu_machine() -> str:
+    """``"Intel(R) Xeon(R) ..., 2 cores"``: this machine's CPU model (from /proc/cpuinfo where it has one)."""
+    model = platform.processor() or platform.machine()
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores"
 
 
 def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:

@@ -58,8 +58,8 @@ WHEELS = ROOT / "wheels" / "gpu-check"
 PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environment lacks) or venv/
 LIMIT = 570  # seconds: the device tool stops a command at 600
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
-NOT_GPU_BENCHMARKS = {"common", "gpu_check", "numba_cuda_conformance", "numba_cuda_conformance_plugin",
-                      "simulator_speed"}
+NOT_GPU_BENCHMARKS = {"common", "gpu_check", "grading_scale", "numba_cuda_conformance",
+                      "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
 PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
             "--platform", "manylinux2014_x86_64", "--python-version", "3.12", "--implementation", "cp",

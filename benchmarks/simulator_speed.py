@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -45,7 +44,7 @@ for folder in (ROOT / "tests", ROOT / "tests" / "simulator", ROOT / "benchmarks"
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from common import markdown_table, package_versions, today  # noqa: E402
+from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -171,18 +170,6 @@ def run_side(side: str, scale: str, repeats: int) -> list[dict]:
 
 
 # -- report --------------------------------------------------------------------------------------------
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
-
-
 def ratio(row: dict) -> float | None:
     return row["numba"] / row["course"] if row.get("numba") and row.get("course") else None
 
@@ -222,7 +209,7 @@ def section(benchmarks: list[Benchmark], rows: list[dict], repeats: int) -> str:
         "",
         "`python benchmarks/simulator_speed.py` (CPU only, no GPU involved).",
         "",
-        f"- Machine: {machine()}",
+        f"- Machine: {cpu_machine()}",
         f"- Date: {today()}",
         f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
         f"- Median of {repeats} launches. numba's simulator: `NUMBA_ENABLE_CUDASIM=1`. Course simulator: "

@@ -215,6 +215,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md as it is")
     parser.add_argument("--reuse-numba", action="store_true",
                         help="take numba's side from the cache of earlier runs where it has the file")
+    parser.add_argument("--save", type=Path, help="also write every test's outcome on both sides to this JSON file")
     arguments = parser.parse_args()
     folder = test_folder()
     files = [folder / name for name in arguments.files] if arguments.files else sorted(folder.glob("test_*.py"))
@@ -228,6 +229,8 @@ def main() -> None:
         course.update(run_file("course", path))
         print(f"{path.name}: {len(numba)} tests so far on numba's simulator, {len(course)} on the course's",
               flush=True)
+    if arguments.save:
+        arguments.save.write_text(json.dumps({"numba": numba, "course": course}, indent=0))
     text = section(compare(numba, course), [path.name for path in files])
     print(text)
     if not arguments.no_write:

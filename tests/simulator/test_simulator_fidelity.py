@@ -489,3 +489,28 @@ def test_a_full_mask_shuffle_after_some_lanes_returned_is_a_warp_fault_and_with_
     for offset in (16, 8, 4, 2, 1):  # lane l adds lane l + offset: a tree in float32
         tree[:, :32 - offset] += tree[:, offset:]
     np.testing.assert_array_equal(out, tree[:, 0])
+
+
+# -- what numba-cuda refuses, the simulator refuses with the course's message ------------------------------
+@on_the_cpu_backend
+@pytest.mark.parametrize("use, refused", [
+    (lambda d: d[...], "d\\[:\\] instead of d\\[...\\]"),
+    (lambda d: d + 1, "no `\\+` on a GPU.*copy_to_host\\(\\) \\+"),
+    (lambda d: d < 0, "no `<` on a GPU"),
+    (lambda d: d.sum(), "no `sum` on a GPU.*d.copy_to_host\\(\\).sum"),
+    (lambda d: d.astype(np.float64), "no `astype` on a GPU"),
+], ids=["ellipsis", "arithmetic", "ordering", "sum", "astype"])
+def test_a_device_array_refuses_what_numba_s_refuses_on_a_gpu(use, refused):
+    d = cuda.to_device(data())
+    with pytest.raises((TypeError, AttributeError), match=refused):
+        use(d)
+
+
+@on_the_cpu_backend
+def test_a_device_array_keeps_what_numba_s_has_on_a_gpu():
+    a = data(12)
+    d = cuda.to_device(a)
+    assert (d.shape, d.size, d.ndim, d.dtype, d.nbytes, len(d)) == (a.shape, a.size, 1, a.dtype, a.nbytes, 12)
+    np.testing.assert_array_equal(d.reshape(3, 4).T.copy_to_host(), a.reshape(3, 4).T)
+    np.testing.assert_array_equal(np.asarray(d[2:5]), a[2:5])  # numba's copies to the host
+    assert d.is_c_contiguous() and d[::2].copy_to_host().tolist() == a[::2].tolist()

@@ -37,10 +37,10 @@ def cast_to(dtype, python_type):
     return cast
 
 
-def _elementwise(math_function):
+def _elementwise(math_function, arity: int = 1):
     """A math function without a NumPy twin, lane by lane (in float64: `_numba_typed` gives the result type)."""
-    vectorised = np.frompyfunc(math_function, 1, 1)
-    return lambda value: np.asarray(vectorised(value), np.float64)
+    vectorised = np.frompyfunc(math_function, arity, 1)
+    return lambda *values: np.asarray(vectorised(*values), np.float64)
 
 
 def _c_gamma(x: float) -> float:
@@ -61,20 +61,18 @@ def _c_lgamma(x: float) -> float:
         return math.inf
 
 
+def _c_remainder(x: float, y: float) -> float:
+    """``remainder`` as C and the GPU give it: nan where Python raises (``y`` 0, ``x`` infinite)."""
+    try:
+        return math.remainder(x, y)
+    except ValueError:
+        return math.nan
+
+
 def _numba_typed(function, implementation):
     """``implementation`` in the types numba-cuda gives ``function``: ``math.floor`` of a float32 is a float32,
     ``math.pow(float32, 2)`` float64, ``float(a float32)`` float32, ``math.exp`` of a uint8 float64."""
     return lambda *values: typed(function, *values, implementation=implementation)
-
-
-def _elementwise_exact(math_function, arity: int):
-    """A math function computed lane by lane by Python itself, in the types numba gives the call."""
-    vectorised = np.frompyfunc(math_function, arity, 1)
-
-    def apply(*values):
-        return typed(math_function, *values, implementation=lambda *v: np.asarray(vectorised(*v), np.float64))
-
-    return apply
 
 
 def _converted(builtin, numeric):
@@ -184,9 +182,8 @@ MATH = {function: _numba_typed(function, implementation) for function, implement
     math.trunc: np.trunc, math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
     math.gamma: _elementwise(_c_gamma), math.lgamma: _elementwise(_c_lgamma), math.degrees: np.degrees,
     math.radians: np.radians, math.exp2: np.exp2, math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
-    math.nextafter: np.nextafter,
+    math.nextafter: np.nextafter, math.remainder: _elementwise(_c_remainder, 2),
 }.items()}
-MATH[math.remainder] = _elementwise_exact(math.remainder, 2)
 
 BUILTINS = {
     builtins.min: _fold(np.minimum, builtins.min),

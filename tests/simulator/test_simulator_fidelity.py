@@ -14,6 +14,7 @@ fresh ``cuda.device_array`` that nothing zeroed gives whatever the memory held).
 """
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -370,22 +371,27 @@ def test_a_local_array_added_to_before_it_is_set_is_an_uninitialised_read():
 
 
 @cuda.jit
-def row_sums(out, a):
+def exp_sums(out, a):
     i = cuda.grid(1)
     if i < out.size:
-        acc = 0
+        largest = a[i, 0]
+        for k in range(1, a.shape[1]):
+            largest = max(largest, a[i, k])
+        total = 0.0
         for k in range(a.shape[1]):
-            acc += a[i, k]
-        out[i] = acc
+            total += math.exp(a[i, k] - largest)
+        out[i] = total
 
 
-def test_an_accumulator_started_at_0_adds_float32_values_in_float64():
+def test_a_softmax_denominator_takes_exp_in_float32_and_sums_in_float64():
+    """``a[i, k] - largest`` is float32, so is its ``math.exp``; ``total`` starts at 0.0: float64."""
     a = data(N * 40).reshape(N, 40)
     out = np.zeros(N)
     with simulated():
-        row_sums[3, 32](out, a)
-    expected = [sum(float(x) for x in row) for row in a]  # left to right, in float64
-    np.testing.assert_array_equal(out, expected)
+        exp_sums[3, 32](out, a)
+    terms = np.exp(a - a.max(axis=1, keepdims=True))
+    assert terms.dtype == np.float32
+    np.testing.assert_array_equal(out, [sum(float(x) for x in row) for row in terms])  # left to right
 
 
 @cuda.jit

@@ -4,6 +4,7 @@
     python benchmarks/numba_cuda_conformance.py --files test_intrinsics.py test_math.py --no-write
     python benchmarks/numba_cuda_conformance.py --reuse-numba   # numba's side from the last run's cache
     python benchmarks/numba_cuda_conformance.py --jobs 3        # three test files at a time
+    python benchmarks/numba_cuda_conformance.py --jobs 3 --save run.json --no-write; ... --load run.json
 
 CPU only. Each test file runs with pytest in its own process twice: once on numba's
 simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course backend as a student's laptop
@@ -131,6 +132,8 @@ def bucket(test: str, outcome: str, why: str) -> str:
     """Where a test of the goal that does not pass on the course backend goes."""
     if test in DELIBERATE:
         return "deliberate fault report"
+    if outcome == "timeout":
+        return "its file timed out"
     if outcome == "missing":
         return "not run: its module did not import"
     if outcome == "skipped":
@@ -158,7 +161,9 @@ def compare(numba: dict, course: dict) -> dict:
     unimported = import_errors(course)
     failing = defaultdict(list)
     for test in goal:
-        outcome, why = course.get(test, ("missing", unimported.get(test.split("::")[0], "not run")))
+        stem = test.split("::")[0]
+        outcome, why = (course.get(test) or course.get(f"{stem}.py")  # the whole file timed out, or no report
+                        or ("missing", unimported.get(stem, "not run")))
         if outcome != "passed":
             failing[(bucket(test, outcome, why), why)].append(test)
     return {"goal": len(goal), "passed": len(passed), "handed_over": len(handed_over), "failing": failing,
@@ -212,7 +217,13 @@ def main() -> None:
                         help="take numba's side from the cache of earlier runs where it has the file")
     parser.add_argument("--jobs", type=int, default=1, help="test files run at a time (default 1)")
     parser.add_argument("--save", type=Path, help="also write every test's outcome on both sides to this JSON file")
+    parser.add_argument("--load", type=Path, help="run nothing: the outcomes a run wrote with --save")
     arguments = parser.parse_args()
+    if arguments.load:
+        saved = json.loads(arguments.load.read_text())
+        numba, course = ({test: tuple(outcome) for test, outcome in saved[side].items()} for side in ("numba", "course"))
+        report(numba, course, sorted({test.split("::")[0].removesuffix(".py") + ".py" for test in numba}), arguments.no_write)
+        return
     folder = test_folder()
     files = [folder / name for name in arguments.files] if arguments.files else sorted(folder.glob("test_*.py"))
     cached = cache_path()
@@ -236,9 +247,13 @@ def main() -> None:
                   flush=True)
     if arguments.save:
         arguments.save.write_text(json.dumps({"numba": numba, "course": course}, indent=0))
-    text = section(compare(numba, course), [path.name for path in files])
+    report(numba, course, [path.name for path in files], arguments.no_write)
+
+
+def report(numba: dict, course: dict, files: list[str], no_write: bool) -> None:
+    text = section(compare(numba, course), files)
     print(text)
-    if not arguments.no_write:
+    if not no_write:
         from gpucourse.course import record  # noqa: PLC0415
 
         record(NAME, text)

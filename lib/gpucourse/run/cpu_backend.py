@@ -40,7 +40,7 @@ from numba.cuda import dispatcher as numba_dispatcher
 from numba.cuda.args import ArgHint, In
 from numba.cuda.cudadrv import devicearray as numba_arrays, devices as numba_devices
 from numba.core import sigutils, types
-from numba.cuda.dispatcher import CUDADispatcher
+from numba.cuda.dispatcher import CUDADispatcher, normalize_kernel_dimensions
 from numba.cuda.simulator import api as sim_api
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 from numba.cuda.simulator.kernel import FakeCUDAKernel
@@ -145,7 +145,8 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
     if chosen is None:
         signatures = "; ".join(f"({', '.join(map(str, argtypes))})" for argtypes in declared)
         raise TypeError(
-            f"kernel `{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
+            f"No matching definition for argument type(s) {', '.join(map(str, actual))}: kernel "
+            f"`{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
             f"it cannot be launched with ({', '.join(map(str, actual))})"
         )
     converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
@@ -247,6 +248,9 @@ def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
 
 
 def _launch(self, configuration):
+    dimensions = configuration[:2] if type(configuration) is tuple else ()
+    if len(dimensions) == 2 and all(isinstance(d, (int, float, tuple, list)) for d in dimensions):
+        normalize_kernel_dimensions(*dimensions)  # numba's errors: a float, more than 3 dimensions
     return SimulatedLaunch(self, configuration)
 
 

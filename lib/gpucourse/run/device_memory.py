@@ -12,13 +12,21 @@ count as writes; views keep a view of the mask, and the views that cannot
 through them is flagged wrongly. ``cuda.to_device`` gives one too, all written.
 
 As numba's device arrays on a GPU, they take only integers and slices as
-indices: ``d[...]``, ``d[None]`` or an index array is refused with a message.
+indices: ``d[...]``, ``d[None]`` or an index array is refused with a message,
+and so are what numba's simulator lends them from NumPy and a GPU's lack:
+arithmetic and ordering (``d + 1``, ``d < 0``) and NumPy's methods (``d.sum()``,
+``d.astype(...)``, ``d.fill(0)``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
+
+# what a device array on a GPU has: DeviceNDArray's methods and the attributes its __init__ sets
+ON_A_GPU = frozenset(name for name in dir(DeviceNDArray) if not name.startswith("__")) | {
+    "shape", "strides", "dtype", "size", "ndim", "alloc_size", "gpu_data", "stream"}
 
 
 def check_index(index) -> None:
@@ -30,12 +38,33 @@ def check_index(index) -> None:
                 "there): write d[:] instead of d[...], or copy it to the host first (d.copy_to_host())")
 
 
+def _no_operator(symbol: str):
+    def refuse(self, other):
+        raise TypeError(
+            f"a device array has no `{symbol}` on a GPU (numba's device arrays refuse it there): compute in a "
+            f"kernel, or copy it to the host first: d.copy_to_host() {symbol} ...")
+
+    return refuse
+
+
 class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
     """A simulated device array with a ``written`` mask of its shape (False: nothing wrote that element)."""
 
     def __init__(self, ary: np.ndarray, written: np.ndarray, stream=0):
         super().__init__(ary, stream)
         self.written = written
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ON_A_GPU:
+            return super().__getattr__(name)
+        raise AttributeError(
+            f"a device array has no `{name}` on a GPU (numba's device arrays lack NumPy's methods there): copy it "
+            f"to the host first: d.copy_to_host().{name}")
+
+    __add__, __sub__, __mul__ = _no_operator("+"), _no_operator("-"), _no_operator("*")
+    __truediv__, __floordiv__, __mod__, __pow__ = (_no_operator("/"), _no_operator("//"), _no_operator("%"),
+                                                  _no_operator("**"))
+    __lt__, __le__, __gt__, __ge__ = _no_operator("<"), _no_operator("<="), _no_operator(">"), _no_operator(">=")
 
     def __getitem__(self, index):
         check_index(index)

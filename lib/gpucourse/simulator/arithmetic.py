@@ -74,6 +74,8 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
         if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
             arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
+        elif result.kind in "iu" and bool in arguments:
+            arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
         return arguments, result
     except Exception:  # numba's typing refuses these types; the PTX check reports it
         return None

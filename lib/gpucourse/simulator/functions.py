@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .arithmetic import complex_quotient, strong, typed
+from .arithmetic import complex_quotient, dtype_of, strong, typed
 
 
 def _fold(numpy_function, builtin):
@@ -37,49 +37,63 @@ def cast_to(dtype, python_type):
     return cast
 
 
-def _to_int(numpy_function, math_function):
-    def rounded(value):
-        if isinstance(value, np.ndarray):
-            return numpy_function(value).astype(np.int64)
-        return math_function(value)
-
-    return rounded
-
-
-def _elementwise(math_function):
-    """A math function without a NumPy twin, lane by lane, keeping a float32 input float32."""
-    vectorised = np.frompyfunc(math_function, 1, 1)
-
-    def apply(value):
-        if isinstance(value, np.ndarray):
-            dtype = value.dtype if value.dtype.kind == "f" else np.float64
-            return vectorised(value).astype(dtype)
-        return math_function(value)
-
-    return apply
-
-
-_rint = _to_int(np.rint, round)
-
-
-def _elementwise_exact(math_function, arity: int):
-    """A math function computed lane by lane by Python itself, in the types numba gives the call."""
+def _elementwise(math_function, arity: int = 1):
+    """A math function without a NumPy twin, lane by lane (in float64: `_numba_typed` gives the result type)."""
     vectorised = np.frompyfunc(math_function, arity, 1)
-
-    def apply(*values):
-        return typed(math_function, *values, implementation=lambda *v: np.asarray(vectorised(*v), np.float64))
-
-    return apply
+    return lambda *values: np.asarray(vectorised(*values), np.float64)
 
 
-def _typed_numpy(math_function, numpy_function):
-    """``numpy_function`` in the types numba gives ``math_function``."""
-    return lambda *values: typed(math_function, *values, implementation=numpy_function)
+def _c_gamma(x: float) -> float:
+    """``tgamma`` as C and the GPU give it: inf at 0 (signed) and on overflow, nan at a negative integer."""
+    try:
+        return math.gamma(x)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.copysign(math.inf, x) if x == 0 else math.nan
+
+
+def _c_lgamma(x: float) -> float:
+    """``lgamma`` as C and the GPU give it: inf at 0, at a negative integer and on overflow."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _c_remainder(x: float, y: float) -> float:
+    """``remainder`` as C and the GPU give it: nan where Python raises (``y`` 0, ``x`` infinite)."""
+    try:
+        return math.remainder(x, y)
+    except ValueError:
+        return math.nan
+
+
+def _numba_typed(function, implementation):
+    """``implementation`` in the types numba-cuda gives ``function``: ``math.floor`` of a float32 is a float32,
+    ``math.pow(float32, 2)`` float64, ``float(a float32)`` float32, ``math.exp`` of a uint8 float64."""
+    return lambda *values: typed(function, *values, implementation=implementation)
+
+
+def _converted(builtin, numeric):
+    """``builtin(value)`` (``int``, ``float``, ``bool``) in the type numba-cuda gives it (``float`` of a float32 is
+    float32), computed by ``numeric`` on the value in the signature's type; a Python number as Python converts it."""
+    def convert(value):
+        if type(value) in _PYTHON_NUMBERS or dtype_of(value) is None:
+            return builtin(value)
+        return typed(builtin, value, implementation=numeric)
+
+    return convert
+
+
+_PYTHON_NUMBERS = (bool, int, float)
 
 
 def _round(value, ndigits=None):
     if ndigits is None:
-        return _rint(value)
+        if type(value) in _PYTHON_NUMBERS:
+            return builtins.round(value)
+        return typed(builtins.round, value, implementation=np.rint)
     return typed(builtins.round, value, ndigits,
                  implementation=np.frompyfunc(lambda v, n: builtins.round(float(v), int(n)), 2, 1))
 
@@ -157,31 +171,27 @@ class Zipped:
         self.items = items
 
 
-MATH = {
+MATH = {function: _numba_typed(function, implementation) for function, implementation in {
     math.sqrt: np.sqrt, math.exp: np.exp, math.expm1: np.expm1, math.log: np.log, math.log2: np.log2,
     math.log10: np.log10, math.log1p: np.log1p, math.sin: np.sin, math.cos: np.cos, math.tan: np.tan,
     math.asin: np.arcsin, math.acos: np.arccos, math.atan: np.arctan, math.atan2: np.arctan2,
     math.sinh: np.sinh, math.cosh: np.cosh, math.tanh: np.tanh, math.asinh: np.arcsinh,
     math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: np.power,
     math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
-    math.isinf: np.isinf, math.isfinite: np.isfinite,
-    math.floor: _to_int(np.floor, math.floor), math.ceil: _to_int(np.ceil, math.ceil),
-    math.trunc: _to_int(np.trunc, math.trunc),
-    math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
-    math.gamma: _elementwise(math.gamma), math.lgamma: _elementwise(math.lgamma),
-    math.degrees: _typed_numpy(math.degrees, np.degrees), math.radians: _typed_numpy(math.radians, np.radians),
-    math.exp2: _typed_numpy(math.exp2, np.exp2), math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
-    math.nextafter: _typed_numpy(math.nextafter, np.nextafter),
-    math.remainder: _elementwise_exact(math.remainder, 2),
-}
+    math.isinf: np.isinf, math.isfinite: np.isfinite, math.floor: np.floor, math.ceil: np.ceil,
+    math.trunc: np.trunc, math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
+    math.gamma: _elementwise(_c_gamma), math.lgamma: _elementwise(_c_lgamma), math.degrees: np.degrees,
+    math.radians: np.radians, math.exp2: np.exp2, math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
+    math.nextafter: np.nextafter, math.remainder: _elementwise(_c_remainder, 2),
+}.items()}
 
 BUILTINS = {
     builtins.min: _fold(np.minimum, builtins.min),
     builtins.max: _fold(np.maximum, builtins.max),
     builtins.abs: lambda x: np.abs(x) if isinstance(x, np.ndarray) else abs(x),
-    builtins.int: cast_to(np.int64, int),
-    builtins.float: cast_to(np.float64, float),
-    builtins.bool: cast_to(np.bool_, bool),
+    builtins.int: _converted(builtins.int, lambda v: np.trunc(v) if np.result_type(v).kind == "f" else v),
+    builtins.float: _converted(builtins.float, lambda v: v),
+    builtins.bool: _converted(builtins.bool, lambda v: v),
     builtins.round: _round,
     builtins.complex: _complex,
 }

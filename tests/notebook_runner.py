@@ -9,18 +9,18 @@ import nbformat
 from gpucourse.course import run_notebook
 from gpucourse.course.execution import CELL_TIMEOUT
 
-# Appended to every executed notebook: kernels it defines but never launched were never
-# compiled for the GPU, so the suite would not notice simulator-only code in them.
-PTX_COVERAGE_CELL = (
-    "from gpucourse.run import unchecked_kernels as _unchecked\n"
-    "print('UNCHECKED_KERNELS', _unchecked(globals()))"
-)
+def ptx_coverage_cell(namespace: str = "globals()") -> str:
+    """A cell that prints the kernels in ``namespace`` (an expression) never launched: appended to every executed
+    notebook, since those were never compiled for the GPU and the suite would not notice simulator-only code in
+    them."""
+    return ("from gpucourse.run import unchecked_kernels as _unchecked\n"
+            f"print('UNCHECKED_KERNELS', _unchecked({namespace}))")
 
 
 def execute(path: Path, cell_timeout: float = CELL_TIMEOUT):
     """Run ``path`` top to bottom in its folder; return the executed notebook (a stalled cell raises `CellStalled`)."""
     notebook = nbformat.read(path, as_version=4)
-    notebook.cells.append(nbformat.v4.new_code_cell(PTX_COVERAGE_CELL))
+    notebook.cells.append(nbformat.v4.new_code_cell(ptx_coverage_cell()))
     run_notebook(notebook, path.parent, cell_timeout)
     return notebook
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from notebook_runner import PTX_COVERAGE_CELL, stderr_outputs
+from notebook_runner import ptx_coverage_cell, stderr_outputs
 
 REMEMBER_NAMES = "_names_before_exercises = set(globals())"
 NEW_NAMES = "{k: v for k, v in globals().items() if k not in _names_before_exercises}"
@@ -111,7 +111,7 @@ def error_of(cell) -> str:
 
 def unchecked_kernels(client, namespace: str) -> str:
     """The kernels in ``namespace`` (an expression the kernel evaluates) never launched, as a printed list."""
-    return run_and_print(client, PTX_COVERAGE_CELL.replace("globals()", namespace)).split("UNCHECKED_KERNELS", 1)[-1].strip()
+    return run_and_print(client, ptx_coverage_cell(namespace)).split("UNCHECKED_KERNELS", 1)[-1].strip()
 
 
 def run_and_print(client, source: str) -> str:

@@ -69,7 +69,7 @@ def argument_type(value):
     value = value if host is None else host
     if type(value) is np.ndarray:  # what numba's typeof of an array depends on
         flags = value.flags
-        key = (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable)
+        key = (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable, flags.aligned)
         found = _array_types.get(key)
         if found is None:
             found = _array_types[key] = _typeof(value)

@@ -108,18 +108,28 @@ def _wrapped(value):
     return value
 
 
+def _plan(function, operands) -> tuple | None:
+    """What `typed` does for operands of these types: (argument dtypes, result dtype, bfloat16 operation or None),
+    or None where it computes ``implementation(*operands)`` as they are."""
+    dtypes = tuple(map(dtype_of, operands))
+    signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
+    if signature is None:
+        return None
+    arguments, result = signature
+    return arguments, result, _BFLOAT16_OPERATORS.get(function) if result is BFLOAT16 else None
+
+
 def typed(function, *operands, implementation=None):
     """``function(*operands)`` in the types numba gives it, computed by ``implementation`` (default ``function``)
     on the operands cast to the signature's argument types."""
     implementation = implementation or function
-    dtypes = tuple(map(dtype_of, operands))
-    signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
-    if signature is None:
+    plan = _plan(function, operands)
+    if plan is None:
         return implementation(*operands)
-    argument_dtypes, result_dtype = signature
-    if result_dtype is BFLOAT16 and function in _BFLOAT16_OPERATORS:  # rounded once, as on the GPU
-        return _BFLOAT16_OPERATORS[function](*operands)
-    return cast(implementation(*[cast(v, d) for v, d in zip(operands, argument_dtypes)]), result_dtype)
+    arguments, result, bfloat16_operation = plan
+    if bfloat16_operation is not None:  # rounded once, as on the GPU
+        return bfloat16_operation(*operands)
+    return cast(implementation(*[cast(v, d) for v, d in zip(operands, arguments)]), result)
 
 
 def _on_python_scalars(function, operands):
@@ -151,17 +161,6 @@ def _true_divide(a, b):
     if np.result_type(a, b).kind == "c":
         return complex_quotient(a, b)
     return operator.truediv(a, b)
-
-
-def _plan(function, operands) -> tuple | None:
-    """What `typed` does for operands of these types: (argument dtypes, result dtype, bfloat16 operation or None),
-    or None where it computes ``implementation(*operands)`` as they are."""
-    dtypes = tuple(map(dtype_of, operands))
-    signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)
-    if signature is None:
-        return None
-    arguments, result = signature
-    return arguments, result, _BFLOAT16_OPERATORS.get(function) if result is BFLOAT16 else None
 
 
 def _operator(function, implementation=None, arity: int = 2):

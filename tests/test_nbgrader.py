@@ -7,11 +7,8 @@ the untouched release scores zero without crashing.
 """
 
 import html
-import os
 import re
 import shutil
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from gpucourse.classroom.grade import Result, connect, grade
+from gpucourse.classroom.preloaded import run_module
 from gpucourse.classroom.regions import lines_by_region
 from gpucourse.classroom.submission import Limits
 
@@ -27,14 +25,11 @@ from conftest import ROOT
 from notebook_runner import stderr_outputs
 
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name[:2].isdigit())
-NBGRADER = [sys.executable, "-m", "nbgrader"]
 WORKERS = 2  # the Dask workers that grade the round trips (this file runs in one pytest worker)
 
 
 def nbgrader(course: Path, *args: str) -> None:
-    # nbgrader runs `alembic` to set up its database: the environment's bin/ must be on PATH.
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-    result = subprocess.run([*NBGRADER, *args], cwd=course, env=env, capture_output=True, text=True, timeout=1200)
+    result = run_module(course, "nbgrader", *args, timeout=1200)  # as `make grade` runs it
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 

@@ -13,8 +13,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_check  # noqa: E402
 
 GPU_BENCHMARKS = gpu_check.gpu_benchmarks()  # every GPU benchmark, found as gpu-check finds its parts
-NO_GPU = {"auto": {}, "GPUCOURSE_DEVICE=cpu": {"GPUCOURSE_DEVICE": "cpu"},
-          "NUMBA_ENABLE_CUDASIM=1": {"NUMBA_ENABLE_CUDASIM": "1"}}
+# each way of being without a GPU, and the arguments it runs with (both a full and a quick run are covered)
+NO_GPU = {"auto": ({}, []), "GPUCOURSE_DEVICE=cpu": ({"GPUCOURSE_DEVICE": "cpu"}, ["--quick"]),
+          "NUMBA_ENABLE_CUDASIM=1": ({"NUMBA_ENABLE_CUDASIM": "1"}, [])}
 
 
 def gpu_usable() -> bool:
@@ -26,17 +27,16 @@ def gpu_usable() -> bool:
         return False
 
 
-@pytest.mark.parametrize("environment", NO_GPU.values(), ids=NO_GPU.keys())
+@pytest.mark.parametrize("environment, arguments", NO_GPU.values(), ids=NO_GPU.keys())
 @pytest.mark.parametrize("name", GPU_BENCHMARKS)
-def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(name, environment):
+def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(name, environment, arguments):
     if not environment and gpu_usable():
         pytest.skip("a GPU is usable here: the script would measure")
     before = results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns
     env = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM")}
-    for arguments in (["--quick"], []):
-        run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *arguments],
-                             env={**env, **environment}, capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr
-        lines = run.stdout.strip().splitlines()
-        assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], run.stdout
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *arguments],
+                         env={**env, **environment}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.strip().splitlines()
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], run.stdout
     assert (results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns) == before

@@ -21,7 +21,7 @@ from nbformat.v4 import new_code_cell
 import mini_course as mini
 from conftest import ROOT
 from gpucourse.classroom import sandbox
-from gpucourse.classroom.submission import environment
+from gpucourse.classroom.preloaded import environment
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -59,7 +59,7 @@ CLASS = {
     "function_writes_stderr": (dict(function="import sys\ndef blocks_for(n, threads):\n"
                                              "    print('rounding up', file=sys.stderr)\n"
                                              "    return (n + threads - 1) // threads"), 2, "graded"),
-    "prints_20_mb": (dict(kernel=mini.KERNEL + '\nprint("x" * 20_000_000)'), 2, "graded"),
+    "prints_4_mb": (dict(kernel=mini.KERNEL + '\nprint("x" * 4_000_000)'), 2, "graded"),  # 200x the output cap
     "warns": (dict(function="import warnings\ndef blocks_for(n, threads):\n    warnings.warn('rounding up')\n"
                             "    return (n + threads - 1) // threads"), 2, "graded"),
     "copies_a_cell": (dict(kernel=mini.STUB, copy_kernel_cell=mini.KERNEL), 2, "graded"),
@@ -156,7 +156,7 @@ def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
     for page in (course / "feedback").rglob("*.html"):
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
         assert not [line for line in hidden if line in text], f"{page} shows a hidden test"
-    autograded = course / "autograded" / "prints_20_mb" / mini.ASSIGNMENT / "mini.ipynb"
+    autograded = course / "autograded" / "prints_4_mb" / mini.ASSIGNMENT / "mini.ipynb"
     assert autograded.stat().st_size < 1_000_000
 
 

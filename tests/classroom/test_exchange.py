@@ -16,14 +16,13 @@ import pytest
 import mini_course as mini
 from conftest import ROOT
 from gpucourse.classroom import sandbox
-from gpucourse.classroom.submission import environment
+from gpucourse.classroom.preloaded import environment, run_module
 
 STUDENTS = {"ann": {}, "bob": {"kernel": None, "function": None}}  # ann answers both exercises, bob nothing
 
 
 def nbgrader(folder: Path, env: dict, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = run_module(folder, "nbgrader", *args, timeout=600, env=env)  # `python -m nbgrader`, preloaded
     assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout + done.stderr
 

@@ -20,10 +20,10 @@ from gpucourse.grading.differential import (REGISTRY, Case, compare, compare_all
                                             simulator, solution_subjects, ulps_apart)
 
 
-def perturbed(ulps: int):
-    """The simulator, with one element of every float output moved by ``ulps`` ulps: a simulator bug."""
+def perturbed(ulps: int, source=simulator):
+    """The simulator (or ``source``), with one element of every float output moved by ``ulps`` ulps: a simulator bug."""
     def backend(run):
-        outputs = simulator(run)
+        outputs = source(run)
         for value in outputs.values():
             if value.dtype.kind == "f" and np.isfinite(value).any():
                 flat = value.reshape(-1)
@@ -63,13 +63,32 @@ def test_every_library_module_has_kernels_in_the_registry_with_cases():
     assert all(len(subject.cases(rng)) >= 3 for subject in REGISTRY.values())
 
 
+class Recording:
+    """The simulator, keeping each launch's outputs; `replay` hands them out again in the same order.
+
+    The cases of a seed come in the same order every time, so a replay stands for running them again.
+    """
+
+    def __init__(self):
+        self.outputs = []
+
+    def __call__(self, run):
+        outputs = simulator(run)
+        self.outputs.append({name: value.copy() for name, value in outputs.items()})
+        return outputs
+
+    def replay(self):
+        recorded = iter(self.outputs)
+        return lambda run: {name: value.copy() for name, value in next(recorded).items()}
+
+
 def test_the_simulator_agrees_with_itself_and_a_perturbed_simulator_is_caught():
-    subjects = list(REGISTRY.values())
-    same = compare_all(subjects, reference=simulator, candidate=simulator)
+    subjects, recording = list(REGISTRY.values()), Recording()
+    same = compare_all(subjects, reference=recording, candidate=simulator)
     assert all(o.agrees and o.worst == 0 for o in same), report(same)
-    one_ulp = compare_all(subjects, reference=simulator, candidate=perturbed(1))
+    one_ulp = compare_all(subjects, reference=recording.replay(), candidate=perturbed(1, recording.replay()))
     assert {o.subject.name for o in one_ulp if not o.agrees} == {s.name for s in subjects if s.ulps == 0}
-    far = compare_all(subjects, reference=simulator, candidate=perturbed(1000))
+    far = compare_all(subjects, reference=recording.replay(), candidate=perturbed(1000, recording.replay()))
     assert not any(o.agrees for o in far)
     text = report(far, "simulator", "perturbed simulator")
     assert f"disagreements between the simulator and the perturbed simulator" in text

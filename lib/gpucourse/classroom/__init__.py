@@ -1,7 +1,8 @@
 """The instructor's pipeline: grade a class of nbgrader submissions on a Dask cluster (``make grade``).
 
 Holds: `grade` (the driver: one task per submission, the gradebook, ``grades.csv``, the summary),
-`submission` (the task a worker runs), `autograde` (nbgrader preprocessors that grade safely),
+`submission` (the task a worker runs), `preloaded` (its nbgrader and clean-room
+commands, forked from a process that has imported them once), `autograde` (nbgrader preprocessors that grade safely),
 `sandbox` (bubblewrap around each student's kernel), `clean_room` (the tests again on the student's
 definitions alone), `regions` (solution and hidden-test lines of a source notebook).
 May import: nothing of gpucourse (the notebooks it grades import the rest).

@@ -37,7 +37,8 @@ from sqlalchemy.exc import SAWarning
 
 from . import sandbox
 from .autograde import TIMED_OUT
-from .submission import Assignment, Graded, Limits, environment, grade_submission, last_error, run
+from .preloaded import run_module
+from .submission import Assignment, Graded, Limits, grade_submission, last_error
 
 GRADES = "grades.csv"
 HEADER = ["student", "assignment", "score", "max_score", "clean_room_score", "status", "notes"]
@@ -61,7 +62,7 @@ class Result:
 
 
 def nbgrader(course: Path, *args: str, timeout: float = 3600):
-    return run(course, sys.executable, "-m", "nbgrader", *args, timeout=timeout)
+    return run_module(course, "nbgrader", *args, timeout=timeout)
 
 
 def needs_gpu(course: Path, assignment: str) -> bool:

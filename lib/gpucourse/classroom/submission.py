@@ -10,14 +10,9 @@ again elsewhere.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,6 +22,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from .autograde import HIDDEN_COURSES
+from .preloaded import environment, run_module
 
 
 @dataclass
@@ -71,28 +67,6 @@ class Graded:
     clean_room_score: float | None = None
     worker: str = ""
     seconds: float = 0.0
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the worker dies, so a lost worker leaves no grading behind."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def environment(device: str | None = None) -> dict:
-    # nbgrader runs `alembic` for its database: this environment's bin/ must be on PATH.
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    if device:
-        env["GPUCOURSE_DEVICE"] = device
-    return env
-
-
-def run(course: Path, *command: str, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(command, cwd=course, env=env or environment(), capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=_die_with_parent)
-    except subprocess.TimeoutExpired as expired:
-        return subprocess.CompletedProcess(command, -9, expired.stdout or "", f"{expired.stderr or ''}\n"
-                                           f"timed out after {timeout:.0f} s")
 
 
 def last_error(output: str) -> str:
@@ -185,8 +159,8 @@ def grade_submission(assignment: Assignment, student: str, files: dict[str, byte
             graded.notes += find_notebooks(course, name, student)
             stamp = course / "submitted" / student / name / "timestamp.txt"
             graded.timestamp = stamp.read_text().strip() if stamp.exists() else None
-            done = run(course, sys.executable, "-m", "nbgrader", "autograde", name, "--student", student, "--force",
-                       *limits.nbgrader_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
+            done = run_module(course, "nbgrader", "autograde", name, "--student", student, "--force",
+                              *limits.nbgrader_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
             autograded = course / "autograded" / student / name
             wanted = [p.name for p in (course / "solutions" / name).glob("*.ipynb")]
             if done.returncode != 0 or not all((autograded / n).exists() for n in wanted):
@@ -195,8 +169,8 @@ def grade_submission(assignment: Assignment, student: str, files: dict[str, byte
                 return graded
             graded.autograded = _read(autograded)
             _scores(course, name, student, graded)
-            clean = run(course, sys.executable, "-m", "gpucourse.classroom.clean_room", str(course), name, student,
-                        *limits.clean_room_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
+            clean = run_module(course, "gpucourse.classroom.clean_room", str(course), name, student,
+                               *limits.clean_room_options(), timeout=limits.notebook_timeout * 2 + 300, env=env)
             if clean.returncode != 0:
                 graded.status = "needs review"
                 graded.notes.append(f"the clean room failed: {last_error(clean.stdout + clean.stderr)}")

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +47,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import buffer_sets, current_device, finish, poison, reference_libraries, relative_error, today, without_gpu  # noqa: E402,I001
+from common import (  # noqa: E402
+    buffer_sets,
+    current_device,
+    finish,
+    poison,
+    reference_libraries,
+    relative_error,
+    today,
+    without_gpu,
+)
 from fusion import shared_tensor  # noqa: E402
 import matmul as mb  # noqa: E402
 
@@ -131,9 +142,11 @@ def inductor_calls(code: str) -> list[str]:
 
 def inductor_summary(calls: list[str]) -> str:
     """In words: ``"library call (cuBLAS on a GPU) `extern_kernels.addmm` + Triton pointwise `triton_poi_...`"``."""
-    words = {"extern_kernels.": "library call (cuBLAS on a GPU)", "triton_tem": "Triton GEMM template", "triton_poi": "Triton pointwise",
-             "triton_red": "Triton reduction", "triton_per": "Triton reduction", "cpp": "C++ kernel"}
-    named = [f"{next((w for prefix, w in words.items() if call.startswith(prefix)), 'kernel')} `{call}`" for call in calls]
+    words = {"extern_kernels.": "library call (cuBLAS on a GPU)", "triton_tem": "Triton GEMM template",
+             "triton_poi": "Triton pointwise", "triton_red": "Triton reduction", "triton_per": "Triton reduction",
+             "cpp": "C++ kernel"}
+    named = [f"{next((w for prefix, w in words.items() if call.startswith(prefix)), 'kernel')} `{call}`"
+             for call in calls]
     return " + ".join(named) or "no kernel found in the generated code"
 
 
@@ -157,7 +170,8 @@ def triton_case(operands: mb.Operands, torch) -> mb.Case:
     calls[0]()
     torch.cuda.synchronize()
     tuned = time.perf_counter() - began
-    note = f"picked {config_text(matmul_kernel.best_config)}; autotuned in {tuned:.1f} s over {len(CONFIG_SIZES)} configs"
+    note = (f"picked {config_text(matmul_kernel.best_config)}; autotuned in {tuned:.1f} s "
+            f"over {len(CONFIG_SIZES)} configs")
     return mb.Case(TRITON, calls, note=note)
 
 
@@ -259,9 +273,11 @@ def section(measurements: list[mb.Measurement], device, versions: str, samples: 
         f"- Versions: {versions}",
         f"- TF32 off: {references}; Triton's `tl.dot(..., input_precision=\"ieee\")`.",
         f"- Triton: `matmul_kernel` under `@triton.autotune` over {len(CONFIG_SIZES)} configs keyed on (M, N, K); "
-        "autotune time: the first call's wall time at the shape (every config compiled and timed).",
+        "autotune time: the first call's wall time at the shape (every config compiled and timed), cold (a new "
+        "`TRITON_CACHE_DIR`).",
         f"- `torch.compile(graph, mode=\"{COMPILE_MODE}\")` of `graph(a, b, bias) = (a @ b + bias).relu()`: "
-        "compile time is the first call's wall time; the kernels are those its generated code calls.",
+        "compile time is the first call's wall time, cold (Inductor's `force_disable_caches`); the kernels are "
+        "those its generated code calls.",
         "- % of cuBLAS: over cuBLAS's plain float32 matmul at the same shape, on the same arrays; the epilogue rows "
         "add a bias and a ReLU (M x N more reads and writes at most). FLOPs: 2 x M x N x K.",
         f"- {mb.peak_note(device)}.",
@@ -294,14 +310,20 @@ def main(argv=None) -> int:
     if triton is None or "torch" not in libraries:
         missing = " and ".join(name for name, absent in (("PyTorch with CUDA", "torch" not in libraries),
                                                           ("Triton", triton is None)) if absent)
-        print(f"benchmarks/compilers.py needs {missing}, not installed here; nothing measured, RESULTS.md left as it was.")
+        print(f"benchmarks/compilers.py needs {missing}, not installed here; nothing measured, "
+              "RESULTS.md left as it was.")
         return 0
     settings = ["NVIDIA_TF32_OVERRIDE=0", mb.tf32_off_torch(libraries["torch"])]
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     print(f"{device.name}: {device.sms} SMs; {mb.peak_note(device)}", flush=True)
     measurements = []
-    for n in QUICK_SHAPES if options.quick else SHAPES:
-        measurements += measure_shape(mb.square(n), device, samples, libraries)
+    with tempfile.TemporaryDirectory() as cache:  # cold compiles: Triton's kernels and Inductor's graphs uncached
+        os.environ["TRITON_CACHE_DIR"] = cache
+        from torch._inductor import config  # noqa: PLC0415
+
+        config.force_disable_caches = True
+        for n in QUICK_SHAPES if options.quick else SHAPES:
+            measurements += measure_shape(mb.square(n), device, samples, libraries)
     versions = f"{mb.matmul_versions(libraries)}, triton {triton.__version__}"
     text = section(measurements, device, versions, samples, "; ".join(settings))
     return finish(NAME, text, measurements, write=not options.quick and not options.no_write)

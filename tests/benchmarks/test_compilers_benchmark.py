@@ -9,6 +9,7 @@ CPU, against PyTorch's eager results.
 import math
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -91,6 +92,13 @@ def test_a_wrong_result_records_nothing(bench, capsys):
     assert "nothing recorded" in capsys.readouterr().out
 
 
+def cpu_clock(call, quantiles):
+    """A stand-in for Triton's benchmarker (which needs a GPU): one call, timed by the CPU's clock."""
+    began = time.perf_counter()
+    call()
+    return [time.perf_counter() - began] * len(quantiles)
+
+
 def relative_error(got, want) -> float:
     return float(np.linalg.norm(got.double().numpy() - want) / np.linalg.norm(want))
 
@@ -101,13 +109,6 @@ def test_every_triton_config_and_the_autotuned_call_multiply_right_in_the_interp
     multiplies tiles with NumPy in float32 (it ignores ``input_precision``), so the bound is float32's for a sum of
     K products: 4 x 2^-24 x sqrt(K) relative, `matmul.tolerance`, as on the GPU."""
     bench, torch = interpreted
-    import time
-
-    def cpu_clock(call, quantiles):
-        began = time.perf_counter()
-        call()
-        return [time.perf_counter() - began] * len(quantiles)
-
     bench.matmul_kernel.do_bench = cpu_clock
     generator = torch.Generator().manual_seed(0)
     for M, N, K in SHAPES:
@@ -143,3 +144,23 @@ def test_the_compiled_graph_matches_eager_on_the_cpu(interpreted):
     assert relative_error(got, want) <= bench.mb.tolerance(29)
     assert (want == 0).any() and (want > 0).any()  # the ReLU cut some
     assert bench.inductor_calls("\n".join(code))  # it launched something we can name
+
+
+def test_the_gpu_path_runs_end_to_end_on_the_cpu(interpreted, monkeypatch):
+    """`measure_shape` and `section` as on a GPU, with the course simulator's arrays shared with CPU tensors: the
+    glue (views, the autotuned call, the compiled graph and its generated code, the checks) runs; the times are the
+    simulator's and mean nothing. cuBLAS (``torch.matmul`` on CUDA) has no CPU stand-in: its row is left out."""
+    from types import SimpleNamespace
+
+    bench, torch = interpreted
+    monkeypatch.setattr(bench, "shared_tensor", lambda torch, array: torch.from_numpy(array._ary))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    bench.matmul_kernel.do_bench = cpu_clock
+    device = SimpleNamespace(name="the CPU simulator", sms=1, l2_bytes=1 << 12, real=False,
+                             compute_capability=(9, 0), clock_khz=1_000_000)
+    measurements = bench.measure_shape(bench.mb.square(19), device, 1, {"torch": torch})
+    assert [m.kernel for m in measurements] == ["`matmul_warp_tiled`", bench.TRITON, bench.EAGER, bench.COMPILED,
+                                                bench.COURSE_EPILOGUE]
+    assert not any(m.wrong for m in measurements), [m.note for m in measurements]
+    text = bench.section(measurements, device, "versions", 1, "settings")
+    assert "picked BLOCK_M=" in text and "; calls " in text

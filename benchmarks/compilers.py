@@ -121,10 +121,10 @@ def triton_grid(M: int, N: int):
     return lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
 
-def triton_matmul(a, b, c, kernel=None) -> None:
-    """``c = a @ b`` for 2-D float32 torch tensors, by `matmul_kernel` (autotuned) or ``kernel`` (one config's)."""
+def triton_matmul(a, b, c) -> None:
+    """``c = a @ b`` for 2-D float32 torch tensors, by `matmul_kernel` (autotuned at the first call per shape)."""
     (M, K), N = a.shape, b.shape[1]
-    (kernel or matmul_kernel)[triton_grid(M, N)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
+    matmul_kernel[triton_grid(M, N)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride())
 
 
 def config_text(config) -> str:

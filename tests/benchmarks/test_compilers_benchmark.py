@@ -1,9 +1,9 @@
 """benchmarks/compilers.py: its report, and its Triton kernel and compiled graph checked on the CPU.
 
-The GPU path needs a GPU (without one it says so: test_benchmarks_without_gpu.py). The last two tests need PyTorch
-and Triton, which the course's environment and CI do not install: they skip there. With both installed they run
-the Triton kernel in Triton's interpreter (``TRITON_INTERPRET=1``, NumPy on the CPU) and ``torch.compile`` on the
-CPU, against PyTorch's eager results.
+The GPU path needs a GPU (without one it says so: test_benchmarks_without_gpu.py). The last three tests need
+PyTorch and Triton, which the course's environment and CI do not install: they skip there. With both installed they
+run the Triton kernel in Triton's interpreter (``TRITON_INTERPRET=1``, NumPy on the CPU) against NumPy in float64,
+``torch.compile`` on the CPU against eager PyTorch, and the benchmark's GPU path end to end on the course simulator.
 """
 
 import math
@@ -19,6 +19,7 @@ from conftest import ROOT, load_benchmark
 SCRIPT = ROOT / "benchmarks" / "compilers.py"
 # (M, N, K): none a multiple of the tiles (16 to 128) but one; a single element; more tiles than one GROUP_M group
 SHAPES = ((37, 53, 29), (130, 70, 100), (1, 1, 1), (64, 64, 64), (1100, 65, 17))
+TRITON_IMPORTED_BEFORE = "triton" in sys.modules  # then without TRITON_INTERPRET: its own library is compiled code
 GPU_CODE = '''
 def call(args):
     arg0_1, arg1_1, arg2_1 = args
@@ -53,10 +54,9 @@ def bench():
 @pytest.fixture(scope="module")
 def interpreted():
     """The benchmark and PyTorch, with its Triton kernel in Triton's interpreter."""
-    triton_first = "triton" not in sys.modules
     torch = pytest.importorskip("torch", reason="needs PyTorch, which the course's environment and CI do not install")
     pytest.importorskip("triton", reason="needs Triton, which the course's environment and CI do not install")
-    if not triton_first and not getattr(sys.modules.get("compilers_benchmark"), "triton", None):
+    if TRITON_IMPORTED_BEFORE:
         pytest.skip("Triton was imported before TRITON_INTERPRET=1 was set: run this file alone")
     module, unload = load_benchmark(SCRIPT.stem, "compilers_interpreted")
     yield module, torch

@@ -46,12 +46,12 @@ def test_the_usage_documents_every_part_and_the_limits():
 
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
-    assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "conv", "fusion", "matmul", "precision",
-                                     "simulator_fuzz", "tuning", "differential"]
+    assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "compilers", "conv", "fusion", "matmul",
+                                     "precision", "simulator_fuzz", "tuning", "differential"]
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
-    with pytest.raises(SystemExit, match="no part named compilers; the parts are: lectures, solutions"):
-        gpu_check.select_parts(["compilers"])
+    with pytest.raises(SystemExit, match="no part named transformer; the parts are: lectures, solutions"):
+        gpu_check.select_parts(["transformer"])
     for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
         (tmp_path / f"{name}.py").write_text("")
     assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential"]

@@ -1,21 +1,22 @@
 """The pipeline's commands (``python -m nbgrader ...``, the clean room) forked from a process that imported them once.
 
 Starting ``python -m nbgrader`` costs about 3 s of imports (nbgrader, nbconvert, jsonschema's format
-checkers), more than grading a small notebook takes. So each thread that runs commands gets one
-*preloaded* process (`run_module` starts it on first use): it imports the pipeline once, then forks a
-child per command, which runs as ``python -m MODULE ARGS`` would, in the command's folder and
-environment, its output in files. A child past its time limit is killed, and with it its kernels (the
-sandbox's ``--die-with-parent``). The preloaded process dies with the thread that started it, and exits
-when its caller closes the pipe.
+checkers), more than grading a small notebook takes. So a process that runs commands (a Dask worker,
+the driver) starts one *preloaded* process on first use (`run_module`): it imports the pipeline once,
+then forks a child per command, which runs as ``python -m MODULE ARGS`` would, in the command's folder
+and environment, its output in files. Commands from several threads run side by side. A child past its
+time limit is killed, and with it its kernels (the sandbox's ``--die-with-parent``). When the process
+that started it ends, its pipe closes and the preloaded process kills its children and exits.
 
-``python -m gpucourse.classroom.preloaded`` is that process: JSON requests on stdin, one line each, and
-one JSON line per request on stdout.
+``python -m gpucourse.classroom.preloaded`` is that process: one JSON request per line on stdin, one
+JSON reply per line on stdout as each command ends (matched by ``id``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
+import itertools
 import json
 import os
 import runpy
@@ -25,18 +26,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import warnings
+from concurrent.futures import Future
 from pathlib import Path
 
 PRELOAD = ("nbgrader.apps", "gpucourse.classroom.autograde", "gpucourse.classroom.clean_room")
-READY = "ready"
-_local = threading.local()  # .server: this thread's preloaded process
-
-
-def die_with_parent() -> None:
-    """In a child: SIGKILL when the thread that started it ends, so a lost worker leaves no grading behind."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+READY = b"ready\n"
 
 
 def environment(device: str | None = None) -> dict:
@@ -49,7 +46,7 @@ def environment(device: str | None = None) -> dict:
 
 def run_module(cwd: Path, module: str, *args: str, timeout: float, env: dict | None = None
                ) -> subprocess.CompletedProcess:
-    """``python -m module *args`` in ``cwd``, forked from this thread's preloaded process.
+    """``python -m module *args`` in ``cwd``, forked from this process's preloaded process.
 
     A preloaded process that dies before it answers is started again and the command run once more
     (commands here write only inside their own folder, so a second run is safe).
@@ -60,7 +57,7 @@ def run_module(cwd: Path, module: str, *args: str, timeout: float, env: dict | N
         request = {"cwd": str(cwd), "module": module, "args": list(args), "env": env or environment(),
                    "timeout": timeout, "stdout": str(out), "stderr": str(err)}
         for _ in range(2):
-            reply = _ask(request)
+            reply = _Server.running().ask(request)
             if reply is not None:
                 break
         text = lambda path: path.read_text(errors="replace") if path.exists() else ""  # noqa: E731
@@ -70,45 +67,69 @@ def run_module(cwd: Path, module: str, *args: str, timeout: float, env: dict | N
         return subprocess.CompletedProcess(command, reply["returncode"], text(out), stderr)
 
 
-def _ask(request: dict) -> dict | None:
-    """Send one request to this thread's preloaded process; its reply, or None if it died first."""
-    server = getattr(_local, "server", None)
-    if server is None or server.poll() is not None:
-        server = _local.server = _start()
-    try:
-        server.stdin.write(json.dumps(request).encode() + b"\n")
-        server.stdin.flush()
-        line = server.stdout.readline()
-    except OSError:
-        line = b""
-    if not line:
-        server.kill()
-        server.wait()
-        _local.server = None
-        return None
-    return json.loads(line)
+class _Server:
+    """This process's end of the preloaded process: requests written under a lock, replies read by a thread."""
+
+    _current: _Server | None = None
+    _starting = threading.Lock()
+
+    @classmethod
+    def running(cls) -> _Server:
+        with cls._starting:
+            if cls._current is None or cls._current.closed:
+                cls._current = cls()
+            return cls._current
+
+    def __init__(self):
+        with tempfile.TemporaryFile() as log:
+            # no PR_SET_PDEATHSIG: it would fire when the starting *thread* ends; the closed pipe stops it instead
+            self.process = subprocess.Popen([sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=log,
+                                            env=dict(environment(), GPUCOURSE_DEVICE="cpu"))  # it never uses a GPU
+            if self.process.stdout.readline() != READY:
+                self.process.kill()
+                self.process.wait()
+                log.seek(0)
+                raise RuntimeError(f"the preloaded process did not start: {log.read().decode(errors='replace')[-2000:]}")
+        self.ids, self.waiting, self.lock, self.closed = itertools.count(), {}, threading.Lock(), False
+        threading.Thread(target=self._read, name="preloaded replies", daemon=True).start()
+
+    def ask(self, request: dict) -> dict | None:
+        """The reply to ``request`` once its command ends; None if the preloaded process died first."""
+        reply: Future = Future()
+        with self.lock:
+            if self.closed:
+                return None
+            key = next(self.ids)
+            self.waiting[key] = reply
+            try:
+                self.process.stdin.write(json.dumps({**request, "id": key}).encode() + b"\n")
+                self.process.stdin.flush()
+            except OSError:
+                self.process.kill()  # `_read` sees the pipe close and answers None
+        return reply.result()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            answer = json.loads(line)
+            with self.lock:
+                reply = self.waiting.pop(answer["id"])
+            reply.set_result(answer)
+        self.process.kill()  # the pipe closed: it died; what it was running is asked again
+        self.process.wait()
+        with self.lock:
+            self.closed = True
+            for reply in self.waiting.values():
+                reply.set_result(None)
+            self.waiting.clear()
 
 
-def _start() -> subprocess.Popen:
-    """A preloaded process, once it has imported `PRELOAD` (it never initialises a GPU: its children do not use one)."""
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen([sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=log, env=dict(environment(), GPUCOURSE_DEVICE="cpu"),
-                                  preexec_fn=die_with_parent)
-        if server.stdout.readline().strip() != READY.encode():
-            server.kill()
-            server.wait()
-            log.seek(0)
-            raise RuntimeError(f"the preloaded process did not start: {log.read().decode(errors='replace')[-2000:]}")
-    return server
-
-
-def _child(job: dict, replies: int) -> int:
-    """In the forked child: run the job's module as ``__main__``; its exit status."""
-    die_with_parent()
-    os.close(replies)
-    stdin = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(stdin, 0)  # the requests stay the parent's
+def _child(job: dict, keep: set[int]) -> int:
+    """In a forked child: run the job's module as ``__main__``; its exit status."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: it dies with the preloaded process
+    for fd in keep:  # the preloaded process's reply pipe and its other children's pidfds
+        os.close(fd)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
         os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
     os.chdir(job["cwd"])
@@ -129,15 +150,15 @@ def _child(job: dict, replies: int) -> int:
         return 1
 
 
-def _fork(job: dict, replies: int) -> dict:
-    """Run one job in a forked child, killed at its time limit; its exit status."""
+def _fork(job: dict, keep: set[int]) -> int:
+    """Start one job in a forked child; its pid."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
-            code = _child(job, replies)
+            code = _child(job, keep)
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -145,25 +166,43 @@ def _fork(job: dict, replies: int) -> dict:
                 except Exception:
                     pass
             os._exit(code)
-    finished = os.pidfd_open(pid)
-    try:
-        timed_out = not select.select([finished], [], [], job["timeout"])[0]
-        if timed_out:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(finished)
-    return {"returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}
+    return pid
 
 
 def serve() -> None:
+    """Fork a child per request line; reply as each ends or reaches its time limit; at end of input, stop them."""
     replies = os.dup(1)
     os.dup2(2, 1)  # nothing but replies on the pipe: a stray print goes to stderr
     for module in PRELOAD:
         importlib.import_module(module)
-    os.write(replies, READY.encode() + b"\n")
-    for line in sys.stdin.buffer:
-        os.write(replies, json.dumps(_fork(json.loads(line), replies)).encode() + b"\n")
+    os.write(replies, READY)
+    running: dict[int, tuple[int, int, float]] = {}  # pidfd -> (request id, pid, deadline)
+    pending = b""
+    while True:
+        left = min((deadline for _, _, deadline in running.values()), default=None)
+        ready = select.select([0, *running], [], [], None if left is None else max(0.0, left - time.monotonic()))[0]
+        if 0 in ready:
+            data = os.read(0, 1 << 16)
+            if not data:  # the process that started us is gone
+                for _, pid, _ in running.values():
+                    os.kill(pid, signal.SIGKILL)
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                job = json.loads(line)
+                pid = _fork(job, {replies, *running})
+                running[os.pidfd_open(pid)] = (job["id"], pid, time.monotonic() + job["timeout"])
+        for finished in list(running):
+            key, pid, deadline = running[finished]
+            timed_out = finished not in ready and time.monotonic() >= deadline
+            if finished in ready or timed_out:
+                if timed_out:
+                    os.kill(pid, signal.SIGKILL)
+                status = os.waitpid(pid, 0)[1]
+                os.close(finished)
+                del running[finished]
+                reply = {"id": key, "returncode": os.waitstatus_to_exitcode(status), "timed_out": timed_out}
+                os.write(replies, json.dumps(reply).encode() + b"\n")
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@
 
 CPU only. Each test file runs with pytest in its own process twice: once on numba's
 simulator (``NUMBA_ENABLE_CUDASIM=1``) and once on the course backend as a student's laptop
-has it (``GPUCOURSE_DEVICE=cpu``; the plugin `numba_cuda_conformance_plugin` imports gpucourse
-before the tests import numba.cuda and changes nothing else: the test files run as written,
-taking the branches they take on a GPU). The tests that pass on numba's simulator are the
+has it (``GPUCOURSE_DEVICE=cpu``; the ``sitecustomize`` of `numba_cuda_conformance_site` makes
+every Python process of that side, the ones tests start included, import gpucourse first, and
+nothing else changes: the test files run as written, taking the branches they take on a GPU). The tests that pass on numba's simulator are the
 goal: the share of them that passes on the course backend, and every one that does not, in
 buckets: a silent wrong result (a failed assertion: a wrong number, or an exception not
 raised), a module that did not import, a fault report (the course's deliberate ones listed
@@ -52,7 +52,8 @@ def side_environment(side: str) -> dict:
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if side == "numba":
         return {**env, "NUMBA_ENABLE_CUDASIM": "1"}
-    return {**env, "GPUCOURSE_DEVICE": "cpu"}
+    site = str(Path(__file__).parent / "numba_cuda_conformance_site")  # its sitecustomize imports gpucourse
+    return {**env, "GPUCOURSE_DEVICE": "cpu", "PYTHONPATH": os.pathsep.join([site, env["PYTHONPATH"]])}
 
 
 def run_file(side: str, path: Path) -> dict[str, tuple[str, str]]:

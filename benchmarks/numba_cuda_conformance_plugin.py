@@ -1,19 +1,14 @@
 """pytest plugin for `numba_cuda_conformance`: numba-cuda's tests outside numba-cuda's repository.
 
 Gives the fixture numba-cuda's conftest would (``initialize_from_pytest_config``, nothing to set up
-here). Without ``NUMBA_ENABLE_CUDASIM=1`` it imports gpucourse before the tests import numba.cuda
-(``GPUCOURSE_DEVICE=cpu`` puts the course simulator behind numba.cuda) and changes nothing else: the
-tests run as written, as on a student's laptop, taking the branches they take on a GPU
-(``config.ENABLE_CUDASIM`` stays False, so ``skip_on_cudasim`` tests run too).
+here). On the course side gpucourse is already imported (`numba_cuda_conformance_site`), and
+``config.ENABLE_CUDASIM`` stays False, so the tests take the branches they take on a GPU
+(``skip_on_cudasim`` tests run too).
 """
 
-import os
 import warnings
 
 import pytest
-
-if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-    import gpucourse  # noqa: F401 (installs the course simulator behind numba.cuda)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
 from .memory import SimArray, SimView
+from .printing import kernel_print
 from .runtime import RUNTIME, UNDEFINED
 from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
@@ -52,6 +53,8 @@ def dispatch(runtime, function, args, kwargs):
         if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
             return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
         return mapped(*args, **kwargs)
+    if function is print:
+        return kernel_print(runtime, args, kwargs)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:

@@ -15,6 +15,7 @@ import numpy as np
 from . import bfloat16
 from .errors import UnsupportedInKernel, fault
 from .intrinsics import _Dim3
+from .memory import SimArray, SimView
 from .runtime import UNDEFINED
 
 MAX_ITEMS = 32  # CUDA's vprintf formats at most 32 arguments
@@ -56,8 +57,9 @@ def _item(value, lane: int, where: str) -> tuple[str, str]:
         return "%f", "%f" % float(value)
     if value is UNDEFINED:
         raise fault(UnsupportedInKernel, where, "a variable is used before it is assigned")
+    what = "an array" if isinstance(value, (SimArray, SimView)) else f"a {type(value).__name__}"
     raise fault(UnsupportedInKernel, where, f"print() in a kernel prints {PRINTABLE}; numba-cuda cannot print "
-                f"a {type(value).__name__}: print its elements one by one")
+                f"{what}: print its elements one by one")
 
 
 def _at(value, lane: int):

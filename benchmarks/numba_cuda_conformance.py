@@ -126,6 +126,14 @@ DELIBERATE = {
         "an 'unexpected success': the course reports the exception a device function raises, which a GPU "
         "loses (numba issue 8036, an expected failure there)",
 }
+# Why a test file runs past TIMEOUT_S on the course backend: it takes its GPU branch (config.ENABLE_CUDASIM is False),
+# a GPU-sized problem, where numba's simulator takes a small one; measured with cProfile, one core, a busy machine.
+TIMED_OUT = {
+    "test_laplace": "up to 1,000 launches of 65,536 threads (numba's simulator: 20 launches of 16), 0.47 s a launch, "
+                    "most of it (8.1 of 9.5 s over 20 launches) in the simulator's checked loads and stores",
+    "test_matmul": "one launch of 2,560,000 threads, 50 x 50 blocks of 32 x 32 (numba's simulator: 256 threads); the "
+                   "same kernel at 10 x 10 blocks runs 21 s, and this is 125 times its work: about 45 minutes",
+}
 FAULTS = ("OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault", "EndlessLoop")
 
 
@@ -203,6 +211,11 @@ def section(result: dict, files: list[str]) -> str:
     for kind, why, tests in rows:
         examples = ", ".join(f"`{t.split('::', 1)[1]}`" for t in tests[:2])
         lines.append(f"| {kind} | {why.replace('|', '/')} | {len(tests)} | {examples} |")
+    timed_out = sorted({t.split("::")[0] for (kind, _), tests in result["failing"].items()
+                        if kind == "its file timed out" for t in tests})
+    if timed_out:
+        lines += ["", "Why the files that time out do (the course backend runs each test's GPU branch):", ""]
+        lines += [f"- `{stem}.py`: {TIMED_OUT.get(stem, 'not measured')}" for stem in timed_out]
     deliberate = sorted(t for (kind, _), tests in result["failing"].items() if kind == "deliberate fault report"
                         for t in tests)
     if deliberate:

@@ -9,7 +9,8 @@ one declared with signatures gets its arguments and result converted to the
 signature numba picks, as on the GPU. ``numba.cuda.bf16``'s functions and
 casts to bfloat16 round as the GPU does (`bfloat16`). A function carrying a
 ``__simulation__`` (an intrinsic such as `kernels.vector.load4`) runs that
-Python function, rewritten like a device function, in its place.
+Python function, rewritten like a device function, in its place. ``print`` prints
+as numba-cuda's does (`printing`).
 """
 
 from __future__ import annotations

@@ -102,7 +102,12 @@ def _declare(dispatcher: CUDADispatcher, signature):
     """``CUDADispatcher.compile`` on the CPU: keep a declared signature for the launch instead of compiling it."""
     argtypes, _ = sigutils.normalize_signature(signature)
     _declared.setdefault(dispatcher, []).append(tuple(argtypes))
-    dispatcher.overloads.setdefault(tuple(argtypes), simulated_device.SimulatedOverload(types.void(*argtypes)))
+    _keep_overload(dispatcher, tuple(argtypes))
+
+
+def _keep_overload(dispatcher: CUDADispatcher, argtypes: tuple) -> None:
+    """An entry in ``overloads`` for a signature, where numba would keep the kernel compiled for it."""
+    dispatcher.overloads.setdefault(argtypes, simulated_device.SimulatedOverload(types.void(*argtypes)))
 
 
 def _disable_compile(dispatcher: CUDADispatcher, value: bool = True):
@@ -230,7 +235,7 @@ class SimulatedLaunch:
         if argtypes not in launched:
             launched.append(argtypes)
             if _installed:  # with `simulated` on a GPU machine, the overloads are numba's compiled kernels
-                self.dispatcher.overloads.setdefault(argtypes, simulated_device.SimulatedOverload(types.void(*argtypes)))
+                _keep_overload(self.dispatcher, argtypes)
         host, copy_back = _on_the_host(args)
         if simulator.has_source(self.dispatcher.py_func):
             simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types,

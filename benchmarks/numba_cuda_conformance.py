@@ -199,8 +199,8 @@ def section(result: dict, files: list[str]) -> str:
         f"- Of the {result['goal']} tests that pass on numba's simulator, **{result['passed']} pass** on the course "
         f"backend ({rate:.1%}; goal {GOAL_PASSED / 460:.0%}: {GOAL_PASSED} of the 460 an independent harness counted). "
         f"{result['handed_over']} of them launch kernels built by "
-        "`exec` from strings, which have no source for the course simulator to rewrite: it runs them on numba's "
-        "simulator, with a warning.",
+        "`exec` from strings or written in a `python -c` the test starts (test_print), which have no source file "
+        "for the course simulator to rewrite: it runs them on numba's simulator, with a warning.",
         "- The others: " + (", ".join(f"{kind} {n}" for kind, n in buckets.most_common()) or "none") + ".",
     ]
     rows = [(kind, why, tests) for (kind, why), tests in sorted(result["failing"].items(),

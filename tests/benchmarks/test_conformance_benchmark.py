@@ -39,3 +39,16 @@ def test_buckets_and_report(bench):
     assert "**1 pass** on the course backend" in text
     assert "| not run: its module did not import | AttributeError: no attribute 'ctx_devnum' | 1 | `T::u` |" in text
     assert "- `test_sm::TestSharedMemoryIssue::test_issue_2393`: reads shared memory nothing wrote" in text
+    assert "- `test_c.py`: not measured" in text  # why a file times out, where it was measured
+
+
+def test_every_process_of_the_course_side_imports_gpucourse_first(bench):
+    """Tests that start `python -c ...` (test_print) run it on the course backend too; numba's side never does."""
+    import subprocess
+    import sys
+
+    code = "import sys; print('gpucourse' in sys.modules)"
+    for side, imported in (("course", "True"), ("numba", "False")):
+        run = subprocess.run([sys.executable, "-c", code], env=bench.side_environment(side), capture_output=True,
+                             text=True, check=True)
+        assert run.stdout.strip() == imported, (side, run.stderr)

@@ -102,6 +102,33 @@ def test_simulator_only_python_is_rejected_with_the_gpu_compilers_reason():
         appends_to_a_list[1, 1](np.zeros(1, np.float32))
 
 
+@cuda.jit
+def calls_an_undefined_name(out):
+    out[0] = floor(out[0])  # noqa: F821 (the point of the test)
+
+
+def test_a_typing_error_is_numba_cudas_typing_error_too():
+    from numba.cuda.core.errors import TypingError
+
+    with pytest.raises(TypingError, match="would not compile for a real GPU") as raised:
+        calls_an_undefined_name[1, 1](np.zeros(1, np.float32))
+    assert isinstance(raised.value, ptx.KernelCompileError)
+    assert "NameError: name 'floor' is not defined" in str(raised.value)
+
+
+def test_overloads_has_one_entry_per_declared_or_launched_signature():
+    """As numba keeps compiled kernels; what only a compiled kernel knows raises the course's message."""
+    declared = cuda.jit(["void(int32[:])", "void(float32[:])"])(decrement)
+    assert [str(a) for (a,) in declared.overloads] == ["array(int32, 1d, A)", "array(float32, 1d, A)"]
+    overload = next(iter(declared.overloads.values()))
+    with pytest.raises(NotImplementedError, match="max_cooperative_grid_blocks` is not available on the course"):
+        overload.max_cooperative_grid_blocks(256)
+    lazy = cuda.jit(decrement)
+    for dtype in (np.int64, np.float64, np.int64):
+        lazy[1, 4](np.ones(3, dtype))
+    assert [str(a) for (a,) in lazy.overloads] == ["array(int64, 1d, C)", "array(float64, 1d, C)"]
+
+
 def test_unchecked_kernels_lists_kernels_never_launched():
     @cuda.jit
     def never_launched(out):

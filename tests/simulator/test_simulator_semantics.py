@@ -133,6 +133,38 @@ def test_unsupported_python_gets_a_plain_message():
         assigns_a_slice[1, 1](np.zeros(2, np.float32), a)
 
 
+@cuda.jit
+def prints(a):
+    i = cuda.grid(1)
+    if i % 2 == 0:
+        print(i, a[i], i == 0, "x", (i, (a[i],)), cuda.threadIdx)
+    if i == 5:
+        print()
+        print(i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i)
+
+
+@pytest.mark.filterwarnings("ignore:CUDA print\\(\\) cannot print more than 32 items")  # numba's, from the PTX check
+def test_print_writes_a_line_per_thread_in_numba_cudas_printf_formats(capsys):
+    """Integers %lld, floats %f, booleans, string constants, tuples, dim3; a GPU orders the lines as it likes."""
+    a = np.array([1.5, -2.25, 0.1, 3.0, -0.0, 7.0], np.float32)
+    prints[2, 3](a)
+    lines = capsys.readouterr().out.splitlines()
+    expected = [f"{i} {float(a[i]):f} {i == 0} x ({i}, ({float(a[i]):f},)) ({i % 3}, 0, 0)" for i in (0, 2, 4)]
+    assert lines == expected + ["", " ".join(["%lld"] * 33)]  # past 32 items the GPU prints the format string
+    assert lines[1] == "2 0.100000 False x (2, (0.100000,)) (2, 0, 0)"
+
+
+@cuda.jit
+def prints_an_array(a):
+    print(a)
+
+
+def test_print_of_what_numba_cuda_cannot_print_is_a_course_message(monkeypatch):
+    monkeypatch.setenv("GPUCOURSE_PTX_CHECK", "off")  # the PTX check rejects it first where NVVM is installed
+    with pytest.raises(UnsupportedInKernel, match="numba-cuda cannot print an array: print its elements"):
+        prints_an_array[1, 1](np.zeros(2, np.float32))
+
+
 def test_launches_too_big_to_simulate_are_refused_before_allocating():
     with pytest.raises(ValueError, match="the CPU simulator runs at most 4,194,304 per launch"):
         block_sums[1 << 15, 256](np.zeros(1, np.float32), np.zeros(1, np.float32))

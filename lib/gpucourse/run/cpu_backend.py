@@ -14,7 +14,8 @@ that can still be compiled to PTX. `install` reroutes what needs a device:
   capability 7.5 (`gpucourse.run.simulated_device`), and what they do not
   cover raises a message naming it;
 - ``inspect_asm`` gives the PTX for the simulated device of the signatures a
-  kernel was declared or launched with;
+  kernel was declared or launched with, and ``overloads`` has one entry for each,
+  whose attributes (a compiled kernel's, on a GPU) raise the message;
 - a kernel's extensions prepare its arguments as numba does at a launch (one
   may pass them as ``cuda.In``, never copied back);
 - signatures given to ``@cuda.jit("void(float32[:])")``, which numba compiles
@@ -101,6 +102,12 @@ def _declare(dispatcher: CUDADispatcher, signature):
     """``CUDADispatcher.compile`` on the CPU: keep a declared signature for the launch instead of compiling it."""
     argtypes, _ = sigutils.normalize_signature(signature)
     _declared.setdefault(dispatcher, []).append(tuple(argtypes))
+    _keep_overload(dispatcher, tuple(argtypes))
+
+
+def _keep_overload(dispatcher: CUDADispatcher, argtypes: tuple) -> None:
+    """An entry in ``overloads`` for a signature, where numba would keep the kernel compiled for it."""
+    dispatcher.overloads.setdefault(argtypes, simulated_device.SimulatedOverload(types.void(*argtypes)))
 
 
 def _disable_compile(dispatcher: CUDADispatcher, value: bool = True):
@@ -227,6 +234,8 @@ class SimulatedLaunch:
         argtypes = declared or tuple(ptx.argument_type(a) for a in args)
         if argtypes not in launched:
             launched.append(argtypes)
+            if _installed:  # with `simulated` on a GPU machine, the overloads are numba's compiled kernels
+                _keep_overload(self.dispatcher, argtypes)
         host, copy_back = _on_the_host(args)
         if simulator.has_source(self.dispatcher.py_func):
             simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types,

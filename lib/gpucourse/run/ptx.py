@@ -27,6 +27,7 @@ from numba import cuda
 from numba.core import types
 from numba.cuda import compiler
 from numba.cuda.core import ir
+from numba.cuda.core.errors import TypingError
 
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
@@ -39,6 +40,14 @@ _toolchain_error: str | None = None
 
 class KernelCompileError(Exception):
     """A kernel runs on the simulator but the GPU compiler rejects it."""
+
+
+class KernelTypingError(KernelCompileError, TypingError):
+    """A kernel the GPU compiler rejects when it types it: also numba-cuda's TypingError, as a GPU raises."""
+
+    def __init__(self, message: str):
+        self.msg, self.loc = message, None
+        Exception.__init__(self, message)
 
 
 def mode() -> str:
@@ -205,7 +214,7 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
         ptx = compile_for_gpu(dispatcher, argtypes)
     except Exception as exc:
         name = dispatcher.py_func.__name__
-        raise KernelCompileError(
+        raise (KernelTypingError if isinstance(exc, TypingError) else KernelCompileError)(
             f"kernel `{name}` runs on the CPU simulator but would not compile for a real GPU "
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None

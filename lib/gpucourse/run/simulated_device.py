@@ -100,6 +100,22 @@ class SimulatedStream(_Covered):
         return "<CUDA stream on the CPU simulator>"
 
 
+class SimulatedOverload(_Covered):
+    """``kernel.overloads[signature]``, one per signature a kernel was declared or launched with, as numba keeps
+    them: on a GPU the compiled kernel (its registers, occupancy, cooperative grid size), which the simulator
+    does not have. What numba itself reads of one (when it types calls, or frees the kernel) is here."""
+
+    _what = "kernel.overloads[signature]"
+    entry_point = None  # nothing compiled for numba to release
+    objectmode = False
+
+    def __init__(self, signature):
+        self.signature = signature
+
+    def __repr__(self):
+        return "<kernel overload on the CPU simulator (not compiled for a GPU)>"
+
+
 class SimulatedEvent(_Covered):
     """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
 

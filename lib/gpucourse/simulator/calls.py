@@ -9,7 +9,8 @@ one declared with signatures gets its arguments and result converted to the
 signature numba picks, as on the GPU. ``numba.cuda.bf16``'s functions and
 casts to bfloat16 round as the GPU does (`bfloat16`). A function carrying a
 ``__simulation__`` (an intrinsic such as `kernels.vector.load4`) runs that
-Python function, rewritten like a device function, in its place.
+Python function, rewritten like a device function, in its place. ``print`` prints
+as numba-cuda's does (`printing`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
 from .memory import SimArray, SimView
+from .printing import kernel_print
 from .runtime import RUNTIME, UNDEFINED
 from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
@@ -52,6 +54,8 @@ def dispatch(runtime, function, args, kwargs):
         if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
             return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
         return mapped(*args, **kwargs)
+    if function is print:
+        return kernel_print(runtime, args, kwargs)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:

@@ -163,6 +163,9 @@ def _true_divide(a, b):
     return operator.truediv(a, b)
 
 
+_UNPLANNED = object()
+
+
 def _operator(function, implementation=None, arity: int = 2):
     """The operator as `typed` computes it, its plan looked up once per operand types (the per-operator cost
     of every statement of a simulated kernel)."""
@@ -180,8 +183,11 @@ def _operator(function, implementation=None, arity: int = 2):
         ta, tb = type(a), type(b)
         if (ta is int or ta is float) and (tb is int or tb is float):  # bool: ~True is False in numba
             return _on_python_scalars(function, (a, b))
-        plan = plan_of((a, b), (a.dtype if ta is np.ndarray or isinstance(a, np.generic) else ta,
-                                b.dtype if tb is np.ndarray or isinstance(b, np.generic) else tb))
+        key = (a.dtype if ta is np.ndarray or (ta not in _PYTHON_SCALARS and isinstance(a, np.generic)) else ta,
+               b.dtype if tb is np.ndarray or (tb not in _PYTHON_SCALARS and isinstance(b, np.generic)) else tb)
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = plan_of((a, b), key)
         if plan is None:
             return compute(a, b)
         (da, db), result, bfloat16_operation = plan

@@ -113,9 +113,61 @@ def _declared_call(dispatcher, args):
     return _as_numba_type(result, signature.return_type)
 
 
+def _plain_call(function):
+    """``function`` called as it is (the last case of `dispatch`): a variable read before assigned is refused."""
+
+    def plain(*args, **kwargs):
+        for value in args:
+            if value is UNDEFINED:
+                raise fault(UnsupportedInKernel, RUNTIME.where(RUNTIME.site), "a variable is used before it is assigned")
+        return function(*args, **kwargs)
+
+    return plain
+
+
+def _bfloat16_aware(function, mapped):
+    def apply(*args, **kwargs):
+        if any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
+            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
+        return mapped(*args, **kwargs)
+
+    return apply
+
+
+def _direct(function):
+    """What `dispatch` calls for ``function`` whatever the arguments, when that depends on the function alone
+    (math and builtins, casts, cuda.grid and the like); None for device functions and the special cases."""
+    if isinstance(function, (Dispatcher, CUDADispatcher)):
+        return None
+    mapped = FUNCTIONS.get(function)
+    if mapped is not None:
+        return _bfloat16_aware(function, mapped) if function in bfloat16.MATH else mapped
+    if getattr(function, "__module__", None) == bfloat16.MODULE:
+        return None
+    if isinstance(function, numba_types.Number) or function is numba_types.boolean:
+        dtype = as_dtype(function)
+        return None if dtype is bfloat16.BFLOAT16 else cast_to(dtype, dtype.type)
+    if getattr(function, SIMULATION, None) is not None or collective.emulation(function) is not None:
+        return None
+    return _plain_call(function)
+
+
+_DIRECT: dict = {}  # function -> what calls it (`_direct`), or None where `dispatch` decides per call
+
+
 def call(site, function, *args, **kwargs):
     """A call in a rewritten kernel: runs ``function`` for the active lanes (see `dispatch`)."""
     RUNTIME.site = site
+    try:
+        direct = _DIRECT[function]
+    except KeyError:
+        direct = _direct(function)
+        if len(_DIRECT) < 4096:  # kept for the kernels' functions, not for every object ever called
+            _DIRECT[function] = direct
+    except TypeError:  # unhashable
+        direct = None
+    if direct is not None:
+        return direct(*args, **kwargs)
     return dispatch(RUNTIME, function, args, kwargs)
 
 

@@ -39,6 +39,7 @@ class AccessRecord:
     def __init__(self, size: int):
         self.size = size
         self._table = None
+        self._rows: tuple = ()  # the table's rows, as views
         self.pending: list = []
         self.pending_count = 0
         self.used = False
@@ -51,6 +52,7 @@ class AccessRecord:
             self._table = np.empty((5, self.size), np.int64)
             self._table[:3] = NOBODY
             self._table[3:] = 0
+            self._rows = tuple(self._table)
         return self._table
 
     lane = property(lambda self: self.table[0])
@@ -58,10 +60,13 @@ class AccessRecord:
 
     def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
         """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
-        return tuple(row[elements] for row in self.table)
+        self.table  # noqa: B018 (merges what is pending)
+        lane, block, warp, block_phase, warp_phase = self._rows
+        return lane[elements], block[elements], warp[elements], block_phase[elements], warp_phase[elements]
 
     def put(self, elements: np.ndarray, values: tuple) -> None:
-        for row, value in zip(self.table, values):
+        self.table  # noqa: B018
+        for row, value in zip(self._rows, values):
             row[elements] = value
         self.used = True
 
@@ -99,20 +104,26 @@ def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tupl
     n = len(elements)
     if n < 2:
         return elements, who
-    smallest_step = (elements[1:] - elements[:-1]).min()
+    steps = elements[1:] - elements[:-1]
+    smallest_step = steps.min()
     if smallest_step > 0:  # increasing (coalesced): every element once
         return elements, who
-    order = None if smallest_step == 0 else np.argsort(elements, kind="stable")  # None: already in order
-    sorted_elements = elements if order is None else elements[order]
-    first = np.empty(n, bool)
-    first[0] = True
-    np.not_equal(sorted_elements[1:], sorted_elements[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    if len(starts) == n:
+    if smallest_step == 0:  # already in order, with repeats
+        order, sorted_elements, first_of_rest = None, elements, steps != 0
+    else:
+        order = elements.argsort(kind="stable")
+        sorted_elements = elements[order]
+        first_of_rest = sorted_elements[1:] != sorted_elements[:-1]
+    starts = first_of_rest.nonzero()[0]
+    if len(starts) == n - 1:
         return elements, who
+    starts += 1
+    starts = np.concatenate((_ZERO, starts))
+    counts = np.empty(len(starts), np.int64)
+    counts[:-1] = starts[1:] - starts[:-1]
+    counts[-1] = n - starts[-1]
     lane, block, warp, block_phase, warp_phase = (np.asarray(v) if order is None else np.asarray(v)[order]
                                                   for v in who)
-    counts = np.diff(starts, append=n)
 
     def same_or_several(values):
         low, high = np.minimum.reduceat(values, starts), np.maximum.reduceat(values, starts)
@@ -126,6 +137,9 @@ def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tupl
         np.maximum.reduceat(warp_phase, starts),
     )
     return sorted_elements[starts], summary
+
+
+_ZERO = np.zeros(1, np.int64)
 
 
 def merge_records(old: tuple, new: tuple) -> tuple:

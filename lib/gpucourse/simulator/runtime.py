@@ -8,6 +8,7 @@ for the code that calls it.
 from __future__ import annotations
 
 import numpy as np
+from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
@@ -89,12 +90,14 @@ class Runtime(Arithmetic):
         self.full = True
         self._lanes = None
         self._who_lanes = self._who_places = None
+        self._resolved: dict = {}  # id(array) -> (array, mask, index, what `resolve` found)
 
     def end(self) -> None:
         self.geometry = None
         self.variable_types = {}
         self.shared = {}
         self.trace = None
+        self._resolved = {}
 
     @property
     def exited(self) -> np.ndarray:
@@ -105,7 +108,7 @@ class Runtime(Arithmetic):
     # -- masks ---------------------------------------------------------------
     def set_mask(self, mask: np.ndarray) -> None:
         self.mask = mask
-        self.count = int(np.count_nonzero(mask))
+        self.count = int(_count_nonzero(mask))
         self.any = self.count > 0
         self.full = self.count == self.frames[-1].live if self.frames else True
         self._lanes = None
@@ -115,7 +118,7 @@ class Runtime(Arithmetic):
         if self.count == self.geometry.lanes:
             return None
         if self._lanes is None:
-            self._lanes = np.flatnonzero(self.mask)
+            self._lanes = self.mask.nonzero()[0]
         return self._lanes
 
     def active_lanes(self) -> np.ndarray:
@@ -132,6 +135,16 @@ class Runtime(Arithmetic):
         elif mask is not self.mask:  # no lane left in between: the saved count holds (masks are never changed)
             self.mask, self.count, self.any, self._lanes = mask, count, count > 0, None
             self.full = count == self.frames[-1].live if self.frames else True
+
+    def branch(self, condition):
+        """The state `pop` restores after an ``if`` (`push`), then the mask narrowed to ``condition`` (`narrow`),
+        in one call."""
+        saved = self.mask, self.exits, self.count
+        if isinstance(condition, np.ndarray):
+            self.set_mask(self.mask & condition.astype(bool, copy=False))
+        elif not condition:
+            self.set_mask(self.nobody)
+        return saved
 
     def narrow(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
@@ -160,6 +173,14 @@ class Runtime(Arithmetic):
         if dtype is None or dtype_of(value) in (dtype, None):
             return value
         return cast(value, dtype)
+
+    def merge_assigned(self, old, types: dict, name: str, value):
+        """``merge(old, assigned(types, name, value))``: an assignment in a branch or loop."""
+        if types:
+            value = self.assigned(types, name, value)
+        if old is UNDEFINED or self.full:
+            return value
+        return self.merge(old, value)
 
     def merge(self, old, new):
         """``new`` in the active lanes, ``old`` elsewhere."""
@@ -328,7 +349,7 @@ class Runtime(Arithmetic):
     def while_test(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
             failing = self.mask & ~condition.astype(bool, copy=False)
-            if failing.any():
+            if _any(failing):
                 loop = self.loops[-1]
                 loop.broken = failing if loop.broken is None else loop.broken | failing
                 self.exits += 1
@@ -401,7 +422,19 @@ class Runtime(Arithmetic):
         return f"{function}, line {s.line}: {s.source.strip()}"
 
     def resolve(self, array: SimArray, index, site: int, verb: str):
-        """Active lanes, their index components (bounds-checked) and flat element numbers."""
+        """Active lanes, their index components (bounds-checked) and flat element numbers; kept for the next
+        access to the same array with the same index values and mask (``a[i]`` read again: lane arrays and masks
+        are never changed in place)."""
+        last = self._resolved.get(id(array))
+        if last is not None and last[0] is array and last[1] is self.mask and _same_index(last[2], index):
+            return last[3]
+        resolved = self._resolve(array, index, site, verb)
+        if len(self._resolved) > 64:
+            self._resolved.clear()
+        self._resolved[id(array)] = (array, self.mask, index, resolved)
+        return resolved
+
+    def _resolve(self, array: SimArray, index, site: int, verb: str):
         index = index if isinstance(index, tuple) else (index,)
         if len(index) != array.ndim:
             raise fault(
@@ -419,21 +452,22 @@ class Runtime(Arithmetic):
                                 f"index {axis} of `{SITES[site].expression}` is {value.dtype}, not an integer")
                 value = value if lanes is None else value[lanes]
                 value = value.astype(np.int64, copy=False)  # unsigned and boolean indices count as int64 do
-                low, high = value.min(), value.max()
+                outside = value.view(np.uint64).max() >= extent  # a negative index is a huge unsigned one
             else:
                 value = int(value)
-                low = high = value
-            if low < 0 or high >= extent:
+                outside = value < 0 or value >= extent
+            if outside:
                 self.out_of_bounds(array, index, axis, extent, site, verb)
             components.append(value)
-            element = element + value * stride
+            part = value if stride == 1 else value * stride
+            element = part if axis == 0 else element + part
         if array.copies > 1:  # shared: one copy per block; local: one per lane
             owner = self.geometry.block_of if array.space == "shared" else self.lane_ids
             owner = owner if lanes is None else owner[lanes]
             element = element + owner * array.size
             components = [owner] + components
         if not isinstance(element, np.ndarray):
-            element = np.full(self.count, element, np.int64)
+            element = _filled(self.count, element)
         return lanes, tuple(components), element
 
     def out_of_bounds(self, array, index, axis, extent, site, verb):
@@ -488,7 +522,7 @@ class Runtime(Arithmetic):
 
     def check_uninitialised(self, array, lanes, elements, site):
         unwritten = ~array.written[elements]
-        if unwritten.any():
+        if _any(unwritten):
             first = int(np.flatnonzero(unwritten)[0])
             lane = int(self.active_lanes()[first])
             raise fault(
@@ -572,7 +606,7 @@ class Runtime(Arithmetic):
             for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
                 if record is not None and record.used:
                     conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                    if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "reads", theirs)
             array.reads.note(elements, who)
         if self.trace is not None:
@@ -614,7 +648,7 @@ class Runtime(Arithmetic):
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read"), (array.atomics, "updated atomically")):
                 if record is not None and record.used:
                     conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                    if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "writes", theirs)
             self.check_duplicate_writes(array, active, elements, site)
             array.writes.put(elements, who)
@@ -650,7 +684,7 @@ class Runtime(Arithmetic):
         record[index] = value
 
     def check_duplicate_writes(self, array, lanes, elements, site):
-        if len(elements) < 2 or (elements[1:] > elements[:-1]).all():  # increasing: no element twice
+        if len(elements) < 2 or _all(elements[1:] > elements[:-1]):  # increasing: no element twice
             return
         order = np.argsort(elements, kind="stable")
         ordered = elements[order]
@@ -687,7 +721,7 @@ class Runtime(Arithmetic):
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read")):
                 if record.used:
                     conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                    if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
             array.atomic_record().note(elements, who)
         if self.trace is not None:
@@ -716,6 +750,28 @@ _UNWRITTEN = {
     "global": "memory from cuda.device_array starts with leftovers; copy data in (copy_to_device) or write it "
               "in an earlier kernel before reading it",
 }
+
+
+_any, _all = np.logical_or.reduce, np.logical_and.reduce  # ndarray.any and .all less their Python wrappers
+
+
+def _same_index(a, b) -> bool:
+    """Whether two indices are the same objects (a tuple: item by item)."""
+    if a is b:
+        return True
+    if type(a) is not tuple or type(b) is not tuple or len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
+
+
+def _filled(n: int, value: int) -> np.ndarray:
+    """``np.full(n, value, np.int64)`` without its Python-level overhead (one per uniform index)."""
+    out = np.empty(n, np.int64)
+    out.fill(value)
+    return out
 
 
 def _as_tuple(index) -> tuple:

@@ -116,7 +116,7 @@ def _barrier(what: str) -> np.ndarray:
             "thread of the block takes hangs or corrupts memory on a GPU; move it where all threads reach it.",
         )
     reached = arrived > 0
-    rt.block_phase[reached] += 1
+    rt.block_phase = rt.block_phase + reached  # a new array: `Runtime.who` keeps the phases of the old one
     return reached
 
 
@@ -252,8 +252,7 @@ def syncwarp(mask=0xFFFFFFFF):
     rt.awaited_at_syncwarp = awaited if awaited.any() else rt.nobody  # nobody: barriers skip the check
     if awaited.any():
         rt.syncwarp_site = rt.site
-    warps = np.unique(g.warp_of[rt.active_lanes()])
-    rt.warp_phase[warps] += 1
+    rt.warp_phase = rt.warp_phase + warps_here  # a new array: `Runtime.who` keeps the phases of the old one
 
 
 # -- atomics ---------------------------------------------------------------------------------------

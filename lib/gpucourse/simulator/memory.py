@@ -29,30 +29,30 @@ SEVERAL = -2
 class AccessRecord:
     """Who touched each element, for one kind of access (write, read or atomic).
 
-    One (5, size) table, a row per field, allocated at the first access. Reads are noted (`note`) and merged
-    into the table, in order, only when something looks at it: the reads of an array nothing writes in the
-    launch are never merged."""
+    One (5, size) table, a row per field, allocated at the first access. Writes (`put`) and reads (`note`) wait
+    in a list and go into the table, in order, only when something looks at it: an output written once, or an
+    input nothing writes in the launch, never gets a table."""
 
     FIELDS = ("lane", "block", "warp", "block_phase", "warp_phase")
-    PENDING = 1 << 18  # noted accesses (summed over lanes) merged at once at most: bounds their memory
+    PENDING = 1 << 18  # waiting accesses (summed over lanes) at most: bounds their memory
 
     def __init__(self, size: int):
         self.size = size
         self._table = None
         self._rows: tuple = ()  # the table's rows, as views
-        self.pending: list = []
+        self.pending: list = []  # (elements, who, whether merged as several readers' `note` or set as a `put`)
         self.pending_count = 0
         self.used = False
 
     @property
     def table(self) -> np.ndarray:
-        if self.pending:
-            self._merge_pending()
         if self._table is None:
             self._table = np.empty((5, self.size), np.int64)
             self._table[:3] = NOBODY
             self._table[3:] = 0
             self._rows = tuple(self._table)
+        if self.pending:
+            self._apply_pending()
         return self._table
 
     lane = property(lambda self: self.table[0])
@@ -60,15 +60,20 @@ class AccessRecord:
 
     def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
         """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
-        self.table  # noqa: B018 (merges what is pending)
+        self.table  # noqa: B018 (applies what is pending)
+        return self._at(elements)
+
+    def _at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
         lane, block, warp, block_phase, warp_phase = self._rows
         return lane[elements], block[elements], warp[elements], block_phase[elements], warp_phase[elements]
 
     def put(self, elements: np.ndarray, values: tuple) -> None:
-        self.table  # noqa: B018
+        """``values`` become the record of ``elements`` (one instruction's writes)."""
+        self._wait(elements, values, False)
+
+    def _put(self, elements: np.ndarray, values: tuple) -> None:
         for row, value in zip(self._rows, values):
             row[elements] = value
-        self.used = True
 
     def clear(self, elements: np.ndarray) -> None:
         if self.used:
@@ -76,17 +81,22 @@ class AccessRecord:
 
     def note(self, elements: np.ndarray, who: tuple) -> None:
         """Several accesses of one instruction (reads or atomics), merged later as `merge_records` merges them."""
-        self.pending.append((elements, who))
+        self._wait(elements, who, True)
+
+    def _wait(self, elements: np.ndarray, who: tuple, merged: bool) -> None:
+        self.pending.append((elements, who, merged))
         self.pending_count += len(elements)
         self.used = True
         if self.pending_count > self.PENDING:
-            self._merge_pending()
+            self.table  # noqa: B018
 
-    def _merge_pending(self) -> None:
+    def _apply_pending(self) -> None:
         pending, self.pending, self.pending_count = self.pending, [], 0
-        for elements, who in pending:
-            distinct, summary = group_by_element(elements, who)
-            self.put(distinct, merge_records(self.at(distinct), summary))
+        for elements, who, merged in pending:
+            if merged:
+                elements, summary = group_by_element(elements, who)
+                who = merge_records(self._at(elements), summary)
+            self._put(elements, who)
 
 
 def unordered(record: tuple, who: tuple) -> np.ndarray:
@@ -175,7 +185,6 @@ class SimArray:
         self.flat = data.reshape(-1) if data.flags.c_contiguous else None
         self.element_strides = tuple(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
         self.byte_strides = data.strides[-self.ndim:] if self.ndim else ()
-        self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")
         copies = data.size // max(self.size, 1)
         # Elements written so far, by flat element number (None: all are, or need not be, checked).
@@ -185,6 +194,12 @@ class SimArray:
         self.reads = AccessRecord(total) if self.tracked else None
         self.atomics: AccessRecord | None = None
         self.copies = copies
+
+    @functools.cached_property
+    def byte_offset(self) -> int:
+        """Byte offset of the first element in its allocation (global memory; asked for by vector loads and
+        traces only)."""
+        return _offset_in_allocation(self.data) if self.space == "global" else 0
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -89,7 +89,7 @@ class Runtime(Arithmetic):
         self.any = True
         self.full = True
         self._lanes = None
-        self._who_lanes = self._who_places = None
+        self._who_lanes = self._who_places = self._who = None
         self._resolved: dict = {}  # id(array) -> (array, mask, index, what `resolve` found)
 
     def end(self) -> None:
@@ -452,7 +452,7 @@ class Runtime(Arithmetic):
                                 f"index {axis} of `{SITES[site].expression}` is {value.dtype}, not an integer")
                 value = value if lanes is None else value[lanes]
                 value = value.astype(np.int64, copy=False)  # unsigned and boolean indices count as int64 do
-                outside = value.view(np.uint64).max() >= extent  # a negative index is a huge unsigned one
+                outside = _max(value.view(np.uint64)) >= extent  # a negative index is a huge unsigned one
             else:
                 value = int(value)
                 outside = value < 0 or value >= extent
@@ -492,11 +492,17 @@ class Runtime(Arithmetic):
         ) from None
 
     def who(self, lanes: np.ndarray) -> tuple:
-        if lanes is not self._who_lanes:  # blocks and warps of the same lanes, as the statement before
+        """(lanes, their blocks, warps, block and warp barrier phases): kept while the lanes and the phases are
+        those of the access before (barriers replace the phase arrays, never change them)."""
+        if lanes is not self._who_lanes:
             g = self.geometry
-            self._who_lanes, self._who_places = lanes, (g.block_of[lanes], g.warp_of[lanes])
-        block, warp = self._who_places
-        return lanes, block, warp, self.block_phase[block], self.warp_phase[warp]
+            self._who_lanes, self._who_places, self._who = lanes, (g.block_of[lanes], g.warp_of[lanes]), None
+        who = self._who
+        if who is None or who[3] is not self.block_phase or who[4] is not self.warp_phase:
+            block, warp = self._who_places
+            who = self._who = (lanes, block, warp, self.block_phase[block], self.warp_phase[warp], self.block_phase,
+                               self.warp_phase)
+        return who[:5]
 
     def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):
         first = int(np.flatnonzero(conflict)[0])
@@ -752,7 +758,8 @@ _UNWRITTEN = {
 }
 
 
-_any, _all = np.logical_or.reduce, np.logical_and.reduce  # ndarray.any and .all less their Python wrappers
+# ndarray.any, .all and .max less their Python wrappers
+_any, _all, _max = np.logical_or.reduce, np.logical_and.reduce, np.maximum.reduce
 
 
 def _same_index(a, b) -> bool:

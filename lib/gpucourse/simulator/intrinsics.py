@@ -63,9 +63,14 @@ class Shared:
                 raise fault(UnsupportedInKernel, rt.where(rt.site),
                             f"shared memory over {SHARED_MEMORY_PER_BLOCK} bytes per block: make the arrays smaller")
             data = np.zeros((rt.geometry.blocks,) + shape, dtype)
-            array = SimArray(data, _declared_name("shared"), "shared", shape, initialised=False)
+            array = SimArray(data, _declared_name("shared"), "shared", shape, initialised=False,
+                             block_phases=_block_phases)
             rt.shared[key] = array
         return array
+
+
+def _block_phases() -> np.ndarray:
+    return rt.block_phase
 
 
 class Local:

@@ -31,13 +31,16 @@ class AccessRecord:
 
     One (5, size) table, a row per field, allocated at the first access. Writes (`put`) and reads (`note`) wait
     in a list and go into the table, in order, only when something looks at it: an output written once, or an
-    input nothing writes in the launch, never gets a table."""
+    input nothing writes in the launch, never gets a table. In shared memory, where only the threads of one
+    block meet, an access of threads whose block has passed a barrier since is ordered before every later
+    access, and so is what it would replace or merge with: it is dropped."""
 
     FIELDS = ("lane", "block", "warp", "block_phase", "warp_phase")
     PENDING = 1 << 18  # waiting accesses (summed over lanes) at most: bounds their memory
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, block_phases=None):
         self.size = size
+        self.block_phases = block_phases  # shared memory: a function giving each block's barrier phase now
         self._table = None
         self._rows: tuple = ()  # the table's rows, as views
         self.pending: list = []  # (elements, who, whether merged as several readers' `note` or set as a `put`)
@@ -92,7 +95,10 @@ class AccessRecord:
 
     def _apply_pending(self) -> None:
         pending, self.pending, self.pending_count = self.pending, [], 0
+        phases = None if self.block_phases is None else self.block_phases()
         for elements, who, merged in pending:
+            if phases is not None and np.logical_and.reduce(phases[who[1]] > who[3]):
+                continue  # shared memory its block has passed a barrier since: ordered before any later access
             if merged:
                 elements, summary = group_by_element(elements, who)
                 who = merge_records(self._at(elements), summary)
@@ -173,7 +179,7 @@ class SimArray:
     """An array in one memory space of a simulated launch."""
 
     def __init__(self, data: np.ndarray, name: str, space: str, shape: tuple, *, readonly: bool = False,
-                 initialised: bool = True, written=None):
+                 initialised: bool = True, written=None, block_phases=None):
         self.data = data
         self.name = name
         self.space = space  # "global", "shared", "local" or "const"
@@ -190,8 +196,9 @@ class SimArray:
         # Elements written so far, by flat element number (None: all are, or need not be, checked).
         self.written = written if initialised else np.zeros(max(data.size, 1), bool)
         total = self.size * copies
-        self.writes = AccessRecord(total) if self.tracked else None
-        self.reads = AccessRecord(total) if self.tracked else None
+        self.block_phases = block_phases  # shared memory: see `AccessRecord`
+        self.writes = AccessRecord(total, block_phases) if self.tracked else None
+        self.reads = AccessRecord(total, block_phases) if self.tracked else None
         self.atomics: AccessRecord | None = None
         self.copies = copies
 
@@ -209,7 +216,7 @@ class SimArray:
 
     def atomic_record(self) -> AccessRecord:
         if self.atomics is None:
-            self.atomics = AccessRecord(self.size * self.copies)
+            self.atomics = AccessRecord(self.size * self.copies, self.block_phases)
         return self.atomics
 
     def reshape(self, *shape) -> "SimArray":
@@ -241,7 +248,7 @@ class SimArray:
             return self if name == "real" else SimArray(np.zeros_like(self.data), f"{self.name}.imag", "local",
                                                         self.shape)
         return SimArray(getattr(self.data, name), f"{self.name}.{name}", self.space, self.shape,
-                        readonly=self.readonly, written=self.written)
+                        readonly=self.readonly, written=self.written, block_phases=self.block_phases)
 
     def fetch(self, elements, components) -> np.ndarray:
         if self.flat is not None:

@@ -17,7 +17,7 @@ from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
 from .memory import SimArray
-from .runtime import RUNTIME as rt
+from .runtime import RUNTIME as rt, atomic_add, atomic_sub
 from .transform import SITES
 
 SHARED_MEMORY_PER_BLOCK = 48 * 1024
@@ -276,8 +276,8 @@ def _replaced(old, value):
 
 
 class Atomic:
-    add = staticmethod(_atomic(lambda old, v: old + v))
-    sub = staticmethod(_atomic(lambda old, v: old - v))
+    add = staticmethod(_atomic(atomic_add))
+    sub = staticmethod(_atomic(atomic_sub))
     max = staticmethod(_atomic(np.maximum))
     min = staticmethod(_atomic(np.minimum))
     nanmax = staticmethod(_atomic(np.fmax))

@@ -741,6 +741,8 @@ class Runtime(Arithmetic):
         elif len(np.unique(elements)) == len(elements):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
+        elif (operation is atomic_add or operation is atomic_sub) and array.dtype.kind in "iu":
+            _atomic_integer_sums(data, elements, values if operation is atomic_add else -values, old)
         else:
             _atomic_in_lane_order(data, operation, elements, values, compares, old)
         if lanes is None:
@@ -783,6 +785,31 @@ def _filled(n: int, value: int) -> np.ndarray:
 
 def _as_tuple(index) -> tuple:
     return index if isinstance(index, tuple) else (index,)
+
+
+def atomic_add(old, value):
+    return old + value
+
+
+def atomic_sub(old, value):
+    return old - value
+
+
+def _atomic_integer_sums(data, elements, deltas, old) -> None:
+    """Integer atomic adds of a contiguous array where lanes share elements, at once: in lane order, each lane's
+    old value is the element's plus the deltas of the lanes before it (integers wrap alike in any grouping)."""
+    order = np.argsort(elements, kind="stable")
+    ordered, ordered_deltas = elements[order], deltas[order]
+    first = np.empty(len(ordered), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = first.nonzero()[0]
+    running = np.cumsum(ordered_deltas, dtype=data.dtype)  # inclusive, over all elements
+    before = running - ordered_deltas  # exclusive
+    since_start = before - before[starts][np.cumsum(first) - 1]  # exclusive, within each element's lanes
+    old[order] = data[ordered] + since_start
+    last = np.append(starts[1:] - 1, len(ordered) - 1)
+    data[ordered[starts]] += running[last] - before[starts]
 
 
 def _atomic_rounds(array, operation, elements, components, values, compares, old) -> None:

@@ -46,6 +46,8 @@ class AccessRecord:
         self.pending: list = []  # (elements, who, whether merged as several readers' `note` or set as a `put`)
         self.pending_count = 0
         self.used = False
+        self.version = 0  # changes with the table
+        self._settled = (None, None, False)  # (version, block phases, whether `settled`) of the last answer
 
     @property
     def table(self) -> np.ndarray:
@@ -77,10 +79,25 @@ class AccessRecord:
     def _put(self, elements: np.ndarray, values: tuple) -> None:
         for row, value in zip(self._rows, values):
             row[elements] = value
+        self.version += 1
 
     def clear(self, elements: np.ndarray) -> None:
         if self.used:
             self.table[:3, elements] = NOBODY
+            self.version += 1
+
+    def settled(self) -> bool:
+        """Shared memory: whether every recorded access came from threads whose block has passed a barrier
+        since, so that every access now is ordered after it (no element needs checking)."""
+        if self.block_phases is None:
+            return False
+        table, phases = self.table, self.block_phases()
+        version, seen_phases, settled = self._settled
+        if version != self.version or seen_phases is not phases:
+            lane, block, block_phase = table[0], table[1], table[3]
+            settled = bool(np.logical_and.reduce((lane == NOBODY) | ((block >= 0) & (block_phase < phases[block]))))
+            self._settled = (self.version, phases, settled)
+        return settled
 
     def note(self, elements: np.ndarray, who: tuple) -> None:
         """Several accesses of one instruction (reads or atomics), merged later as `merge_records` merges them."""

@@ -610,7 +610,7 @@ class Runtime(Arithmetic):
             active = self.active_lanes()
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
-                if record is not None and record.used:
+                if record is not None and record.used and not record.settled():
                     conflict = unordered(record.at(elements), who)
                     if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "reads", theirs)
@@ -652,7 +652,7 @@ class Runtime(Arithmetic):
             active = self.active_lanes()
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read"), (array.atomics, "updated atomically")):
-                if record is not None and record.used:
+                if record is not None and record.used and not record.settled():
                     conflict = unordered(record.at(elements), who)
                     if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "writes", theirs)
@@ -725,7 +725,7 @@ class Runtime(Arithmetic):
         if array.tracked:
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read")):
-                if record.used:
+                if record.used and not record.settled():
                     conflict = unordered(record.at(elements), who)
                     if _any(conflict):
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)

@@ -48,6 +48,7 @@ class AccessRecord:
         self.used = False
         self.version = 0  # changes with the table
         self._settled = (None, None, False)  # (version, block phases, whether `settled`) of the last answer
+        self._last_put = None  # the record the last change of the table put (None: a `clear` came after)
 
     @property
     def table(self) -> np.ndarray:
@@ -80,11 +81,13 @@ class AccessRecord:
         for row, value in zip(self._rows, values):
             row[elements] = value
         self.version += 1
+        self._last_put = values
 
     def clear(self, elements: np.ndarray) -> None:
         if self.used:
             self.table[:3, elements] = NOBODY
             self.version += 1
+            self._last_put = None
 
     def settled(self) -> bool:
         """Shared memory: whether every recorded access came from threads whose block has passed a barrier
@@ -94,8 +97,13 @@ class AccessRecord:
         table, phases = self.table, self.block_phases()
         version, seen_phases, settled = self._settled
         if version != self.version or seen_phases is not phases:
-            lane, block, block_phase = table[0], table[1], table[3]
-            settled = bool(np.logical_and.reduce((lane == NOBODY) | ((block >= 0) & (block_phase < phases[block]))))
+            last = self._last_put
+            if last is not None and np.logical_or.reduce(last[3] >= phases[last[1]]):
+                settled = False  # the last entries put are of this barrier phase: still in the table
+            else:
+                lane, block, block_phase = table[0], table[1], table[3]
+                settled = bool(np.logical_and.reduce((lane == NOBODY) | ((block >= 0)
+                                                                        & (block_phase < phases[block]))))
             self._settled = (self.version, phases, settled)
         return settled
 

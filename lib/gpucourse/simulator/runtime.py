@@ -41,7 +41,7 @@ class Frame:
 
 
 class Loop:
-    __slots__ = ("broken",)
+    __slots__ = ("broken", "last_mask")
 
 
 class Runtime(Arithmetic):
@@ -186,6 +186,8 @@ class Runtime(Arithmetic):
         """``new`` in the active lanes, ``old`` elsewhere."""
         if old is UNDEFINED or self.full:
             return new
+        if type(old) is np.ndarray and type(new) is np.ndarray:
+            return np.where(self.mask, new, old)  # `select`, with nothing to promote
         if isinstance(old, tuple):
             return tuple(self.merge(o, n) for o, n in zip(old, new))
         return select(self.mask, new, old)
@@ -262,11 +264,16 @@ class Runtime(Arithmetic):
 
     # -- loops ---------------------------------------------------------------
     def _iteration_mask(self, entry, loop: Loop, frame: Frame) -> np.ndarray:
+        """The lanes of the loop's entry that have not left it (kept while no lane breaks or returns)."""
+        broken, returned, mask = loop.last_mask
+        if broken is loop.broken and returned is frame.returned and mask is not None:
+            return mask
         mask = entry
         if loop.broken is not None:
             mask = mask & ~loop.broken
         if frame.returned is not None:
             mask = mask & ~frame.returned
+        loop.last_mask = (loop.broken, frame.returned, mask)
         return mask
 
     def _loop(self, condition):
@@ -274,6 +281,7 @@ class Runtime(Arithmetic):
         entry, saved_removed, frame = self.mask, self.removed, self.frames[-1]
         loop = Loop()
         loop.broken = None
+        loop.last_mask = (None, None, None)
         self.loops.append(loop)
         try:
             k = 0

@@ -64,14 +64,20 @@ class AccessRecord:
     lane = property(lambda self: self.table[0])
     block = property(lambda self: self.table[1])
 
-    def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
-        self.table  # noqa: B018 (applies what is pending)
-        return self._at(elements)
-
     def _at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
         lane, block, warp, block_phase, warp_phase = self._rows
         return lane[elements], block[elements], warp[elements], block_phase[elements], warp_phase[elements]
+
+    def conflicts(self, elements: np.ndarray, who: tuple) -> np.ndarray | None:
+        """Which accesses ``who`` of ``elements`` are not ordered after the recorded ones (`unordered`); None if
+        none is. Elements nobody else touched are told by their lanes alone."""
+        self.table  # noqa: B018
+        lane = self._rows[0][elements]
+        if np.logical_and.reduce((lane == NOBODY) | (lane == who[0])):
+            return None
+        conflict = unordered(self._at(elements), who)
+        return conflict if np.logical_or.reduce(conflict) else None
 
     def put(self, elements: np.ndarray, values: tuple) -> None:
         """``values`` become the record of ``elements`` (one instruction's writes)."""

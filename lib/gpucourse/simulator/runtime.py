@@ -15,7 +15,7 @@ from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, unordered
+from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent
 from .transform import SITES
 
 
@@ -619,8 +619,8 @@ class Runtime(Arithmetic):
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
                 if record is not None and record.used and not record.settled():
-                    conflict = unordered(record.at(elements), who)
-                    if _any(conflict):
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "reads", theirs)
             array.reads.note(elements, who)
         if self.trace is not None:
@@ -661,8 +661,8 @@ class Runtime(Arithmetic):
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read"), (array.atomics, "updated atomically")):
                 if record is not None and record.used and not record.settled():
-                    conflict = unordered(record.at(elements), who)
-                    if _any(conflict):
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "writes", theirs)
             self.check_duplicate_writes(array, active, elements, site)
             array.writes.put(elements, who)
@@ -734,8 +734,8 @@ class Runtime(Arithmetic):
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read")):
                 if record.used and not record.settled():
-                    conflict = unordered(record.at(elements), who)
-                    if _any(conflict):
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
             array.atomic_record().note(elements, who)
         if self.trace is not None:

@@ -119,7 +119,8 @@ def _plain_call(function):
     def plain(*args, **kwargs):
         for value in args:
             if value is UNDEFINED:
-                raise fault(UnsupportedInKernel, RUNTIME.where(RUNTIME.site), "a variable is used before it is assigned")
+                raise fault(UnsupportedInKernel, RUNTIME.where(RUNTIME.site),
+                            "a variable is used before it is assigned")
         return function(*args, **kwargs)
 
     return plain

@@ -340,12 +340,13 @@ class Runtime(Arithmetic):
         value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
         step = np.asarray(step)
         state = {"value": value}
+        upward = step > 0 if step.ndim else bool(step > 0)
 
         def condition(k):
             if k:
                 state["value"] = state["value"] + step
             v = state["value"]
-            running = np.where(step > 0, v < stop, v > stop) if step.ndim else (v < stop if step > 0 else v > stop)
+            running = np.where(upward, v < stop, v > stop) if step.ndim else (v < stop if upward else v > stop)
             self.set_mask(self.mask & running)
             return v
 

@@ -262,6 +262,33 @@ class Runtime(Arithmetic):
     def cont(self) -> None:
         self._remove_active()
 
+    def brk_if(self, condition) -> None:
+        """``if condition: break``: `branch`, `brk` and `pop` in one call."""
+        leaving = self._where_true(condition)
+        if leaving is not None:
+            loop = self.loops[-1]
+            loop.broken = leaving if loop.broken is None else loop.broken | leaving
+            self._remove(leaving)
+
+    def cont_if(self, condition) -> None:
+        """``if condition: continue``: `branch`, `cont` and `pop` in one call."""
+        leaving = self._where_true(condition)
+        if leaving is not None:
+            self._remove(leaving)
+
+    def _where_true(self, condition):
+        """The active lanes where ``condition`` holds, or None where it holds in none."""
+        if isinstance(condition, np.ndarray):
+            lanes = self.mask & condition.astype(bool, copy=False)
+            return lanes if _any(lanes) else None
+        return self.mask if condition and self.any else None
+
+    def _remove(self, lanes) -> None:
+        """Take ``lanes`` (active) out, as `_remove_active` in a branch of them and the `pop` after it do."""
+        self.removed = self.removed | lanes
+        self.exits += 1
+        self.set_mask(self.mask & ~self.removed)
+
     # -- loops ---------------------------------------------------------------
     def _iteration_mask(self, entry, loop: Loop, frame: Frame) -> np.ndarray:
         """The lanes of the loop's entry that have not left it (kept while no lane breaks or returns)."""

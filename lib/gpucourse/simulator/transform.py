@@ -322,6 +322,9 @@ class KernelRewriter:
         raise self.unsupported(node, f"`{ast.unparse(node.target)} {ast.unparse(node.op)}=`")
 
     def branch(self, node: ast.If, nested: bool) -> list[ast.stmt]:
+        if not node.orelse and len(node.body) == 1 and isinstance(node.body[0], (ast.Break, ast.Continue)):
+            leave = "brk_if" if isinstance(node.body[0], ast.Break) else "cont_if"  # ``if c: break`` in one call
+            return [ast.Expr(_call(leave, self.expr(node.test)))]
         saved, condition = self.fresh("s"), self.fresh("c")
         out = [
             ast.Assign([ast.Name(condition, ast.Store())], self.expr(node.test)),

@@ -44,31 +44,17 @@ def dispatch(runtime, function, args, kwargs):
         if function._can_compile or kwargs:
             return device_function(function.py_func)(*args, **kwargs)
         return _declared_call(function, args)
-    try:
-        mapped = FUNCTIONS.get(function)
-    except TypeError:  # unhashable
-        mapped = None
-    if mapped is not None:
-        if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
-            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
-        return mapped(*args, **kwargs)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
-    if isinstance(function, numba_types.Number) or function is numba_types.boolean:
-        dtype = as_dtype(function)
-        if dtype is bfloat16.BFLOAT16:
-            return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
-        return cast_to(dtype, dtype.type)(*args)
+    if isinstance(function, numba_types.Number) and as_dtype(function) is bfloat16.BFLOAT16:
+        return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
     simulation = getattr(function, SIMULATION, None)
     if simulation is not None:  # an intrinsic (inline PTX, vector loads) with plain Python in its place
         return device_function(simulation)(*args, **kwargs)
     emulate = collective.emulation(function)
     if emulate is not None:
         return collective.run_warp_wide(runtime, function, emulate, args)
-    for value in args:
-        if value is UNDEFINED:
-            raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
-    return function(*args, **kwargs)
+    return _direct(function)(*args, **kwargs)
 
 
 def _bfloat16_call(runtime, function, args):
@@ -127,6 +113,8 @@ def _plain_call(function):
 
 
 def _bfloat16_aware(function, mapped):
+    """``mapped``, or numba.cuda.bf16's function in its place where an argument is a bfloat16."""
+
     def apply(*args, **kwargs):
         if any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
             return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
@@ -136,11 +124,14 @@ def _bfloat16_aware(function, mapped):
 
 
 def _direct(function):
-    """What `dispatch` calls for ``function`` whatever the arguments, when that depends on the function alone
-    (math and builtins, casts, cuda.grid and the like); None for device functions and the special cases."""
+    """What a call of ``function`` runs, whatever the arguments, where that depends on the function alone (math
+    and builtins, casts, cuda.grid and the like); None for the cases `dispatch` decides first."""
     if isinstance(function, (Dispatcher, CUDADispatcher)):
         return None
-    mapped = FUNCTIONS.get(function)
+    try:
+        mapped = FUNCTIONS.get(function)
+    except TypeError:  # unhashable
+        mapped = None
     if mapped is not None:
         return _bfloat16_aware(function, mapped) if function in bfloat16.MATH else mapped
     if getattr(function, "__module__", None) == bfloat16.MODULE:

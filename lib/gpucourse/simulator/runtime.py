@@ -534,7 +534,7 @@ class Runtime(Arithmetic):
             g = self.geometry
             self._who_lanes, self._who_places, self._who = lanes, (g.block_of[lanes], g.warp_of[lanes]), None
         who = self._who
-        if who is None or who[3] is not self.block_phase or who[4] is not self.warp_phase:
+        if who is None or who[5] is not self.block_phase or who[6] is not self.warp_phase:
             block, warp = self._who_places
             who = self._who = (lanes, block, warp, self.block_phase[block], self.warp_phase[warp], self.block_phase,
                                self.warp_phase)

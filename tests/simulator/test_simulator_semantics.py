@@ -186,6 +186,35 @@ def test_atomic_exchange_returns_the_previous_owner_in_lane_order():
 
 
 @cuda.jit
+def tally(counts, olds, bins, deltas):
+    """Integer atomic adds, then subtracts, where many threads share an element; each keeps the values it found."""
+    i = cuda.grid(1)
+    if i < bins.size:
+        olds[i, 0] = cuda.atomic.add(counts, bins[i], deltas[i])
+        olds[i, 1] = cuda.atomic.sub(counts, bins[i], deltas[i] // 3)
+
+
+@pytest.mark.parametrize("dtype, largest, blocks, threads",
+                         [(np.int32, 1 << 30, 3, 64), (np.uint32, 100, 2, 96), (np.int64, 1 << 40, 5, 32)])
+def test_integer_atomics_on_shared_elements_apply_in_lane_order(dtype, largest, blocks, threads):
+    rng = np.random.default_rng(11)
+    n = blocks * threads - 7
+    bins = np.minimum(rng.geometric(0.3, n) - 1, 5).astype(np.int32)  # a few elements take most updates
+    deltas = rng.integers(0, largest, n).astype(dtype)  # int32 sums wrap, as on the GPU
+    counts = rng.integers(0, largest, 6).astype(dtype)
+    expected_counts, expected_olds = counts.copy(), np.zeros((n, 2), dtype)
+    with np.errstate(over="ignore"):
+        for column, steps in enumerate((deltas, -(deltas // 3))):  # each statement, one thread after the other
+            for i in range(n):
+                expected_olds[i, column] = expected_counts[bins[i]]
+                expected_counts[bins[i]] = expected_counts[bins[i]] + steps[i]
+    olds = np.zeros((n, 2), dtype)
+    tally[blocks, threads](counts, olds, bins, deltas)
+    np.testing.assert_array_equal(counts, expected_counts)
+    np.testing.assert_array_equal(olds, expected_olds)
+
+
+@cuda.jit
 def row_sums_through_views(out, a):
     i = cuda.grid(1)
     if i < a.shape[0]:

@@ -101,6 +101,20 @@ def _int_as(value: int, dtype: np.dtype):
     return np.uint64(value & _UINT64_MAX).astype(dtype)
 
 
+_INT_CONSTANTS: dict = {}  # (Python int, dtype) -> `cast` of it: a kernel's constants come again and again
+
+
+def _int_constant(value: int, dtype: np.dtype):
+    """``cast(value, dtype)`` of a Python int, looked up."""
+    try:
+        return _INT_CONSTANTS[value, dtype]
+    except KeyError:
+        if len(_INT_CONSTANTS) > 4096:
+            _INT_CONSTANTS.clear()
+        converted = _INT_CONSTANTS[value, dtype] = cast(value, dtype)
+        return converted
+
+
 def _wrapped(value):
     """A Python int outside int64 wraps around, as int64 arithmetic on the GPU does."""
     if type(value) is int and not -(1 << 63) <= value < (1 << 63):
@@ -163,6 +177,9 @@ def _true_divide(a, b):
     return operator.truediv(a, b)
 
 
+_UNPLANNED = object()
+
+
 def _operator(function, implementation=None, arity: int = 2):
     """The operator as `typed` computes it, its plan looked up once per operand types (the per-operator cost
     of every statement of a simulated kernel)."""
@@ -180,15 +197,19 @@ def _operator(function, implementation=None, arity: int = 2):
         ta, tb = type(a), type(b)
         if (ta is int or ta is float) and (tb is int or tb is float):  # bool: ~True is False in numba
             return _on_python_scalars(function, (a, b))
-        plan = plan_of((a, b), (a.dtype if ta is np.ndarray or isinstance(a, np.generic) else ta,
-                                b.dtype if tb is np.ndarray or isinstance(b, np.generic) else tb))
+        key = (a.dtype if ta is np.ndarray or (ta not in _PYTHON_SCALARS and isinstance(a, np.generic)) else ta,
+               b.dtype if tb is np.ndarray or (tb not in _PYTHON_SCALARS and isinstance(b, np.generic)) else tb)
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = plan_of((a, b), key)
         if plan is None:
             return compute(a, b)
         (da, db), result, bfloat16_operation = plan
         if bfloat16_operation is not None:  # rounded once, as on the GPU
             return bfloat16_operation(a, b)
-        value = compute(a if ta is np.ndarray and a.dtype is da else cast(a, da),
-                        b if tb is np.ndarray and b.dtype is db else cast(b, db))
+        a = a if ta is np.ndarray and a.dtype is da else _int_constant(a, da) if ta is int else cast(a, da)
+        b = b if tb is np.ndarray and b.dtype is db else _int_constant(b, db) if tb is int else cast(b, db)
+        value = compute(a, b)
         return value if type(value) is np.ndarray and value.dtype is result else cast(value, result)
 
     def apply1(a):

@@ -46,33 +46,19 @@ def dispatch(runtime, function, args, kwargs):
         if function._can_compile or kwargs:
             return device_function(function.py_func)(*args, **kwargs)
         return _declared_call(function, args)
-    try:
-        mapped = FUNCTIONS.get(function)
-    except TypeError:  # unhashable
-        mapped = None
-    if mapped is not None:
-        if function in bfloat16.MATH and any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
-            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
-        return mapped(*args, **kwargs)
-    if function is print:
-        return kernel_print(runtime, args, kwargs)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
-    if isinstance(function, numba_types.Number) or function is numba_types.boolean:
-        dtype = as_dtype(function)
-        if dtype is bfloat16.BFLOAT16:
-            return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
-        return cast_to(dtype, dtype.type)(*args)
+    if isinstance(function, numba_types.Number) and as_dtype(function) is bfloat16.BFLOAT16:
+        return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
     simulation = getattr(function, SIMULATION, None)
     if simulation is not None:  # an intrinsic (inline PTX, vector loads) with plain Python in its place
         return device_function(simulation)(*args, **kwargs)
     emulate = collective.emulation(function)
     if emulate is not None:
         return collective.run_warp_wide(runtime, function, emulate, args)
-    for value in args:
-        if value is UNDEFINED:
-            raise fault(UnsupportedInKernel, runtime.where(runtime.site), "a variable is used before it is assigned")
-    return function(*args, **kwargs)
+    if function is print:
+        return kernel_print(runtime, args, kwargs)
+    return _direct(function)(*args, **kwargs)
 
 
 def _bfloat16_call(runtime, function, args):
@@ -117,9 +103,67 @@ def _declared_call(dispatcher, args):
     return _as_numba_type(result, signature.return_type)
 
 
+def _plain_call(function):
+    """``function`` called as it is (the last case of `dispatch`): a variable read before assigned is refused."""
+
+    def plain(*args, **kwargs):
+        for value in args:
+            if value is UNDEFINED:
+                raise fault(UnsupportedInKernel, RUNTIME.where(RUNTIME.site),
+                            "a variable is used before it is assigned")
+        return function(*args, **kwargs)
+
+    return plain
+
+
+def _bfloat16_aware(function, mapped):
+    """``mapped``, or numba.cuda.bf16's function in its place where an argument is a bfloat16."""
+
+    def apply(*args, **kwargs):
+        if any(dtype_of(a) is bfloat16.BFLOAT16 for a in args):
+            return bfloat16.MATH[function](*args)  # math.sqrt of a bfloat16 is hsqrt in numba-cuda
+        return mapped(*args, **kwargs)
+
+    return apply
+
+
+def _direct(function):
+    """What a call of ``function`` runs, whatever the arguments, where that depends on the function alone (math
+    and builtins, casts, cuda.grid and the like); None for the cases `dispatch` decides first."""
+    if isinstance(function, (Dispatcher, CUDADispatcher)) or function is print:
+        return None
+    try:
+        mapped = FUNCTIONS.get(function)
+    except TypeError:  # unhashable
+        mapped = None
+    if mapped is not None:
+        return _bfloat16_aware(function, mapped) if function in bfloat16.MATH else mapped
+    if getattr(function, "__module__", None) == bfloat16.MODULE:
+        return None
+    if isinstance(function, numba_types.Number) or function is numba_types.boolean:
+        dtype = as_dtype(function)
+        return None if dtype is bfloat16.BFLOAT16 else cast_to(dtype, dtype.type)
+    if getattr(function, SIMULATION, None) is not None or collective.emulation(function) is not None:
+        return None
+    return _plain_call(function)
+
+
+_DIRECT: dict = {}  # function -> what calls it (`_direct`), or None where `dispatch` decides per call
+
+
 def call(site, function, *args, **kwargs):
     """A call in a rewritten kernel: runs ``function`` for the active lanes (see `dispatch`)."""
     RUNTIME.site = site
+    try:
+        direct = _DIRECT[function]
+    except KeyError:
+        direct = _direct(function)
+        if len(_DIRECT) < 4096:  # kept for the kernels' functions, not for every object ever called
+            _DIRECT[function] = direct
+    except TypeError:  # unhashable
+        direct = None
+    if direct is not None:
+        return direct(*args, **kwargs)
     return dispatch(RUNTIME, function, args, kwargs)
 
 

@@ -17,7 +17,7 @@ from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .geometry import WARP_SIZE
 from .memory import SimArray
-from .runtime import RUNTIME as rt
+from .runtime import RUNTIME as rt, atomic_add, atomic_sub
 from .transform import SITES
 
 SHARED_MEMORY_PER_BLOCK = 48 * 1024
@@ -63,9 +63,14 @@ class Shared:
                 raise fault(UnsupportedInKernel, rt.where(rt.site),
                             f"shared memory over {SHARED_MEMORY_PER_BLOCK} bytes per block: make the arrays smaller")
             data = np.zeros((rt.geometry.blocks,) + shape, dtype)
-            array = SimArray(data, _declared_name("shared"), "shared", shape, initialised=False)
+            array = SimArray(data, _declared_name("shared"), "shared", shape, initialised=False,
+                             block_phases=_block_phases)
             rt.shared[key] = array
         return array
+
+
+def _block_phases() -> np.ndarray:
+    return rt.block_phase
 
 
 class Local:
@@ -116,7 +121,7 @@ def _barrier(what: str) -> np.ndarray:
             "thread of the block takes hangs or corrupts memory on a GPU; move it where all threads reach it.",
         )
     reached = arrived > 0
-    rt.block_phase[reached] += 1
+    rt.block_phase = rt.block_phase + reached  # a new array: `Runtime.who` keeps the phases of the old one
     return reached
 
 
@@ -252,8 +257,7 @@ def syncwarp(mask=0xFFFFFFFF):
     rt.awaited_at_syncwarp = awaited if awaited.any() else rt.nobody  # nobody: barriers skip the check
     if awaited.any():
         rt.syncwarp_site = rt.site
-    warps = np.unique(g.warp_of[rt.active_lanes()])
-    rt.warp_phase[warps] += 1
+    rt.warp_phase = rt.warp_phase + warps_here  # a new array: `Runtime.who` keeps the phases of the old one
 
 
 # -- atomics ---------------------------------------------------------------------------------------
@@ -272,8 +276,8 @@ def _replaced(old, value):
 
 
 class Atomic:
-    add = staticmethod(_atomic(lambda old, v: old + v))
-    sub = staticmethod(_atomic(lambda old, v: old - v))
+    add = staticmethod(_atomic(atomic_add))
+    sub = staticmethod(_atomic(atomic_sub))
     max = staticmethod(_atomic(np.maximum))
     min = staticmethod(_atomic(np.minimum))
     nanmax = staticmethod(_atomic(np.fmax))

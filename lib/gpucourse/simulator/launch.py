@@ -58,13 +58,19 @@ def written_mask(value):
     return written.reshape(-1) if written.flags.c_contiguous else written.flat
 
 
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the same elements of the same memory."""
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str) == (
+        b.__array_interface__["data"][0], b.shape, b.strides, b.dtype.str)
+
+
 def _wrap_arguments(names, args) -> list:
     """Arrays, also inside tuple arguments, become global SimArrays; two arguments over the same memory share one.
 
     A device allocation may carry a ``written`` mask (see `written_mask`): reading an element nothing wrote
     is then an uninitialised read, and the launch's writes update the mask.
     """
-    seen = {}
+    seen = []  # (host array, its SimArray)
 
     def wrap(name, value):
         if type(value) is tuple:
@@ -72,12 +78,13 @@ def _wrap_arguments(names, args) -> list:
         array = host_array(value)
         if array is None:
             return value
-        key = (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
-        if key in seen:
-            seen[key].name += f"/{name}"
-        else:
-            seen[key] = SimArray(array, name, "global", array.shape, written=written_mask(value))
-        return seen[key]
+        for other, wrapped in seen:  # the memory test first: an array's address takes microseconds to ask
+            if (not array.size or np.may_share_memory(array, other)) and _same_memory(array, other):
+                wrapped.name += f"/{name}"
+                return wrapped
+        wrapped = SimArray(array, name, "global", array.shape, written=written_mask(value))
+        seen.append((array, wrapped))
+        return wrapped
 
     return [wrap(name, value) for name, value in zip(names, args)]
 

@@ -29,59 +29,111 @@ SEVERAL = -2
 class AccessRecord:
     """Who touched each element, for one kind of access (write, read or atomic).
 
-    One (5, size) table, a row per field, allocated at the first access. Reads are noted (`note`) and merged
-    into the table, in order, only when something looks at it: the reads of an array nothing writes in the
-    launch are never merged."""
+    One (5, size) table, a row per field, allocated at the first access. Writes (`put`) and reads (`note`) wait
+    in a list and go into the table, in order, only when something looks at it: an output written once, or an
+    input nothing writes in the launch, never gets a table. In shared memory, where only the threads of one
+    block meet, an access of threads whose block has passed a barrier since is ordered before every later
+    access, and so is what it would replace or merge with: it is dropped."""
 
     FIELDS = ("lane", "block", "warp", "block_phase", "warp_phase")
-    PENDING = 1 << 18  # noted accesses (summed over lanes) merged at once at most: bounds their memory
+    PENDING = 1 << 18  # waiting accesses (summed over lanes) at most: bounds their memory
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, block_phases=None):
         self.size = size
+        self.block_phases = block_phases  # shared memory: a function giving each block's barrier phase now
         self._table = None
-        self.pending: list = []
+        self._rows: tuple = ()  # the table's rows, as views
+        self.pending: list = []  # (elements, who, whether merged as several readers' `note` or set as a `put`)
         self.pending_count = 0
         self.used = False
+        self.version = 0  # changes with the table
+        self._settled = (None, None, False)  # (version, block phases, whether `settled`) of the last answer
+        self._last_put = None  # the record the last change of the table put (None: a `clear` came after)
 
     @property
     def table(self) -> np.ndarray:
-        if self.pending:
-            self._merge_pending()
         if self._table is None:
             self._table = np.empty((5, self.size), np.int64)
             self._table[:3] = NOBODY
             self._table[3:] = 0
+            self._rows = tuple(self._table)
+        if self.pending:
+            self._apply_pending()
         return self._table
 
     lane = property(lambda self: self.table[0])
     block = property(lambda self: self.table[1])
 
-    def at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _at(self, elements: np.ndarray) -> tuple[np.ndarray, ...]:
         """The record of ``elements``, a field at a time (faster than the table's 2-D indexing)."""
-        return tuple(row[elements] for row in self.table)
+        lane, block, warp, block_phase, warp_phase = self._rows
+        return lane[elements], block[elements], warp[elements], block_phase[elements], warp_phase[elements]
+
+    def conflicts(self, elements: np.ndarray, who: tuple) -> np.ndarray | None:
+        """Which accesses ``who`` of ``elements`` are not ordered after the recorded ones (`unordered`); None if
+        none is. Elements nobody else touched are told by their lanes alone."""
+        self.table  # noqa: B018
+        lane = self._rows[0][elements]
+        if np.logical_and.reduce((lane == NOBODY) | (lane == who[0])):
+            return None
+        conflict = unordered(self._at(elements), who)
+        return conflict if np.logical_or.reduce(conflict) else None
 
     def put(self, elements: np.ndarray, values: tuple) -> None:
-        for row, value in zip(self.table, values):
+        """``values`` become the record of ``elements`` (one instruction's writes)."""
+        self._wait(elements, values, False)
+
+    def _put(self, elements: np.ndarray, values: tuple) -> None:
+        for row, value in zip(self._rows, values):
             row[elements] = value
-        self.used = True
+        self.version += 1
+        self._last_put = values
 
     def clear(self, elements: np.ndarray) -> None:
         if self.used:
             self.table[:3, elements] = NOBODY
+            self.version += 1
+            self._last_put = None
+
+    def settled(self) -> bool:
+        """Shared memory: whether every recorded access came from threads whose block has passed a barrier
+        since, so that every access now is ordered after it (no element needs checking)."""
+        if self.block_phases is None:
+            return False
+        table, phases = self.table, self.block_phases()
+        version, seen_phases, settled = self._settled
+        if version != self.version or seen_phases is not phases:
+            last = self._last_put
+            if last is not None and np.logical_or.reduce(last[3] >= phases[last[1]]):
+                settled = False  # the last entries put are of this barrier phase: still in the table
+            else:
+                lane, block, block_phase = table[0], table[1], table[3]
+                settled = bool(np.logical_and.reduce((lane == NOBODY) | ((block >= 0)
+                                                                        & (block_phase < phases[block]))))
+            self._settled = (self.version, phases, settled)
+        return settled
 
     def note(self, elements: np.ndarray, who: tuple) -> None:
         """Several accesses of one instruction (reads or atomics), merged later as `merge_records` merges them."""
-        self.pending.append((elements, who))
+        self._wait(elements, who, True)
+
+    def _wait(self, elements: np.ndarray, who: tuple, merged: bool) -> None:
+        self.pending.append((elements, who, merged))
         self.pending_count += len(elements)
         self.used = True
         if self.pending_count > self.PENDING:
-            self._merge_pending()
+            self.table  # noqa: B018
 
-    def _merge_pending(self) -> None:
+    def _apply_pending(self) -> None:
         pending, self.pending, self.pending_count = self.pending, [], 0
-        for elements, who in pending:
-            distinct, summary = group_by_element(elements, who)
-            self.put(distinct, merge_records(self.at(distinct), summary))
+        phases = None if self.block_phases is None else self.block_phases()
+        for elements, who, merged in pending:
+            if phases is not None and np.logical_and.reduce(phases[who[1]] > who[3]):
+                continue  # shared memory its block has passed a barrier since: ordered before any later access
+            if merged:
+                elements, summary = group_by_element(elements, who)
+                who = merge_records(self._at(elements), summary)
+            self._put(elements, who)
 
 
 def unordered(record: tuple, who: tuple) -> np.ndarray:
@@ -99,20 +151,26 @@ def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tupl
     n = len(elements)
     if n < 2:
         return elements, who
-    smallest_step = (elements[1:] - elements[:-1]).min()
+    steps = elements[1:] - elements[:-1]
+    smallest_step = steps.min()
     if smallest_step > 0:  # increasing (coalesced): every element once
         return elements, who
-    order = None if smallest_step == 0 else np.argsort(elements, kind="stable")  # None: already in order
-    sorted_elements = elements if order is None else elements[order]
-    first = np.empty(n, bool)
-    first[0] = True
-    np.not_equal(sorted_elements[1:], sorted_elements[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    if len(starts) == n:
+    if smallest_step == 0:  # already in order, with repeats
+        order, sorted_elements, first_of_rest = None, elements, steps != 0
+    else:
+        order = elements.argsort(kind="stable")
+        sorted_elements = elements[order]
+        first_of_rest = sorted_elements[1:] != sorted_elements[:-1]
+    starts = first_of_rest.nonzero()[0]
+    if len(starts) == n - 1:
         return elements, who
+    starts += 1
+    starts = np.concatenate((_ZERO, starts))
+    counts = np.empty(len(starts), np.int64)
+    counts[:-1] = starts[1:] - starts[:-1]
+    counts[-1] = n - starts[-1]
     lane, block, warp, block_phase, warp_phase = (np.asarray(v) if order is None else np.asarray(v)[order]
                                                   for v in who)
-    counts = np.diff(starts, append=n)
 
     def same_or_several(values):
         low, high = np.minimum.reduceat(values, starts), np.maximum.reduceat(values, starts)
@@ -126,6 +184,9 @@ def group_by_element(elements: np.ndarray, who: tuple) -> tuple[np.ndarray, tupl
         np.maximum.reduceat(warp_phase, starts),
     )
     return sorted_elements[starts], summary
+
+
+_ZERO = np.zeros(1, np.int64)
 
 
 def merge_records(old: tuple, new: tuple) -> tuple:
@@ -149,7 +210,7 @@ class SimArray:
     """An array in one memory space of a simulated launch."""
 
     def __init__(self, data: np.ndarray, name: str, space: str, shape: tuple, *, readonly: bool = False,
-                 initialised: bool = True, written=None):
+                 initialised: bool = True, written=None, block_phases=None):
         self.data = data
         self.name = name
         self.space = space  # "global", "shared", "local" or "const"
@@ -161,16 +222,22 @@ class SimArray:
         self.flat = data.reshape(-1) if data.flags.c_contiguous else None
         self.element_strides = tuple(math.prod(self.shape[k + 1:]) for k in range(self.ndim))
         self.byte_strides = data.strides[-self.ndim:] if self.ndim else ()
-        self.byte_offset = _offset_in_allocation(data) if space == "global" else 0
         self.tracked = space in ("global", "shared")
         copies = data.size // max(self.size, 1)
         # Elements written so far, by flat element number (None: all are, or need not be, checked).
         self.written = written if initialised else np.zeros(max(data.size, 1), bool)
         total = self.size * copies
-        self.writes = AccessRecord(total) if self.tracked else None
-        self.reads = AccessRecord(total) if self.tracked else None
+        self.block_phases = block_phases  # shared memory: see `AccessRecord`
+        self.writes = AccessRecord(total, block_phases) if self.tracked else None
+        self.reads = AccessRecord(total, block_phases) if self.tracked else None
         self.atomics: AccessRecord | None = None
         self.copies = copies
+
+    @functools.cached_property
+    def byte_offset(self) -> int:
+        """Byte offset of the first element in its allocation (global memory; asked for by vector loads and
+        traces only)."""
+        return _offset_in_allocation(self.data) if self.space == "global" else 0
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -180,7 +247,7 @@ class SimArray:
 
     def atomic_record(self) -> AccessRecord:
         if self.atomics is None:
-            self.atomics = AccessRecord(self.size * self.copies)
+            self.atomics = AccessRecord(self.size * self.copies, self.block_phases)
         return self.atomics
 
     def reshape(self, *shape) -> "SimArray":
@@ -212,7 +279,7 @@ class SimArray:
             return self if name == "real" else SimArray(np.zeros_like(self.data), f"{self.name}.imag", "local",
                                                         self.shape)
         return SimArray(getattr(self.data, name), f"{self.name}.{name}", self.space, self.shape,
-                        readonly=self.readonly, written=self.written)
+                        readonly=self.readonly, written=self.written, block_phases=self.block_phases)
 
     def fetch(self, elements, components) -> np.ndarray:
         if self.flat is not None:

@@ -8,13 +8,14 @@ for the code that calls it.
 from __future__ import annotations
 
 import numpy as np
+from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
-from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent, unordered
+from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent
 from .transform import SITES
 
 
@@ -40,7 +41,7 @@ class Frame:
 
 
 class Loop:
-    __slots__ = ("broken",)
+    __slots__ = ("broken", "last_mask")
 
 
 class Runtime(Arithmetic):
@@ -88,13 +89,15 @@ class Runtime(Arithmetic):
         self.any = True
         self.full = True
         self._lanes = None
-        self._who_lanes = self._who_places = None
+        self._who_lanes = self._who_places = self._who = None
+        self._resolved: dict = {}  # id(array) -> (array, mask, index, what `resolve` found)
 
     def end(self) -> None:
         self.geometry = None
         self.variable_types = {}
         self.shared = {}
         self.trace = None
+        self._resolved = {}
 
     @property
     def exited(self) -> np.ndarray:
@@ -105,7 +108,7 @@ class Runtime(Arithmetic):
     # -- masks ---------------------------------------------------------------
     def set_mask(self, mask: np.ndarray) -> None:
         self.mask = mask
-        self.count = int(np.count_nonzero(mask))
+        self.count = int(_count_nonzero(mask))
         self.any = self.count > 0
         self.full = self.count == self.frames[-1].live if self.frames else True
         self._lanes = None
@@ -115,7 +118,7 @@ class Runtime(Arithmetic):
         if self.count == self.geometry.lanes:
             return None
         if self._lanes is None:
-            self._lanes = np.flatnonzero(self.mask)
+            self._lanes = self.mask.nonzero()[0]
         return self._lanes
 
     def active_lanes(self) -> np.ndarray:
@@ -132,6 +135,16 @@ class Runtime(Arithmetic):
         elif mask is not self.mask:  # no lane left in between: the saved count holds (masks are never changed)
             self.mask, self.count, self.any, self._lanes = mask, count, count > 0, None
             self.full = count == self.frames[-1].live if self.frames else True
+
+    def branch(self, condition):
+        """The state `pop` restores after an ``if`` (`push`), then the mask narrowed to ``condition`` (`narrow`),
+        in one call."""
+        saved = self.mask, self.exits, self.count
+        if isinstance(condition, np.ndarray):
+            self.set_mask(self.mask & condition.astype(bool, copy=False))
+        elif not condition:
+            self.set_mask(self.nobody)
+        return saved
 
     def narrow(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
@@ -161,10 +174,20 @@ class Runtime(Arithmetic):
             return value
         return cast(value, dtype)
 
+    def merge_assigned(self, old, types: dict, name: str, value):
+        """``merge(old, assigned(types, name, value))``: an assignment in a branch or loop."""
+        if types:
+            value = self.assigned(types, name, value)
+        if old is UNDEFINED or self.full:
+            return value
+        return self.merge(old, value)
+
     def merge(self, old, new):
         """``new`` in the active lanes, ``old`` elsewhere."""
         if old is UNDEFINED or self.full:
             return new
+        if type(old) is np.ndarray and type(new) is np.ndarray:
+            return np.where(self.mask, new, old)  # `select`, with nothing to promote
         if isinstance(old, tuple):
             return tuple(self.merge(o, n) for o, n in zip(old, new))
         return select(self.mask, new, old)
@@ -239,13 +262,45 @@ class Runtime(Arithmetic):
     def cont(self) -> None:
         self._remove_active()
 
+    def brk_if(self, condition) -> None:
+        """``if condition: break``: `branch`, `brk` and `pop` in one call."""
+        leaving = self._where_true(condition)
+        if leaving is not None:
+            loop = self.loops[-1]
+            loop.broken = leaving if loop.broken is None else loop.broken | leaving
+            self._remove(leaving)
+
+    def cont_if(self, condition) -> None:
+        """``if condition: continue``: `branch`, `cont` and `pop` in one call."""
+        leaving = self._where_true(condition)
+        if leaving is not None:
+            self._remove(leaving)
+
+    def _where_true(self, condition):
+        """The active lanes where ``condition`` holds, or None where it holds in none."""
+        if isinstance(condition, np.ndarray):
+            lanes = self.mask & condition.astype(bool, copy=False)
+            return lanes if _any(lanes) else None
+        return self.mask if condition and self.any else None
+
+    def _remove(self, lanes) -> None:
+        """Take ``lanes`` (active) out, as `_remove_active` in a branch of them and the `pop` after it do."""
+        self.removed = self.removed | lanes
+        self.exits += 1
+        self.set_mask(self.mask & ~self.removed)
+
     # -- loops ---------------------------------------------------------------
     def _iteration_mask(self, entry, loop: Loop, frame: Frame) -> np.ndarray:
+        """The lanes of the loop's entry that have not left it (kept while no lane breaks or returns)."""
+        broken, returned, mask = loop.last_mask
+        if broken is loop.broken and returned is frame.returned and mask is not None:
+            return mask
         mask = entry
         if loop.broken is not None:
             mask = mask & ~loop.broken
         if frame.returned is not None:
             mask = mask & ~frame.returned
+        loop.last_mask = (loop.broken, frame.returned, mask)
         return mask
 
     def _loop(self, condition):
@@ -253,6 +308,7 @@ class Runtime(Arithmetic):
         entry, saved_removed, frame = self.mask, self.removed, self.frames[-1]
         loop = Loop()
         loop.broken = None
+        loop.last_mask = (None, None, None)
         self.loops.append(loop)
         try:
             k = 0
@@ -311,12 +367,13 @@ class Runtime(Arithmetic):
         value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
         step = np.asarray(step)
         state = {"value": value}
+        upward = step > 0 if step.ndim else bool(step > 0)
 
         def condition(k):
             if k:
                 state["value"] = state["value"] + step
             v = state["value"]
-            running = np.where(step > 0, v < stop, v > stop) if step.ndim else (v < stop if step > 0 else v > stop)
+            running = np.where(upward, v < stop, v > stop) if step.ndim else (v < stop if upward else v > stop)
             self.set_mask(self.mask & running)
             return v
 
@@ -328,7 +385,7 @@ class Runtime(Arithmetic):
     def while_test(self, condition) -> bool:
         if isinstance(condition, np.ndarray):
             failing = self.mask & ~condition.astype(bool, copy=False)
-            if failing.any():
+            if _any(failing):
                 loop = self.loops[-1]
                 loop.broken = failing if loop.broken is None else loop.broken | failing
                 self.exits += 1
@@ -401,7 +458,19 @@ class Runtime(Arithmetic):
         return f"{function}, line {s.line}: {s.source.strip()}"
 
     def resolve(self, array: SimArray, index, site: int, verb: str):
-        """Active lanes, their index components (bounds-checked) and flat element numbers."""
+        """Active lanes, their index components (bounds-checked) and flat element numbers; kept for the next
+        access to the same array with the same index values and mask (``a[i]`` read again: lane arrays and masks
+        are never changed in place)."""
+        last = self._resolved.get(id(array))
+        if last is not None and last[0] is array and last[1] is self.mask and _same_index(last[2], index):
+            return last[3]
+        resolved = self._resolve(array, index, site, verb)
+        if len(self._resolved) > 64:
+            self._resolved.clear()
+        self._resolved[id(array)] = (array, self.mask, index, resolved)
+        return resolved
+
+    def _resolve(self, array: SimArray, index, site: int, verb: str):
         index = index if isinstance(index, tuple) else (index,)
         if len(index) != array.ndim:
             raise fault(
@@ -419,21 +488,22 @@ class Runtime(Arithmetic):
                                 f"index {axis} of `{SITES[site].expression}` is {value.dtype}, not an integer")
                 value = value if lanes is None else value[lanes]
                 value = value.astype(np.int64, copy=False)  # unsigned and boolean indices count as int64 do
-                low, high = value.min(), value.max()
+                outside = _max(value.view(np.uint64)) >= extent  # a negative index is a huge unsigned one
             else:
                 value = int(value)
-                low = high = value
-            if low < 0 or high >= extent:
+                outside = value < 0 or value >= extent
+            if outside:
                 self.out_of_bounds(array, index, axis, extent, site, verb)
             components.append(value)
-            element = element + value * stride
+            part = value if stride == 1 else value * stride
+            element = part if axis == 0 else element + part
         if array.copies > 1:  # shared: one copy per block; local: one per lane
             owner = self.geometry.block_of if array.space == "shared" else self.lane_ids
             owner = owner if lanes is None else owner[lanes]
             element = element + owner * array.size
             components = [owner] + components
         if not isinstance(element, np.ndarray):
-            element = np.full(self.count, element, np.int64)
+            element = _filled(self.count, element)
         return lanes, tuple(components), element
 
     def out_of_bounds(self, array, index, axis, extent, site, verb):
@@ -458,11 +528,17 @@ class Runtime(Arithmetic):
         ) from None
 
     def who(self, lanes: np.ndarray) -> tuple:
-        if lanes is not self._who_lanes:  # blocks and warps of the same lanes, as the statement before
+        """(lanes, their blocks, warps, block and warp barrier phases): kept while the lanes and the phases are
+        those of the access before (barriers replace the phase arrays, never change them)."""
+        if lanes is not self._who_lanes:
             g = self.geometry
-            self._who_lanes, self._who_places = lanes, (g.block_of[lanes], g.warp_of[lanes])
-        block, warp = self._who_places
-        return lanes, block, warp, self.block_phase[block], self.warp_phase[warp]
+            self._who_lanes, self._who_places, self._who = lanes, (g.block_of[lanes], g.warp_of[lanes]), None
+        who = self._who
+        if who is None or who[5] is not self.block_phase or who[6] is not self.warp_phase:
+            block, warp = self._who_places
+            who = self._who = (lanes, block, warp, self.block_phase[block], self.warp_phase[warp], self.block_phase,
+                               self.warp_phase)
+        return who[:5]
 
     def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):
         first = int(np.flatnonzero(conflict)[0])
@@ -488,7 +564,7 @@ class Runtime(Arithmetic):
 
     def check_uninitialised(self, array, lanes, elements, site):
         unwritten = ~array.written[elements]
-        if unwritten.any():
+        if _any(unwritten):
             first = int(np.flatnonzero(unwritten)[0])
             lane = int(self.active_lanes()[first])
             raise fault(
@@ -570,9 +646,9 @@ class Runtime(Arithmetic):
             active = self.active_lanes()
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.atomics, "updated atomically")):
-                if record is not None and record.used:
-                    conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                if record is not None and record.used and not record.settled():
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "reads", theirs)
             array.reads.note(elements, who)
         if self.trace is not None:
@@ -612,9 +688,9 @@ class Runtime(Arithmetic):
             active = self.active_lanes()
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read"), (array.atomics, "updated atomically")):
-                if record is not None and record.used:
-                    conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                if record is not None and record.used and not record.settled():
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "writes", theirs)
             self.check_duplicate_writes(array, active, elements, site)
             array.writes.put(elements, who)
@@ -650,7 +726,7 @@ class Runtime(Arithmetic):
         record[index] = value
 
     def check_duplicate_writes(self, array, lanes, elements, site):
-        if len(elements) < 2 or (elements[1:] > elements[:-1]).all():  # increasing: no element twice
+        if len(elements) < 2 or _all(elements[1:] > elements[:-1]):  # increasing: no element twice
             return
         order = np.argsort(elements, kind="stable")
         ordered = elements[order]
@@ -685,9 +761,9 @@ class Runtime(Arithmetic):
         if array.tracked:
             who = self.who(active)
             for record, theirs in ((array.writes, "wrote"), (array.reads, "read")):
-                if record.used:
-                    conflict = unordered(record.at(elements), who)
-                    if conflict.any():
+                if record.used and not record.settled():
+                    conflict = record.conflicts(elements, who)
+                    if conflict is not None:
                         self.race(array, site, active, record, elements, conflict, "updates atomically", theirs)
             array.atomic_record().note(elements, who)
         if self.trace is not None:
@@ -701,6 +777,8 @@ class Runtime(Arithmetic):
         elif len(np.unique(elements)) == len(elements):
             old[:] = data[elements]
             data[elements] = operation(old, values) if compares is None else operation(old, compares, values)
+        elif (operation is atomic_add or operation is atomic_sub) and array.dtype.kind in "iu":
+            _atomic_integer_sums(data, elements, values if operation is atomic_add else -values, old)
         else:
             _atomic_in_lane_order(data, operation, elements, values, compares, old)
         if lanes is None:
@@ -718,8 +796,56 @@ _UNWRITTEN = {
 }
 
 
+# ndarray.any, .all and .max less their Python wrappers
+_any, _all, _max = np.logical_or.reduce, np.logical_and.reduce, np.maximum.reduce
+
+
+def _same_index(a, b) -> bool:
+    """Whether two indices are the same objects (a tuple: item by item)."""
+    if a is b:
+        return True
+    if type(a) is not tuple or type(b) is not tuple or len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is not y:
+            return False
+    return True
+
+
+def _filled(n: int, value: int) -> np.ndarray:
+    """``np.full(n, value, np.int64)`` without its Python-level overhead (one per uniform index)."""
+    out = np.empty(n, np.int64)
+    out.fill(value)
+    return out
+
+
 def _as_tuple(index) -> tuple:
     return index if isinstance(index, tuple) else (index,)
+
+
+def atomic_add(old, value):
+    return old + value
+
+
+def atomic_sub(old, value):
+    return old - value
+
+
+def _atomic_integer_sums(data, elements, deltas, old) -> None:
+    """Integer atomic adds of a contiguous array where lanes share elements, at once: in lane order, each lane's
+    old value is the element's plus the deltas of the lanes before it (integers wrap alike in any grouping)."""
+    order = np.argsort(elements, kind="stable")
+    ordered, ordered_deltas = elements[order], deltas[order]
+    first = np.empty(len(ordered), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = first.nonzero()[0]
+    running = np.cumsum(ordered_deltas, dtype=data.dtype)  # inclusive, over all elements
+    before = running - ordered_deltas  # exclusive
+    since_start = before - before[starts][np.cumsum(first) - 1]  # exclusive, within each element's lanes
+    old[order] = data[ordered] + since_start
+    last = np.append(starts[1:] - 1, len(ordered) - 1)
+    data[ordered[starts]] += running[last] - before[starts]
 
 
 def _atomic_rounds(array, operation, elements, components, values, compares, old) -> None:

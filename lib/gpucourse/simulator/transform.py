@@ -227,9 +227,11 @@ class KernelRewriter:
         return out or [ast.Pass()]
 
     def assign_name(self, name: str, value: ast.expr, nested: bool) -> ast.stmt:
-        value = _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(name), value)
         if nested:
-            value = _call("merge", ast.Name(name, ast.Load()), value)
+            value = _call("merge_assigned", ast.Name(name, ast.Load()), ast.Name(TYPES, ast.Load()), ast.Constant(name),
+                          value)
+        else:
+            value = _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(name), value)
         return ast.Assign([ast.Name(name, ast.Store())], value)
 
     def assign(self, target: ast.expr, value: ast.expr, nested: bool, node: ast.stmt) -> list[ast.stmt]:
@@ -320,11 +322,14 @@ class KernelRewriter:
         raise self.unsupported(node, f"`{ast.unparse(node.target)} {ast.unparse(node.op)}=`")
 
     def branch(self, node: ast.If, nested: bool) -> list[ast.stmt]:
+        if not node.orelse and len(node.body) == 1 and isinstance(node.body[0], (ast.Break, ast.Continue)):
+            leave = "brk_if" if isinstance(node.body[0], ast.Break) else "cont_if"  # ``if c: break`` in one call
+            return [ast.Expr(_call(leave, self.expr(node.test)))]
         saved, condition = self.fresh("s"), self.fresh("c")
         out = [
-            ast.Assign([ast.Name(saved, ast.Store())], _call("push")),
             ast.Assign([ast.Name(condition, ast.Store())], self.expr(node.test)),
-            ast.If(_call("narrow", ast.Name(condition, ast.Load())), self.block(node.body, True), []),
+            ast.Assign([ast.Name(saved, ast.Store())], _call("branch", ast.Name(condition, ast.Load()))),
+            ast.If(ast.Attribute(ast.Name(RT, ast.Load()), "any", ast.Load()), self.block(node.body, True), []),
             ast.Expr(_call("pop", ast.Name(saved, ast.Load()))),
         ]
         if node.orelse:

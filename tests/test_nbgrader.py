@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from gpucourse.classroom.grade import Result, connect, grade
+from gpucourse.classroom.grade import Result, connect, grade, needs_gpu
 from gpucourse.classroom.preloaded import run_module
 from gpucourse.classroom.regions import lines_by_region
 from gpucourse.classroom.submission import Limits
@@ -80,6 +80,9 @@ def test_autograde_gives_full_marks_to_the_solution_and_zero_to_the_release(grad
     course, results, summary = graded[assignment]
     assert results["solver"].status == "graded", summary  # the clean room agrees: no review
     assert results["untouched"].status == "zero", summary
+    if needs_gpu(course, assignment):  # this cluster has no worker with the GPU resource
+        assert "no GPU worker (dask worker --resources GPU=1): GPU exercises scored on the CPU simulator" in summary
+        assert all("scored on the CPU: no GPU worker" in r.notes for r in results.values()), summary
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         solved = gradebook.find_submission(assignment, "solver")
         untouched = gradebook.find_submission(assignment, "untouched")

@@ -162,7 +162,7 @@ def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
 
 def test_a_second_run_skips_the_students_already_graded(graded):
     course, _, grades = graded
-    again = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT)
+    again = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--jobs", "1")
     assert again.returncode == 0, again.stderr[-3000:]
     graded_before = sum(row["status"] != "failed to grade" for row in grades.values())
     assert f"{graded_before} student(s) already graded, skipped" in again.stderr

@@ -1,7 +1,8 @@
-"""An assignment that needs a GPU goes to workers started with ``--resources GPU=1``; without one, the CPU says so.
+"""An assignment that needs a GPU goes to workers started with ``--resources GPU=1``.
 
 Routing only: this machine has no GPU, so the "GPU" worker here is a worker that declares the resource, and
-the kernel it starts is told ``GPUCOURSE_DEVICE=gpu`` (a student's cell prints what it was told).
+the kernel it starts is told ``GPUCOURSE_DEVICE=gpu`` (a student's cell prints what it was told). Without such
+a worker the same assignment is scored on the CPU and says so: `test_nbgrader`'s round trip of assignment 07.
 """
 
 import nbformat
@@ -30,29 +31,15 @@ def course_needing_a_gpu(root):
     return course
 
 
-def graded_on(tmp_path, resources: dict):
-    """Ann's submission graded on an in-process cluster of one worker with ``resources``: result, summary, output."""
+def test_a_gpu_worker_takes_the_assignment_and_its_kernels_are_told_to_use_the_gpu(tmp_path):
     if sandbox.unavailable() is not None:
         pytest.skip(f"no sandbox for students' code: {sandbox.unavailable()}")
     course = course_needing_a_gpu(tmp_path)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
-                      resources=resources) as cluster, Client(cluster) as client:
+                      resources={"GPU": 1}) as cluster, Client(cluster) as client:
         (result,), summary = grade(course, mini.ASSIGNMENT, ["ann"], Limits(cell_timeout=60), client)
     autograded = nbformat.read(course / "autograded" / "ann" / mini.ASSIGNMENT / f"{mini.ASSIGNMENT}.ipynb",
                                as_version=4)
     printed = "".join(o.get("text", "") for c in autograded.cells if c.cell_type == "code" for o in c.outputs)
-    return result, summary, printed
-
-
-def test_a_gpu_worker_takes_the_assignment_and_its_kernels_are_told_to_use_the_gpu(tmp_path):
-    result, summary, printed = graded_on(tmp_path, {"GPU": 1})
     assert "device: gpu" in printed
     assert "no GPU worker" not in summary and not any("scored on the CPU" in n for n in result.notes)
-
-
-def test_without_a_gpu_worker_it_is_scored_on_the_cpu_and_the_grade_says_so(tmp_path):
-    result, summary, printed = graded_on(tmp_path, {})
-    assert "device: cpu" in printed
-    assert "scored on the CPU: no GPU worker" in result.notes
-    assert "no GPU worker (dask worker --resources GPU=1): GPU exercises scored on the CPU simulator" in summary
-    assert (result.score, result.status) == (2, "graded")

@@ -80,3 +80,12 @@ def test_a_command_past_its_time_limit_is_killed_and_says_so(probe):
 def test_a_dead_preloaded_process_is_started_again(probe):
     preloaded._Server._current.process.kill()
     assert preloaded.run_module(probe, "probe_module", "5", timeout=60).returncode == 5
+
+
+
+def test_the_gradebook_version_is_what_alembic_heads_says(monkeypatch):
+    """Forked commands take a new gradebook's version from `alembic_head`, not from a new process."""
+    from nbgrader.api import get_alembic_version  # nbgrader's own: runs `alembic heads`
+
+    monkeypatch.setenv("PATH", preloaded.environment()["PATH"])
+    assert preloaded.alembic_head() == get_alembic_version()

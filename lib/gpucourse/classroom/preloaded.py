@@ -169,12 +169,24 @@ def _fork(job: dict, keep: set[int]) -> int:
     return pid
 
 
+def alembic_head() -> str:
+    """The gradebook schema's version, as the first word ``alembic heads`` prints, without starting a process for it."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:  # the arguments nbgrader gives `alembic heads`
+        return ScriptDirectory.from_config(Config(ini)).get_current_head()
+
+
 def serve() -> None:
     """Fork a child per request line; reply as each ends or reaches its time limit; at end of input, stop them."""
     replies = os.dup(1)
     os.dup2(2, 1)  # nothing but replies on the pipe: a stray print goes to stderr
     for module in PRELOAD:
         importlib.import_module(module)
+    # nbgrader runs `alembic heads` in a new Python (2.5 s) for every new gradebook; the same answer in 0.1 s:
+    importlib.import_module("nbgrader.api").get_alembic_version = alembic_head
     os.write(replies, READY)
     running: dict[int, tuple[int, int, float]] = {}  # pidfd -> (request id, pid, deadline)
     pending = b""

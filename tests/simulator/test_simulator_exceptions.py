@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from gpucourse import simulated
-from gpucourse.simulator import EndlessLoop, step_budget
+from gpucourse.simulator import TIME_BUDGET_ENV, EndlessLoop, TooSlowToSimulate, step_budget
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +102,18 @@ def test_endless_loop_stops_at_the_step_budget():
         np.testing.assert_array_equal(out, 500 * 499 // 2)
         with pytest.raises(EndlessLoop, match="ran 500 loop iterations"):
             counts[2, 32](out, 501)
+
+
+def test_a_launch_whose_loops_run_past_the_time_budget_stops_with_a_message(monkeypatch):
+    """A GPU-sized problem on a laptop: a message after the budget, not a notebook that seems to hang."""
+    out = np.zeros(64, np.int64)
+    monkeypatch.setenv(TIME_BUDGET_ENV, "0.05")
+    with pytest.raises(TooSlowToSimulate) as caught:
+        counts[2, 32](out, 900_000)  # under the step budget; a few seconds of loop iterations
+    message = str(caught.value)
+    assert message.startswith("kernel `counts`, line ") and "for k in range(n):" in message
+    assert "the launch of 64 threads still ran after 0.05 s (the simulator's time budget)" in message
+    assert f"allow more time with {TIME_BUDGET_ENV}=<seconds>" in message
+    monkeypatch.setenv(TIME_BUDGET_ENV, "60")
+    counts[2, 32](out, 500)  # well within it
+    np.testing.assert_array_equal(out, 500 * 499 // 2)

@@ -127,7 +127,7 @@ class _Server:
 def _child(job: dict, keep: set[int]) -> int:
     """In a forked child: run the job's module as ``__main__``; its exit status."""
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: it dies with the preloaded process
-    for fd in keep:  # the preloaded process's reply pipe and its other children's pidfds
+    for fd in keep:  # the preloaded process's reply pipe and the pipes of its other children
         os.close(fd)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     for fd, path in ((1, job["stdout"]), (2, job["stderr"])):
@@ -150,12 +150,14 @@ def _child(job: dict, keep: set[int]) -> int:
         return 1
 
 
-def _fork(job: dict, keep: set[int]) -> int:
-    """Start one job in a forked child; its pid."""
+def _fork(job: dict, keep: set[int]) -> tuple[int, int]:
+    """Start one job in a forked child: its pid, and a pipe that reaches its end when the child ends."""
     sys.stdout.flush()
     sys.stderr.flush()
+    ended, alive = os.pipe()  # the child holds `alive` until it exits (close-on-exec: its kernels do not)
     pid = os.fork()
     if pid == 0:
+        os.close(ended)
         code = 1
         try:
             code = _child(job, keep)
@@ -166,7 +168,8 @@ def _fork(job: dict, keep: set[int]) -> int:
                 except Exception:
                     pass
             os._exit(code)
-    return pid
+    os.close(alive)
+    return pid, ended
 
 
 def alembic_head() -> str:
@@ -188,7 +191,7 @@ def serve() -> None:
     # nbgrader runs `alembic heads` in a new Python (2.5 s) for every new gradebook; the same answer in 0.1 s:
     importlib.import_module("nbgrader.api").get_alembic_version = alembic_head
     os.write(replies, READY)
-    running: dict[int, tuple[int, int, float]] = {}  # pidfd -> (request id, pid, deadline)
+    running: dict[int, tuple[int, int, float]] = {}  # a child's pipe -> (request id, pid, deadline)
     pending = b""
     while True:
         left = min((deadline for _, _, deadline in running.values()), default=None)
@@ -202,8 +205,8 @@ def serve() -> None:
             *lines, pending = (pending + data).split(b"\n")
             for line in lines:
                 job = json.loads(line)
-                pid = _fork(job, {replies, *running})
-                running[os.pidfd_open(pid)] = (job["id"], pid, time.monotonic() + job["timeout"])
+                pid, ended = _fork(job, {replies, *running})
+                running[ended] = (job["id"], pid, time.monotonic() + job["timeout"])
         for finished in list(running):
             key, pid, deadline = running[finished]
             timed_out = finished not in ready and time.monotonic() >= deadline

@@ -35,6 +35,10 @@ class EndlessLoop(KernelFault):
     """A launch ran past its budget of loop iterations: it did not finish."""
 
 
+class TooSlowToSimulate(KernelFault):
+    """A launch ran past the simulator's time budget: a problem too big to simulate on a CPU."""
+
+
 class BudgetExceeded(AssertionError):
     """A kernel is correct but touches memory more (or worse) than its budget allows."""
 

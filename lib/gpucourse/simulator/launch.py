@@ -14,7 +14,7 @@ import numpy as np
 
 from . import trace as tracing
 from .calls import device_function
-from .errors import BudgetExceeded, EndlessLoop, KernelFault, UnsupportedInKernel, fault
+from .errors import BudgetExceeded, EndlessLoop, KernelFault, TooSlowToSimulate, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
 from .memory import SimArray
 from .runtime import RUNTIME
@@ -25,6 +25,7 @@ STEP_BUDGET_ENV = "GPUCOURSE_STEP_BUDGET"
 # Loop iterations a launch may run (every lane at once counts one): far over any course kernel's few thousand,
 # reached by an endless loop in well under a minute.
 _step_budget = int(os.environ.get(STEP_BUDGET_ENV) or 1_000_000)
+TIME_BUDGET_ENV = "GPUCOURSE_TIME_BUDGET"  # seconds a launch's loops may run (default 600): a GPU-sized problem
 
 
 @contextlib.contextmanager
@@ -124,6 +125,13 @@ def endless_loop(kernel: str, error: EndlessLoop, budget: int) -> EndlessLoop:
                  "step budget); check that every thread's loop condition becomes false")
 
 
+def too_slow(kernel: str, error: TooSlowToSimulate, seconds: float, lanes: int) -> TooSlowToSimulate:
+    return fault(TooSlowToSimulate, _where(kernel, error),
+                 f"the launch of {lanes:,} threads still ran after {seconds:g} s (the simulator's time budget): "
+                 "a problem this size takes a CPU thousands of times longer than a GPU; simulate a smaller "
+                 f"problem, or allow more time with {TIME_BUDGET_ENV}=<seconds>")
+
+
 def kernel_exception(error: BaseException, lane: int, geometry: Geometry) -> BaseException:
     """An exception a kernel raised, with numba's message: ``In function 'f', file F, line N, tid=[z, y, x]
     ctaid=[z, y, x]: message`` (the thread that raised; numba lists coordinates z first)."""
@@ -182,8 +190,9 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     geometry = _geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
-    budget = _step_budget
-    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget)
+    budget, seconds = _step_budget, float(os.environ.get(TIME_BUDGET_ENV) or 600)
+    RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
+                  seconds)
     try:
         with np.errstate(all="ignore"):
             function(*wrapped)
@@ -191,6 +200,8 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
             recorder.finish(RUNTIME)
     except EndlessLoop as error:
         raise endless_loop(py_func.__name__, error, budget) from None
+    except TooSlowToSimulate as error:
+        raise too_slow(py_func.__name__, error, seconds, lanes) from None
     except (KernelFault, BudgetExceeded):
         raise
     except Exception as error:  # noqa: BLE001 (any other error is Python the simulator cannot run)

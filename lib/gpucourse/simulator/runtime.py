@@ -7,12 +7,14 @@ for the code that calls it.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
 from .arithmetic import Arithmetic, cast, dtype_of, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
-from .errors import DataRace, EndlessLoop, OutOfBounds, UninitializedRead, UnsupportedInKernel, fault
+from .errors import DataRace, EndlessLoop, OutOfBounds, TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
 from .geometry import Geometry
 from .memory import AccessRecord, LaneSlice, SimArray, SimView, extent_of as _extent
@@ -54,10 +56,12 @@ class Runtime(Arithmetic):
 
     # -- launch --------------------------------------------------------------
     def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None,
-              variable_types: dict | None = None, debug: bool = False, step_budget: int | None = None) -> None:
+              variable_types: dict | None = None, debug: bool = False, step_budget: int | None = None,
+              seconds: float | None = None) -> None:
         """Start a launch; ``debug`` (``cuda.jit(debug=True)``) raises ZeroDivisionError on a division by zero,
         as numba's Python error model does; a launch that runs more than ``step_budget`` loop iterations
-        (summed over its loops, every lane at once) stops with `EndlessLoop`."""
+        (summed over its loops, every lane at once) stops with `EndlessLoop`, one whose loops still iterate
+        after ``seconds`` with `TooSlowToSimulate`."""
         self.geometry = g = geometry
         self.variable_types = variable_types or {}
         self.kernel_name = kernel_name
@@ -74,6 +78,7 @@ class Runtime(Arithmetic):
         self.raised_by_kernel = None
         self.raising_lane = 0
         self.steps_left = (1 << 62) if step_budget is None else step_budget
+        self.deadline = float("inf") if seconds is None else time.monotonic() + seconds
         for name in _DIVISIONS:
             if debug:
                 setattr(self, name, self._checked_division(getattr(Arithmetic, name)))
@@ -324,6 +329,8 @@ class Runtime(Arithmetic):
                 self.steps_left -= 1
                 if self.steps_left < 0:
                     raise EndlessLoop()
+                if time.monotonic() > self.deadline:
+                    raise TooSlowToSimulate()
                 yield value
                 k += 1
         finally:

@@ -18,9 +18,12 @@ Parts, in this order (``--part`` names one or more; the default runs them all):
 
 Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
 seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
+``--jobs`` notebooks (a third of the CPUs, at most 6) run side by side, each in its own process: they
+share the GPU, and the benchmarks, which time it, run alone after them.
 
 Limits (the device tool's): one command under 10 minutes, so nothing new is started once ``--limit``
-seconds (570) are spent, and the summary is always printed. ``--resume`` skips what RESULTS.md's
+seconds (570) are spent, nor a benchmark that took longer than the time left when it last ran (the
+`gpu_check` section's seconds), and the summary is always printed. ``--resume`` skips what RESULTS.md's
 `gpu_check` section already records as passed for this same tree (notebook by notebook), so a second
 and a third command finish the run. 64 MiB carried: the wheels folder (``make gpu-wheels``, about
 47 MiB) plus the working tree (about 1.5 MiB).
@@ -49,6 +52,7 @@ import subprocess
 import sys
 import time
 import venv
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +61,8 @@ BENCHMARKS = ROOT / "benchmarks"
 WHEELS = ROOT / "wheels" / "gpu-check"
 PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environment lacks) or venv/
 LIMIT = 570  # seconds: the device tool stops a command at 600
+JOBS = max(1, min(6, (os.cpu_count() or 1) // 3))  # notebooks at a time: NVVM compiles on the CPU
+NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
 NOT_GPU_BENCHMARKS = {"common", "gpu_check", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
@@ -192,12 +198,18 @@ def is_virtual_environment(python: str) -> bool:
     return probe.stdout.strip() == "True"
 
 
-def installed_versions(python: str) -> dict[str, str]:
-    """{normalised distribution name: version} of what ``python`` imports."""
+def installed_versions(python: str, path_first=()) -> dict[str, str]:
+    """{normalised distribution name: version} of what ``python`` imports, with ``path_first`` first on its path
+    (where a package is found twice, the first wins, as in an import)."""
     script = ("from importlib import metadata\nfor d in metadata.distributions():\n"
               "    print(d.metadata['Name'], d.version)")
-    listed = subprocess.run([python, "-c", script], capture_output=True, text=True).stdout.split("\n")
-    return {normalised(line.split()[0]): line.split()[1] for line in listed if len(line.split()) == 2}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path_first, os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env).stdout.split("\n")
+    found = {}
+    for line in listed:
+        if len(line.split()) == 2:
+            found.setdefault(normalised(line.split()[0]), line.split()[1])
+    return found
 
 
 def normalised(name: str) -> str:
@@ -233,8 +245,8 @@ def prepare(wheels: Path, place: Path, log, python: str = sys.executable, route:
     route = route or ("site" if is_virtual_environment(python) else "venv")
     pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", "--no-deps", "--no-compile"]
     if route == "site":
-        site = place / "site"
-        needed = lacking(found, installed_versions(python))
+        site = place / "site"  # kept on a machine that stays warm between commands: only what is still lacking
+        needed = lacking(found, installed_versions(python, [str(site)]))
         log.write(f"installing {len(needed)} of {len(found)} wheels into {site}: "
                   f"{', '.join(w.name.split('-')[0] for w in needed) or 'none'}\n")
         if needed and subprocess.run([python, *pip, "--upgrade", "--target", str(site), *map(str, needed)],
@@ -297,6 +309,11 @@ class Record:
                    {m[1]: Result(m[1], m[2], float(m[3])) for m in PART_ROW.finditer(text)},
                    {m[1]: m[2].rstrip() for m in NOTEBOOK_LINE.finditer(text)})  # "  ": a Markdown line break
 
+    def durations(self) -> dict:
+        """{part: seconds} of the benchmark parts that ran to their end (on any tree): how long each will take.
+        The notebook parts are left out: they stop starting notebooks at the time limit themselves."""
+        return {p: r.seconds for p, r in self.parts.items() if r.status != "not run" and p not in ("lectures", "solutions")}
+
     def passed(self, tree: str) -> tuple[set, set]:
         """The parts and notebooks recorded as passed on ``tree``."""
         if self.tree != tree:
@@ -337,42 +354,53 @@ class Settings:
     cell_timeout: float = 300
     path_first: list = field(default_factory=list)  # folders put first on PYTHONPATH (the installed wheels)
     skip_notebooks: set = field(default_factory=set)  # recorded as ok on this tree (--resume)
+    jobs: int = 1  # notebooks run at a time
+    expected: dict = field(default_factory=dict)  # part -> seconds it took when it last ran to its end
 
 
 def run_part(part: str, python: str, seconds_left: float, log, out: Path, settings: Settings) -> Result:
     env = {**os.environ, "GPUCOURSE_DEVICE": "gpu", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [*settings.path_first, str(ROOT / "lib"),
                                                        os.environ.get("PYTHONPATH")]))}
-    lines = []
+    start = time.monotonic()
     if part in ("lectures", "solutions"):
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
-        command = [python, __file__, "--repeat", str(settings.repeat), "--cell-timeout", str(settings.cell_timeout),
-                   "--limit", str(max(1.0, seconds_left - 5)), "--execute", *map(str, paths)]
-        note = f"{len(paths)} notebooks, {settings.repeat} runs each"
-    elif part == "differential":
-        command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
-        note = ""
+        command = [python, __file__, "--repeat", str(settings.repeat), "--cell-timeout", str(settings.cell_timeout)]
+        note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
+        log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note})\n")
+
+        def execute(path: Path) -> tuple[int, str]:  # in its own process and kernels, within what is left
+            left = seconds_left - (time.monotonic() - start)
+            unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/{settings.repeat} runs (time limit)\n"
+            if left < NOTEBOOK_AT_LEAST:
+                return 1, unfinished
+            code, output = run_command([*command, "--limit", str(left - 5), "--execute", str(path)], env, left)
+            return (1, output + unfinished) if code is None else (code, output)
+
+        with ThreadPoolExecutor(max(1, settings.jobs)) as pool:
+            finished = list(pool.map(execute, paths))
+        output = "".join(text for _, text in finished)
+        returncode = next((code for code, _ in finished if code != 0), 0)
     else:
-        command = [python, str(BENCHMARKS / f"{part}.py"), *(["--quick"] if settings.quick else [])]
-        note = "quick: nothing recorded" if settings.quick else ""
-    start = time.monotonic()
-    log.write(f"\n===== {part}: {' '.join(command)}\n")
-    try:
-        done = subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=max(1.0, seconds_left))
-    except subprocess.TimeoutExpired as stopped:
-        output = stopped.stdout or ""
-        log.write(output.decode(errors="replace") if isinstance(output, bytes) else output)
-        return Result(part, "failed", time.monotonic() - start, f"stopped at the time limit: run `--part {part}` alone")
-    log.write(done.stdout)
+        if part == "differential":
+            command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
+            note = ""
+        else:
+            command = [python, str(BENCHMARKS / f"{part}.py"), *(["--quick"] if settings.quick else [])]
+            note = "quick: nothing recorded" if settings.quick else ""
+        log.write(f"\n===== {part}: {' '.join(command)}\n")
+        returncode, output = run_command(command, env, seconds_left)
+    log.write(output)
     seconds = time.monotonic() - start
-    lines = [(m[1], m[2]) for m in NOTEBOOK_LINE.finditer(done.stdout)]
-    if done.returncode:
+    if returncode is None:
+        return Result(part, "failed", seconds, f"stopped at the time limit: run `--part {part}` alone")
+    lines = [(m[1], m[2]) for m in NOTEBOOK_LINE.finditer(output)]
+    if returncode:
         unfinished = any("not finished" in line for _, line in lines)
         return Result(part, "not run" if unfinished and not any("FAILED" in line for _, line in lines) else "failed",
-                      seconds, "time limit: --resume goes on" if unfinished else f"exit status {done.returncode}: "
+                      seconds, "time limit: --resume goes on" if unfinished else f"exit status {returncode}: "
                       "see gpu-check.log", lines)
-    if "needs a CUDA GPU" in done.stdout:
+    if "needs a CUDA GPU" in output:
         return Result(part, "failed", seconds, "found no usable GPU: see gpu-check.log")
     if part == "differential":
         recorded = subprocess.run([python, __file__, "--record", "differential", str(out / "differential.md")],
@@ -380,6 +408,17 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         if recorded.returncode:
             return Result(part, "failed", seconds, "could not record its section of RESULTS.md")
     return Result(part, "passed", seconds, note, lines)
+
+
+def run_command(command: list[str], env: dict, seconds: float) -> tuple[int | None, str]:
+    """(exit status, or None when it ran past ``seconds``; what it printed)."""
+    try:
+        done = subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=max(1.0, seconds))
+    except subprocess.TimeoutExpired as stopped:
+        output = stopped.stdout or ""
+        return None, output.decode(errors="replace") if isinstance(output, bytes) else output
+    return done.returncode, done.stdout
 
 
 def summary(results: list[Result]) -> str:
@@ -401,8 +440,10 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
         log.write(f"gpu-check {time.strftime('%Y-%m-%d %H:%M:%S')}: {versions(python, settings.path_first)}\n")
         for part in parts:
             left = limit - (time.monotonic() - start)
-            if left < 10:
-                results.append(Result(part, "not run", 0, f"time limit: run `--part {part}` in another command"))
+            expected = settings.expected.get(part, 0)
+            if left < 10 or (results and expected > left):  # a part that would be cut is not started
+                why = f"expected {expected:.0f} s, {left:.0f} s left" if expected > left else "time limit"
+                results.append(Result(part, "not run", 0, f"{why}: run `--part {part}` in another command"))
                 continue
             results.append(runner(part, python, left, log, out, settings))
             print(f"gpu-check: {part} {results[-1].status} ({results[-1].seconds:.0f} s)", flush=True)
@@ -451,6 +492,9 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=float, default=LIMIT, help=f"seconds for the whole command (default {LIMIT})")
     parser.add_argument("--repeat", type=int, default=3, help="fresh runs of each notebook (default 3)")
     parser.add_argument("--cell-timeout", type=float, default=300, help="seconds a notebook cell may run (default 300)")
+    parser.add_argument("--jobs", type=int, default=JOBS,
+                        help=f"notebooks run at a time, each in its own process and kernels (default here {JOBS}: "
+                             "a third of the CPUs, at most 6)")
     parser.add_argument("--notebooks", metavar="TEXT", help="only the notebooks whose file name contains TEXT")
     parser.add_argument("--quick", action="store_true", help="the benchmarks' quick modes (a smoke run: nothing recorded)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the wheels folder (default wheels/gpu-check)")
@@ -488,7 +532,8 @@ def main(argv=None) -> int:
               "Colab GPU runtime (benchmarks/README.md).")
         return 2
     arguments.out.mkdir(parents=True, exist_ok=True)
-    settings = Settings(arguments.notebooks, arguments.quick, arguments.repeat, arguments.cell_timeout)
+    settings = Settings(arguments.notebooks, arguments.quick, arguments.repeat, arguments.cell_timeout,
+                        jobs=arguments.jobs)
     python = sys.executable
     if not arguments.use_this_python:
         with open(arguments.out / "gpu-check.log", "a") as log:
@@ -498,6 +543,7 @@ def main(argv=None) -> int:
 
     tree = tree_fingerprint()
     record = Record.read(recorded(SECTION, arguments.results))
+    settings.expected = record.durations()
     if record.tree != tree:
         record = Record(tree)
     if arguments.resume:

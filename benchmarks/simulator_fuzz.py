@@ -3,6 +3,9 @@
     python benchmarks/simulator_fuzz.py --kernels 2000 --seed 1   # on a GPU: records the `fuzz` section
     python benchmarks/simulator_fuzz.py --kernels 50 --cpu-only   # anywhere: generation, simulator, PTX
 
+``--workers`` processes (half the CPUs, at most 8) share the kernels: NVVM compiles each on a CPU, so one
+process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-minute commands.
+
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
 comparisons, ``min``/``max`` and conditional expressions; ``if``/``else``, loops of uniform and per-thread
@@ -25,7 +28,9 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import json
 import operator
+import os
 import random
 import sys
 import tempfile
@@ -35,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 NAME = "fuzz"  # its section of benchmarks/RESULTS.md
+WORKERS = max(1, min(8, (os.cpu_count() or 1) // 2))  # processes: each compiles its kernels with NVVM on a CPU
 THREADS = (32, 64, 96)  # threads per block: whole warps, for the shuffles and votes
 ELEMENTS = (37, 100, 130)  # never a multiple of the block
 DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
@@ -291,19 +297,23 @@ def disagreement(kernel: Kernel, gpu: dict, simulated: dict) -> str | None:
     return None
 
 
-def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print) -> tuple[int, list[str]]:
+def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shard: tuple[int, int] = (0, 1)
+        ) -> tuple[int, list[str]]:
     """Generate ``count`` kernels from ``seed``, run each on the simulator (and the GPU when ``on_gpu``); the
-    number run and the disagreements, each with its kernel's source."""
+    number run and the disagreements, each with its kernel's source. ``shard`` (k, n): only the kernels whose
+    number is k modulo n (every kernel is still generated, so that each has the same source in every shard)."""
     from gpucourse.run import simulated  # noqa: PLC0415
 
     generator = Generator(seed)
+    every = [generator.kernel(number) for number in range(count)]
+    mine = [(number, kernel) for number, kernel in enumerate(every) if number % shard[1] == shard[0]]
     folder = Path(tempfile.mkdtemp(prefix="gpucourse_fuzz_"))
     sys.path.insert(0, str(folder))
     disagreements, done = [], 0
-    for start in range(0, count, batch):
-        kernels = [generator.kernel(number) for number in range(start, min(count, start + batch))]
-        for kernel, dispatcher in zip(kernels, load(kernels, folder)):
-            arrays = inputs(kernel, seed * 100_003 + done)
+    for start in range(0, len(mine), batch):
+        numbered = mine[start:start + batch]
+        for (number, kernel), dispatcher in zip(numbered, load([k for _, k in numbered], folder)):
+            arrays = inputs(kernel, seed * 100_003 + number)
             with simulated():
                 on_simulator = launch(dispatcher, kernel, arrays)
             if on_gpu:
@@ -311,8 +321,26 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print) -> t
                 if problem:
                     disagreements.append(f"{problem}\n{kernel.source}")
             done += 1
-        report(f"{done} kernels, {len(disagreements)} disagreements", flush=True)
+        where = f"shard {shard[0] + 1} of {shard[1]}: " if shard[1] > 1 else ""
+        report(f"{where}{done} kernels, {len(disagreements)} disagreements", flush=True)
     return done, disagreements
+
+
+def run_in_processes(count: int, seed: int, cpu_only: bool, workers: int) -> tuple[int, list[str]]:
+    """`run` split over ``workers`` processes, each with its own CUDA context (NVVM compiles on the CPU: one
+    process would leave the GPU idle); their counts and disagreements added up."""
+    import subprocess  # noqa: PLC0415
+
+    folder = Path(tempfile.mkdtemp(prefix="gpucourse_fuzz_shards_"))
+    shards = [subprocess.Popen([sys.executable, __file__, "--kernels", str(count), "--seed", str(seed),
+                                "--shard", f"{k}/{workers}", "--shard-result", str(folder / f"{k}.json"),
+                                *(["--cpu-only"] if cpu_only else [])]) for k in range(workers)]
+    failed = [k for k, process in enumerate(shards) if process.wait() != 0]
+    if failed:
+        raise SystemExit(f"simulator_fuzz: shard {', '.join(str(k + 1) for k in failed)} of {workers} failed "
+                         "(its output is above)")
+    results = [json.loads((folder / f"{k}.json").read_text()) for k in range(workers)]
+    return sum(r["done"] for r in results), [d for r in results for d in r["disagreements"]]
 
 
 def section(count: int, disagreements: list[str], seed: int, device: str) -> str:
@@ -341,6 +369,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu-only", action="store_true", help="generate and simulate only; record nothing")
     parser.add_argument("--quick", action="store_true", help="100 kernels, record nothing (gpu-check --quick)")
+    parser.add_argument("--workers", type=int, default=WORKERS,
+                        help=f"processes that share the kernels (default here {WORKERS}: half the CPUs, at most 8)")
+    parser.add_argument("--shard", help=argparse.SUPPRESS)  # "k/n": one worker's share
+    parser.add_argument("--shard-result", type=Path, help=argparse.SUPPRESS)  # where that worker writes its result
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.kernels = 100
@@ -352,7 +384,16 @@ def main() -> None:
     if not arguments.cpu_only and without_gpu("simulator_fuzz.py"):
         return
     on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
-    count, disagreements = run(arguments.kernels, arguments.seed, on_gpu)
+    if arguments.shard:
+        shard = tuple(map(int, arguments.shard.split("/")))
+        done, disagreements = run(arguments.kernels, arguments.seed, on_gpu, shard=shard)
+        arguments.shard_result.write_text(json.dumps({"done": done, "disagreements": disagreements}))
+        return
+    if arguments.workers > 1:
+        count, disagreements = run_in_processes(arguments.kernels, arguments.seed, not on_gpu, arguments.workers)
+        print(f"{count} kernels in {arguments.workers} processes, {len(disagreements)} disagreements")
+    else:
+        count, disagreements = run(arguments.kernels, arguments.seed, on_gpu)
     if on_gpu and not arguments.quick:
         from numba import cuda  # noqa: PLC0415
 

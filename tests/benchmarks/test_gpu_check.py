@@ -129,6 +129,9 @@ def test_a_virtual_environment_with_the_gpu_stack_gets_only_what_it_lacks_first_
                            text=True, env={**os.environ, "PYTHONPATH": first[0]})
     assert probe.stdout.split() == ["42"]
     assert "installing 1 of 1 wheels" in (tmp_path / "log").read_text()
+    with open(tmp_path / "log", "w") as log:  # the next command on a machine still warm: nothing left to install
+        assert gpu_check.prepare(tmp_path / "wheels", tmp_path / "env", log) == (python, first)
+    assert "installing 0 of 1 wheels" in (tmp_path / "log").read_text()
 
 
 def test_only_the_wheels_the_machine_lacks_or_pins_otherwise_are_installed(tmp_path):
@@ -182,6 +185,58 @@ def test_each_notebook_runs_in_fresh_kernels_and_says_how_many_runs_passed(tmp_p
                         gpu_check.execute_repeatedly(quiet, 2, 60, time.monotonic() + 600, require_gpu=False))
     assert gpu_check.execute_repeatedly(quiet, 3, 60, time.monotonic() + 0.1, require_gpu=False).startswith(
         "lectures/quiet.ipynb: not finished, 1/3 runs (time limit)")
+
+
+def test_a_notebook_part_runs_its_notebooks_side_by_side_each_in_its_own_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    for name in ("a", "b", "c"):
+        notebook(tmp_path / "lectures", name, "x = 1")
+    # a stand-in for `python gpu_check.py ... --execute NOTEBOOK`: it marks its start, then waits for the other two;
+    # it says ok only if all three were running at once
+    stand_in = executable(tmp_path / "python", textwrap.dedent(f"""\
+        for last; do :; done
+        name=$(basename "$last" .ipynb)
+        touch "{tmp_path}/started-$name"
+        for i in $(seq 100); do [ $(ls {tmp_path} | grep -c started-) = 3 ] && break; sleep 0.1; done
+        [ $(ls {tmp_path} | grep -c started-) = 3 ] && echo "lectures/$name.ipynb: ok, 1/1 runs, 1 s" && exit 0
+        echo "lectures/$name.ipynb: FAILED in run 1, 0/1 runs: alone"; exit 1
+        """))
+    settings = gpu_check.Settings(repeat=1, jobs=3)
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
+    assert result.status == "passed", result
+    assert result.notebooks == [(f"lectures/{n}.ipynb", "ok, 1/1 runs, 1 s") for n in "abc"]
+    assert result.note == "3 notebooks, 1 runs each, 3 at a time"
+    for marker in tmp_path.glob("started-*"):
+        marker.unlink()
+    settings.jobs = 2  # two at a time: the first two wait for the third in vain
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
+    assert result.status == "failed" and [line for _, line in result.notebooks].count("ok, 1/1 runs, 1 s") == 1
+
+
+def test_a_notebook_is_not_started_without_time_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    notebook(tmp_path / "lectures", "a", "x = 1")
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", sys.executable, gpu_check.NOTEBOOK_AT_LEAST - 1, log, tmp_path,
+                                    gpu_check.Settings())
+    assert (result.status, result.notebooks) == ("not run", [("lectures/a.ipynb", "not finished, 0/3 runs (time limit)")])
+
+
+def test_a_part_expected_to_outlast_the_time_left_is_left_to_the_next_command(tmp_path):
+    settings = gpu_check.Settings(expected={"matmul": 400, "differential": 100})
+    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 300, settings,
+                              runner=fake_runner)
+    assert [(r.part, r.status) for r in results] == [("lectures", "passed"), ("matmul", "not run"),
+                                                      ("differential", "passed")]
+    assert re.match(r"expected 400 s, \d+ s left: ", results[1].note) and "`--part matmul`" in results[1].note
+    alone = gpu_check.check(["matmul"], sys.executable, tmp_path / "out", 300, settings, runner=fake_runner)
+    assert alone[0].status == "failed"  # first in its command, it runs whatever was expected (fake: it fails)
+    record = gpu_check.Record.read("| matmul | passed | 412 |\n| lectures | passed | 900 |\n| tuning | not run | 0 |")
+    assert record.durations() == {"matmul": 412}
 
 
 def fake_runner(part, python, seconds_left, log, out, settings):

@@ -1,6 +1,8 @@
 """The CPU side of benchmarks/simulator_fuzz.py: random kernels are valid (no fault on the simulator), compile
 for a GPU (the launch's PTX check), are reproducible from their seed, and the comparison keeps to its bounds."""
 
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -22,6 +24,18 @@ def test_random_kernels_run_on_the_simulator_and_compile(fuzz):
     lines = []
     count, disagreements = fuzz.run(12, seed=2026, on_gpu=False, batch=12, report=lambda *a, **k: lines.append(a))
     assert count == 12 and disagreements == [] and lines == [("12 kernels, 0 disagreements",)]
+
+
+def test_shards_split_the_kernels_between_processes_each_kernel_once(fuzz):
+    counts = [fuzz.run(7, seed=3, on_gpu=False, shard=(k, 3), report=lambda *a, **k: None)[0] for k in range(3)]
+    assert counts == [3, 2, 2]
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulator_fuzz.py"), "--kernels", "6",
+                          "--cpu-only", "--workers", "2"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert sorted(lines[:2]) == ["shard 1 of 2: 3 kernels, 0 disagreements", "shard 2 of 2: 3 kernels, 0 disagreements"]
+    assert lines[2:] == ["6 kernels in 2 processes, 0 disagreements"]
 
 
 def test_generation_is_reproducible_and_covers_the_grammar(fuzz):

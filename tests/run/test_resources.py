@@ -61,3 +61,20 @@ def test_the_same_kernel_twice_still_has_its_report():
     # the second link of the same PTX is where nvJitLink's cache would answer without the assembler
     types = [numba.typeof(np.zeros((1, 2, 2), np.float32))] * 3
     assert kernel_resources(mm.matmul_tiled, types, "sm_80") == kernel_resources(mm.matmul_tiled, types, "sm_80")
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+def test_launch_bounds_count_for_their_own_jit_of_a_function_only():
+    from numba import cuda
+
+    from gpucourse.run.ptx import check_compiles
+
+    a = np.zeros((1, 128, 128), np.float32)
+    types = [numba.typeof(a)] * 3
+    tiled = mm.make_register_tiled(128, 128, 8, 8, 8)  # 144 registers when nothing bounds it
+    bounded = cuda.jit(launch_bounds=(256, 2))(tiled.py_func)  # 2 blocks of 256 threads: at most 128
+    plain = cuda.jit(tiled.py_func)
+    check_compiles(bounded, (a, a, a))  # the PTX check's cache now holds the bounded PTX of this function
+    assert kernel_resources(plain, types, "sm_90").registers > 128
+    assert kernel_resources(bounded, types, "sm_90").registers <= 128
+    assert kernel_resources(plain, types, "sm_90").registers > 128

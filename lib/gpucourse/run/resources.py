@@ -119,10 +119,16 @@ def _from_overload(dispatcher, argtypes, architecture: str) -> Resources:
                      spilled, architecture, local)
 
 
+_bounded: dict = {}  # (py_func, argument types, launch bounds) -> PTX
+
+
 def _assembled(dispatcher, argtypes, architecture: str) -> Resources:
+    bounds = dispatcher.targetoptions.get("launch_bounds")
     key = (dispatcher.py_func, tuple(argtypes))
     compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
-    if key not in compiled:
+    if bounds is not None:  # its own PTX: .maxntid and .minnctapersm decide how many registers the assembler may use
+        key, compiled = (*key, bounds), _bounded
+    if key not in compiled or (bounds is None and ".maxntid" in compiled[key]):  # another jit of it had bounds
         compiled[key] = compile_for_gpu(dispatcher, argtypes)
     ptx = compiled[key]
     return parse_report(assemble(ptx, architecture, max_registers(dispatcher))[0], ptx, architecture)

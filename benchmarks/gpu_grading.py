@@ -9,8 +9,8 @@ untouched release. They are graded by `gpucourse.classroom.grade.grade` (what ``
 local Dask cluster whose one worker is started with ``resources={"GPU": 1}``; each student's kernel runs
 in the sandbox when bubblewrap works here (a carried ``bubblewrap_*.deb`` is unpacked into
 ``build/gpu-grade-env/bubblewrap`` and put on PATH where the machine has no ``bwrap``), else unsandboxed,
-and the line says so. Before grading, CUDA's start-up is tried under the sandbox's memory cap
-(``prlimit --data``, `Limits.memory_limit`).
+and the line says so. Before grading, CUDA's start-up is tried as a student's kernel starts: in the
+sandbox, under its memory cap (``prlimit --data``, `Limits.memory_limit`).
 
 It fails, with one line for each cause, when: CUDA does not start under the memory cap (but does
 without it), the solution does not get full marks or the release does not get 0, a note says the
@@ -28,6 +28,7 @@ grading never imports (`HEADLESS_UNUSED`), and Debian's bubblewrap package.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -144,19 +145,35 @@ def unpack_bubblewrap(wheels: Path = WHEELS, place: Path = PLACE) -> str:
     return f"bwrap unpacked from {debs[-1].name}"
 
 
-def start_under_cap(memory: int, code: str = CUDA_START) -> str | None:
-    """None when ``code`` (CUDA's start-up) runs in a Python under ``prlimit --data=memory``; else why it failed,
-    naming the cap when the same code runs without it."""
-    capped = subprocess.run(["prlimit", f"--data={memory}", "--", sys.executable, "-c", code], capture_output=True,
-                            text=True, timeout=300)
-    if capped.returncode == 0:
+def start_in_sandbox(memory: int, code: str = CUDA_START) -> str | None:
+    """None when ``code`` (CUDA's start-up) runs as a student's kernel starts: in the sandbox (where bubblewrap works)
+    under ``prlimit --data=memory``; else why not, naming the sandbox or the cap, from the same code run without
+    each in turn."""
+    from gpucourse.classroom import sandbox
+
+    capped = ["prlimit", f"--data={memory}", "--", sys.executable, "-c", code]
+    tries = [("the memory cap alone", capped), ("neither sandbox nor cap", capped[3:])]
+    with tempfile.TemporaryDirectory(prefix="cuda-start-") as folder:
+        if sandbox.unavailable() is None:
+            connection = Path(folder) / "connection.json"
+            connection.write_text("{}")
+            argv = [a.replace("{connection_file}", str(connection)) for a in sandbox.kernel_argv([], Path(folder), memory)]
+            tries.insert(0, ("the sandbox", argv[:argv.index("prlimit")] + capped))
+        failed = []
+        for where, argv in tries:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            if done.returncode == 0:
+                break
+            failed.append((where, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300]))
+        else:
+            return f"CUDA does not start here, in the sandbox or out of it: {failed[-1][1]}"
+    if not failed:
         return None
-    why = (capped.stderr.strip().splitlines() or [f"exit status {capped.returncode}"])[-1][:300]
-    free = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    if free.returncode == 0:
-        return (f"CUDA's start-up fails under the sandbox's memory cap (prlimit --data={memory}, "
-                f"{memory / 2**30:g} GiB: Limits.memory_limit, grade's --memory-limit) and works without it: {why}")
-    return f"CUDA does not start here, with or without the memory cap: {why}"
+    why = failed[0][1]
+    if where == "the memory cap alone":
+        return f"CUDA's start-up fails in the bubblewrap sandbox (it works under the memory cap alone): {why}"
+    return (f"CUDA's start-up fails under the sandbox's memory cap (prlimit --data={memory}, {memory / 2**30:g} GiB: "
+            f"Limits.memory_limit, grade's --memory-limit) and works without it: {why}")
 
 
 # -- the grading --------------------------------------------------------------------------------------------------
@@ -180,16 +197,25 @@ def grade_on_a_gpu_worker(course: Path, limits, processes: bool = True):
         return grade(course, ASSIGNMENT, sorted(CLASS), limits, client)
 
 
-def exercise_output(course: Path, student: str, grade_id: str = GPU_EXERCISE) -> str:
-    """The text the graded cell ``grade_id`` printed in ``student``'s autograded notebooks."""
+def outputs(course: Path, student: str) -> list[tuple[str | None, dict]]:
+    """(grade_id or None, output) of every code cell's outputs in ``student``'s autograded notebooks, in order."""
     import nbformat
 
-    texts = []
-    for path in sorted((course / "autograded" / student / ASSIGNMENT).glob("*.ipynb")):
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
-                texts += [o.get("text", "") or o.get("evalue", "") for o in cell.get("outputs", [])]
-    return "".join(texts).strip()
+    return [(cell.metadata.get("nbgrader", {}).get("grade_id"), output)
+            for path in sorted((course / "autograded" / student / ASSIGNMENT).glob("*.ipynb"))
+            for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+            for output in cell.get("outputs", [])]
+
+
+def exercise_output(course: Path, student: str, grade_id: str = GPU_EXERCISE) -> str:
+    """The text the graded cell ``grade_id`` printed in ``student``'s autograded notebooks."""
+    return "".join(o.get("text", "") or o.get("evalue", "") for g, o in outputs(course, student) if g == grade_id).strip()
+
+
+def first_error(course: Path, student: str) -> str | None:
+    """The first error in ``student``'s autograded notebooks, as ``ename: evalue``."""
+    errors = [o for _, o in outputs(course, student) if o.get("output_type") == "error"]
+    return f"{errors[0].get('ename')}: {errors[0].get('evalue', '')}"[:300] if errors else None
 
 
 def problems(course: Path, results, summary: str, memory: int, on_gpu: bool = True) -> list[str]:
@@ -203,10 +229,13 @@ def problems(course: Path, results, summary: str, memory: int, on_gpu: bool = Tr
         found.append("the GPU exercise was scored on the CPU simulator: no worker took the GPU=1 task")
     died = [note for note in notes if "kernel died" in note]
     if died:
-        found.append(f"a kernel died under the sandbox's memory cap (prlimit --data={memory}): {died[0]}")
+        found.append(f"a kernel died (out of memory under the sandbox's cap, prlimit --data={memory}, is one cause): "
+                     f"{died[0]}")
     found += [f"no feedback for {student}: see the grading's output" for student in CLASS
               if not list((course / "feedback" / student / ASSIGNMENT).glob("*.html"))]
     solver = next(s for s, kind in CLASS.items() if kind == "solution")
+    if any(r.student == solver and r.score < r.max_score for r in results):
+        found.append(f"the solution's first error: {first_error(course, solver)}")
     said = exercise_output(course, solver)
     if on_gpu and TIMED_ON_GPU not in said:
         found.append(f"the GPU exercise ({GPU_EXERCISE}) was not timed on the GPU; it printed: {said[:300] or 'nothing'}")
@@ -235,15 +264,12 @@ def run(folder: Path, memory: int, on_gpu: bool = True, processes: bool = True) 
 
 
 def main(argv=None) -> int:
-    from gpucourse.classroom.submission import Limits
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--download-wheels", action="store_true",
                         help="download what grading lacks on the GPU machine into --wheels (online; make gpu-grade-wheels)")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the wheels folder (default wheels/gpu-grade)")
-    parser.add_argument("--memory-limit", type=int, default=Limits().memory_limit,
-                        help="the sandbox's memory cap in bytes (default: grade's)")
+    parser.add_argument("--memory-limit", type=int, help="the sandbox's memory cap in bytes (default: grade's)")
     arguments = parser.parse_args(argv)
     if arguments.download_wheels:
         return download_wheels(arguments.wheels)
@@ -252,13 +278,23 @@ def main(argv=None) -> int:
         print(f"gpu_grading needs an NVIDIA GPU and there is none here ({problem}): run it on the GPU machine "
               "(benchmarks/README.md, gpu-check's part `grading`).")
         return 2
+    missing = [name for name in ("nbgrader", "distributed") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"gpu_grading: FAILED: no {' or '.join(missing)} here: carry wheels/gpu-grade (make gpu-grade-wheels) and "
+              "run `python3 benchmarks/gpu_check.py --part grading --wheels wheels/gpu-grade --site build/gpu-grade-env "
+              "--out $OUT` (benchmarks/README.md)")
+        return 1
+    os.environ.pop("GPUCOURSE_DEVICE", None)  # as under `make grade` (gpu-check sets it for its notebooks)
+    from gpucourse.classroom.submission import Limits
+
+    memory = arguments.memory_limit or Limits().memory_limit
     print(f"gpu_grading: {unpack_bubblewrap(arguments.wheels)}", flush=True)
-    cap = start_under_cap(arguments.memory_limit)
+    cap = start_in_sandbox(memory)
     if cap:
         print(f"gpu_grading: FAILED: {cap}")
         return 1
     with tempfile.TemporaryDirectory(prefix="gpu-grading-") as folder:
-        line, found = run(Path(folder), arguments.memory_limit)
+        line, found = run(Path(folder), memory)
     for problem in found:
         print(f"gpu_grading: FAILED: {problem}")
     print(line)

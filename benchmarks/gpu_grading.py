@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -145,6 +146,13 @@ def unpack_bubblewrap(wheels: Path = WHEELS, place: Path = PLACE) -> str:
     return f"bwrap unpacked from {debs[-1].name}"
 
 
+def exception(stderr: str) -> str:
+    """The exception a Python's ``stderr`` ends with, on one line (from its ``Name: message`` line on), else its last line."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    start = max((k for k, line in enumerate(lines) if re.match(r"[A-Za-z_][\w.]*: ", line)), default=len(lines) - 1)
+    return " ".join(lines[start:])[:300]
+
+
 def start_in_sandbox(memory: int, code: str = CUDA_START) -> str | None:
     """None when ``code`` (CUDA's start-up) runs as a student's kernel starts: in the sandbox (where bubblewrap works)
     under ``prlimit --data=memory``; else why not, naming the sandbox or the cap, from the same code run without
@@ -164,7 +172,7 @@ def start_in_sandbox(memory: int, code: str = CUDA_START) -> str | None:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
             if done.returncode == 0:
                 break
-            failed.append((where, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:300]))
+            failed.append((where, exception(done.stderr) or f"exit status {done.returncode}"))
         else:
             return f"CUDA does not start here, in the sandbox or out of it: {failed[-1][1]}"
     if not failed:

@@ -86,6 +86,16 @@ def test_cuda_start_up_is_tried_as_a_kernel_starts_and_the_memory_cap_is_named_w
                            "AssertionError: sandboxed")
 
 
+def test_a_failed_start_is_said_by_its_exception_on_one_line():
+    numba_says = ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n    raise CudaSupportError(\n'
+                  "numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: \n\nCUDA driver library cannot be "
+                  "found.\n: \n")
+    assert gpu_grading.exception(numba_says) == ("numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: CUDA "
+                                                 "driver library cannot be found. :")
+    assert gpu_grading.exception("Traceback (most recent call last):\n  File x\nMemoryError\n") == "MemoryError"
+    assert gpu_grading.exception("") == ""
+
+
 def graded_class(root, solver_score=21.0, exercise="✓ row_sums_fast: ... (timed on NVIDIA H100 80GB HBM3 (4096 x 4096))",
                  notes=(), feedback=True):
     """A trial course as grading leaves it: grades.csv, the solver's autograded notebook, feedback."""

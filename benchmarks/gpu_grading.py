@@ -139,6 +139,7 @@ def unpack_bubblewrap(wheels: Path = WHEELS, place: Path = PLACE) -> str:
     if not debs:
         return f"no bwrap here and no bubblewrap_*.deb in {wheels}"
     unpacked = place / "bubblewrap"
+    unpacked.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["dpkg", "-x", str(debs[-1]), str(unpacked)], capture_output=True, text=True)
     if done.returncode:
         return f"dpkg -x {debs[-1].name} failed: {done.stderr.strip()[:200]}"

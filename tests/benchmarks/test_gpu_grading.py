@@ -86,6 +86,27 @@ def test_cuda_start_up_is_tried_as_a_kernel_starts_and_the_memory_cap_is_named_w
                            "AssertionError: sandboxed")
 
 
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="no dpkg-deb to build a stand-in package")
+def test_without_bwrap_the_carried_bubblewrap_package_is_unpacked_and_put_on_path(tmp_path, monkeypatch):
+    tools, wheels, place = tmp_path / "bin", tmp_path / "wheels", tmp_path / "env"
+    for folder in (tools, wheels):
+        folder.mkdir()
+    for tool in ("dpkg", "dpkg-deb", "tar", "sh"):
+        os.symlink(shutil.which(tool), tools / tool)
+    monkeypatch.setenv("PATH", str(tools))
+    assert gpu_grading.unpack_bubblewrap(wheels, place) == f"no bwrap here and no bubblewrap_*.deb in {wheels}"
+    package = tmp_path / "package"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "DEBIAN" / "control").write_text("Package: bubblewrap\nVersion: 0.8.0\nArchitecture: all\n"
+                                                "Maintainer: test\nDescription: stand-in\n")
+    (package / "usr" / "bin").mkdir(parents=True)
+    executable(package / "usr" / "bin" / "bwrap", "exit 0\n")
+    subprocess.run(["dpkg-deb", "--build", str(package), str(wheels / "bubblewrap_0.8.0_all.deb")], check=True,
+                   capture_output=True)
+    assert gpu_grading.unpack_bubblewrap(wheels, place) == "bwrap unpacked from bubblewrap_0.8.0_all.deb"
+    assert shutil.which("bwrap") == str(place / "bubblewrap" / "usr" / "bin" / "bwrap")
+
+
 def test_a_failed_start_is_said_by_its_exception_on_one_line():
     numba_says = ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n    raise CudaSupportError(\n'
                   "numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: \n\nCUDA driver library cannot be "

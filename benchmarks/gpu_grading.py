@@ -12,11 +12,12 @@ in the sandbox when bubblewrap works here (a carried ``bubblewrap_*.deb`` is unp
 and the line says so. Before grading, CUDA's start-up is tried as a student's kernel starts: in the
 sandbox, under its memory cap (``prlimit --data``, `Limits.memory_limit`).
 
-It fails, with one line for each cause, when: CUDA does not start under the memory cap (but does
-without it), the solution does not get full marks or the release does not get 0, a note says the
-GPU exercise was scored on the CPU simulator, the GPU exercise's output does not say it was timed on
-the GPU, or a kernel died. It prints one summary line last. Without a GPU it says so in one line and
-exits with status 2.
+It fails, with one line for each cause, when: nbgrader or Dask is missing (the wrong wheels carried),
+CUDA does not start in the sandbox or under its memory cap (the line names which, from the same start
+without each), the solution does not get full marks (its first error is shown) or the release does not
+get 0, a note says the GPU exercise was scored on the CPU simulator, the GPU exercise's output does not
+say it was timed on the GPU, a kernel died, or a student got no feedback. It prints one summary line
+last. Without a GPU it says so in one line and exits with status 2.
 
 The wheels (``--download-wheels``, into ``wheels/gpu-grade``): everything this part needs on the GPU
 machine, carried alone (gpu-check's set beside it would pass the device tool's 64 MiB): gpu-check's
@@ -199,11 +200,11 @@ def grade_on_a_gpu_worker(course: Path, limits, processes: bool = True):
     """``make grade``'s grading of every student of ``course`` on a local cluster of one worker with GPU=1."""
     from distributed import Client, LocalCluster
 
-    from gpucourse.classroom.grade import grade
+    from gpucourse.classroom import grade
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=processes, dashboard_address=None,
                       memory_limit=0, resources={"GPU": 1}) as cluster, Client(cluster) as client:
-        return grade(course, ASSIGNMENT, sorted(CLASS), limits, client)
+        return grade.grade(course, ASSIGNMENT, sorted(CLASS), limits, client)
 
 
 def outputs(course: Path, student: str) -> list[tuple[str | None, dict]]:
@@ -229,10 +230,10 @@ def first_error(course: Path, student: str) -> str | None:
 
 def problems(course: Path, results, summary: str, memory: int, on_gpu: bool = True) -> list[str]:
     """What is wrong with a graded trial class: one line per cause."""
-    from gpucourse.classroom.trial import check_grades, max_score, read_grades
+    from gpucourse.classroom import trial
 
-    found = check_grades(read_grades(course / "grades.csv"), ASSIGNMENT, CLASS,
-                         max_score(course / "solutions" / ASSIGNMENT))
+    found = trial.check_grades(trial.read_grades(course / "grades.csv"), ASSIGNMENT, CLASS,
+                               trial.max_score(course / "solutions" / ASSIGNMENT))
     notes = [note for r in results for note in r.notes]
     if ON_THE_CPU in summary or any(ON_THE_CPU in note for note in notes):
         found.append("the GPU exercise was scored on the CPU simulator: no worker took the GPU=1 task")
@@ -255,14 +256,12 @@ def problems(course: Path, results, summary: str, memory: int, on_gpu: bool = Tr
 
 def run(folder: Path, memory: int, on_gpu: bool = True, processes: bool = True) -> tuple[str, list[str]]:
     """Grade the trial class in ``folder``: the summary line and the problems."""
-    from gpucourse.classroom import sandbox
-    from gpucourse.classroom.submission import Limits
-    from gpucourse.classroom.trial import make_course
+    from gpucourse.classroom import sandbox, submission, trial
 
     jupyter_data_on_path()
-    course = make_course(folder, ROOT, ASSIGNMENT, CLASS)
+    course = trial.make_course(folder, ROOT, ASSIGNMENT, CLASS)
     started = time.monotonic()
-    results, summary = grade_on_a_gpu_worker(course, Limits(memory_limit=memory), processes)
+    results, summary = grade_on_a_gpu_worker(course, submission.Limits(memory_limit=memory), processes)
     found = problems(course, results, summary, memory, on_gpu)
     sandboxed = sandbox.unavailable()
     where = "sandboxed (bubblewrap)" if sandboxed is None else f"UNSANDBOXED ({sandboxed})"
@@ -294,9 +293,9 @@ def main(argv=None) -> int:
               "--out $OUT` (benchmarks/README.md)")
         return 1
     os.environ.pop("GPUCOURSE_DEVICE", None)  # as under `make grade` (gpu-check sets it for its notebooks)
-    from gpucourse.classroom.submission import Limits
+    from gpucourse.classroom import submission
 
-    memory = arguments.memory_limit or Limits().memory_limit
+    memory = arguments.memory_limit or submission.Limits().memory_limit
     print(f"gpu_grading: {unpack_bubblewrap(arguments.wheels)}", flush=True)
     cap = start_in_sandbox(memory)
     if cap:

@@ -54,7 +54,7 @@ if str(ROOT / "benchmarks") not in sys.path:
 
 from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
 
-from gpucourse.classroom.trial import check_grades, expected, make_course, max_score, read_grades, students  # noqa: E402,F401
+from gpucourse.classroom import trial  # noqa: E402
 
 
 # -- pure parts (tests/benchmarks/test_grading_scale_benchmark.py) -------------------------------------
@@ -122,9 +122,9 @@ class Run:
 def grade_class(n: int, kill_after: int, folder: Path) -> Run:
     from distributed import Client
 
-    class_ = students(n)
+    class_ = trial.students(n)
     (folder / "course").mkdir()
-    course = make_course(folder / "course", ROOT, ASSIGNMENT, class_)
+    course = trial.make_course(folder / "course", ROOT, ASSIGNMENT, class_)
     logs = folder / "logs"
     logs.mkdir()
     port = free_port()
@@ -169,7 +169,7 @@ def drive(client, course: Path, class_: dict[str, str], kill_after: int, worker_
                 if time.time() - driver_start > RUN_TIMEOUT:
                     raise RuntimeError(f"the driver ran past {RUN_TIMEOUT} s; see {logs}")
                 loads.append(os.getloadavg()[0])
-                done = [r["student"] for r in read_grades(grades)]
+                done = [r["student"] for r in trial.read_grades(grades)]
                 if not killed and len(done) >= kill_after:
                     processing = client.processing()
                     victim = next((p for p in worker_processes if processing.get(worker_of(p, workers))), None)
@@ -191,9 +191,9 @@ def drive(client, course: Path, class_: dict[str, str], kill_after: int, worker_
     keys = [f"grade-{ASSIGNMENT}-{s}" for s in class_]
     story = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.story(*keys))
     tasks = [t for t in client.get_task_stream() if str(t["key"]).startswith(f"grade-{ASSIGNMENT}-")]
-    top = max_score(course / "solutions" / ASSIGNMENT)
+    top = trial.max_score(course / "solutions" / ASSIGNMENT)
     counts = starts(story)
-    problems = check_grades(read_grades(grades), ASSIGNMENT, class_, top) + check_gradebook(course, class_)
+    problems = trial.check_grades(trial.read_grades(grades), ASSIGNMENT, class_, top) + check_gradebook(course, class_)
     problems += [f"{s}: graded {counts.get(f'grade-{ASSIGNMENT}-{s}', 0)} times, recorded before the kill"
                  for s in before if counts.get(f"grade-{ASSIGNMENT}-{s}", 0) != 1]
     return Run(class_, top, driver_end - driver_start, loads, killed, killed_at, before, running, counts, tasks,

@@ -41,7 +41,7 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels
+.PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels gpu-grade-wheels
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
@@ -105,4 +105,8 @@ gpu-check:
 ## Download (online) the wheels gpu-check installs offline on the GPU machine, into wheels/gpu-check/.
 gpu-wheels:
 	$(PYTHON) benchmarks/gpu_check.py --download-wheels $(ARGS)
+
+## Download (online) what grading needs on the GPU machine (gpu-check's part `grading`), into wheels/gpu-grade/.
+gpu-grade-wheels:
+	$(PYTHON) benchmarks/gpu_grading.py --download-wheels $(ARGS)
 # END INSTRUCTOR ONLY

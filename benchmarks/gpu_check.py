@@ -15,6 +15,9 @@ Parts, in this order (``--part`` names one or more; the default runs them all):
   differential         `python -m gpucourse.grading.differential_cases`: every reference and solution
                        kernel on the GPU and on the simulator; its report becomes RESULTS.md's
                        `differential` section
+  grading              `benchmarks/gpu_grading.py`: a solution and an untouched release of assignment 07
+                       graded as `make grade` does, on a worker with GPU=1, kernels on the GPU; it needs
+                       nbgrader and Dask, carried in its own command (``--wheels wheels/gpu-grade``)
 
 Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
 seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
@@ -64,7 +67,7 @@ LIMIT = 570  # seconds: the device tool stops a command at 600
 JOBS = max(1, min(6, (os.cpu_count() or 1) // 3))  # notebooks at a time: NVVM compiles on the CPU
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
-NOT_GPU_BENCHMARKS = {"common", "gpu_check", "grading_scale", "numba_cuda_conformance",
+NOT_GPU_BENCHMARKS = {"common", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
 PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
@@ -95,7 +98,7 @@ def gpu_benchmarks(folder: Path = BENCHMARKS) -> list[str]:
 
 
 def all_parts(folder: Path = BENCHMARKS) -> list[str]:
-    return ["lectures", "solutions", *gpu_benchmarks(folder), "differential"]
+    return ["lectures", "solutions", *gpu_benchmarks(folder), "differential", "grading"]
 
 
 def select_parts(asked: list[str] | None, folder: Path = BENCHMARKS) -> list[str]:
@@ -385,6 +388,8 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         if part == "differential":
             command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
             note = ""
+        elif part == "grading":
+            command, note = [python, str(BENCHMARKS / "gpu_grading.py")], ""
         else:
             command = [python, str(BENCHMARKS / f"{part}.py"), *(["--quick"] if settings.quick else [])]
             note = "quick: nothing recorded" if settings.quick else ""

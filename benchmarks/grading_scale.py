@@ -27,7 +27,6 @@ and a projection for 500 submissions, ``ceil(500 / workers) * median + overhead`
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -55,34 +54,10 @@ if str(ROOT / "benchmarks") not in sys.path:
 
 from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
 
+from gpucourse.classroom import trial  # noqa: E402
+
 
 # -- pure parts (tests/benchmarks/test_grading_scale_benchmark.py) -------------------------------------
-def students(n: int) -> dict[str, str]:
-    """``{student: "solution" | "release"}``: half of each, alternating."""
-    return {f"student{k:03d}": "solution" if k % 2 == 0 else "release" for k in range(n)}
-
-
-def expected(kind: str, max_score: float) -> tuple[float, str]:
-    return (max_score, "graded") if kind == "solution" else (0.0, "zero")
-
-
-def check_grades(rows: list[dict], assignment: str, class_: dict[str, str], max_score: float) -> list[str]:
-    """What is wrong with ``grades.csv``'s rows: a student missing, twice, unknown, or a wrong score or status."""
-    problems = []
-    mine = [r for r in rows if r["assignment"] == assignment]
-    seen = [r["student"] for r in mine]
-    problems += [f"{s}: {seen.count(s)} rows" for s in sorted(set(seen)) if seen.count(s) > 1]
-    problems += [f"{s}: missing" for s in sorted(set(class_) - set(seen))]
-    problems += [f"{s}: not in the class" for s in sorted(set(seen) - set(class_))]
-    for row in mine:
-        if row["student"] in class_:
-            score, status = expected(class_[row["student"]], max_score)
-            if (float(row["score"]), float(row["max_score"]), row["status"]) != (score, max_score, status):
-                problems.append(f"{row['student']} ({class_[row['student']]}): score {row['score']} of "
-                                f"{row['max_score']}, {row['status']} ({row['notes']}); expected {score:g}, {status}")
-    return problems
-
-
 def starts(story: list[tuple]) -> dict[str, int]:
     """How many times each task went to ``processing`` (given to a worker), from the scheduler's transition log."""
     counts: dict[str, int] = {}
@@ -98,23 +73,6 @@ def projection(median: float, overhead: float, workers: int, submissions: int = 
 
 
 # -- the course and the cluster -------------------------------------------------------------------------
-def max_score(notebook: Path) -> float:
-    import nbformat
-
-    cells = nbformat.read(notebook, as_version=4).cells
-    return float(sum(c.metadata.get("nbgrader", {}).get("points", 0) for c in cells
-                     if c.metadata.get("nbgrader", {}).get("grade")))
-
-
-def make_course(root: Path, class_: dict[str, str]) -> Path:
-    shutil.copy(ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, root / "solutions" / ASSIGNMENT)
-    for student, kind in class_.items():
-        source = ROOT / ("solutions" if kind == "solution" else "assignments") / ASSIGNMENT
-        shutil.copytree(source, root / "submitted" / student / ASSIGNMENT)
-    return root
-
-
 def environment() -> dict:
     path = os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return dict(os.environ, PYTHONPATH=path, PATH=os.pathsep.join([str(Path(sys.executable).parent),
@@ -143,13 +101,6 @@ def kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def recorded(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
 @dataclass
 class Run:
     class_: dict[str, str]
@@ -171,9 +122,9 @@ class Run:
 def grade_class(n: int, kill_after: int, folder: Path) -> Run:
     from distributed import Client
 
-    class_ = students(n)
+    class_ = trial.students(n)
     (folder / "course").mkdir()
-    course = make_course(folder / "course", class_)
+    course = trial.make_course(folder / "course", ROOT, ASSIGNMENT, class_)
     logs = folder / "logs"
     logs.mkdir()
     port = free_port()
@@ -218,7 +169,7 @@ def drive(client, course: Path, class_: dict[str, str], kill_after: int, worker_
                 if time.time() - driver_start > RUN_TIMEOUT:
                     raise RuntimeError(f"the driver ran past {RUN_TIMEOUT} s; see {logs}")
                 loads.append(os.getloadavg()[0])
-                done = [r["student"] for r in recorded(grades)]
+                done = [r["student"] for r in trial.read_grades(grades)]
                 if not killed and len(done) >= kill_after:
                     processing = client.processing()
                     victim = next((p for p in worker_processes if processing.get(worker_of(p, workers))), None)
@@ -240,9 +191,9 @@ def drive(client, course: Path, class_: dict[str, str], kill_after: int, worker_
     keys = [f"grade-{ASSIGNMENT}-{s}" for s in class_]
     story = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.story(*keys))
     tasks = [t for t in client.get_task_stream() if str(t["key"]).startswith(f"grade-{ASSIGNMENT}-")]
-    top = max_score(course / "solutions" / ASSIGNMENT / "threads_blocks_grids.ipynb")
+    top = trial.max_score(course / "solutions" / ASSIGNMENT)
     counts = starts(story)
-    problems = check_grades(recorded(grades), ASSIGNMENT, class_, top) + check_gradebook(course, class_)
+    problems = trial.check_grades(trial.read_grades(grades), ASSIGNMENT, class_, top) + check_gradebook(course, class_)
     problems += [f"{s}: graded {counts.get(f'grade-{ASSIGNMENT}-{s}', 0)} times, recorded before the kill"
                  for s in before if counts.get(f"grade-{ASSIGNMENT}-{s}", 0) != 1]
     return Run(class_, top, driver_end - driver_start, loads, killed, killed_at, before, running, counts, tasks,

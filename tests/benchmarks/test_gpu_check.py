@@ -39,7 +39,7 @@ def executable(path, text):
 def test_the_usage_documents_every_part_and_the_limits():
     usage = run_script("--help")
     assert usage.returncode == 0
-    for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "--part", "10 minutes", "--resume",
+    for words in ("lectures", "solutions", "bandwidth", "matmul", "differential", "grading", "--part", "10 minutes", "--resume",
                   "--repeat", "--cell-timeout", "first line", "PYTHONPATH",
                   "64 MiB", "--limit", "--out", "--download-wheels", "--use-this-python", "summary.md", "--quick"):
         assert words in usage.stdout, words
@@ -47,14 +47,14 @@ def test_the_usage_documents_every_part_and_the_limits():
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
     assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "compilers", "conv", "fusion", "matmul",
-                                     "precision", "simulator_fuzz", "tuning", "differential"]
+                                     "precision", "simulator_fuzz", "tuning", "differential", "grading"]
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
     with pytest.raises(SystemExit, match="no part named transformer; the parts are: lectures, solutions"):
         gpu_check.select_parts(["transformer"])
     for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
         (tmp_path / f"{name}.py").write_text("")
-    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential"]
+    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential", "grading"]
 
 
 @pytest.mark.parametrize("nvidia_smi", [None, "echo 'NVIDIA-SMI has failed: no driver' >&2; exit 9"],

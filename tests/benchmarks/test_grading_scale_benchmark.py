@@ -3,6 +3,7 @@
 import pytest
 
 from conftest import load_benchmark
+from gpucourse.classroom import trial
 
 
 @pytest.fixture(scope="module")
@@ -15,33 +16,33 @@ def bench():
 def rows(bench, class_, max_score=27.0):
     result = []
     for student, kind in class_.items():
-        score, status = bench.expected(kind, max_score)
+        score, status = trial.expected(kind, max_score)
         result.append({"student": student, "assignment": bench.ASSIGNMENT, "score": str(score),
                        "max_score": str(max_score), "status": status, "notes": ""})
     return result
 
 
 def test_the_class_is_half_solutions_half_releases(bench):
-    class_ = bench.students(6)
+    class_ = trial.students(6)
     assert len(class_) == 6 and sorted(class_.values()).count("solution") == 3
 
 
 def test_a_right_grades_file_passes_and_every_kind_of_wrong_one_is_named(bench):
-    class_ = bench.students(4)
+    class_ = trial.students(4)
     good = rows(bench, class_)
-    assert bench.check_grades(good, bench.ASSIGNMENT, class_, 27.0) == []
+    assert trial.check_grades(good, bench.ASSIGNMENT, class_, 27.0) == []
     other = {**good[0], "assignment": "02_other"}  # another assignment's row is not this run's
-    assert bench.check_grades([*good, other], bench.ASSIGNMENT, class_, 27.0) == []
+    assert trial.check_grades([*good, other], bench.ASSIGNMENT, class_, 27.0) == []
 
     lost, doubled = good[1:], [*good, good[0]]
     wrong = [{**good[0], "score": "20.0"}, *good[1:]]
     release_graded = [good[0], {**good[1], "status": "graded"}, *good[2:]]
     stranger = [*good, {**good[0], "student": "nobody"}]
-    assert bench.check_grades(lost, bench.ASSIGNMENT, class_, 27.0) == ["student000: missing"]
-    assert bench.check_grades(doubled, bench.ASSIGNMENT, class_, 27.0) == ["student000: 2 rows"]
-    assert bench.check_grades(stranger, bench.ASSIGNMENT, class_, 27.0) == ["nobody: not in the class"]
+    assert trial.check_grades(lost, bench.ASSIGNMENT, class_, 27.0) == ["student000: missing"]
+    assert trial.check_grades(doubled, bench.ASSIGNMENT, class_, 27.0) == ["student000: 2 rows"]
+    assert trial.check_grades(stranger, bench.ASSIGNMENT, class_, 27.0) == ["nobody: not in the class"]
     for broken in (wrong, release_graded):
-        (problem,) = bench.check_grades(broken, bench.ASSIGNMENT, class_, 27.0)
+        (problem,) = trial.check_grades(broken, bench.ASSIGNMENT, class_, 27.0)
         assert "expected" in problem
 
 
@@ -66,7 +67,7 @@ def test_the_report_says_what_was_killed_what_started_twice_and_projects(bench, 
     tasks = [task("student000", "tcp://a", 110, 120), task("student001", "tcp://b", 110, 122),
              task("student002", "tcp://b", 122, 136), task("student003", "tcp://b", 136, 150)]
     key = lambda s: f"grade-{bench.ASSIGNMENT}-{s}"  # noqa: E731
-    run = bench.Run(bench.students(4), 27.0, 60.0, [3.0, 5.0], "tcp://a", 21.0, ["student000"], ["student002"],
+    run = bench.Run(trial.students(4), 27.0, 60.0, [3.0, 5.0], "tcp://a", 21.0, ["student000"], ["student002"],
                     {key("student000"): 1, key("student001"): 1, key("student002"): 2, key("student003"): 1},
                     tasks, 100.0, 160.0, [], "summary")
     text = bench.section(run)

@@ -17,7 +17,8 @@ Parts, in this order (``--part`` names one or more; the default runs them all):
                        `differential` section
   grading              `benchmarks/gpu_grading.py`: a solution and an untouched release of assignment 07
                        graded as `make grade` does, on a worker with GPU=1, kernels on the GPU; it needs
-                       nbgrader and Dask, carried in its own command (``--wheels wheels/gpu-grade``)
+                       nbgrader and Dask, carried in its own command (``--wheels wheels/gpu-grade``), so it
+                       runs only when named (``--part grading``), never by default
 
 Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
 seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
@@ -67,6 +68,7 @@ LIMIT = 570  # seconds: the device tool stops a command at 600
 JOBS = max(1, min(6, (os.cpu_count() or 1) // 3))  # notebooks at a time: NVVM compiles on the CPU
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
+ON_REQUEST = {"grading"}  # parts run only when named: grading carries its own wheels, in its own command
 NOT_GPU_BENCHMARKS = {"common", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
@@ -102,10 +104,11 @@ def all_parts(folder: Path = BENCHMARKS) -> list[str]:
 
 
 def select_parts(asked: list[str] | None, folder: Path = BENCHMARKS) -> list[str]:
-    """The parts to run, in their order; a clear error for a name that is not a part."""
+    """The parts to run, in their order (by default all but `ON_REQUEST`); a clear error for a name that is not
+    a part."""
     parts = all_parts(folder)
     if not asked or asked == ["all"]:
-        return parts
+        return [p for p in parts if p not in ON_REQUEST]
     unknown = [p for p in asked if p not in parts]
     if unknown:
         raise SystemExit(f"gpu_check: no part named {', '.join(unknown)}; the parts are: {', '.join(parts)}")

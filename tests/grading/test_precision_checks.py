@@ -189,7 +189,7 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
         checks.check_to_bfloat16(nan_by_low_bits, [0], special=["nan"])
 
 
-def make_unscale(flags):
+def make_unscale(flags, counts=False):
     @cuda.jit
     def unscale(out, found_inf, grads, inv_scale):
         i = cuda.grid(1)
@@ -197,7 +197,10 @@ def make_unscale(flags):
             g = float32(grads[i]) * inv_scale
             out[i] = g
             if flags and g - g != float32(0):
-                cuda.atomic.max(found_inf, 0, 1)
+                if counts:
+                    cuda.atomic.add(found_inf, 0, 1)
+                else:
+                    cuda.atomic.max(found_inf, 0, 1)
 
     return unscale
 
@@ -207,6 +210,8 @@ def test_unscale_must_flag_infinities_and_nan():
         checks.check_unscale(make_unscale(True), [300, 7], scales=[1024.0, 65536.0], special=special, quiet=True)
     with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got 0 \(the gradients hold an inf or a NaN\)"):
         checks.check_unscale(make_unscale(False), [300], special=["nan"])
+    with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got \d+ .*a flag, not a count"):
+        checks.check_unscale(make_unscale(True, counts=True), [300], special=["nan"])
 
 
 def test_loss_scale_update_follows_the_run():

@@ -373,3 +373,17 @@ def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored
         gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
     with pytest.raises(CheckFailed, match="ROW_THREADS"):
         gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
+@cuda.jit
+def row_sums_atomic(out, x):  # adds to out, which the check fills with NaN (a GPU's memory is not zero either)
+    total = float32(0)
+    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+        total += x[cuda.blockIdx.x, col]
+    cuda.atomic.add(out, cuda.blockIdx.x, total)
+
+
+def test_a_row_sum_that_adds_to_its_output_is_told_the_output_starts_as_nan():
+    with pytest.raises(CheckFailed, match=r"out\[0\] is nan \(the check fills the output with NaN before the launch: "
+                                          r"never written, or added to\)"):
+        gt.check_row_sums_speed(row_sums_atomic, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))

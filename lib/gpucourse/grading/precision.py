@@ -362,7 +362,9 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
             should = int(not np.isfinite(expected).all())
             if int(found[0]) != should:
                 raise CheckFailed(f"{name} with {described}: found_inf[0] should be {should}, got {int(found[0])}"
-                                  + (" (the gradients hold an inf or a NaN)" if should else " (all are finite)"))
+                                  + (" (the gradients hold an inf or a NaN)" if should else " (all are finite)")
+                                  + (": it is a flag, not a count (cuda.atomic.max, not atomic.add)" if found[0] > 1
+                                     else ""))
             _float_budget(kernel, name, [out, found, grads, inv_scale], [64], _NO_FLOAT64)
             count += 1
     report(name, count, quiet)

@@ -317,6 +317,12 @@ def _kernel_or_fail(kernel, name: str) -> None:
                           f"(got {type(kernel).__name__}).")
 
 
+def _value(got: float, digits: int = 6) -> str:
+    """An output value for a message; NaN is the poison the output was filled with before the launch."""
+    return (f"{got:.{digits}g}" if not np.isnan(got) else
+            "nan (the check fills the output with NaN before the launch: never written, or added to)")
+
+
 def _launch(kernel, name: str, grid, block, out_shape, arguments) -> np.ndarray:
     """``kernel[grid, block](out, *arguments)`` on a NaN-poisoned ``out``; the failure explained, not raised."""
     from .core import explain_failure, launch_on_copies  # noqa: PLC0415
@@ -353,7 +359,7 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
             i = int(bad[0])
             drift = abs(got[i] - want[i]) < 1e-4 * bound[i] / 2.0 ** -24  # off by a few roundings, not a value
             raise CheckFailed(f"moving_sum with n={n}, items={items}, {blocks} blocks of {threads}: out[{i}] is "
-                              f"{got[i]:.9g}, expected {want[i]:.9g} (x[{i}] + ... + x[{i + 3}], within "
+                              f"{_value(got[i], 9)}, expected {want[i]:.9g} (x[{i}] + ... + x[{i + 3}], within "
                               f"{bound[i]:.2g}: the rounding of 3 float32 additions)" + (
                                   ". Add the four values of each window: a running total that adds one and subtracts "
                                   "one drifts by a rounding each step" if drift else ""))
@@ -396,7 +402,7 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
         if bad.size:
             c, r = (int(v) for v in bad[0])
             raise CheckFailed(f"transpose_fast of a {rows} x {cols} matrix, {blocks} blocks of {threads}: out[{c}, {r}] "
-                              f"is {got[c, r]:.6g}, expected x[{r}, {c}] = {x[r, c]:.6g}")
+                              f"is {_value(got[c, r])}, expected x[{r}, {c}] = {x[r, c]:.6g}")
     try:
         arguments = (np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float32))
         compiled = inspect_compiled(kernel, arguments)
@@ -510,7 +516,7 @@ def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: 
     bad = np.flatnonzero(~(np.abs(got - want) <= bound))
     if bad.size:
         i = int(bad[0])
-        raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {got[i]:.6g}, "
+        raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {_value(got[i])}, "
                           f"expected {want[i]:.6g}")
 
 

@@ -122,8 +122,26 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
     with pytest.raises(CheckFailed, match=r"out\[0\] should be 0 11010 0111011100 \(3000\),\n.* got 0 11010 "
                                           r"0000000000 \(2048\)"):
         checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
-    with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\)"):
-        checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])
+    with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\),\n.*got . 11111 1\d+ \(nan\)\n"):
+        checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])  # not "never written"
+
+
+@cuda.jit
+def kahan_isinf(out, x):  # right, but math.isinf widens t to float32
+    row = cuda.grid(1)
+    if row < x.shape[0]:
+        total, c = float16(0), float16(0)
+        for k in range(x.shape[1]):
+            y = x[row, k] - c
+            t = total + y
+            c = float16(0) if math.isinf(t) else (t - total) - y
+            total = t
+        out[row] = total
+
+
+def test_kahan_rows_say_what_widens_to_float32():
+    with pytest.raises(CheckFailed, match="math.isinf, abs or float32"):
+        checks.check_kahan_rows(kahan_isinf, [(3, 300)], values="positive")
 
 
 @pytest.mark.parametrize("wide, compensated", [(float32, False), (float32, True), (types.float64, False)])
@@ -157,8 +175,21 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
     with pytest.raises(CheckFailed, match=r"should be 0 11111111 1000000 \(nan\),\n.*got 0 11111111 0000000 \(inf\)"):
         checks.check_to_bfloat16(make_to_bfloat16(True, False), [0], special=["nan"])
 
+    @cuda.jit
+    def nan_by_low_bits(out, bits):  # a NaN whose payload is in the kept bits is rounded, not made quiet
+        i = cuda.grid(1)
+        if i < bits.shape[0]:
+            u = bits[i]
+            if (u & uint32(0x7F800000)) == uint32(0x7F800000) and (u & uint32(0xFFFF)) != uint32(0):
+                out[i] = (u >> uint32(16)) | uint32(0x0040)
+            else:
+                out[i] = (u + uint32(0x7FFF) + ((u >> uint32(16)) & uint32(1))) >> uint32(16)
 
-def make_unscale(flags):
+    with pytest.raises(CheckFailed, match=r"should be 0 11111111 1000001 \(nan\),\n.*got 0 11111111 0000001 \(nan\)"):
+        checks.check_to_bfloat16(nan_by_low_bits, [0], special=["nan"])
+
+
+def make_unscale(flags, counts=False):
     @cuda.jit
     def unscale(out, found_inf, grads, inv_scale):
         i = cuda.grid(1)
@@ -166,7 +197,10 @@ def make_unscale(flags):
             g = float32(grads[i]) * inv_scale
             out[i] = g
             if flags and g - g != float32(0):
-                cuda.atomic.max(found_inf, 0, 1)
+                if counts:
+                    cuda.atomic.add(found_inf, 0, 1)
+                else:
+                    cuda.atomic.max(found_inf, 0, 1)
 
     return unscale
 
@@ -176,6 +210,8 @@ def test_unscale_must_flag_infinities_and_nan():
         checks.check_unscale(make_unscale(True), [300, 7], scales=[1024.0, 65536.0], special=special, quiet=True)
     with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got 0 \(the gradients hold an inf or a NaN\)"):
         checks.check_unscale(make_unscale(False), [300], special=["nan"])
+    with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got \d+ .*a flag, not a count"):
+        checks.check_unscale(make_unscale(True, counts=True), [300], special=["nan"])
 
 
 def test_loss_scale_update_follows_the_run():
@@ -196,17 +232,20 @@ def test_loss_scale_update_follows_the_run():
 
     with pytest.raises(CheckFailed, match="unwritten is not written yet"):
         checks.check_loss_scale_update(unwritten, runs, interval=3)
+    with pytest.raises(CheckFailed, match=r"update\(1.0, 0, True\) should return \(0.5, 0, True\), got \(0.0, 0, True\)"):
+        checks.check_loss_scale_update(lambda s, g, f: (s // 2, 0, True) if f else update(s, g, f),
+                                       [(1.0, [True, False])], interval=3, name="update")
     with pytest.raises(CheckFailed, match=r"update\(1024.0, 0, False\) raised ZeroDivisionError"):
         checks.check_loss_scale_update(lambda s, g, f: 1 / 0, runs, interval=3, name="update")
 
 
-def make_sgd(master_weights):
+def make_sgd(master_weights, wide=float32):
     @cuda.jit
     def sgd(weights, master, grads, lr):
         i = cuda.grid(1)
         if i < master.shape[0]:
-            if master_weights:
-                m = master[i] - lr * float32(grads[i])
+            if master_weights:  # in float32, or in a wider type (a wrong answer with right values)
+                m = float32(wide(master[i]) - wide(lr) * wide(grads[i]))
             else:  # the update in fp16: it vanishes below half an ulp of the weight
                 m = float32(float16(master[i]) - float16(lr * float32(grads[i])))
             master[i] = m
@@ -219,6 +258,8 @@ def test_master_sgd_keeps_the_updates_fp16_loses():
     checks.check_master_sgd(make_sgd(True), [300, 7], special=["small updates", "denormals", "large"], quiet=True)
     with pytest.raises(CheckFailed, match=r"(?s)master\[\d+\] should be 0 10000011 .*got 0 10000011 "):
         checks.check_master_sgd(make_sgd(False), [300], special=["small updates"])
+    with pytest.raises(CheckFailed, match=r"computes in float64 .*float32 arithmetic"):
+        checks.check_master_sgd(make_sgd(True, types.float64), [300])  # right values, a float64 update
 
 
 def make_tile_gemm(tensor_cores):

@@ -17,7 +17,7 @@ from gpucourse.run import tuning as rt
 needs_nvjitlink = pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
 BOUNDARIES = [{"threads": t, "items": i, "stages": s} for t, i, s in [
     (1024, 4, 3), (1024, 4, 4), (1024, 8, 1), (1024, 9, 1), (32, 55, 1), (32, 56, 1), (1056, 1, 1), (0, 1, 1),
-    (1024, 16, 1), (384, 32, 1), (384, 32, 2)]]
+    (1024, 16, 1), (384, 32, 1), (384, 32, 2), (1056, 12, 1), (2048, 8, 1)]]
 
 
 @pytest.fixture(autouse=True)
@@ -50,12 +50,22 @@ def test_the_constraint_check_passes_the_rules_and_fails_each_slip():
     for message, constraint in slips.items():
         with pytest.raises(CheckFailed, match=message):
             gt.check_constraint(constraint, BOUNDARIES)
+    with pytest.raises(CheckFailed, match="'threads' in the reason.*yours said 'too many shared'"):
+        gt.check_constraint(constraint_with(order=("shared", "threads", "registers")), BOUNDARIES)
+
+    def names_every_rule(config):
+        return constraint_with()(config) and "too many threads, too much shared memory or too many registers"
+
+    with pytest.raises(CheckFailed, match="no rule after it: not '(shared|registers)'"):
+        gt.check_constraint(names_every_rule, BOUNDARIES)
 
 
-def key_with(*, drop=(), sort_keys=True):
+def key_with(*, drop=(), sort_keys=True, keep=None):
+    """The right key without the fields of ``drop``, or with ``keep[field](value)`` in place of a field's value."""
     def cache_key(kernel, shapes, dtypes, device, compute_capability, versions):
         fields = {"kernel": kernel, "shapes": shapes, "dtypes": [str(d) for d in dtypes], "device": device,
                   "compute_capability": list(compute_capability), "versions": versions}
+        fields.update({field: part(fields[field]) for field, part in (keep or {}).items()})
         blob = json.dumps({k: v for k, v in fields.items() if k not in drop}, sort_keys=sort_keys)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -69,6 +79,17 @@ def test_a_key_that_forgets_a_field_or_the_order_loses_marks():
             gt.check_cache_key(key_with(drop=(field,)))
     with pytest.raises(CheckFailed, match="another order"):
         gt.check_cache_key(key_with(sort_keys=False))
+    parts = {"compute_capability": lambda cc: cc[0], "shapes": lambda shapes: sorted(shapes.values()),
+             "dtypes": sorted, "versions": lambda versions: versions["numba-cuda"]}
+    for field, part in parts.items():  # a key that keeps only part of a field
+        with pytest.raises(CheckFailed, match=f"only {field} changed"):
+            gt.check_cache_key(key_with(keep={field: part}))
+
+    def salted(kernel, shapes, dtypes, device, compute_capability, versions):
+        return str(hash(json.dumps([kernel, shapes, dtypes, device, compute_capability, versions], sort_keys=True)))
+
+    with pytest.raises(CheckFailed, match="calls hash"):
+        gt.check_cache_key(salted)
     with pytest.raises(CheckFailed, match="strings"):
         gt.check_cache_key(lambda *fields: tuple(fields))
 
@@ -159,13 +180,30 @@ def moving_sum_of_three(out, x, items):
             out[i] = x[i] + x[i + 1] + x[i + 2]
 
 
+@cuda.jit
+def moving_sum_running(out, x, items):  # adds one value and subtracts one: drifts by a rounding each step
+    start = cuda.grid(1) * items
+    if start < out.size:
+        total = x[start] + x[start + 1] + x[start + 2] + x[start + 3]
+        for j in range(items):
+            i = start + j
+            if i >= out.size:
+                break
+            out[i] = total
+            if i + 4 < x.size:
+                total += x[i + 4] - x[i]
+
+
 @needs_nvjitlink
 def test_the_moving_sum_is_graded_on_its_output_and_its_compiled_code():
     gt.check_moving_sum(moving_sum_registers, [1, 37, 200], items=4, threads=32)
     with pytest.raises(CheckFailed, match="still uses local memory: a 16-byte stack frame"):
         gt.check_moving_sum(moving_sum_in_local_memory, [37, 200], items=4, threads=32)
-    with pytest.raises(CheckFailed, match=r"out\[0\] is .*expected"):
+    with pytest.raises(CheckFailed, match=r"out\[0\] is .*expected .*float32 additions\)$"):
         gt.check_moving_sum(moving_sum_of_three, [37], items=4, threads=32)
+    gt.check_moving_sum(moving_sum_registers, [500], items=64, threads=32, seed=3)
+    with pytest.raises(CheckFailed, match="a running total that adds one and subtracts one drifts"):
+        gt.check_moving_sum(moving_sum_running, [500], items=64, threads=32, seed=3)
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_moving_sum(moving_sum_registers.py_func, [37], items=4, threads=32)
 
@@ -211,23 +249,42 @@ def transpose_by_rows(out, x):  # divides by the number of rows: right only for 
             out[c, r] = x[r, c]
 
 
+@cuda.jit
+def transpose_float32(out, x):  # a float32 division: exact only while the flat index is below 2**24
+    rows, cols = x.shape
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r = int(float32(f) / float32(cols))
+        out[f - r * cols, r] = x[r, f - r * cols]
+
+
+@cuda.jit
+def transpose_float64(out, x):  # f / cols is a float64 division, a long routine
+    rows, cols = x.shape
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r = int(f / cols)
+        out[f - r * cols, r] = x[r, f - r * cols]
+
+
 @needs_nvjitlink
 def test_the_transpose_is_graded_on_its_output_and_its_divisions():
     for right in (transpose_uint32, transpose_stepping):
         gt.check_transpose(right, [(37, 29), (1, 1), (5, 64)], blocks=3, threads=32)
     with pytest.raises(CheckFailed, match="still divides 64-bit integers"):
         gt.check_transpose(transpose_int32, [(37, 29)], blocks=3, threads=32)
+    for floating in (transpose_float32, transpose_float64):
+        with pytest.raises(CheckFailed, match="divides in floating point in its innermost loop"):
+            gt.check_transpose(floating, [(37, 29)], blocks=3, threads=32)
     with pytest.raises(CheckFailed, match=r"out\[\d+, \d+\] is .*expected x"):
         gt.check_transpose(transpose_by_rows, [(8, 8), (37, 29)], blocks=3, threads=32)
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_transpose(transpose_uint32.py_func, [(3, 2)], blocks=1, threads=32)
 
-def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024):
+def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024, round_shared=128):
     def occupancy(threads, registers, shared_bytes):
         w = warps(threads)
         per_warp = -(-registers * 32 // 256) * 256 if round_registers else registers * 32
         limits = {"warps": 64 // w, "block slots": 32, "registers": 65536 // (w * per_warp),
-                  "shared memory": 233472 // max(1, -(-shared_bytes // 128) * 128 + reserved)}
+                  "shared memory": 233472 // max(1, -(-shared_bytes // round_shared) * round_shared + reserved)}
         limit = min(limits, key=limits.get)
         return limits[limit], limit
 
@@ -235,13 +292,13 @@ def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1
 
 
 OCCUPANCY_CASES = [(96, 33, 0), (100, 64, 0), (256, 64, 7000), (1024, 64, 0), (512, 32, 100000), (33, 20, 129),
-                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080)]
+                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080), (64, 32, 7000)]
 
 
 def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
     gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES, H100)
     for wrong in (occupancy_with(round_registers=False), occupancy_with(warps=lambda t: t // 32 or 1),
-                  occupancy_with(reserved=0)):
+                  occupancy_with(reserved=0), occupancy_with(round_shared=1)):
         with pytest.raises(CheckFailed, match="blocks per SM, expected"):
             gt.check_occupancy(wrong, OCCUPANCY_CASES, H100)
 
@@ -277,8 +334,9 @@ def test_tuning_with_the_model_needs_the_whole_grid_and_the_picks_own_numbers():
     problem = gt.softmax_problem(256, 300, threads=(64, 256), traced=(2, 300))
     model = ft.cost_model("H100")
 
-    def answer(budget=None, bound_by=None, waves=0):
+    def answer(budget=None, bound_by=None, waves=0, own_model=None):
         def tune_and_explain(problem, model):
+            model = own_model or model
             result = rt.tune(problem, model=model, measure=False, budget=budget)
             picked = rt.prediction(problem, result.best, model)
             return result, bound_by or picked.bound_by, picked.waves + waves
@@ -287,7 +345,8 @@ def test_tuning_with_the_model_needs_the_whole_grid_and_the_picks_own_numbers():
 
     gt.check_tuned(answer(), problem, model)
     for message, wrong in {"waves": answer(waves=1), "bound_by": answer(bound_by="FLOPs"),
-                           "whole grid": answer(budget=2)}.items():
+                           "whole grid": answer(budget=2),
+                           r"the H100's\), not another": answer(own_model=ft.cost_model("A100"))}.items():
         with pytest.raises(CheckFailed, match=message):
             gt.check_tuned(wrong, problem, model)
 
@@ -314,3 +373,17 @@ def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored
         gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
     with pytest.raises(CheckFailed, match="ROW_THREADS"):
         gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
+@cuda.jit
+def row_sums_atomic(out, x):  # adds to out, which the check fills with NaN (a GPU's memory is not zero either)
+    total = float32(0)
+    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+        total += x[cuda.blockIdx.x, col]
+    cuda.atomic.add(out, cuda.blockIdx.x, total)
+
+
+def test_a_row_sum_that_adds_to_its_output_is_told_the_output_starts_as_nan():
+    with pytest.raises(CheckFailed, match=r"out\[0\] is nan \(the check fills the output with NaN before the launch: "
+                                          r"never written, or added to\)"):
+        gt.check_row_sums_speed(row_sums_atomic, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))

@@ -54,12 +54,14 @@ def _mismatch(name: str, described: str, label: str, index, expected, got, dtype
 
 
 def _is_poison(value, dtype) -> bool:
-    """Still the value `core.poison` filled the output with (NaN, or the lowest integer)."""
+    """Still the value `core.poison` filled the output with, bit for bit (a NaN the kernel computed, with another
+    sign or payload, is not taken for it)."""
     dtype = np.dtype(dtype)
-    return bool(np.isnan(value)) if dtype.kind == "f" else int(value) == np.iinfo(dtype).min
+    return np.asarray(value, dtype).tobytes() == core.poison((), dtype).tobytes()
 
 
-def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments: list) -> tuple:
+def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments: list,
+            out_name: str = "out") -> tuple:
     """``kernel[grid, block](out, *arguments)`` as every check launches (`core.launch_on_copies`: ``out``
     poisoned, a canary after it); returns ``out`` and the arguments as the kernel left them."""
     if not is_kernel(kernel):
@@ -68,9 +70,9 @@ def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, ar
     try:
         out, canary, after = core.launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
     except Exception as exc:
-        raise CheckFailed(explain_failure(name, described, exc)) from None
+        raise CheckFailed(explain_failure(name, described, exc, out_name)) from None
     if not all(_is_poison(value, dtype) for value in canary):
-        raise CheckFailed(f"{name} wrote past the end of its output with {described}: a thread past the end of "
+        raise CheckFailed(f"{name} wrote past the end of `{out_name}` with {described}: a thread past the end of "
                           "the array needs a guard.")
     return out, after
 
@@ -124,6 +126,10 @@ def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why
             raise CheckFailed(f"{name} computes in float{width} ({listed} in its PTX): {why}")
 
 
+_NO_FLOAT64 = ("the exercise asks for float32 arithmetic: a Python float such as `0.0` or `2.0` is a float64 and makes "
+               "what it touches float64 (slow on a GPU): write float32(0).")
+
+
 def _sizes_described(**arrays) -> str:
     return ", ".join(f"{k} {v.shape}" for k, v in arrays.items())
 
@@ -163,7 +169,7 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
         bias = (rng.standard_normal(N) * 2).astype(np.float32)
         grid = (math.ceil(N / block[0]), math.ceil(M / block[1]))
         described = f"grid={grid}, block={tuple(block)}, {_sizes_described(X=X, W=W)}"
-        Y, after = _launch(kernel, name, described, grid, block, (M, N), np.float16, [X, W, bias])
+        Y, after = _launch(kernel, name, described, grid, block, (M, N), np.float16, [X, W, bias], "Y")
         _unchanged(name, described, ["X", "W", "bias"], [X, W, bias], after)
         X64, W64 = X.astype(np.float64), W.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -259,8 +265,9 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
         _compare_within(name, described, "out", out, exact, bound, np.float16,
                         "does the sum carry Kahan's compensation?")
         _float_budget(kernel, name, [out, x], [64, 32],
-                      "the exercise asks for fp16 arithmetic only (total, c, y and t all float16); a wider "
-                      "accumulator would pass the bound without Kahan's compensation.")
+                      "the exercise asks for fp16 arithmetic only (total, c, y and t all float16): a wider "
+                      "accumulator would pass the bound without Kahan's compensation. math.isinf, abs or "
+                      "float32(...) of an fp16 value widens it too: test `t - t == float16(0)` for a finite t.")
         count += 1
     report(name, count, quiet)
 
@@ -292,7 +299,8 @@ def bfloat16_inputs(rng, size: int, special: Sequence[str] = ()) -> np.ndarray:
         elif kind == "infinities":
             extra.append(np.array([0x7F800000, 0xFF800000], np.uint32))
         elif kind == "nan":  # quiet, signalling, and payloads only in the low 16 bits (they must not become inf)
-            extra.append(np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF80FFFF, 0x7FBFFFFF, 0x7F808000], np.uint32))
+            extra.append(np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF80FFFF, 0x7FBFFFFF, 0x7F808000,
+                                   0x7F810000], np.uint32))  # the last: signalling, its payload in the kept bits
         elif kind == "overflow":
             extra.append(np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x7F7F7FFF], np.uint32))
         else:
@@ -354,7 +362,10 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
             should = int(not np.isfinite(expected).all())
             if int(found[0]) != should:
                 raise CheckFailed(f"{name} with {described}: found_inf[0] should be {should}, got {int(found[0])}"
-                                  + (" (the gradients hold an inf or a NaN)" if should else " (all are finite)"))
+                                  + (" (the gradients hold an inf or a NaN)" if should else " (all are finite)")
+                                  + (": it is a flag, not a count (cuda.atomic.max, not atomic.add)" if found[0] > 1
+                                     else ""))
+            _float_budget(kernel, name, [out, found, grads, inv_scale], [64], _NO_FLOAT64)
             count += 1
     report(name, count, quiet)
 
@@ -416,7 +427,7 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
         described = f"grid={grid}, block={threads}, {size} weights, lr {lr:g}" + \
                     (f" ({', '.join(special)})" if special else "")
         weights, (new_master, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float16,
-                                                  [master, grads, lr32])
+                                                  [master, grads, lr32], "weights")
         _unchanged(name, described, ["grads"], [grads], [after])
         exact = master.astype(np.float64) - float(lr32) * grads.astype(np.float64)
         step = np.abs(float(lr32) * grads.astype(np.float64))
@@ -426,6 +437,7 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
         with np.errstate(over="ignore"):
             rounded = new_master.astype(np.float16)
         _compare_exact(name, described, "weights", weights, rounded, np.float16)
+        _float_budget(kernel, name, [weights, new_master, grads, lr32], [64], _NO_FLOAT64)
         count += 1
     report(name, count, quiet)
 
@@ -499,7 +511,7 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
         mma_m16n8k8.__warp_emulation__ = counting
         try:
             with simulated(), trace() as recorded:
-                C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B])
+                C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B], "C")
         finally:
             mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
         _unchanged(name, described, ["A", "B"], [A, B], after)

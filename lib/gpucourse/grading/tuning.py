@@ -16,6 +16,7 @@ a row sum graded by its speed against `row_sums_chunked`, timed on a GPU or pric
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -217,23 +218,34 @@ def check_constraint(constraint, configs) -> None:
             raise CheckFailed(f"constraint({config}) allowed a config that cannot run: {want}")
         if want is not None:
             word = next(w for w in RULE_WORDS if w in want)
-            if word not in got.lower():
+            later = [w for w in RULE_WORDS[RULE_WORDS.index(word) + 1:] if w in got.lower()]
+            if word not in got.lower() or later:
                 raise CheckFailed(f"constraint({config}) should name the first rule it breaks ({word!r} in the "
-                                  f"reason): {want}; yours said {got!r}")
+                                  f"reason, and no rule after it{': not ' + repr(later[0]) if later else ''}): "
+                                  f"{want}; yours said {got!r}")
     print(f"✓ constraint: right on {len(configs)} configs")
 
 
-KEY_FIELDS = {"kernel": "sgemm", "shapes": {"M": 512, "N": 256, "K": 128}, "dtypes": ("float32",),
-              "device": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0),
+KEY_FIELDS = {"kernel": "sgemm", "shapes": {"M": 512, "N": 256, "K": 128}, "dtypes": ("float16", "float32"),
+              "device": "NVIDIA A100-SXM4-40GB", "compute_capability": (8, 0),
               "versions": {"numba-cuda": "0.20.0", "numpy": "2.3.0"}}
-KEY_CHANGES = {"kernel": "softmax", "shapes": {"M": 512, "N": 256, "K": 129}, "dtypes": ("float16",),
-               "device": "Tesla T4", "compute_capability": (8, 0), "versions": {"numba-cuda": "0.21.0", "numpy": "2.3.0"}}
+KEY_CHANGES = {  # each field alone changed, in the ways a key that keeps only part of it misses
+    "kernel": ["softmax"],
+    "shapes": [{"M": 512, "N": 256, "K": 129}, {"M": 256, "N": 512, "K": 128}],  # a value; two values swapped
+    "dtypes": [("float32",), ("float32", "float16")],  # the order says which array has which dtype
+    "device": ["Tesla T4"],
+    "compute_capability": [(9, 0), (8, 6)],  # the minor version too: 8.6 has less shared memory than 8.0
+    "versions": [{"numba-cuda": "0.21.0", "numpy": "2.3.0"}, {"numba-cuda": "0.20.0", "numpy": "2.4.0"}]}
 
 
 def check_cache_key(key) -> None:
     """``key(kernel, shapes, dtypes, device, compute_capability, versions)``: a string, the same for the same
     fields (whatever the order of ``shapes``' entries), different when any one field differs."""
     __tracebackhide__ = True
+    if "hash" in getattr(getattr(key, "__code__", None), "co_names", ()):
+        raise CheckFailed("cache_key calls hash(): Python salts the hash of a string afresh in every process, so the "
+                          "same fields get another key after a restart and the cache file never hits. Use "
+                          "hashlib.sha256(text.encode()).hexdigest(), or the JSON text itself")
     base = _call(key, "cache_key", *KEY_FIELDS.values())
     if not isinstance(base, str):
         raise CheckFailed(f"cache_key returned a {type(base).__name__}: a JSON file's keys are strings")
@@ -241,10 +253,11 @@ def check_cache_key(key) -> None:
     if _call(key, "cache_key", *again.values()) != base:
         raise CheckFailed("cache_key gave a different key for the same shapes listed in another order: sort them "
                           "(json.dumps(..., sort_keys=True))")
-    for field, value in KEY_CHANGES.items():
-        if _call(key, "cache_key", *dict(KEY_FIELDS, **{field: value}).values()) == base:
-            raise CheckFailed(f"cache_key gave the same key when only {field} changed ({KEY_FIELDS[field]!r} -> "
-                              f"{value!r}): a result tuned for one {field} would be reused for another")
+    for field, values in KEY_CHANGES.items():
+        for value in values:
+            if _call(key, "cache_key", *dict(KEY_FIELDS, **{field: value}).values()) == base:
+                raise CheckFailed(f"cache_key gave the same key when only {field} changed ({KEY_FIELDS[field]!r} -> "
+                                  f"{value!r}): a result tuned for one {field} would be reused for another")
     print(f"✓ cache_key: the same for the same fields, different when any of {len(KEY_CHANGES)} changes")
 
 
@@ -304,6 +317,12 @@ def _kernel_or_fail(kernel, name: str) -> None:
                           f"(got {type(kernel).__name__}).")
 
 
+def _value(got: float, digits: int = 6) -> str:
+    """An output value for a message; NaN is the poison the output was filled with before the launch."""
+    return (f"{got:.{digits}g}" if not np.isnan(got) else
+            "nan (the check fills the output with NaN before the launch: never written, or added to)")
+
+
 def _launch(kernel, name: str, grid, block, out_shape, arguments) -> np.ndarray:
     """``kernel[grid, block](out, *arguments)`` on a NaN-poisoned ``out``; the failure explained, not raised."""
     from .core import explain_failure, launch_on_copies  # noqa: PLC0415
@@ -334,11 +353,16 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
         blocks = max(1, -(-n // (items * threads)))
         got = _launch(kernel, "moving_sum", blocks, threads, (n,), (x, items))
         want = moving_sum_reference(x)
-        bad = np.flatnonzero(~(np.abs(got - want) <= 1e-6 * 8 + 4e-7 * np.abs(want)))  # 3 float32 additions
+        bound = 3.01 * 2.0 ** -24 * moving_sum_reference(np.abs(x))  # 3 float32 additions of these 4 values
+        bad = np.flatnonzero(~(np.abs(got - want) <= bound))
         if bad.size:
             i = int(bad[0])
+            drift = abs(got[i] - want[i]) < 1e-4 * bound[i] / 2.0 ** -24  # off by a few roundings, not a value
             raise CheckFailed(f"moving_sum with n={n}, items={items}, {blocks} blocks of {threads}: out[{i}] is "
-                              f"{got[i]:.6g}, expected {want[i]:.6g} (x[{i}] + ... + x[{i + 3}])")
+                              f"{_value(got[i], 9)}, expected {want[i]:.9g} (x[{i}] + ... + x[{i + 3}], within "
+                              f"{bound[i]:.2g}: the rounding of 3 float32 additions)" + (
+                                  ". Add the four values of each window: a running total that adds one and subtracts "
+                                  "one drifts by a rounding each step" if drift else ""))
     try:
         compiled = inspect_compiled(kernel, (np.zeros(8, np.float32), np.zeros(11, np.float32), items))
     except Exception as exc:
@@ -349,6 +373,18 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
                           "indexed at run time lives there: keep the window in scalar variables instead")
     print(f"✓ moving_sum: correct on {len(sizes)} sizes, no local memory ({compiled.registers} registers per thread)")
 
+
+
+_FLOAT_DIVISION = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rcp)(?:\.\w+)*\.f(?:32|64)\b", re.M)
+
+
+def _inner_loop_float_divisions(kernel, arguments) -> int:
+    """div / rcp of float32 or float64 in the innermost loops of ``kernel``'s PTX for ``arguments``."""
+    from ..run.ptx import argument_type, compile_for_gpu  # noqa: PLC0415
+    from ..run.tuning import innermost_loops  # noqa: PLC0415
+
+    ptx = compile_for_gpu(kernel, tuple(argument_type(a) for a in arguments))
+    return len(_FLOAT_DIVISION.findall("\n".join(innermost_loops(ptx))))
 
 
 def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) -> None:
@@ -366,15 +402,23 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
         if bad.size:
             c, r = (int(v) for v in bad[0])
             raise CheckFailed(f"transpose_fast of a {rows} x {cols} matrix, {blocks} blocks of {threads}: out[{c}, {r}] "
-                              f"is {got[c, r]:.6g}, expected x[{r}, {c}] = {x[r, c]:.6g}")
+                              f"is {_value(got[c, r])}, expected x[{r}, {c}] = {x[r, c]:.6g}")
     try:
-        compiled = inspect_compiled(kernel, (np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float32)))
+        arguments = (np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float32))
+        compiled = inspect_compiled(kernel, arguments)
     except Exception as exc:
         raise CheckFailed(f"transpose_fast did not compile for the GPU: {type(exc).__name__}: {exc}") from None
     if compiled.inner_loop_divisions64:
         raise CheckFailed(f"transpose_fast is correct but its innermost loop still divides 64-bit integers: "
                           f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX. numba computes // and "
                           "% of two int32 in int64 too: divide uint32 values, or move the division out of the loop")
+    float_divisions = _inner_loop_float_divisions(kernel, arguments)
+    if float_divisions:
+        raise CheckFailed(f"transpose_fast divides in floating point in its innermost loop "
+                          f"({float_divisions} div/rcp .f32 or .f64 in the PTX): a float32 holds "
+                          "integers exactly only up to 2**24, so the row and column go wrong on large matrices, and "
+                          "a float64 division is a long routine too. Divide uint32 values, or move the division out "
+                          "of the loop")
     print(f"✓ transpose_fast: correct on {len(shapes)} shapes, no 64-bit division in its innermost loop")
 
 def check_occupancy(occupancy, cases, reference) -> None:
@@ -417,6 +461,9 @@ def check_tuned(tune_and_explain, problem: Problem, model) -> None:
         raise CheckFailed(f"result should be what rt.tune returns, not a {type(result).__name__}")
     if "cost model" not in result.how:
         raise CheckFailed(f"result was {result.how}: tune with the cost model (model=..., measure=False)")
+    if f"for {model.device} " not in result.how:
+        raise CheckFailed(f"result was {result.how}: tune with the model tune_and_explain is given (the "
+                          f"{model.device}'s), not another")
     tried = [t["config"] for t in result.trials]
     if sorted(map(str, tried)) != sorted(map(str, problem.space.valid())):
         raise CheckFailed(f"result tried {len(tried)} configs, the space has {len(problem.space.valid())} valid ones: "
@@ -469,7 +516,7 @@ def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: 
     bad = np.flatnonzero(~(np.abs(got - want) <= bound))
     if bad.size:
         i = int(bad[0])
-        raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {got[i]:.6g}, "
+        raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {_value(got[i])}, "
                           f"expected {want[i]:.6g}")
 
 

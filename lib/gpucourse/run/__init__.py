@@ -4,7 +4,7 @@ Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backen
 `simulated_device`), `trace` and `simulated`, the check that every kernel compiles for a real GPU (`ptx`), a
 compiled kernel's registers and shared memory (`resources`), GPU timing with CUDA events (`timing`: the one
 timer of the lectures, the tuner, the grading and the benchmarks), the autotuner and compiled-code findings
-(`tuning`, module 7), and `doctor`.
+(`tuning`, module 7; SASS read with nvdisasm in `sass`), and `doctor`.
 May import: `gpucourse.simulator`.
 """
 

@@ -2,8 +2,8 @@
 
 `inspect_compiled` compiles a kernel (PTX, no GPU needed; registers and spills from nvJitLink's assembler) and
 says in one plain line per finding what a student should look at: local memory, spills, 64-bit index arithmetic
-and 64-bit divisions in the innermost loop, vector loads, FMA density (SASS's LDG.128 vs LDG.32 where ``nvdisasm``
-is installed).
+and 64-bit divisions in the innermost loop, vector loads, FMA density; from SASS where an ``nvdisasm`` is found
+(`sass`): global and shared loads by width, LDL/STL, the main loop's FFMA density and 64-bit integer instructions.
 
 `tune` runs a `Space` of named parameters (grid or random search, with a budget) on a `Problem`: every candidate
 is launched and checked against the reference first (a wrong one is dropped), then timed on a GPU with CUDA
@@ -20,9 +20,6 @@ import json
 import math
 import random
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -30,7 +27,8 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
-from .resources import Resources, assemble, kernel_resources, max_registers
+from .resources import Resources, kernel_resources, max_registers
+from .sass import disassemble, sass_counts, sass_findings, sass_problem  # noqa: F401 - sass_problem: lecture 07
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -59,7 +57,7 @@ class Compiled:
     inner_loop_fmas: int
     vector_loads: int  # ld.global / ld.shared of .v2 or .v4
     scalar_global_loads: int
-    sass: dict | None = None  # {"LDG.128": n, "LDG.64": n, "LDG.32": n} where nvdisasm disassembled the cubin
+    sass: dict | None = None  # `sass.sass_counts` of the cubin, where an nvdisasm is found (`sass.nvdisasm`)
     findings: list = field(default_factory=list)
 
     @property
@@ -98,27 +96,6 @@ def ptx_counts(ptx: str) -> dict:
     }
 
 
-def sass_problem() -> str | None:
-    """None when SASS can be read here (``nvdisasm`` on the PATH), else why not."""
-    return None if shutil.which("nvdisasm") else "no nvdisasm on the PATH (it comes with the CUDA toolkit)"
-
-
-def sass_loads(ptx: str, architecture: str, max_registers: int | None = None) -> dict | None:
-    """Global loads by width in the SASS nvJitLink assembles from ``ptx`` (``LDG.E.128`` and so on), or None."""
-    if sass_problem():
-        return None
-    _, cubin = assemble(ptx, architecture, max_registers)
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        sass = subprocess.run(["nvdisasm", file.name], capture_output=True, text=True, timeout=60).stdout
-    widths = re.findall(r"\bLDG(?:\.E)?(?:\.(?:128|64|U8|S8|U16|S16))?", sass)
-    counts = {"LDG.128": 0, "LDG.64": 0, "LDG.32": 0}
-    for w in widths:
-        counts["LDG.128" if w.endswith("128") else "LDG.64" if w.endswith("64") else "LDG.32"] += 1
-    return counts
-
-
 def findings(c: Compiled) -> list[str]:
     """One plain-words line per thing worth knowing about the compiled kernel ``c``."""
     lines = []
@@ -147,11 +124,11 @@ def findings(c: Compiled) -> list[str]:
         lines.append(f"{c.vector_loads} vector loads (ld.v2/ld.v4): several words per instruction")
     else:
         lines.append(f"no vector loads: {c.scalar_global_loads} global loads of one 32-bit word each")
-    if c.sass is not None:
-        lines.append("SASS global loads: " + ", ".join(f"{n} {k}" for k, n in c.sass.items()))
     if c.inner_loop_instructions:
         lines.append(f"FMA density of the innermost loops: {c.inner_loop_fmas} FMAs in {c.inner_loop_instructions} "
                      f"instructions ({c.fma_density:.0%}); the rest is loads, index arithmetic and branches")
+    if c.sass is not None:
+        lines.extend(sass_findings(c.sass))
     return lines
 
 
@@ -165,9 +142,10 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
     counts = ptx_counts(ptx)
     if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
         counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)
+    sass = disassemble(ptx, architecture, max_registers(dispatcher)) if resources is not None else None
     c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
                  resources and resources.spilled_bytes, shared, **counts,
-                 sass=sass_loads(ptx, architecture, max_registers(dispatcher)))
+                 sass=sass_counts(sass) if sass is not None else None)
     c.findings.extend(findings(c))
     return c
 

@@ -1,0 +1,141 @@
+"""SASS without a GPU: finding nvdisasm (PATH or an installed Triton) and what `run.sass` counts in its output.
+
+The saved samples under ``sass/`` are nvdisasm 13.1's output for nvJitLink 13.5's sm_90 cubins of the kernels
+below (the kernels' long mangled names shortened), so the parser is checked where no nvdisasm is installed.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse.kernels.vector import load4, store4
+from gpucourse.run import resources_problem
+from gpucourse.run import sass as rs
+from gpucourse.run import tuning as rt
+
+SAMPLES = Path(__file__).parent / "sass"
+
+
+@cuda.jit
+def _shared_product(out, x, steps):
+    tile = cuda.shared.array(128, float32)
+    t = cuda.threadIdx.x  # 32 threads, x of 128 floats
+    store4(tile, (4 * t,), load4(x, (4 * t,)))
+    cuda.syncthreads()
+    acc = cuda.local.array(4, float32)
+    for v in range(4):
+        acc[v] = float32(0)
+    for k in range(steps):
+        a = load4(tile, (4 * ((t + k) % 32),))
+        for v in range(4):
+            acc[v] += a[v] * a[(v + 1) % 4]
+    out[t] = acc[0] + acc[1] + acc[2] + acc[3]
+
+
+@cuda.jit
+def _picked(out, x, n):
+    scratch = cuda.local.array(32, float32)
+    i = cuda.grid(1)
+    for k in range(32):
+        scratch[k] = float32(0)
+    for r in range(x.size):
+        scratch[(i + r) & 31] += x[r]  # indices known only at run time: the array lives in local memory
+    if i < out.size:
+        out[i] = scratch[n & 31]  # an index known only at run time: the array lives in local memory
+
+
+def test_sass_counts_of_a_saved_sample_with_vector_loads_and_a_loop():
+    counts = rs.sass_counts((SAMPLES / "sm_90_shared_product.sass").read_text())
+    assert (counts["LDG.128"], counts["LDS.128"]) == (1, 1)  # load4 of x; load4 of the tile in the loop
+    assert counts["LDL"] == counts["STL"] == 0
+    assert counts["loop_ffmas"] == 4 and counts["loop_mmas"] == 0  # the k loop: 4 multiply-adds per step
+    assert 4 < counts["loop_instructions"] < 40
+    lines = rs.sass_findings(counts)
+    assert any(line.startswith("SASS shared loads: 1 LDS.128") for line in lines)
+    assert any(line.startswith("SASS main loop") and "4 FFMA" in line for line in lines)
+
+
+def test_sass_counts_of_a_saved_sample_with_local_memory():
+    counts = rs.sass_counts((SAMPLES / "sm_90_picked.sass").read_text())
+    assert counts["STL"] >= 1 and counts["LDL"] >= 1
+    assert any(line.startswith("SASS local memory:") and "STL" in line for line in rs.sass_findings(counts))
+
+
+SYNTHETIC = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   IMAD.WIDE R2, R0, 0x4, R4 ;
+.L_x_0:
+        /*0020*/                   LDS.64 R6, [R8] ;
+        /*0030*/                   FFMA R10, R6, R7, R10 ;
+        /*0040*/                   IADD3 R12, P0, R12, 0x4, RZ ;
+        /*0050*/                   IMAD.X R13, RZ, RZ, R13, P0 ;
+        /*0060*/                   ISETP.GE.U32.AND P1, PT, R12, R14, PT ;
+        /*0070*/                   ISETP.GE.AND.EX P1, PT, R13, R15, PT, P1 ;
+        /*0080*/               @!P1 BRA `(.L_x_0) ;
+        /*0090*/                   LDG.E.64 R16, desc[UR4][R2.64] ;
+        /*00a0*/                @P2 BRA `(.L_x_1) ;
+        /*00b0*/                   LDL R18, [R1] ;
+        /*00c0*/                   EXIT ;
+.L_x_2:
+        /*00d0*/                   BRA `(.L_x_2);
+"""
+
+
+def test_the_main_loop_is_the_innermost_with_the_most_ffma():
+    counts = rs.sass_counts(SYNTHETIC)
+    assert counts["loop_instructions"] == 7  # .L_x_0's body, its branch included; not the outer loop, not BRA-self
+    assert (counts["loop_ffmas"], counts["loop_int64"], counts["loop_global_loads"]) == (1, 2, 0)  # IMAD.X, .EX
+    assert (counts["LDS.64"], counts["LDG.64"], counts["LDL"]) == (1, 1, 1)
+    assert rs.sass_counts("no code")["loop_instructions"] == 0
+    assert not any(line.startswith("SASS main loop") for line in rs.sass_findings(rs.sass_counts("")))
+
+
+def _stand_in_triton(folder: Path) -> Path:
+    """A package ``triton`` whose import fails (it must not be imported) carrying an executable nvdisasm."""
+    package = folder / "triton"
+    tool = package.joinpath(*rs.TRITON_NVDISASM)
+    tool.parent.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('imported triton')\n")
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_nvdisasm_found_in_an_installed_triton_without_importing_it(tmp_path, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delitem(sys.modules, "triton", raising=False)
+    assert rs.nvdisasm() is None or "triton" in rs.nvdisasm()  # the real Triton, where one is installed
+    tool = _stand_in_triton(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert rs.nvdisasm() == str(tool) and rs.sass_problem() is None
+    assert "triton" not in sys.modules
+    tool.chmod(0o644)  # not executable: not a tool
+    assert rs.nvdisasm() != str(tool)
+
+
+def test_nvdisasm_on_the_path_comes_first_and_none_says_why(tmp_path, monkeypatch):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setattr(rs.importlib.util, "find_spec", lambda name: None)  # no Triton installed
+    assert rs.nvdisasm() is None and "nvdisasm" in rs.sass_problem() and rs.disassemble("", "sm_90") is None
+    (folder / "nvdisasm").write_text("#!/bin/sh\nexit 0\n")
+    (folder / "nvdisasm").chmod(0o755)
+    assert rs.nvdisasm() == str(folder / "nvdisasm")
+
+
+@pytest.mark.skipif(rs.sass_problem() is not None or resources_problem() is not None,
+                    reason="needs nvdisasm (CUDA toolkit or Triton) and nvJitLink")
+def test_inspect_compiled_reads_the_real_sass():
+    x, out = np.arange(128, dtype=np.float32), np.zeros(32, np.float32)
+    c = rt.inspect_compiled(_shared_product, (out, x, 3))
+    assert c.sass["LDS.128"] >= 1 and c.sass["LDG.128"] >= 1 and c.sass["loop_ffmas"] >= 4
+    assert any(line.startswith("SASS main loop") for line in c.findings)
+    local = rt.inspect_compiled(_picked, (out, x, 3))
+    assert local.sass["LDL"] + local.sass["STL"] >= 1

@@ -49,7 +49,7 @@ import math
 
 import numpy as np
 from numba import config as numba_config
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from . import matmul as mm
 from .vector import WIDTH, load4, store4, vector_aligned
@@ -591,18 +591,23 @@ def make_micro_tile(TM: int, TN: int):
     thread's rows ``row + i * row_step`` and columns ``col + j * col_step``: per step of ``k`` it
     loads TM values of A and TN of B from shared memory and does TM x TN multiply-adds on them.
     Every local index is a constant once the loops over ``i`` and ``j`` are unrolled, so ``acc`` and
-    the two fragments stay in registers.
+    the two fragments stay in registers. The shared-memory indices are unsigned: read on the sm_90 SASS of
+    `attention_flash2` (`run.tuning.inspect_compiled`), instructions per step of ``O += P V`` (32 FFMA)
+    90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers.
     """
 
     @cuda.jit(device=True)
     def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
         a = cuda.local.array(TM, float32)
         b = cuda.local.array(TN, float32)
-        for k in range(depth):
+        # unsigned indices: numba wraps a negative signed index around, which hides that the rows of A (and the
+        # columns of B) are constants apart; unsigned, each shared load is one address plus a constant offset
+        row, row_step, col, col_step = uint64(row), uint64(row_step), uint64(col), uint64(col_step)
+        for k in range(uint64(depth)):
             for i in range(TM):
-                a[i] = A[row + i * row_step, k]
+                a[i] = A[row + uint64(i) * row_step, k]
             for j in range(TN):
-                b[j] = B[k, col + j * col_step]
+                b[j] = B[k, col + uint64(j) * col_step]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] += a[i] * b[j]

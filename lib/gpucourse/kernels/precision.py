@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import cuda, float32, types
+from numba import cuda, float32, types, uint64
 float16 = types.float16
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
@@ -381,13 +381,14 @@ def gemm_tensor_core_tiled(C, A, B):
             tile_b[k, c] = B[start + k, col0 + c] if inside else float16(0)
         cuda.syncthreads()
         for kk in range(0, TC_BK, MMA_K):
+            k = uint64(kk + pair)  # unsigned indices, as in fusion.make_micro_tile: constant offsets, no wrap-around
             for i in range(TC_MMA_M):
-                r = wm + i * MMA_M + group
-                a = (tile_a[r, kk + pair], tile_a[r, kk + pair + 1],
-                     tile_a[r + 8, kk + pair], tile_a[r + 8, kk + pair + 1])
+                r = uint64(wm + i * MMA_M + group)
+                a = (tile_a[r, k], tile_a[r, k + uint64(1)],
+                     tile_a[r + uint64(8), k], tile_a[r + uint64(8), k + uint64(1)])
                 for j in range(TC_MMA_N):
-                    c = wn + j * MMA_N + group
-                    b = (tile_b[kk + pair, c], tile_b[kk + pair + 1, c])
+                    c = uint64(wn + j * MMA_N + group)
+                    b = (tile_b[k, c], tile_b[k + uint64(1), c])
                     d = mma_m16n8k8(a, b, (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
                     for e in range(4):
                         acc[i, j, e] = d[e]

@@ -78,8 +78,13 @@ SYNTHETIC = """
         /*0080*/               @!P1 BRA `(.L_x_0) ;
         /*0090*/                   LDG.E.64 R16, desc[UR4][R2.64] ;
         /*00a0*/                @P2 BRA `(.L_x_1) ;
+.L_x_3:
         /*00b0*/                   LDL R18, [R1] ;
+        /*00b4*/                   FFMA R20, R18, R18, R20 ;
+        /*00b8*/                   FFMA R21, R18, R18, R21 ;
         /*00c0*/                   EXIT ;
+        /*00c4*/                   MUFU.RCP R22, R18 ;
+        /*00c8*/                   BRA `(.L_x_3) ;
 .L_x_2:
         /*00d0*/                   BRA `(.L_x_2);
 """
@@ -87,7 +92,9 @@ SYNTHETIC = """
 
 def test_the_main_loop_is_the_innermost_with_the_most_ffma():
     counts = rs.sass_counts(SYNTHETIC)
-    assert counts["loop_instructions"] == 7  # .L_x_0's body, its branch included; not the outer loop, not BRA-self
+    # .L_x_0's body, its branch included; not the outer loop, nor the BRA to itself, nor the branch back from the
+    # slow path after EXIT (more FFMA, but no loop)
+    assert counts["loop_instructions"] == 7
     assert (counts["loop_ffmas"], counts["loop_int64"], counts["loop_global_loads"]) == (1, 2, 0)  # IMAD.X, .EX
     assert (counts["LDS.64"], counts["LDG.64"], counts["LDL"]) == (1, 1, 1)
     assert rs.sass_counts("no code")["loop_instructions"] == 0

@@ -94,6 +94,8 @@ def innermost_loops(code: list) -> list[list]:
         target = _TARGET.search(operands) if opcode.split(".")[0] in ("BRA", "UBRA") else None
         if target and target.group(1) in where and where[target.group(1)] <= i:
             loops.append((where[target.group(1)], i))
+    # a branch back from code placed after an unconditional EXIT (an out-of-line slow path) is not a loop
+    loops = [(a, b) for a, b in loops if not any(not p and op == "EXIT" for p, op, _, _ in code[a:b])]
     inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
     return [code[a:b + 1] for a, b in sorted(set(inner))]
 

@@ -15,6 +15,7 @@ from gpucourse.grading.fusion import global_bytes
 from gpucourse.kernels import fusion as fu
 from gpucourse.run.ptx import compile_for_gpu
 from gpucourse.run.resources import kernel_resources
+from gpucourse.run.tuning import innermost_loops, ptx_counts
 
 
 @pytest.fixture(autouse=True)
@@ -197,6 +198,8 @@ def test_flash2_keeps_everything_in_registers(D):
         ptx = compile_for_gpu(kernel, types_)
         assert "ld.local" not in ptx and "st.local" not in ptx  # every local index is a constant after unrolling
         assert "ex2.approx" in ptx  # exp2 with the scale folded into Q
+        products = [loop for loop in innermost_loops(ptx) if loop.count("fma.rn.f32") >= 8]  # S = Q K^T, O += P V
+        assert len(products) == 2 and all(ptx_counts(loop)["inner_loop_sign_tests"] == 0 for loop in products)
         used = kernel_resources(kernel, types_, "sm_90")
         if used is not None:  # None without nvJitLink
             assert used.spilled_bytes == 0 and used.shared_bytes < 48 * 1024

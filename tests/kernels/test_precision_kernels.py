@@ -7,6 +7,7 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated
 from gpucourse.kernels import precision as p
+from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
 rng = np.random.default_rng(6)
@@ -152,6 +153,9 @@ def test_the_tensor_core_gemms_compile_to_mma_sync(kernel, count, cc):
     instructions = [line.strip() for line in ptx.splitlines() if p.MMA_PTX in line]
     assert len(instructions) == count and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
     assert "ld.local" not in ptx  # the accumulators stay in registers
+    if kernel is p.gemm_tensor_core_tiled:  # unsigned indices into its tiles: no wrap-around in the mma loop
+        mma_loops = [loop for loop in innermost_loops(ptx) if p.MMA_PTX in loop]
+        assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
 
 
 def test_wrong_fragments_are_a_typing_error():

@@ -49,6 +49,20 @@ $L__BB1_1:
 """
     assert rt.ptx_counts(ptx)["inner_loop_divisions64"] == 2  # not the 32-bit one, not the one after the loop
 
+
+def test_ptx_counts_sign_tests_of_64_bit_integers_in_the_innermost_loop():
+    ptx = """
+$L__BB2_1:
+	shr.s64 	%rd681, %rd954, 63;
+	and.b64 	%rd682, %rd681, 33;
+	and.b64 	%rd930, %rd69, -9223372036854775808;
+	shr.s64 	%rd7, %rd6, 2;
+	@%p1 bra $L__BB2_1;
+	shr.s64 	%rd8, %rd6, 63;
+"""
+    counts = rt.ptx_counts(ptx)
+    assert counts["inner_loop_sign_tests"] == 2  # not the shift by 2, not the test after the loop
+
 @cuda.jit
 def _runtime_indexed(out, x, n):
     scratch = cuda.local.array(16, float32)

@@ -1,11 +1,11 @@
 """Read a kernel's SASS (the GPU's own instructions) without a GPU: nvJitLink assembles the PTX for an
 architecture and NVIDIA's ``nvdisasm`` prints the cubin.
 
-`nvdisasm` finds the disassembler on the PATH (the CUDA toolkit) or inside an installed Triton package (Colab's
-and most PyTorch installs carry one), without importing Triton. `sass_counts` counts, in the printed text, what
+`nvdisasm` finds the disassembler on the PATH (the CUDA toolkit) or inside an installed Triton package (its
+wheels carry one), without importing Triton. `sass_counts` counts, in the printed text, what
 `tuning.inspect_compiled` reports: global and shared loads by width, local memory traffic (LDL/STL) and, for the
-main loop (the innermost loop, found by its backward branch, with the most FFMAs or tensor-core HMMAs), its FFMAs, its instructions
-and its 64-bit integer instructions.
+main loop (the innermost loop, found by its backward branch, with the most FFMAs or tensor-core HMMAs), its
+FFMAs, its instructions and its 64-bit integer instructions.
 """
 
 from __future__ import annotations

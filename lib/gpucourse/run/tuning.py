@@ -37,6 +37,9 @@ _BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
 _INT64 = re.compile(r"^\s*(?:@%p\d+\s+)?(?:mul|mad|add|sub|shl|shr)(?:\.wide|\.lo|\.hi)?\.(?:s64|u64|b64|s32|u32)\b"
                     r"[^;]*%rd\d+[^;]*;", re.M)
 _DIVIDE64 = re.compile(r"^\s*(?:@!?%p\d+\s+)?(?:div|rem)\.[su]64\b", re.M)
+# the sign of a 64-bit integer, as NVVM tests it: for numba's wrap-around of a negative index (x[-1] is the last
+# element) and for signed // and % (rounded toward minus infinity)
+_SIGN_TEST = re.compile(r"\b(?:shr\.s64\s+%rd\d+, %rd\d+, 63|and\.b64\s+%rd\d+, %rd\d+, -9223372036854775808);")
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%p\d+\s+)?[a-z][\w.]*\s", re.M)
 
 
@@ -53,6 +56,7 @@ class Compiled:
     local_stores: int
     inner_loop_int64: int  # 64-bit integer arithmetic in the innermost loops
     inner_loop_divisions64: int  # div / rem of 64-bit integers there (each a long software routine)
+    inner_loop_sign_tests: int  # tests of a 64-bit integer's sign there (negative indices, signed // and %)
     inner_loop_instructions: int
     inner_loop_fmas: int
     vector_loads: int  # ld.global / ld.shared of .v2 or .v4
@@ -89,6 +93,7 @@ def ptx_counts(ptx: str) -> dict:
         "local_stores": len(re.findall(r"\bst\.local\.", ptx)),
         "inner_loop_int64": len(_INT64.findall(body)),
         "inner_loop_divisions64": len(_DIVIDE64.findall(body)),
+        "inner_loop_sign_tests": len(_SIGN_TEST.findall(body)),
         "inner_loop_instructions": len([m for m in _INSTRUCTION.finditer(body) if not m.group().strip().startswith("$")]),
         "inner_loop_fmas": len(re.findall(r"\bfma\.rn\.f32\b", body)),
         "vector_loads": len(re.findall(r"\bld\.(?:global|shared)(?:\.\w+)*\.v[24]\.", ptx)),
@@ -120,6 +125,11 @@ def findings(c: Compiled) -> list[str]:
         lines.append(f"{c.inner_loop_divisions64} 64-bit integer divisions or remainders (div/rem .s64/.u64) in the "
                      "innermost loops: each is a software routine of dozens of instructions; divide uint32 values "
                      "(numba computes // and % of two int32 in int64) or take the division out of the loop")
+    if c.inner_loop_sign_tests:
+        lines.append(f"{c.inner_loop_sign_tests} tests of a 64-bit integer's sign in the innermost loops: numba "
+                     "wraps a negative index around (x[-1] is the last element) and rounds signed // and % down, "
+                     "both need the sign; unsigned indices (numba.uint64) need neither, and neighbouring elements "
+                     "become fixed offsets from one address")
     if c.vector_loads:
         lines.append(f"{c.vector_loads} vector loads (ld.v2/ld.v4): several words per instruction")
     else:

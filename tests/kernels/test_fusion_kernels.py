@@ -148,8 +148,8 @@ def test_flash_reads_k_and_v_once_per_block_of_queries_and_skips_masked_tiles(ke
     assert reads.sum() < full.reads_per_element("K").sum() / d
 
 
-@pytest.mark.parametrize("heads, N, d, build", [(3, 75, 20, 32), (2, 130, 48, 64), (4, 33, 16, 64), (2, 64, 8, 16)],
-                         ids=str)
+@pytest.mark.parametrize("heads, N, d, build", [(3, 75, 20, 32), (2, 130, 48, 64), (4, 33, 16, 64), (2, 64, 8, 16),
+                                                (2, 70, 6, 16)], ids=str)  # d = 6: K and V one element per load
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_flash2_over_heads_and_every_build_that_holds_d(heads, N, d, build, causal):
     Q, K, V = ([qkv(N, d)[0] for _ in range(heads)] for _ in range(3))

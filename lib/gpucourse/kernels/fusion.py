@@ -654,7 +654,9 @@ def make_flash2(D: int, split: bool = False):
 
     Grid (query blocks, batch*heads), 128 threads. The block copies its 64 queries once (scaled by
     ``log2(e) / sqrt(d)``, so that ``exp2`` of a score is ``exp`` of the true one), then walks tiles of
-    32 keys: K (transposed) and V through shared memory, ``S = Q K^T`` as a 4 x 4 register micro-tile
+    32 keys: K (transposed) and V through shared memory (16-byte loads where d is a multiple of 4 and the rows
+    aligned: on the sm_90 SASS about 380 instructions per tile and thread instead of 1650 for scalar loads),
+    ``S = Q K^T`` as a 4 x 4 register micro-tile
     per thread, the online softmax of its 4 rows (max over the row's 8 lanes by shuffles; the sum ``l``
     stays a per-lane partial, added over the lanes once at the end), ``P`` through the warp's own rows
     of shared memory, ``O += P V`` as a 4 x D/8 micro-tile. With ``causal`` the tiles past the block's
@@ -677,7 +679,7 @@ def make_flash2(D: int, split: bool = False):
         """The online softmax of the block's queries over keys ``begin .. end - 1`` into acc, m and l."""
         q_tile = cuda.shared.array((FLASH_QUERIES, Q_STRIDE), float32)
         k_tile = cuda.shared.array((D, P_STRIDE), float32)  # K transposed: S = q_tile @ k_tile
-        v_tile = cuda.shared.array((FLASH_KEYS, D), float32)
+        v_tile = cuda.shared.array((FLASH_KEYS, D), float32, alignment=16)  # rows written 16 bytes at a time
         p_tile = cuda.shared.array((FLASH_QUERIES, P_STRIDE), float32)  # each warp uses its own 16 rows
         s = cuda.local.array((TM, TN_S), float32)
         t = cuda.threadIdx.x
@@ -692,13 +694,25 @@ def make_flash2(D: int, split: bool = False):
             for j in range(TN_O):
                 acc[i, j] = float32(0)
         stop = min(end, first + FLASH_QUERIES) if causal else end  # with the mask, no key past the last query
+        vectors = d % WIDTH == 0 and vector_aligned(K) and vector_aligned(V)  # rows of K and V in 16-byte chunks
         for start in range(begin, stop, FLASH_KEYS):
             cuda.syncthreads()  # everyone is done with the previous tiles (and q_tile is written)
-            for e in range(t, FLASH_KEYS * D, FLASH_THREADS):
-                j, c = e // D, e % D
-                inside = start + j < end and c < d
-                k_tile[c, j] = K[head, start + j, c] if inside else float32(0)
-                v_tile[j, c] = V[head, start + j, c] if inside else float32(0)
+            if vectors:  # one 16-byte load per 4 columns of a row (a chunk is all inside d or all past it)
+                for e in range(t, FLASH_KEYS * D // WIDTH, FLASH_THREADS):
+                    j, c = e // (D // WIDTH), e % (D // WIDTH) * WIDTH
+                    if start + j < end and c < d:
+                        k4, v4 = load4(K, (head, start + j, c)), load4(V, (head, start + j, c))
+                    else:
+                        k4 = v4 = (float32(0), float32(0), float32(0), float32(0))
+                    for v in range(WIDTH):
+                        k_tile[c + v, j] = k4[v]
+                    store4(v_tile, (j, c), v4)
+            else:  # one element per load
+                for e in range(t, FLASH_KEYS * D, FLASH_THREADS):
+                    j, c = e // D, e % D
+                    inside = start + j < end and c < d
+                    k_tile[c, j] = K[head, start + j, c] if inside else float32(0)
+                    v_tile[j, c] = V[head, start + j, c] if inside else float32(0)
             cuda.syncthreads()
             for i in range(TM):
                 for j in range(TN_S):

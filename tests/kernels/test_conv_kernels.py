@@ -191,3 +191,4 @@ def test_warp_tiled_other_tiles_and_its_compiled_code():
     ptx = compile_for_gpu(cv.conv_implicit_gemm_warp_tiled, (array4,) * 3 + (types.int64,) * 2)
     assert "ld.global.v4.f32" in ptx and "ld.shared.v4.f32" in ptx and "st.global.v4.f32" in ptx
     assert not re.search(r"\b(ld|st)\.local\b", ptx)
+    assert re.findall(r"\.shared \.align (\d+)", ptx) == ["16", "16"]  # both tiles, for their 16-byte loads

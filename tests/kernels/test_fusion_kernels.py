@@ -198,6 +198,7 @@ def test_flash2_keeps_everything_in_registers(D):
         ptx = compile_for_gpu(kernel, types_)
         assert "ld.local" not in ptx and "st.local" not in ptx  # every local index is a constant after unrolling
         assert "ex2.approx" in ptx  # exp2 with the scale folded into Q
+        assert "ld.global.v4.f32" in ptx and "st.shared.v4.f32" in ptx and ".shared .align 16" in ptx  # K, V tiles
         products = [loop for loop in innermost_loops(ptx) if loop.count("fma.rn.f32") >= 8]  # S = Q K^T, O += P V
         assert len(products) == 2 and all(ptx_counts(loop)["inner_loop_sign_tests"] == 0 for loop in products)
         used = kernel_resources(kernel, types_, "sm_90")

@@ -75,6 +75,7 @@ def test_compiled_code_has_vector_loads_and_no_local_memory():
     for instruction in ("ld.global.v4.f32", "ld.shared.v4.f32", "st.shared.v4.f32", "st.global.v4.f32"):
         assert instruction in ptx, instruction
     assert not re.search(r"\b(ld|st)\.local\b", ptx)
+    assert re.findall(r"\.shared \.align (\d+)", ptx) == ["16", "16"]  # both tiles, for their 16-byte accesses
     if resources_problem():
         pytest.skip(resources_problem())
     used = kernel_resources(mm.matmul_warp_tiled, (ARRAY3, ARRAY3, ARRAY3), "sm_90")

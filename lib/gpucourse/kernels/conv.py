@@ -328,8 +328,8 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
 
     @cuda.jit
     def conv_implicit_gemm_warp_tiled(y, x, w, stride, padding):
-        tile_x = cuda.shared.array(SIZE_X, float32)  # [buffer, k, pixel], flat (see sgemm.make_block_product)
-        tile_w = cuda.shared.array(SIZE_W, float32)  # [buffer, k, filter], flat
+        tile_x = cuda.shared.array(SIZE_X, float32, alignment=16)  # [buffer, k, pixel], flat (see sgemm's)
+        tile_w = cuda.shared.array(SIZE_W, float32, alignment=16)  # [buffer, k, filter], flat
         acc = cuda.local.array((TM, TN), float32)
         x_values = cuda.local.array(TM, float32)
         w_values = cuda.local.array(TN, float32)

@@ -141,8 +141,9 @@ def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN:
 
     @cuda.jit
     def matmul_warp_tiled(C, A, B):
-        tile_a = cuda.shared.array(SIZE_A, float32)  # transposed: [buffer, k, row] at (buffer * BK + k) * A_ROWS + row
-        tile_b = cuda.shared.array(SIZE_B, float32)  # [buffer, k, col] at (buffer * BK + k) * BN + col
+        # flat tiles (`make_block_product`), 16-byte aligned for their vector accesses (numba's default: 4 bytes)
+        tile_a = cuda.shared.array(SIZE_A, float32, alignment=16)  # transposed: [buffer, k, row]
+        tile_b = cuda.shared.array(SIZE_B, float32, alignment=16)  # [buffer, k, col]
         acc = cuda.local.array((TM, TN), float32)  # constant indices after unrolling: registers
         a_values = cuda.local.array(TM, float32)
         b_values = cuda.local.array(TN, float32)

@@ -175,11 +175,11 @@ def test_launch_conv_checks_the_output_and_the_kernel():
 
 
 def test_warp_tiled_other_tiles_and_its_compiled_code():
-    """Another tile shape, 16-byte loads of 8 channels with 6 filters (not a multiple of 4), and 16-byte stores of
-    8 filters where the last tile of pixels is partial (its lanes past the end skip the store); PTX: vector
+    """Another tile shape, 16-byte loads of 8 (4, 12) channels with 6 filters (not a multiple of 4), and 16-byte
+    stores of 8 filters where the last tile of pixels is partial (its lanes past the end skip the store); PTX: vector
     loads, no local memory."""
     kernel = cv.make_implicit_gemm_warp_tiled(64, 64, 8, 32, 32, 4)
-    for sizes in [(2, 8, 9, 6, 6, 3, 3), (1, 4, 5, 7, 8, 3, 3)]:
+    for sizes in [(2, 8, 9, 6, 6, 3, 3), (1, 4, 5, 7, 8, 3, 3), (1, 12, 6, 5, 7, 3, 2)]:  # 12: c steps by 8 mod 12
         x, w = nhwc(*operands(*sizes))
         expected = cv.conv2d_reference(x, w, 1, 1, "NHWC")
         y = np.full(expected.shape, np.nan, np.float32)

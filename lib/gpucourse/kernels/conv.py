@@ -359,11 +359,11 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
                 acc[i, j] = float32(0)
 
         steps = (K + BK - 1) // BK
+        c, q, p = kc % C, kc // C % S, kc // (C * S)  # the chunk's channel and tap: divided once, then counted on
         for step in range(steps + 1):  # step s loads tile s (into registers) and multiplies tile s - 1
             now = (step + 1) % 2
             if step < steps:
                 k = step * BK + kc
-                c, q, p = k % C, k // C % S, k // (C * S)  # once per step: the chunk's tap and channel
                 for load in range(LOADS_X):
                     values = pixel_chunk(x, images[load], tops[load], lefts[load], k, p, q, c, R, S, vectors_x)
                     for v in range(W4):
@@ -373,6 +373,12 @@ def make_implicit_gemm_warp_tiled(BM: int = 128, BN: int = 64, BK: int = 8, WM: 
                     values = filter_chunk(w, m, k, p, q, c, K, vectors_w)
                     for v in range(W4):
                         next_w[load, v] = values[v]
+                c += BK  # k + BK, as an odometer: channels carry into q, q into p (no 64-bit division per step)
+                while c >= C:
+                    c -= C
+                    q += 1
+                    if q == S:
+                        q, p = 0, p + 1
             if step > 0:
                 multiply_step(tile_x, tile_w, now, acc, x_values, w_values, wm + tm, wn + tn)
             if step < steps:  # the other buffer was last read before the previous barrier

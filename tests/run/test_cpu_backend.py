@@ -1,6 +1,10 @@
 """The CPU backend runs ordinary numba.cuda code: launches, host API, device functions."""
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -242,3 +246,32 @@ def test_a_kernel_built_by_exec_runs_on_numbas_simulator_with_a_warning():
     with pytest.warns(UserWarning, match="`largest` has no source code.*numba's simulator.*without its checks"):
         kernel[2, 32](res, a)
     assert res[0] == a.max()
+
+
+def test_a_kernel_written_in_python_c_runs_on_the_course_simulator():
+    """`python -c PROGRAM` keeps no source file, but Linux keeps the program: its kernels get the course
+    simulator and its checks (a race is reported); a string exec'd in it still goes to numba's simulator."""
+    program = textwrap.dedent("""\
+        import warnings
+        import gpucourse
+        import numpy as np
+        from numba import cuda
+
+        @cuda.jit
+        def racy(out):
+            out[0] = cuda.threadIdx.x
+
+        try:
+            racy[1, 32](np.zeros(1))
+        except Exception as exc:
+            print("course:", type(exc).__name__)
+        namespace = {}
+        exec("def racy(out):\\n    out[0] = 7\\n", {"cuda": cuda}, namespace)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cuda.jit(namespace["racy"])[1, 1](out := np.zeros(1))
+        print("exec:", out[0], "no source code" in str(caught[0].message))
+        """)
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GPUCOURSE_DEVICE": "cpu"})
+    assert run.stdout.splitlines() == ["course: DataRace", "exec: 7.0 True"], run.stderr[-2000:]

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
+import sys
 import textwrap
 from dataclasses import dataclass
 
@@ -414,16 +416,41 @@ def has_source(py_func) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _source_found(code) -> bool:  # once per function: finding the source tokenizes its file
+    if code.co_filename == "<string>":
+        _remember_python_c_program()
     try:
-        inspect.getsourcelines(code)
+        lines, _ = inspect.getsourcelines(code)
     except (OSError, TypeError):
         return False
-    return True
+    if code.co_filename != "<string>" or code.co_name == "<lambda>":
+        return True
+    # "<string>" is also the name of every string given to exec: the lines found must start this very function
+    # (inspect skips ahead to the next def when the line it is given starts none)
+    try:
+        first = ast.parse(textwrap.dedent("".join(lines))).body[:1]
+    except SyntaxError:
+        return False
+    return bool(first) and isinstance(first[0], ast.FunctionDef) and first[0].name == code.co_name
+
+
+def _remember_python_c_program() -> None:
+    """Put the program of ``python -c PROGRAM`` in linecache as ``<string>``, where inspect looks for the source of
+    its functions: Python keeps no copy of it, Linux's /proc/self/cmdline does."""
+    if "<string>" in linecache.cache or sys.argv[:1] != ["-c"]:
+        return
+    try:
+        arguments = open("/proc/self/cmdline", "rb").read().split(b"\0")
+        program = arguments[arguments.index(b"-c") + 1].decode()
+    except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        return
+    linecache.cache["<string>"] = (len(program), None, program.splitlines(keepends=True), "<string>")
 
 
 def rewrite(py_func) -> tuple[ast.Module, str]:
     """The rewritten module source tree of ``py_func`` and its filename."""
     try:
+        if not has_source(py_func):
+            raise OSError("no source file holds it")
         lines, first = inspect.getsourcelines(py_func)
         filename = inspect.getsourcefile(py_func) or py_func.__code__.co_filename
     except (OSError, TypeError) as exc:

@@ -1,5 +1,7 @@
 """Module 6's library: formats against ml_dtypes, the mma wrapper's PTX and emulation, fp16 kernels."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -156,6 +158,11 @@ def test_the_tensor_core_gemms_compile_to_mma_sync(kernel, count, cc):
     if kernel is p.gemm_tensor_core_tiled:  # unsigned indices into its tiles: no wrap-around in the mma loop
         mma_loops = [loop for loop in innermost_loops(ptx) if p.MMA_PTX in loop]
         assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
+        # the tile copies' 16-byte path: one 16-byte load per tile, A's tile stored 16 bytes at a time ...
+        assert ptx.count("ld.global.v4.u32") == 2 and ptx.count("st.shared.v4.u32") == 1
+        # ... and each fragment register one 4-byte shared load: 2 per A tile and 1 per B tile, no 16-bit loads
+        shared_loads = re.findall(r"ld\.shared\.\S+", mma_loops[0])
+        assert shared_loads == ["ld.shared.u32"] * (2 * p.TC_MMA_M + p.TC_MMA_N)
 
 
 def test_wrong_fragments_are_a_typing_error():
@@ -179,6 +186,28 @@ def test_gemms_are_within_the_fp32_accumulation_bound(kernel, shape):
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
     bound = (K + 1) * 2.0 ** -24 * (np.abs(A64) @ np.abs(B64))  # K fp32 additions; the products are exact
     assert np.all(np.abs(C - A64 @ B64) <= bound)
+
+
+def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its_scalar_copies():
+    """K and N multiples of 8 and 16-byte aligned rows: 16-byte copies (contiguous, and views of padded rows);
+    a view one half off: the scalar copies. The same products in the same order: the same bits."""
+    M, K, N = 37, 40, 136  # two blocks of 128 columns, the second 8 wide; a second step of K, 8 deep
+    A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4, (M, 1))).astype(np.float16)
+    B = (rng.standard_normal((K, N)) * rng.uniform(0.5, 4, N)).astype(np.float16)
+    padded_a, padded_b = np.full((M, K + 8), np.nan, np.float16), np.full((K, N + 16), np.nan, np.float16)
+    padded_a[:, :K], padded_b[:, :N] = A, B  # NaN after each row: read by mistake, it would spread to C
+    shifted_a, shifted_b = np.full((M, K + 1), np.nan, np.float16), np.full((K, N + 1), np.nan, np.float16)
+    shifted_a[:, 1:], shifted_b[:, 1:] = A, B  # one half in: no row 16-byte aligned
+    results = []
+    for a, b in ((A, B), (padded_a[:, :K], padded_b[:, :N]), (shifted_a[:, 1:], shifted_b[:, 1:])):
+        C = np.full((M, N), np.nan, np.float32)
+        p.launch_gemm(p.gemm_tensor_core_tiled, C, a, b)
+        results.append(C)
+    exact = A.astype(np.float64) @ B.astype(np.float64)
+    bound = (K + 1) * 2.0 ** -24 * (np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
+    assert np.all(np.abs(results[0] - exact) <= bound)
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[2], results[0])
 
 
 def test_the_gemms_add_in_the_same_order():

@@ -303,7 +303,7 @@ register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
          why="as attention_flash2, and flash2_combine's exp2 weights of the slices (ex2.approx on the GPU)")
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
-PRECISION_K = (29, 70, 8)
+PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the 16-byte copies of gemm_tensor_core_tiled
 MMA = ("the tensor cores align each mma.sync's 9 terms and truncate (Fasi et al. 2021), the simulator's model adds "
        "them in k order, each rounded to fp32: each within precision.mma_error_bound, 9 * 2^-23 of the sum of "
        "magnitudes per step of 8, so with positive inputs the two differ by at most 36 ulps per step")
@@ -313,7 +313,7 @@ MMA_ULPS = 36 * -(-max(PRECISION_K) // 8)
 def _precision_gemm_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
-        for (M, N), K in zip(((37, 45), (20, 19), (65, 3)), PRECISION_K):
+        for (M, N), K in zip(((37, 45), (20, 19), (65, 3), (40, 24)), PRECISION_K):
             A, B = _positive(rng, (M, K)).astype(np.float16), _positive(rng, (K, N)).astype(np.float16)
             grid, block = precision.configuration(kernel, (M, N))
             made.append(kernel_case(kernel, grid, block, (M, N), np.float32, [A, B],

@@ -10,8 +10,14 @@ whose length is a multiple of 4, a base address aligned to 16 bytes) and the fou
 are consecutive in memory (a contiguous last dimension). On the GPU a misaligned
 vector access faults; the course simulator checks the same and says so.
 
+The float16 family does the same for half precision: `load8h(a, (i, k))` returns
+the eight float16 from ``a[i, k]`` on with one 16-byte load (``ld.v4.u32``; ``k`` a
+multiple of 8), `store8h` writes eight, and `load2h(a, (i, k))` returns two
+neighbouring halves with one 4-byte load (``k`` even), the ``.f16x2`` register
+a tensor-core fragment is made of. `vector_aligned` accepts float32 and float16.
+
 On the course simulator the functions' ``__simulation__`` (ordinary device code,
-four scalar accesses) runs in their place, so the accesses are traced as usual.
+scalar accesses) runs in their place, so the accesses are traced as usual.
 """
 
 from __future__ import annotations
@@ -23,38 +29,69 @@ from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 
 WIDTH = 4  # float32 per vector: 16 bytes
+HALVES = 8  # float16 per vector: 16 bytes
+_F32, _F16 = ir.FloatType(), ir.IntType(16)  # numba-cuda keeps a float16 in an i16
 
 
-def _check(array, index, name: str) -> None:
-    if not (isinstance(array, types.Array) and array.dtype == types.float32):
-        raise TypingError(f"{name}: the array must be of float32, got {array}")
+def _check(array, index, name: str, dtype=types.float32, max_ndim: int = 4) -> None:
+    if not (isinstance(array, types.Array) and array.dtype == dtype):
+        raise TypingError(f"{name}: the array must be of {dtype}, got {array}")
     if not (isinstance(index, types.BaseTuple) and len(index) == array.ndim
             and all(isinstance(i, types.Integer) for i in index)):
         raise TypingError(f"{name}: the index must be a tuple of {array.ndim} integers, got {index}")
-    if array.ndim > 4:
-        raise TypingError(f"{name}: arrays of 1 to 4 dimensions, got {array.ndim}")
+    if array.ndim > max_ndim:
+        raise TypingError(f"{name}: arrays of 1 to {max_ndim} dimensions, got {array.ndim}")
 
 
-def _vector_pointer(context, builder, array_type, index_type, array, index):
-    """``&array[index]`` as a pointer to 4 float32, aligned as the caller guarantees."""
+def _vector_pointer(context, builder, array_type, index_type, array, index, element=_F32, width=WIDTH):
+    """``&array[index]`` as a pointer to ``width`` elements, aligned as the caller guarantees."""
     data = context.make_array(array_type)(context, builder, array)
     indices = [context.cast(builder, builder.extract_value(index, d), index_type[d], types.intp)
                for d in range(len(index_type))]
     pointer = cgutils.get_item_pointer(context, builder, array_type, data, indices, wraparound=False)
-    return builder.bitcast(pointer, ir.VectorType(ir.FloatType(), WIDTH).as_pointer())
+    return builder.bitcast(pointer, _in_memory(element, width).as_pointer())
+
+
+def _in_memory(element, width: int):
+    """The vector type moved: halves as 32-bit words (LLVM splits a vector of 8 halves into two 8-byte accesses)."""
+    return ir.VectorType(ir.IntType(32), width // 2) if element == _F16 and width > 2 else ir.VectorType(element, width)
+
+
+def _load(element, width: int, align: int):
+    """The codegen of a ``width``-element vector load returned as a tuple."""
+    def codegen(context, builder, sig, args):
+        vector = builder.load(_vector_pointer(context, builder, *sig.args, *args, element, width), align=align)
+        lanes = [builder.extract_element(vector, ir.Constant(ir.IntType(32), e)) for e in range(vector.type.count)]
+        if vector.type.element != element:  # 32-bit words: the low half first (little-endian)
+            lanes = [builder.trunc(builder.lshr(word, ir.Constant(word.type, shift)), element)
+                     for word in lanes for shift in (0, 16)]
+        return context.make_tuple(builder, sig.return_type, lanes)
+    return codegen
+
+
+def _store(element, width: int):
+    """The codegen of a ``width``-element vector store of a tuple."""
+    def codegen(context, builder, sig, args):
+        pointer = _vector_pointer(context, builder, sig.args[0], sig.args[1], args[0], args[1], element, width)
+        lanes = [builder.extract_value(args[2], e) for e in range(width)]
+        memory = pointer.type.pointee
+        if memory.element != element:  # two halves per 32-bit word, the first in the low bits
+            i32 = memory.element
+            lanes = [builder.or_(builder.zext(low, i32), builder.shl(builder.zext(high, i32), ir.Constant(i32, 16)))
+                     for low, high in zip(lanes[::2], lanes[1::2])]
+        vector = ir.Constant(memory, ir.Undefined)
+        for e, lane in enumerate(lanes):
+            vector = builder.insert_element(vector, lane, ir.Constant(ir.IntType(32), e))
+        builder.store(vector, pointer, align=16)
+        return context.get_dummy_value()
+    return codegen
 
 
 @intrinsic
 def load4(typingctx, array, index):
     """``(array[..., k], ..., array[..., k + 3])`` for ``index = (..., k)``, one 16-byte load."""
     _check(array, index, "load4")
-
-    def codegen(context, builder, sig, args):
-        vector = builder.load(_vector_pointer(context, builder, *sig.args, *args), align=16)
-        lanes = [builder.extract_element(vector, ir.Constant(ir.IntType(32), e)) for e in range(WIDTH)]
-        return context.make_tuple(builder, sig.return_type, lanes)
-
-    return types.UniTuple(types.float32, WIDTH)(array, index), codegen
+    return types.UniTuple(types.float32, WIDTH)(array, index), _load(_F32, WIDTH, 16)
 
 
 @intrinsic
@@ -63,23 +100,39 @@ def store4(typingctx, array, index, values):
     _check(array, index, "store4")
     if not (isinstance(values, types.UniTuple) and values.count == WIDTH and values.dtype == types.float32):
         raise TypingError(f"store4: values must be a tuple of 4 float32, got {values}")
+    return types.void(array, index, values), _store(_F32, WIDTH)
 
-    def codegen(context, builder, sig, args):
-        vector = ir.Constant(ir.VectorType(ir.FloatType(), WIDTH), ir.Undefined)
-        for e in range(WIDTH):
-            vector = builder.insert_element(vector, builder.extract_value(args[2], e), ir.Constant(ir.IntType(32), e))
-        builder.store(vector, _vector_pointer(context, builder, sig.args[0], sig.args[1], args[0], args[1]), align=16)
-        return context.get_dummy_value()
 
-    return types.void(array, index, values), codegen
+@intrinsic
+def load8h(typingctx, array, index):
+    """``(array[i, k], ..., array[i, k + 7])`` of a float16 array (1-D or 2-D), one 16-byte load."""
+    _check(array, index, "load8h", types.float16, 2)
+    return types.UniTuple(types.float16, HALVES)(array, index), _load(_F16, HALVES, 16)
+
+
+@intrinsic
+def store8h(typingctx, array, index, values):
+    """``array[i, k : k + 8] = values`` of a float16 array (1-D or 2-D), one 16-byte store."""
+    _check(array, index, "store8h", types.float16, 2)
+    if not (isinstance(values, types.UniTuple) and values.count == HALVES and values.dtype == types.float16):
+        raise TypingError(f"store8h: values must be a tuple of 8 float16, got {values}")
+    return types.void(array, index, values), _store(_F16, HALVES)
+
+
+@intrinsic
+def load2h(typingctx, array, index):
+    """``(array[i, k], array[i, k + 1])`` of a float16 array (1-D or 2-D), one 4-byte load (``k`` even)."""
+    _check(array, index, "load2h", types.float16, 2)
+    return types.UniTuple(types.float16, 2)(array, index), _load(_F16, 2, 4)
 
 
 @intrinsic
 def vector_aligned(typingctx, array):
-    """True when every row of ``array`` may be read with `load4`: a data address that is a multiple of 16 bytes,
-    a contiguous last dimension and every other stride a multiple of 16 bytes."""
-    if not (isinstance(array, types.Array) and array.dtype == types.float32):
-        raise TypingError(f"vector_aligned: the array must be of float32, got {array}")
+    """True when every row of ``array`` may be read with `load4` (float32) or `load8h` (float16): a data address
+    that is a multiple of 16 bytes, a contiguous last dimension and every other stride a multiple of 16 bytes."""
+    if not (isinstance(array, types.Array) and array.dtype in (types.float32, types.float16)):
+        raise TypingError(f"vector_aligned: the array must be of float32 or float16, got {array}")
+    itemsize = 4 if array.dtype == types.float32 else 2
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0])
@@ -89,7 +142,7 @@ def vector_aligned(typingctx, array):
         strides = cgutils.unpack_tuple(builder, data.strides, sig.args[0].ndim)
         for d, stride in enumerate(strides):
             last = d == len(strides) - 1
-            wanted = builder.icmp_signed("==", stride, ir.Constant(stride.type, 4)) if last else \
+            wanted = builder.icmp_signed("==", stride, ir.Constant(stride.type, itemsize)) if last else \
                 builder.icmp_signed("==", builder.srem(stride, ir.Constant(stride.type, 16)),
                                     ir.Constant(stride.type, 0))
             ok = builder.and_(ok, wanted)
@@ -99,11 +152,16 @@ def vector_aligned(typingctx, array):
 
 
 def _vector_aligned_simulated(array):
-    return array.byte_offset % 16 == 0 and (array.ndim == 1 or array.shape[-1] % WIDTH == 0)
+    strides = array.byte_strides
+    rows = array.ndim == 1 or (strides[-1] == array.dtype.itemsize and strides[-2] % 16 == 0)
+    return array.byte_offset % 16 == 0 and rows and (array.ndim < 3 or strides[-3] % 16 == 0) \
+        and (array.ndim < 4 or strides[-4] % 16 == 0)
 
 
 _MISALIGNED = ("a 16-byte vector access is misaligned: the array must start 16-byte aligned, and the last index "
               "and the row length must be multiples of 4")
+_MISALIGNED_HALVES = ("a vector access of float16 is misaligned: the array must start 16-byte aligned, its rows "
+                      "a multiple of 16 bytes long, and the last index a multiple of 8 (16 bytes) or of 2 (4 bytes)")
 
 
 def _load4_simulated(array, index):  # device code for the simulator: literal subscripts, traced as usual
@@ -140,8 +198,47 @@ def _store4_simulated(array, index, values):
         array[i, j, l, k], array[i, j, l, k + 1], array[i, j, l, k + 2], array[i, j, l, k + 3] = x0, x1, x2, x3
 
 
+def _load8h_simulated(array, index):
+    if not _vector_aligned_simulated(array) or index[-1] % HALVES != 0:
+        raise ValueError(_MISALIGNED_HALVES)
+    if len(index) == 1:
+        (k,) = index
+        return (array[k], array[k + 1], array[k + 2], array[k + 3],
+                array[k + 4], array[k + 5], array[k + 6], array[k + 7])
+    i, k = index
+    return (array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3],
+            array[i, k + 4], array[i, k + 5], array[i, k + 6], array[i, k + 7])
+
+
+def _store8h_simulated(array, index, values):
+    if not _vector_aligned_simulated(array) or index[-1] % HALVES != 0:
+        raise ValueError(_MISALIGNED_HALVES)
+    x0, x1, x2, x3, x4, x5, x6, x7 = values
+    if len(index) == 1:
+        (k,) = index
+        array[k], array[k + 1], array[k + 2], array[k + 3] = x0, x1, x2, x3
+        array[k + 4], array[k + 5], array[k + 6], array[k + 7] = x4, x5, x6, x7
+    else:
+        i, k = index
+        array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3] = x0, x1, x2, x3
+        array[i, k + 4], array[i, k + 5], array[i, k + 6], array[i, k + 7] = x4, x5, x6, x7
+
+
+def _load2h_simulated(array, index):  # 4-byte alignment is what matters; the tiles it reads are 16-byte aligned
+    if not _vector_aligned_simulated(array) or index[-1] % 2 != 0:
+        raise ValueError(_MISALIGNED_HALVES)
+    if len(index) == 1:
+        (k,) = index
+        return array[k], array[k + 1]
+    i, k = index
+    return array[i, k], array[i, k + 1]
+
+
 vector_aligned.__simulation__ = _vector_aligned_simulated
 load4.__simulation__ = _load4_simulated
 store4.__simulation__ = _store4_simulated
+load8h.__simulation__ = _load8h_simulated
+store8h.__simulation__ = _store8h_simulated
+load2h.__simulation__ = _load2h_simulated
 
-__all__ = ["WIDTH", "load4", "store4", "vector_aligned"]
+__all__ = ["WIDTH", "HALVES", "load4", "store4", "load8h", "store8h", "load2h", "vector_aligned"]

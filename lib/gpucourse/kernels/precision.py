@@ -12,7 +12,8 @@ Kernels (A, B float16 2-D arrays, C float32):
    warp a 16 x 16 part of it with two `mma_m16n8k8` per step of 8 along K.
    `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
    warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
-   it, 16 `mma_m16n8k8` per step of 8, its accumulators in registers.
+   it, 16 `mma_m16n8k8` per step of 8, its accumulators in registers, its
+   tiles copied 16 bytes per load (`vector.load8h`) where the rows allow it.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -355,8 +356,8 @@ TC_WARPS_M, TC_WARPS_N = 2, 4  # 8 warps, each 64 x 32 of C
 TC_MMA_M, TC_MMA_N = TC_BM // TC_WARPS_M // MMA_M, TC_BN // TC_WARPS_N // MMA_N  # 4 x 4 mma tiles per warp
 TC_THREADS = WARP * TC_WARPS_M * TC_WARPS_N
 TC_PITCH = TC_BK + 8  # the shared tiles' rows: 80 bytes, so a warp's fragment words fall in 32 different banks
-TC_CHUNKS = TC_BK // HALVES  # 16-byte vectors along K in a row of the A tile
-TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte vectors per thread and tile (both tiles: 2)
+TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte vectors per thread and tile: 2 (A and B alike)
+TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile (columns of B's) that one pass of 16-byte copies fills: 64
 
 
 @cuda.jit
@@ -368,9 +369,10 @@ def gemm_tensor_core_tiled(C, A, B):
     load. B's tile is stored transposed (``tile_b[n, k]``) so that, like A's, each fragment register is one 4-byte
     shared load of two neighbouring halves. All indices are unsigned (no sign tests, see fusion.make_micro_tile).
 
-    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 16 HMMA in a 56-instruction mma loop, 12
-    LDS.32 per 16 HMMA; a step of K copies each tile with 2 LDG.128 per thread (was 32 LDG.U16 at about 63
-    instructions each); 0 bytes of local memory.
+    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): a step of K is about 140 instructions of
+    16-byte copies (4 LDG.128, 2 STS.128 and 16 STS.U16 per thread; the one-half-per-load copies were about
+    2000) and 4 passes of the mma loop, 16 HMMA and 12 LDS.32 in 43 instructions (was 66, with 24 LDS.U16 and
+    12 PRMT); 180 registers, no local memory.
     """
     tile_a = cuda.shared.array((TC_BM, TC_PITCH), float16, alignment=16)  # A[m, k]: rows written 16 bytes at a time
     tile_b = cuda.shared.array((TC_BN, TC_PITCH), float16, alignment=16)  # B[k, n] at tile_b[n, k]: transposed
@@ -387,6 +389,12 @@ def gemm_tensor_core_tiled(C, A, B):
         and vector_aligned(A) and vector_aligned(B)
     zero = float16(0)
     nothing = (zero, zero, zero, zero, zero, zero, zero, zero)  # the 8 halves of a vector outside the matrix
+    # The 16-byte copies, per pass: thread t takes chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64
+    # bytes), and chunk t % 2 + 2 (t // 64) of row t // 2 % 32 of B's (a warp: 16 rows, 32 bytes of each);
+    # a further pass is 64 rows of A or 64 columns of B on.
+    a_row, a_k = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
+    b_k = thread // uint64(2) % uint64(TC_BK)
+    b_col = (thread % uint64(2) + thread // uint64(2 * TC_BK) * uint64(2)) * uint64(HALVES)
     for i in range(TC_MMA_M):
         for j in range(TC_MMA_N):
             for e in range(4):
@@ -395,22 +403,17 @@ def gemm_tensor_core_tiled(C, A, B):
         start = uint64(step) * uint64(TC_BK)
         if vectors:
             for v in range(TC_VECTORS):
-                # A: thread t takes 16-byte chunk t % 4 of row t // 4: a warp reads 8 whole rows of 64 bytes
-                e = thread + uint64(v * TC_THREADS)
-                r, k = e // uint64(TC_CHUNKS), e % uint64(TC_CHUNKS) * uint64(HALVES)
+                r = a_row + uint64(v * TC_PASS)
+                if row0 + r < M and start + a_k < K:
+                    store8h(tile_a, (r, a_k), load8h(A, (row0 + r, start + a_k)))
+                else:
+                    store8h(tile_a, (r, a_k), nothing)
+                c = b_col + uint64(v * TC_PASS)
                 halves = nothing
-                if row0 + r < M and start + k < K:
-                    halves = load8h(A, (row0 + r, start + k))
-                store8h(tile_a, (r, k), halves)
-                # B: a warp reads 16 rows of B, 32 bytes (two chunks) of each; the 8 halves of a chunk go to 8
-                # rows of the transposed tile (two lanes share a bank there: a 2-way conflict)
-                k = e // uint64(2) % uint64(TC_BK)
-                c = (e % uint64(2) + e // uint64(2 * TC_BK) * uint64(2)) * uint64(HALVES)
-                halves = nothing
-                if start + k < K and col0 + c < N:
-                    halves = load8h(B, (start + k, col0 + c))
-                for h in range(HALVES):
-                    tile_b[c + uint64(h), k] = halves[h]
+                if start + b_k < K and col0 + c < N:
+                    halves = load8h(B, (start + b_k, col0 + c))
+                for h in range(HALVES):  # to 8 rows of the transposed tile: a 2-way bank conflict
+                    tile_b[c + uint64(h), b_k] = halves[h]
         else:  # one half per load, the bounds checked for each
             for n in range(TC_VECTORS * HALVES):  # consecutive threads, consecutive k of a row of A ...
                 e = thread + uint64(n * TC_THREADS)

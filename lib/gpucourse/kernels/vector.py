@@ -43,6 +43,11 @@ def _check(array, index, name: str, dtype=types.float32, max_ndim: int = 4) -> N
         raise TypingError(f"{name}: arrays of 1 to {max_ndim} dimensions, got {array.ndim}")
 
 
+def _check_values(values, name: str, dtype, count: int) -> None:
+    if not (isinstance(values, types.UniTuple) and values.count == count and values.dtype == dtype):
+        raise TypingError(f"{name}: values must be a tuple of {count} {dtype}, got {values}")
+
+
 def _vector_pointer(context, builder, array_type, index_type, array, index, element=_F32, width=WIDTH):
     """``&array[index]`` as a pointer to ``width`` elements, aligned as the caller guarantees."""
     data = context.make_array(array_type)(context, builder, array)
@@ -98,8 +103,7 @@ def load4(typingctx, array, index):
 def store4(typingctx, array, index, values):
     """``array[..., k : k + 4] = values`` for ``index = (..., k)``, one 16-byte store."""
     _check(array, index, "store4")
-    if not (isinstance(values, types.UniTuple) and values.count == WIDTH and values.dtype == types.float32):
-        raise TypingError(f"store4: values must be a tuple of 4 float32, got {values}")
+    _check_values(values, "store4", types.float32, WIDTH)
     return types.void(array, index, values), _store(_F32, WIDTH)
 
 
@@ -114,8 +118,7 @@ def load8h(typingctx, array, index):
 def store8h(typingctx, array, index, values):
     """``array[i, k : k + 8] = values`` of a float16 array (1-D or 2-D), one 16-byte store."""
     _check(array, index, "store8h", types.float16, 2)
-    if not (isinstance(values, types.UniTuple) and values.count == HALVES and values.dtype == types.float16):
-        raise TypingError(f"store8h: values must be a tuple of 8 float16, got {values}")
+    _check_values(values, "store8h", types.float16, HALVES)
     return types.void(array, index, values), _store(_F16, HALVES)
 
 

@@ -1,4 +1,4 @@
-"""16-byte vector loads and stores of float32: ``ld.v4.f32`` / ``st.v4.f32`` from Numba.
+"""16-byte vector loads and stores of float32 (``ld.v4.f32`` / ``st.v4.f32``) and float16 from Numba.
 
 Numba compiles ``a[i], a[i + 1], a[i + 2], a[i + 3]`` to four 4-byte loads: it cannot
 know that ``a[i]`` is 16-byte aligned. `load4(a, (i, j, k))` returns the four

@@ -73,6 +73,10 @@ TYPING = [
     ("int_of_float16", "int(a[i])", "element", F16, F16, I32),
     ("min_float32_literal", "min(a[i], 0.5)", "local", F32, F32, I32),
     ("accumulated_from_zero", "ACCUMULATE a[i] * b[i]", "local", F32, F32, I32),
+    ("range_of_int32", "RANGE s", "element", F32, F32, I32),  # the loop variable: int32
+    ("range_of_uint32", "RANGE s", "element", F32, F32, U32),  # uint64
+    ("range_of_uint64_per_lane", "RANGE a[i], a[i] + b[i]", "element", U64, U64, I32),  # uint64, bounds per thread
+    ("range_of_uint64_and_int64", "RANGE a[i], a[i] + b[i]", "element", U64, I64, I32),  # int64
 ]
 HEADER = "import math\n\nfrom numba import cuda\n"
 
@@ -80,6 +84,8 @@ HEADER = "import math\n\nfrom numba import cuda\n"
 def kernel_source(name: str, expression: str, stored: str) -> str:
     if expression.startswith("ACCUMULATE "):  # x starts as an int, a loop adds the expression
         body = ["x = 0", "for k in range(3):", f"    x += {expression.split(' ', 1)[1]}", "out[i] = x"]
+    elif expression.startswith("RANGE "):  # the variable of a loop over range(...) is stored
+        body = [f"for k in range({expression.split(' ', 1)[1]}):", "    out[i] = k"]
     elif stored == "local":
         body = [f"x = {expression}", "out[i] = x"]
     else:

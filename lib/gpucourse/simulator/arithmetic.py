@@ -81,6 +81,17 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         return None
 
 
+@functools.cache
+def range_dtype(dtypes: tuple) -> np.dtype:
+    """The type numba gives the variable of a loop over ``range`` of values of ``dtypes``: int32 for int32 and
+    narrower, uint64 when every bound is unsigned, else int64."""
+    try:
+        return as_dtype(_typing_context().resolve_function_type(range, tuple(map(from_dtype, dtypes)), {})
+                        .return_type.dtype)
+    except Exception:  # not integers: numba refuses them, and the PTX check says so
+        return np.dtype(np.int64)
+
+
 def cast(value, dtype: np.dtype):
     """``value`` (lane array or scalar) as ``dtype``; a Python int too wide for an integer dtype wraps, as in numba;
     to bfloat16, rounded once (`bfloat16.round_to`)."""

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
-from .arithmetic import Arithmetic, cast, dtype_of, select
+from .arithmetic import Arithmetic, cast, dtype_of, range_dtype, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
@@ -30,6 +30,7 @@ class Undefined:
 
 UNDEFINED = Undefined()
 _DONE = object()  # a uniform loop's range is exhausted
+INT64 = np.dtype(np.int64)
 NO_TYPES: dict = {}
 
 
@@ -347,9 +348,14 @@ class Runtime(Arithmetic):
 
     def loop_range(self, *arguments):
         start, stop, step = (0, arguments[0], 1) if len(arguments) == 1 else (tuple(arguments) + (1,))[:3]
+        dtype = INT64
+        if any(type(a) is not int for a in arguments):  # numba's type for the loop variable: int32, int64 or uint64
+            dtype = range_dtype(tuple(INT64 if type(a) is int else dtype_of(a) for a in arguments))
         if any(isinstance(a, np.ndarray) for a in (start, stop, step)):
-            return self._lane_range(start, stop, step)
+            return self._lane_range(start, stop, step, dtype)
         values = iter(range(start, stop, step))
+        if dtype != INT64:
+            values = (cast(v, dtype) for v in values)
         return self._loop(lambda k: next(values, _DONE))
 
     def loop_items(self, items, site: int):
@@ -370,9 +376,9 @@ class Runtime(Arithmetic):
         items = tuple(items)
         return len(items), items.__getitem__
 
-    def _lane_range(self, start, stop, step):
-        value = np.broadcast_to(np.asarray(start, np.int64), (self.geometry.lanes,)).copy()
-        step = np.asarray(step)
+    def _lane_range(self, start, stop, step, dtype):
+        value = np.broadcast_to(np.asarray(start).astype(dtype), (self.geometry.lanes,)).copy()
+        step = np.asarray(step).astype(dtype)
         state = {"value": value}
         upward = step > 0 if step.ndim else bool(step > 0)
 

@@ -67,6 +67,7 @@ PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environm
 LIMIT = 570  # seconds: the device tool stops a command at 600
 JOBS = max(1, min(6, (os.cpu_count() or 1) // 3))  # notebooks at a time: NVVM compiles on the CPU
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
+NOTEBOOK_PARTS = ("lectures", "solutions")  # the parts that run notebooks, not a script
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
 ON_REQUEST = {"grading"}  # parts run only when named: grading carries its own wheels, in its own command
 NOT_GPU_BENCHMARKS = {"common", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
@@ -100,7 +101,7 @@ def gpu_benchmarks(folder: Path = BENCHMARKS) -> list[str]:
 
 
 def all_parts(folder: Path = BENCHMARKS) -> list[str]:
-    return ["lectures", "solutions", *gpu_benchmarks(folder), "differential", "grading"]
+    return [*NOTEBOOK_PARTS, *gpu_benchmarks(folder), "differential", "grading"]
 
 
 def select_parts(asked: list[str] | None, folder: Path = BENCHMARKS) -> list[str]:
@@ -180,14 +181,22 @@ def no_gpu(driver_gpus: Path = DRIVER_GPUS) -> str | None:
     return None
 
 
-def download_wheels(folder: Path = WHEELS, python: str = sys.executable) -> int:
-    """``pip download`` what the GPU machine lacks into ``folder``; print its size."""
+def pip_download(folder: Path, requirements: list[str], python: str, script: str) -> bool:
+    """``pip download`` ``requirements`` with their dependencies, and `WITHOUT_DEPENDENCIES` without, for the GPU
+    machine, into ``folder``; False (said on stderr, as ``script``) when pip fails."""
     folder.mkdir(parents=True, exist_ok=True)
     pip = [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", *PLATFORM, "-d", str(folder)]
-    for command in ([*pip, *REQUIREMENTS], [*pip, "--no-deps", *WITHOUT_DEPENDENCIES]):
+    for command in ([*pip, *requirements], [*pip, "--no-deps", *WITHOUT_DEPENDENCIES]):
         if subprocess.run(command).returncode:
-            print(f"gpu_check: pip download failed (command: {' '.join(command)})", file=sys.stderr)
-            return 1
+            print(f"{script}: pip download failed (command: {' '.join(command)})", file=sys.stderr)
+            return False
+    return True
+
+
+def download_wheels(folder: Path = WHEELS, python: str = sys.executable) -> int:
+    """``pip download`` what the GPU machine lacks into ``folder``; print its size."""
+    if not pip_download(folder, REQUIREMENTS, python, "gpu_check"):
+        return 1
     for wheel in folder.glob("*.whl"):
         if wheel.name.split("-")[0].lower() in LEFT_OUT:
             wheel.unlink()
@@ -318,7 +327,7 @@ class Record:
     def durations(self) -> dict:
         """{part: seconds} of the benchmark parts that ran to their end (on any tree): how long each will take.
         The notebook parts are left out: they stop starting notebooks at the time limit themselves."""
-        return {p: r.seconds for p, r in self.parts.items() if r.status != "not run" and p not in ("lectures", "solutions")}
+        return {p: r.seconds for p, r in self.parts.items() if r.status != "not run" and p not in NOTEBOOK_PARTS}
 
     def passed(self, tree: str) -> tuple[set, set]:
         """The parts and notebooks recorded as passed on ``tree``."""
@@ -369,7 +378,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
            "PYTHONPATH": os.pathsep.join(filter(None, [*settings.path_first, str(ROOT / "lib"),
                                                        os.environ.get("PYTHONPATH")]))}
     start = time.monotonic()
-    if part in ("lectures", "solutions"):
+    if part in NOTEBOOK_PARTS:
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
         command = [python, __file__, "--repeat", str(settings.repeat), "--cell-timeout", str(settings.cell_timeout)]
         note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
@@ -475,7 +484,7 @@ def record_run(results: list[Result], record: Record, device: str, versions_line
         before = record.parts.get(result.part)
         for path, line in result.notebooks:
             record.notebooks[path] = line
-        if result.part in ("lectures", "solutions") and result.status != "failed":
+        if result.part in NOTEBOOK_PARTS and result.status != "failed":
             ours = [line for path, line in record.notebooks.items() if path.startswith(result.part + "/")]
             expected = len(notebooks(result.part, settings.match))
             done = sum(line.startswith("ok") for line in ours)

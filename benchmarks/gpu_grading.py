@@ -52,7 +52,7 @@ CUDA_START = "from numba import cuda; cuda.current_context(); print('CUDA starte
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpu_check import PLATFORM, REQUIREMENTS, WITHOUT_DEPENDENCIES, no_gpu, normalised  # noqa: E402
+from gpu_check import REQUIREMENTS, no_gpu, normalised, pip_download  # noqa: E402
 
 GRADING = ["nbgrader==0.9.*", "dask", "distributed"]
 # The device tool's image (KINDS.md, "Python packages already there", 2026-11-17): not carried.
@@ -110,12 +110,8 @@ def selection(names: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def download_wheels(folder: Path = WHEELS, python: str = sys.executable) -> int:
     """``pip download`` what grading lacks on the GPU machine, and bubblewrap's .deb, into ``folder``; print its size."""
-    folder.mkdir(parents=True, exist_ok=True)
-    pip = [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", *PLATFORM, "-d", str(folder)]
-    for command in ([*pip, *REQUIREMENTS, *GRADING], [*pip, "--no-deps", *WITHOUT_DEPENDENCIES]):
-        if subprocess.run(command).returncode:
-            print(f"gpu_grading: pip download failed (command: {' '.join(command)})", file=sys.stderr)
-            return 1
+    if not pip_download(folder, [*REQUIREMENTS, *GRADING], python, "gpu_grading"):
+        return 1
     wheels = {wheel.name.split("-")[0]: wheel for wheel in folder.glob("*.whl")}
     carried, left_out = selection(sorted(wheels))
     for name in left_out:

@@ -96,8 +96,13 @@ def innermost_loops(code: list) -> list[list]:
             loops.append((where[target.group(1)], i))
     # a branch back from code placed after an unconditional EXIT (an out-of-line slow path) is not a loop
     loops = [(a, b) for a, b in loops if not any(not p and op == "EXIT" for p, op, _, _ in code[a:b])]
-    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
-    return [code[a:b + 1] for a, b in sorted(set(inner))]
+    return [code[a:b + 1] for a, b in innermost(loops)]
+
+
+def innermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (start, end) spans of loops that hold no other of ``spans``, in order: the innermost loops (of SASS or
+    of PTX)."""
+    return sorted({(a, b) for a, b in spans if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in spans)})
 
 
 def _width(opcode: str) -> str:

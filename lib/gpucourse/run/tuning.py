@@ -28,7 +28,7 @@ from typing import Callable
 from .device import chosen_backend
 from .ptx import argument_type, compile_for_gpu
 from .resources import Resources, kernel_resources, max_registers
-from .sass import disassemble, sass_counts, sass_findings, sass_problem  # noqa: F401 - sass_problem: lecture 07
+from .sass import disassemble, innermost, sass_counts, sass_findings, sass_problem  # noqa: F401 - sass_problem: lecture 07
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -78,8 +78,7 @@ def innermost_loops(ptx: str) -> list[str]:
     labels = {m.group(1): m.start() for m in _LABEL.finditer(ptx)}
     loops = [(labels[m.group(1)], m.end()) for m in _BRANCH.finditer(ptx)
              if m.group(1) in labels and labels[m.group(1)] < m.start()]
-    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
-    return [ptx[a:b] for a, b in sorted(set(inner))]
+    return [ptx[a:b] for a, b in innermost(loops)]
 
 
 def ptx_counts(ptx: str) -> dict:

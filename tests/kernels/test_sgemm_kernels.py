@@ -12,6 +12,7 @@ from gpucourse.kernels import matmul as mm, sgemm
 from gpucourse.kernels.vector import load4
 from gpucourse.run.ptx import compile_for_gpu
 from gpucourse.run.resources import kernel_resources, resources_problem
+from gpucourse.run.tuning import ptx_counts
 
 rng = np.random.default_rng(22)
 
@@ -76,6 +77,8 @@ def test_compiled_code_has_vector_loads_and_no_local_memory():
         assert instruction in ptx, instruction
     assert not re.search(r"\b(ld|st)\.local\b", ptx)
     assert re.findall(r"\.shared \.align (\d+)", ptx) == ["16", "16"]  # both tiles, for their 16-byte accesses
+    # two k per pass of the block product's loop (`make_block_product`'s K_PER_PASS): 2 x 16 x 4 FMAs
+    assert ptx_counts(ptx)["inner_loop_fmas"] == 128
     if resources_problem():
         pytest.skip(resources_problem())
     used = kernel_resources(mm.matmul_warp_tiled, (ARRAY3, ARRAY3, ARRAY3), "sm_90")

@@ -74,7 +74,8 @@ def parameter_problem(BM, BN, BK, WM, WN, LANES_M) -> str | None:
     return None
 
 
-def make_block_product(BK: int, TM: int, TN: int, WSUB_M: int, WSUB_N: int, ROW_A: int, ROW_B: int):
+def make_block_product(BK: int, TM: int, TN: int, WSUB_M: int, WSUB_N: int, ROW_A: int, ROW_B: int,
+                       K_PER_PASS: int = 1):
     """The core of a step, shared with `conv`'s implicit GEMM: ``acc += tile_a[now].T @ tile_b[now]`` over this
     thread's ``TM x TN`` outputs, rows ``row, row + 1, row + 2, row + 3, row + WSUB_M, ...`` of the block's tile and
     columns likewise from ``col``; every shared read a 16-byte vector. Inlined, so the arrays stay in registers.
@@ -84,27 +85,44 @@ def make_block_product(BK: int, TM: int, TN: int, WSUB_M: int, WSUB_N: int, ROW_
     addresses by constants. Measured on the PTX of `matmul_warp_tiled` (sm_90, `run.tuning.inspect_compiled`):
     64-bit integer operations per ``k`` 14 -> 3, instructions 89 -> 75 for its 64 FMAs; registers 120 -> 121
     (the same 2 blocks of 256 threads per SM); `conv.conv_implicit_gemm_warp_tiled` 10 -> 7 and 168 -> 162
-    registers. With 3-D tiles numba recomputed ``(now * BK + k) * ROW_A + r`` in 64 bits at every ``k``."""
+    registers. With 3-D tiles numba recomputed ``(now * BK + k) * ROW_A + r`` in 64 bits at every ``k``.
+
+    ``K_PER_PASS`` (1 or 2): the ``k`` written out per pass of the loop. NVVM leaves a loop with a body this large
+    rolled, whatever its trip count (numba has no unroll pragma; a nested ``range(2)`` stays rolled too), and
+    each pass costs a counter, a compare and a branch. sm_90 SASS of `matmul_warp_tiled`: 64 FFMA in 78
+    instructions per pass (82%) with 1, 128 in 149 (86%) with 2, at 121 -> 126 registers (2 blocks of 256
+    threads per SM either way); four per pass gave 256 in 287 (89%) at 167 registers (one block per SM), and
+    spilled when capped at 128 by launch bounds. The conv keeps 1: with 2 it needs 186 registers, not 166,
+    and 2 of its 128-thread blocks fit an SM instead of 3."""
+    if K_PER_PASS not in (1, 2):
+        raise ValueError(f"K_PER_PASS = {K_PER_PASS}: 1 or 2")
     ITER_M, ITER_N = TM // WIDTH, TN // WIDTH
+
+    @cuda.jit(device=True, inline="always")
+    def multiply_one_k(tile_a, tile_b, acc, a_values, b_values, a_at, b_at):
+        """``acc += `` the outer product of A's column and B's row of one ``k``, at flat offsets a_at and b_at."""
+        for i in range(ITER_M):
+            values = load4(tile_a, (a_at + i * WSUB_M,))
+            for v in range(WIDTH):
+                a_values[i * WIDTH + v] = values[v]
+        for j in range(ITER_N):
+            values = load4(tile_b, (b_at + j * WSUB_N,))
+            for v in range(WIDTH):
+                b_values[j * WIDTH + v] = values[v]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] += a_values[i] * b_values[j]
 
     @cuda.jit(device=True, inline="always")
     def multiply_step(tile_a, tile_b, now, acc, a_values, b_values, row, col):
         a_at = now * BK * ROW_A + row
         b_at = now * BK * ROW_B + col
-        for k in range(BK):
-            for i in range(ITER_M):
-                values = load4(tile_a, (a_at + i * WSUB_M,))
-                for v in range(WIDTH):
-                    a_values[i * WIDTH + v] = values[v]
-            for j in range(ITER_N):
-                values = load4(tile_b, (b_at + j * WSUB_N,))
-                for v in range(WIDTH):
-                    b_values[j * WIDTH + v] = values[v]
-            for i in range(TM):
-                for j in range(TN):
-                    acc[i, j] += a_values[i] * b_values[j]
-            a_at += ROW_A
-            b_at += ROW_B
+        for k in range(0, BK, K_PER_PASS):  # BK is a multiple of 4 (`parameter_problem`)
+            multiply_one_k(tile_a, tile_b, acc, a_values, b_values, a_at, b_at)
+            if K_PER_PASS == 2:  # a constant: the test is compiled away
+                multiply_one_k(tile_a, tile_b, acc, a_values, b_values, a_at + ROW_A, b_at + ROW_B)
+            a_at += K_PER_PASS * ROW_A
+            b_at += K_PER_PASS * ROW_B
 
     return multiply_step
 
@@ -125,7 +143,7 @@ def make_warp_tiled(BM: int = 128, BN: int = 128, BK: int = 8, WM: int = 64, WN:
     LOADS_A, LOADS_B = BM * BK // WIDTH // THREADS, BK * BN // WIDTH // THREADS  # 16-byte chunks per thread per step
     SPLIT_A, SPLIT_B = BK // WIDTH, BN // WIDTH  # chunks per row of A's tile (along k), of B's (along n)
 
-    multiply_step = make_block_product(BK, WIDTH * ITER_M, WIDTH * ITER_N, WSUB_M, WSUB_N, A_ROWS, BN)
+    multiply_step = make_block_product(BK, WIDTH * ITER_M, WIDTH * ITER_N, WSUB_M, WSUB_N, A_ROWS, BN, K_PER_PASS=2)
 
     @cuda.jit(device=True)
     def load_chunk(X, batch, row, col, rows, cols, vectors):

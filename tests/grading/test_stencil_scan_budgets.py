@@ -11,7 +11,7 @@ from numba import cuda, float32
 
 from gpucourse import simulated
 from gpucourse.grading import (CheckFailed, block_per_row, check_reduction, coalesced, halo_reads, pairs_per_thread,
-                               reads_each_element_once, shared_reads_per_element, stencil_blocks)
+                               reads_each_element_once, shared_reads_per_element, stencil_blocks, tree_reads)
 
 MAX_THREADS = 1024
 RADIUS = 3
@@ -72,7 +72,9 @@ def row_max_spec(a):
     return a.max(axis=1)
 
 
-def row_max(chunked: bool):
+def row_max(chunked: bool = False, tree: bool = True):
+    """The row max; ``chunked`` reads chunks of neighbours, and without ``tree`` thread 0 loops over the shared values."""
+
     @cuda.jit
     def kernel(out, a):
         best = cuda.shared.array(MAX_THREADS, float32)
@@ -88,13 +90,15 @@ def row_max(chunked: bool):
                 value = max(value, a[r, c])
         best[t] = value
         cuda.syncthreads()
-        stride = T // 2
+        stride = T // 2 if tree else 0
         while stride > 0:
             if t < stride:
                 best[t] = max(best[t], best[t + stride])
             cuda.syncthreads()
             stride //= 2
         if t == 0:
+            for k in range(1, 1 if tree else T):
+                best[0] = max(best[0], best[k])
             out[r] = best[0]
 
     return kernel
@@ -108,6 +112,16 @@ def test_coalesced_rejects_a_chunked_row_reduction_that_reads_each_element_once(
     with pytest.raises(CheckFailed, match=r"warp reads of `a` touch [0-9.]+ sectors of 32 bytes each on average, "
                                           r"more than 4: neighbouring threads should access neighbouring elements"):
         check_reduction(row_max(chunked=True), row_max_spec, plan, budget=budget)
+
+
+def test_tree_reads_pass_a_row_max_tree_and_reject_thread_zero_looping_over_the_shared_values():
+    plan = block_per_row([(3, 24), (2, 2048)], threads=[32, 128])
+    budget = [reads_each_element_once("a"), tree_reads(3)]
+    check_reduction(row_max(), row_max_spec, plan, values="negative", budget=budget, quiet=True)
+    check_reduction(row_max(tree=False), row_max_spec, plan, values="negative", quiet=True)  # the right numbers
+    with pytest.raises(CheckFailed, match=r"read shared memory 63 times, more than 16 \(3 per level of a tree over the "
+                                          r"block's 32 values, 5 levels, and 1 for its result\)"):
+        check_reduction(row_max(tree=False), row_max_spec, plan, budget=budget)
 
 
 def exclusive_scan_spec(a):
@@ -190,3 +204,33 @@ def test_shared_reads_per_element_passes_blelloch_and_rejects_hillis_steele():
     with pytest.raises(CheckFailed, match=r"read shared memory \d+ times for a scan of 64 elements \(2 per thread\), "
                                           r"1\d\.\d per element, more than 8: a work-efficient scan"):
         check_reduction(hillis_steele, exclusive_scan_spec, plan, budget=shared_reads_per_element(8))
+
+
+@cuda.jit
+def scan_in_thread_zero(out, a):
+    """Right numbers, few shared reads per element: but thread 0 scans the whole shared array alone."""
+    s = cuda.shared.array(SCAN_SIZE, float32)
+    t, T, n = cuda.threadIdx.x, cuda.blockDim.x, a.size
+    for e in range(t, n, T):
+        s[e] = a[e]
+    cuda.syncthreads()
+    if t == 0:
+        total = float32(0)
+        for e in range(n):
+            x = s[e]
+            s[e] = total
+            total += x
+    cuda.syncthreads()
+    for e in range(t, n, T):
+        out[e] = s[e]
+
+
+def test_tree_reads_pass_blelloch_and_reject_a_scan_in_one_thread():
+    plan = pairs_per_thread([1, 2], threads=[1]) + pairs_per_thread([64, 50], threads=[32]) + pairs_per_thread(
+        [256], threads=[128])
+    budget = [shared_reads_per_element(8), tree_reads(6, elements_per_thread=2)]
+    check_reduction(blelloch, exclusive_scan_spec, plan, budget=budget, quiet=True)
+    check_reduction(scan_in_thread_zero, exclusive_scan_spec, plan, budget=shared_reads_per_element(8), quiet=True)
+    with pytest.raises(CheckFailed, match=r"thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read shared memory "
+                                          r"66 times, more than 38 \(6 per level of a tree over the block's 64 values"):
+        check_reduction(scan_in_thread_zero, exclusive_scan_spec, plan, budget=budget)

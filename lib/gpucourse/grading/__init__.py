@@ -18,7 +18,7 @@ from .fusion import (block_rows, check_attention, check_cross_entropy, check_gem
                      check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
                      warp_rows)
-from .matmul import (check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
+from .matmul import (barrier_before_reads, check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
                      matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
@@ -27,7 +27,7 @@ from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_d
                         check_softmax_fp16, check_to_bfloat16, check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
-                        writes_each_element_once)
+                        tree_reads, writes_each_element_once)
 from .runner import REDUCTION_RTOL
 from . import tuning  # noqa: E402 (after the checks: it builds on run.tuning)
 
@@ -36,10 +36,10 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "tensor", "check_strided_map", "check_broadcast_zip",
            "one_block_reduce", "block_per_row", "block_sums", "check_axis_reduce", "check_reduction",
            "reads_each_element_once", "writes_each_element_once",
-           "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element",
+           "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element", "tree_reads",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
-           "no_shared_memory", "float32_only",
+           "no_shared_memory", "float32_only", "barrier_before_reads",
            "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",

@@ -26,7 +26,7 @@ import numpy as np
 from ..run import ptx
 from ..simulator import BudgetExceeded
 from .core import Case, blocks_needed, case
-from .reduction import check_reduction
+from .reduction import check_reduction, shared_arrays
 
 WARP = 32
 
@@ -209,7 +209,7 @@ def shared_reads_per_fma(at_most: float, outputs_per_thread: int, step: int, k_o
     """
 
     def budget(t):
-        shared = _shared_arrays(t)
+        shared = shared_arrays(t)
         if not shared:
             raise BudgetExceeded(f"{t.kernel}: uses no shared memory; stage the tiles in shared arrays and compute "
                                  "from there")
@@ -229,17 +229,49 @@ def shared_reads_per_fma(at_most: float, outputs_per_thread: int, step: int, k_o
     return budget
 
 
-def _shared_arrays(t) -> list[str]:
-    return [name for name, array in t.arrays.items() if array.space == "shared"]
-
-
 def conflict_free_shared_memory():
     """A budget: the kernel keeps data in shared memory, and no warp access to it has a bank conflict."""
 
     def budget(t):
-        if not _shared_arrays(t):
+        if not shared_arrays(t):
             raise BudgetExceeded(f"{t.kernel}: uses no shared memory; stage the tiles in a shared array")
         t.assert_no_bank_conflicts()
+
+    return budget
+
+
+def barrier_before_reads():
+    """A budget: every read of a shared array reads an element written before a barrier, not since.
+
+    A tile goes in, the block waits at ``cuda.syncthreads()``, and only then do its threads read it. A read
+    of an element written in the same stretch between barriers (no barrier, or one before the copy in) is
+    a race in any kernel whose threads read what others copied, even where, as in a copy, each thread
+    happens to read its own element.
+    """
+
+    def budget(t):
+        shared = shared_arrays(t)
+        if not shared:
+            raise BudgetExceeded(f"{t.kernel}: uses no shared memory; stage the tile in a shared array")
+        stretches = int(t.block_barriers.max(initial=0)) + 1
+        for name in shared:
+            array = t.array(name)
+
+            def stretch(blocks, elements, phases):
+                return (blocks * array.size + elements) * stretches + phases
+
+            written = [stretch(b, e, p) for kind, _, e, b, p, _ in array.events if kind == "write"]
+            written = np.concatenate(written) if written else np.zeros(0, np.int64)
+            for kind, lanes, elements, blocks, phases, _ in array.events:
+                unsynced = np.isin(stretch(blocks, elements, phases), written) if kind == "read" else []
+                if np.any(unsynced):
+                    k = int(np.argmax(unsynced))
+                    index = [int(i) for i in np.unravel_index(int(elements[k]), array.shape)]
+                    raise BudgetExceeded(
+                        f"{t.kernel}: {t.geometry.thread_name(int(lanes[k]))} reads `{name}{index}` with no barrier "
+                        "since it was written: copy the tile in, wait at cuda.syncthreads(), then read it (threads "
+                        "of a tiled kernel read what other threads copied, which only that barrier makes safe)"
+                    )
 
     return budget
 
@@ -248,7 +280,7 @@ def no_shared_memory(instead: str = "warp shuffles"):
     """A budget: the kernel uses no shared memory (its threads combine values with ``instead``)."""
 
     def budget(t):
-        shared = _shared_arrays(t)
+        shared = shared_arrays(t)
         if shared:
             raise BudgetExceeded(f"{t.kernel}: uses shared memory (`{shared[0]}`); combine the values with "
                                  f"{instead}, which need none")
@@ -266,8 +298,9 @@ def float32_only():
         if found:
             listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
             raise BudgetExceeded(
-                f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.` or `1.0` "
-                "is a float64 and makes what it touches float64: write float32(0), float32(1)."
+                f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.`, `1.0` or "
+                "`-math.inf` is a float64 and makes what it touches float64, and so does a float32 divided by an "
+                "integer (`total / n`): write float32(0), float32(-math.inf), total / float32(n)."
             )
 
     return budget

@@ -114,6 +114,40 @@ def halo_reads(name: str, radius: int):
     return budget
 
 
+def shared_arrays(t) -> list[str]:
+    """The names of the shared arrays a launch touched."""
+    return [name for name, array in t.arrays.items() if array.space == "shared"]
+
+
+def tree_reads(per_level: int, elements_per_thread: int = 1):
+    """A budget for a tree in shared memory: no thread reads shared memory more than ``per_level`` times per
+    level of the tree, plus once per value it keeps.
+
+    A block's ``m = elements_per_thread * T`` values take ``ceil(log2(m))`` levels, and at each level a
+    thread reads about two values (three in a scan's down-sweep). One thread looping over the shared array
+    gives the same numbers and reads it ``m`` times: for 32 values or more, over this budget.
+    """
+
+    def budget(t):
+        shared = shared_arrays(t)
+        if not shared:
+            raise BudgetExceeded(f"{t.kernel}: uses no shared memory; combine the block's values in a shared array")
+        values = elements_per_thread * t.geometry.threads_per_block
+        levels = max(1, int(np.ceil(np.log2(values))))
+        limit = per_level * levels + elements_per_thread
+        reads = sum(t.reads_per_thread(name) for name in shared)
+        worst = int(np.argmax(reads))
+        if reads[worst] > limit:
+            raise BudgetExceeded(
+                f"{t.kernel}: {t.geometry.thread_name(worst)} read shared memory {int(reads[worst])} times, more than "
+                f"{limit} ({per_level} per level of a tree over the block's {values} values, {levels} levels, and "
+                f"{elements_per_thread} for its result): one thread looping over the shared array does the block's "
+                "work alone; let the threads share each level of the tree, with a barrier between levels"
+            )
+
+    return budget
+
+
 def shared_reads_per_element(at_most: float, elements_per_thread: int = 2):
     """A budget for a scan in one block: shared-memory reads per element of the block's shared array.
 
@@ -124,7 +158,7 @@ def shared_reads_per_element(at_most: float, elements_per_thread: int = 2):
     """
 
     def budget(t):
-        shared = [name for name, array in t.arrays.items() if array.space == "shared"]
+        shared = shared_arrays(t)
         if not shared:
             raise BudgetExceeded(f"{t.kernel}: uses no shared memory; scan in a shared array")
         reads = sum(int(t.reads_per_thread(name).sum()) for name in shared)

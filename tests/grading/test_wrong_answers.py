@@ -2,9 +2,9 @@
 
 Each wrong answer is the solution's answer with a change a student makes, one that used to get full marks.
 It is run against the test cell that must now take a mark away, as nbgrader runs it (visible and hidden
-tests together), and must fail it with the message that says what is wrong: a loop in one thread where the exercise asks for a tree, a tile read with no
-barrier after its copy, float64 arithmetic (a `0.`, a `-math.inf`, a division by an integer), copies
-or writes that do not coalesce.
+tests together), and must fail it with the message that says what is wrong: a loop in one thread where the
+exercise asks for a tree, a tile read with no barrier after its copy, float64 arithmetic (a `0.`, a
+`-math.inf`, a division by an integer), copies or writes that do not coalesce.
 """
 
 import re
@@ -23,35 +23,17 @@ NOTEBOOKS = {
     "03": ROOT / "solutions" / "03_matmul" / "matmul.ipynb",
 }
 
-TREE_LOOP = """    stride = cuda.blockDim.x // 2
-    while stride > 0:
-        if t < stride:
-            partial[t] += partial[t + stride]
-        cuda.syncthreads()  # this step's sums are ready for the next
-        stride //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = partial[0]"""
-ROW_MAX_TREE = """    stride = cuda.blockDim.x // 2
-    while stride > 0:
-        if t < stride:
-            best[t] = max(best[t], best[t + stride])
-        cuda.syncthreads()
-        stride //= 2
-    if t == 0:
-        out[r] = best[0]"""
 FLOAT64 = r"computes in float64 on the GPU \(.*\.f64.* in its PTX\)"
 
-# (assignment, answer cell, test cell, the student's changes to the solution's answer (or the whole answer),
-#  what the failure says)
+# (assignment, answer cell, test cell, the student's changes to the solution's answer, what the failure says)
 WRONG_ANSWERS = {
     "thread 0 adds up the block's slots in a loop": (
         "01", "block_sum_kernel", "test_block_sum_budget",
-        [(TREE_LOOP, """    if t == 0:
-        total = float32(0)
-        for k in range(cuda.blockDim.x):
-            total += partial[k]
-        out[cuda.blockIdx.x] = total""")],
-        r"read shared memory 32 times, more than 16 \(3 per level of a tree"),
+        [("stride = cuda.blockDim.x // 2", "stride = 0"),
+         ("        out[cuda.blockIdx.x] = partial[0]", "        for k in range(1, cuda.blockDim.x):\n"
+                                                     "            partial[0] += partial[k]\n"
+                                                     "        out[cuda.blockIdx.x] = partial[0]")],
+        r"read shared memory 63 times, more than 16 \(3 per level of a tree"),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],
@@ -75,33 +57,26 @@ WRONG_ANSWERS = {
         FLOAT64 + r".*`-math.inf` is a float64"),
     "thread 0 takes the max of the block's values in a loop": (
         "02", "row_max_kernel", "test_row_max_budget",
-        [(ROW_MAX_TREE, """    if t == 0:
-        m = best[0]
-        for k in range(1, cuda.blockDim.x):
-            m = max(m, best[k])
-        out[r] = m""")],
-        r"read shared memory 32 times, more than 16 \(3 per level of a tree"),
+        [("stride = cuda.blockDim.x // 2", "stride = 0"),
+         ("        out[r] = best[0]", "        for k in range(1, cuda.blockDim.x):\n"
+                                   "            best[0] = max(best[0], best[k])\n"
+                                   "        out[r] = best[0]")],
+        r"read shared memory 63 times, more than 16 \(3 per level of a tree"),
     "a row max padded with 0 (right on the budget's own visible data)": (
         "02", "row_max_kernel", "test_row_max_budget", [("float32(-math.inf)", "float32(0)")],
         r"gave a wrong result .*\n.*\n.*\n  Every input value of this test is negative"),
     "thread 0 scans the shared array in a loop": (
-        "02", "blelloch_scan_kernel", "test_blelloch_scan_work_efficient", """@cuda.jit
-def blelloch_scan_kernel(out, a):
-    s = cuda.shared.array(SCAN_SIZE, float32)
-    t, T, n = cuda.threadIdx.x, cuda.blockDim.x, a.size
-    for e in range(t, n, T):
-        s[e] = a[e]
-    cuda.syncthreads()
-    if t == 0:
-        total = float32(0)
-        for e in range(n):
-            x = s[e]
-            s[e] = total
-            total += x
-    cuda.syncthreads()
-    for e in range(t, n, T):
-        out[e] = s[e]
-""", r"read shared memory 258 times, more than 50 \(6 per level of a tree over the block's 256 values"),
+        "02", "blelloch_scan_kernel", "test_blelloch_scan_work_efficient",
+        [("    d = 1\n", "    cuda.syncthreads()\n"
+                       "    if t == 0:\n"
+                       "        total = float32(0)\n"
+                       "        for e in range(m):\n"
+                       "            x = s[e]\n"
+                       "            s[e] = total\n"
+                       "            total += x\n"
+                       "    d = m\n"),  # the sweeps' loops do nothing now
+         ("    if t == 0:\n        s[m - 1] = float32(0)\n", ""), ("d = m // 2", "d = 0")],
+        r"read shared memory 258 times, more than 50 \(6 per level of a tree over the block's 256 values"),
     "a tiled product summed from 0.": (
         "03", "matmul_nt_kernel", "test_matmul_nt_tiled", [("acc = float32(0)", "acc = 0.")], FLOAT64),
     "micro-tile copies down the columns of the tile": (
@@ -110,7 +85,8 @@ def blelloch_scan_kernel(out, a):
         r"warp reads of `A` touch [0-9.]+ sectors of 32 bytes each on average, more than 4"),
     "a micro-tile of neighbouring outputs": (
         "03", "matmul_micro_tile_kernel", "test_matmul_micro_tile_global_reads",
-        [("tile_a[ty + i * THREADS, k]", "tile_a[ty * TM + i, k]"), ("tile_b[tx + j * THREADS, k]", "tile_b[tx * TM + j, k]"),
+        [("tile_a[ty + i * THREADS, k]", "tile_a[ty * TM + i, k]"),
+         ("tile_b[tx + j * THREADS, k]", "tile_b[tx * TM + j, k]"),
          ("row0 + ty + i * THREADS, col0 + tx + j * THREADS", "row0 + ty * TM + i, col0 + tx * TM + j")],
         r"warp writes of `C` touch [0-9.]+ sectors of 32 bytes each on average, more than 4"),
 }
@@ -124,7 +100,7 @@ def cells_of(notebook):
         if cell.cell_type != "code":
             continue
         if flags.get("solution"):
-            answers[flags["grade_id"]] = re.sub(r" *### (BEGIN|END) SOLUTION\n", "", cell.source)
+            answers[flags["grade_id"]] = re.sub(r" *### (BEGIN|END) SOLUTION\n?", "", cell.source)
         elif flags.get("grade"):
             tests[flags["grade_id"]] = cell.source
         elif not answers:
@@ -147,8 +123,8 @@ def notebooks():
 def test_a_plausible_wrong_answer_loses_the_mark_with_a_reason(wrong, notebooks, tmp_path):
     assignment, answer, test, changes, message = WRONG_ANSWERS[wrong]
     setup, answers, tests = notebooks[assignment]
-    source = changes if isinstance(changes, str) else answers[answer]
-    for old, new in [] if isinstance(changes, str) else changes:
+    source = answers[answer]
+    for old, new in changes:
         assert source.count(old) == 1, f"the solution of {answer} changed: update this wrong answer ({old!r})"
         source = source.replace(old, new)
     namespace = {}

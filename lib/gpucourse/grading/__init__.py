@@ -18,8 +18,8 @@ from .fusion import (block_rows, check_attention, check_cross_entropy, check_gem
                      check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
                      warp_rows)
-from .matmul import (barrier_before_reads, check_matrix_kernel, coalesced, coarsened_grid, conflict_free_shared_memory, float32_only,
-                     matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
+from .matmul import (barrier_before_reads, check_matrix_kernel, coalesced, coarsened_grid,
+                     conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
                      tiled_reads, transpose_tiles,
                      warp_per_row, warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,

@@ -19,9 +19,9 @@ from .fusion import (block_rows, check_attention, check_cross_entropy, check_gem
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
                      warp_rows)
 from .matmul import (barrier_before_reads, check_matrix_kernel, coalesced, coarsened_grid,
-                     conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma,
-                     tiled_reads, transpose_tiles,
-                     warp_per_row, warp_reads_its_row)
+                     conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory, reads_per_thread,
+                     register_tiles, shared_reads_per_fma, tiled_reads, transpose_tiles, warp_per_row,
+                     warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
                         check_softmax_fp16, check_to_bfloat16, check_unscale)

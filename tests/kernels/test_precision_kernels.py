@@ -9,6 +9,7 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated
 from gpucourse.kernels import precision as p
+from gpucourse.run.resources import ptx_for
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -203,6 +204,15 @@ def test_mma_m16n8k16_compiles_to_one_instruction_from_sm_80_and_to_two_m16n8k8_
     assert len(found) == len(instructions) // 4 and operands == instructions
     registers = [len(re.findall(r"%r\d+", line)) for line in found]  # A's and B's 32-bit registers
     assert registers == ([6] if cc >= (8, 0) else [3, 3])
+
+
+def test_the_compiled_code_read_for_an_architecture_is_compiled_for_it():
+    """kernel_resources and inspect_compiled read what numba-cuda compiles on that GPU: m16n8k16 from sm_80 on."""
+    signature = (types.float32[:, :, ::1], types.float16[:, :, ::1], types.float16[:, :, ::1],
+                 types.float32[:, :, ::1])
+    for architecture, mma in (("sm_90", p.MMA_K16_PTX), ("sm_80", p.MMA_K16_PTX), ("sm_75", p.MMA_PTX)):
+        ptx = ptx_for(mma16_each_warp, signature, architecture)
+        assert f".target {architecture}" in ptx and set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma}
 
 
 @cuda.jit

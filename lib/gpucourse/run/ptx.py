@@ -147,12 +147,12 @@ def _keep_variable_types(py_func, argtypes, annotation) -> None:
 
 
 @contextlib.contextmanager
-def target_device():
-    """Compile for the simulated device: answer its compute capability to device functions that ask for the
-    current device's, and keep the variable types of each function compiled."""
+def target_device(cc: tuple = COMPUTE_CAPABILITY):
+    """Compile for the simulated device: answer its compute capability (or ``cc``) to device functions that ask
+    for the current device's, and keep the variable types of each function compiled."""
     from numba.cuda import dispatcher
 
-    fake = SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
+    fake = SimpleNamespace(compute_capability=cc)
     original_device, original_compile = dispatcher.get_current_device, compiler.compile_extra
 
     def compile_extra(*args, **kwargs):
@@ -178,11 +178,13 @@ def variable_types(py_func, argtypes) -> dict:
     return {**_device_variables, py_func: kernel}
 
 
-def compile_for_gpu(dispatcher, argtypes) -> str:
-    """PTX of ``dispatcher`` for ``argtypes``; raises numba's error when it does not compile."""
+def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str:
+    """PTX of ``dispatcher`` for ``argtypes``, compiled for compute capability ``cc`` (by default the oldest the
+    course runs on; code may depend on it, as `kernels.precision.mma_m16n8k16` does); raises numba's error when
+    it does not compile."""
     bounds = getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
-    with target_device():
-        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=COMPUTE_CAPABILITY, launch_bounds=bounds)
+    with target_device(cc):
+        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, launch_bounds=bounds)
     return ptx
 
 

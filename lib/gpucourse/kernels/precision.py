@@ -428,34 +428,29 @@ TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_BN  # the shared tiles hold two copies 
 
 
 @cuda.jit(device=True, inline="always")
+def _fetch_chunk(staged, v, X, row, col, rows, cols, vectors):
+    """``staged[v] = X[row, col : col + 8]``, zeros past ``rows`` and ``cols``: one 16-byte load where ``vectors``
+    (K and N multiples of 8: a chunk is all inside or all outside), else one half per load."""
+    zero = float16(0)
+    if vectors:
+        halves = (zero, zero, zero, zero, zero, zero, zero, zero)
+        if row < rows and col < cols:
+            halves = load8h(X, (row, col))
+        for h in range(HALVES):
+            staged[v, h] = halves[h]
+    else:
+        for h in range(HALVES):
+            staged[v, h] = X[row, col + uint64(h)] if row < rows and col + uint64(h) < cols else zero
+
+
+@cuda.jit(device=True, inline="always")
 def _fetch_chunks(next_a, next_b, A, B, start, row_a, col_b, k_a, k_b, vectors):
     """Into registers: this thread's 16-byte chunks of the step at ``start`` along K, rows ``row_a`` and
-    ``row_a + 64`` of A (halves ``k_a`` on) and columns ``col_b`` and ``col_b + 64`` of B (row ``k_b``): one
-    16-byte load each where ``vectors``, else one half per load; zeros past the edges."""
+    ``row_a + 64`` of A (halves ``k_a`` on) and columns ``col_b`` and ``col_b + 64`` of B (row ``k_b``)."""
     M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
-    zero = float16(0)
-    nothing = (zero, zero, zero, zero, zero, zero, zero, zero)  # the 8 halves of a chunk outside the matrix
     for v in range(TC_VECTORS):
-        r, k = row_a + uint64(v * TC_PASS), start + k_a
-        if vectors:  # K and N multiples of 8: a chunk is all inside or all outside
-            halves = nothing
-            if r < M and k < K:
-                halves = load8h(A, (r, k))
-            for h in range(HALVES):
-                next_a[v, h] = halves[h]
-        else:
-            for h in range(HALVES):
-                next_a[v, h] = A[r, k + uint64(h)] if r < M and k + uint64(h) < K else zero
-        k, c = start + k_b, col_b + uint64(v * TC_PASS)
-        if vectors:
-            halves = nothing
-            if k < K and c < N:
-                halves = load8h(B, (k, c))
-            for h in range(HALVES):
-                next_b[v, h] = halves[h]
-        else:
-            for h in range(HALVES):
-                next_b[v, h] = B[k, c + uint64(h)] if k < K and c + uint64(h) < N else zero
+        _fetch_chunk(next_a, v, A, row_a + uint64(v * TC_PASS), start + k_a, M, K, vectors)
+        _fetch_chunk(next_b, v, B, start + k_b, col_b + uint64(v * TC_PASS), K, N, vectors)
 
 
 @cuda.jit(device=True, inline="always")
@@ -486,9 +481,9 @@ def gemm_tensor_core_tiled(C, A, B):
     limit 48).
 
     sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 125 registers (2 blocks of 256 threads per
-    SM), no local memory; on the 16-byte path a step of 32 along K is about 322 instructions: 4 LDG.128 issued
+    SM), no local memory; on the 16-byte path a step of 32 along K is about 331 instructions: 4 LDG.128 issued
     before the mma loop, its 2 passes of 16 HMMA.16816 and 24 LDS.32 in 56 instructions, then 2 STS.128, 16
-    STS.U16 and one BAR; 56 PRMT and 16 SHF of them split the 16-byte chunks into the float16 staging registers
+    STS.U16 and one BAR; 59 PRMT and 16 SHF of them split the 16-byte chunks into the float16 staging registers
     and join them again (benchmarks/README.md, "Compiled code of the top rungs").
     """
     tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH), float16, alignment=16)  # A[m, k] at [buffer * 128 + m, k]

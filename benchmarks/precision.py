@@ -10,7 +10,7 @@ prints one line saying so and exits with status 0.
 GEMM, ``C = A @ B`` of n x n matrices, in TFLOP/s (2 n^3 FLOPs over the time) and in error against float64:
 module 3's best, `matmul_warp_tiled`, in float32, `gemm_fp16_fp32acc` (fp16 tiles, fp32 accumulator),
 `gemm_tensor_core` (a warp per 16 x 16 of C through the course's `mma_m16n8k8`), `gemm_tensor_core_tiled`
-(128 x 128 per block, a warp per 64 x 32, 16 mma per step of 8), and ``torch.matmul`` on
+(128 x 128 per block, a warp per 64 x 32, 16 `mma_m16n8k16` per step of 16, double-buffered), and ``torch.matmul`` on
 float16 tensors (cuBLAS with tensor cores; its C is float16) when PyTorch is installed, on the same memory
 through ``__cuda_array_interface__``. The inputs are standard normal values rounded to fp16, so every path
 multiplies the same numbers and float64 gives one exact reference (32 rows of C). Goals, for an H100:

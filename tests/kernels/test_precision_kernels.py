@@ -9,6 +9,7 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated
 from gpucourse.kernels import precision as p
+from gpucourse.run.resources import ptx_for
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -77,6 +78,47 @@ def test_fragment_layout_covers_each_matrix_once():
     assert layout["b"][lane].tolist() == [[2, 1], [3, 1]]
 
 
+def test_the_m16n8k16_layout_is_the_ptx_isas_cell_by_cell():
+    """The PTX ISA's m16n8k16 .f16 fragments, written out from its table (not the library's formulas)."""
+    layout = p.fragment_layout("m16n8k16")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4  # groupID, threadID_in_group
+        a = [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1),  # a0-a3: k 0-7
+             (g, 2 * t + 8), (g, 2 * t + 9), (g + 8, 2 * t + 8), (g + 8, 2 * t + 9)]  # a4-a7: k 8-15
+        b = [(2 * t, g), (2 * t + 1, g), (2 * t + 8, g), (2 * t + 9, g)]
+        c = [(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]
+        assert [tuple(x) for x in layout["a"][lane]] == a and [tuple(x) for x in layout["b"][lane]] == b
+        assert [tuple(x) for x in layout["c"][lane]] == c
+    for operand, (rows, cols) in {"a": (16, 16), "b": (16, 8), "c": (16, 8)}.items():
+        assert len({tuple(x) for x in layout[operand].reshape(-1, 2)}) == rows * cols  # each cell once
+    assert all((p.fragment_layout()[o] == p.fragment_layout("m16n8k8")[o]).all() for o in "abc")  # lecture 06's
+    with pytest.raises(ValueError, match="unknown mma shape 'm16n8k32'"):
+        p.fragment_layout("m16n8k32")
+
+
+def random_fragments(warps, shape):
+    """Fragments of random A, B (fp16) and C (fp32) for ``warps`` warps, each warp its own magnitude, and the
+    matrices."""
+    depth = p.MMA_SHAPES[shape]
+    scale = np.exp2(rng.integers(-6, 7, (warps, 1, 1)))
+    A = (rng.standard_normal((warps, 16, depth)) * scale).astype(np.float16)
+    B = rng.standard_normal((warps, depth, 8)).astype(np.float16)
+    C = (rng.standard_normal((warps, 16, 8)) * scale).astype(np.float32)
+    return [p.fragments_of(X, o, shape) for X, o in ((A, "a"), (B, "b"), (C, "c"))], (A, B, C)
+
+
+def test_the_m16n8k16_emulation_is_a_b_plus_c_and_two_chained_m16n8k8():
+    (fa, fb, fc), (A, B, C) = random_fragments(5, "m16n8k16")
+    D = p.matrix_of(p.emulate_mma_m16n8k16(fa, fb, fc), "c", "m16n8k16")
+    exact = C.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
+    bound = p.mma_error_bound(16, np.abs(C) + np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
+    assert np.all(np.abs(D - exact) <= bound) and not np.all(np.abs(D - exact) <= bound / 40)
+    # before sm_80 mma_m16n8k16 is two m16n8k8: a0-a3 and b0, b1 (k 0-7), then a4-a7 and b2, b3 (k 8-15);
+    # the model adds in k order either way, so the bits are the same
+    first = p.emulate_mma_m16n8k8(fa[..., :4], fb[..., :2], fc)
+    np.testing.assert_array_equal(p.emulate_mma_m16n8k8(fa[..., 4:], fb[..., 2:], first), p.fragments_of(D, "c"))
+
+
 def ptx_layout():
     """The PTX ISA's m16n8k8 .f16 fragment layout, written out again from its formulas (not the library's)."""
     a, b, c = np.zeros((32, 4, 2), int), np.zeros((32, 2, 2), int), np.zeros((32, 4, 2), int)
@@ -128,6 +170,52 @@ def test_mma_emulation_inside_a_kernel_matches_a_numpy_model_of_the_layout():
 
 
 @cuda.jit
+def mma16_each_warp(D, A, B, C):
+    """`mma_each_warp` with mma_m16n8k16: fragments of 8, 4 and 4 elements."""
+    w, lane = cuda.grid(1) // 32, cuda.threadIdx.x % 32
+    a = (A[w, lane, 0], A[w, lane, 1], A[w, lane, 2], A[w, lane, 3],
+         A[w, lane, 4], A[w, lane, 5], A[w, lane, 6], A[w, lane, 7])
+    b = (B[w, lane, 0], B[w, lane, 1], B[w, lane, 2], B[w, lane, 3])
+    c = (C[w, lane, 0], C[w, lane, 1], C[w, lane, 2], C[w, lane, 3])
+    d = p.mma_m16n8k16(a, b, c)
+    for i in range(4):
+        D[w, lane, i] = d[i]
+
+
+def test_mma_m16n8k16_inside_a_kernel_runs_the_emulation_for_each_warp():
+    (fa, fb, fc), (A, B, C) = random_fragments(4, "m16n8k16")
+    D = np.full((4, 32, 4), np.nan, np.float32)
+    mma16_each_warp[2, 64](D, fa, fb, fc)
+    np.testing.assert_array_equal(D, p.emulate_mma_m16n8k16(fa, fb, fc))
+    exact = C.astype(np.float64) + A.astype(np.float64) @ B.astype(np.float64)
+    bound = p.mma_error_bound(16, np.abs(C) + np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
+    assert np.all(np.abs(p.matrix_of(D, "c") - exact) <= bound)
+
+
+@pytest.mark.parametrize("cc, instructions", [((8, 0), [p.MMA_K16_PTX + " {%f", "{%r", "{%r", "{%f"]),
+                                              ((7, 5), [p.MMA_PTX + " {%f", "{%r", "{%r", "{%f"] * 2)],
+                         ids=["sm_80: one m16n8k16", "sm_75: two m16n8k8"])
+def test_mma_m16n8k16_compiles_to_one_instruction_from_sm_80_and_to_two_m16n8k8_before(cc, instructions):
+    signature = (types.float32[:, :, :], types.float16[:, :, :], types.float16[:, :, :], types.float32[:, :, :])
+    ptx, _ = cuda.compile_ptx(mma16_each_warp.py_func, signature, cc=cc)
+    found = [line.strip() for line in ptx.splitlines() if "mma.sync" in line]
+    operands = [part.strip()[:len(start)] for line in found for part, start in
+                zip(line.split("},"), instructions[:4])]
+    assert len(found) == len(instructions) // 4 and operands == instructions
+    registers = [len(re.findall(r"%r\d+", line)) for line in found]  # A's and B's 32-bit registers
+    assert registers == ([6] if cc >= (8, 0) else [3, 3])
+
+
+def test_the_compiled_code_read_for_an_architecture_is_compiled_for_it():
+    """kernel_resources and inspect_compiled read what numba-cuda compiles on that GPU: m16n8k16 from sm_80 on."""
+    signature = (types.float32[:, :, ::1], types.float16[:, :, ::1], types.float16[:, :, ::1],
+                 types.float32[:, :, ::1])
+    for architecture, mma in (("sm_90", p.MMA_K16_PTX), ("sm_80", p.MMA_K16_PTX), ("sm_75", p.MMA_PTX)):
+        ptx = ptx_for(mma16_each_warp, signature, architecture)
+        assert f".target {architecture}" in ptx and set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma}
+
+
+@cuda.jit
 def mma_in_a_branch(D, A, B):
     lane = cuda.threadIdx.x
     if lane < 16:
@@ -147,24 +235,45 @@ def test_mma_needs_the_whole_warp():
 
 
 @pytest.mark.parametrize("cc", [(7, 5), (8, 0)])
-@pytest.mark.parametrize("kernel, count", [(p.gemm_tensor_core, 2), (p.gemm_tensor_core_tiled, 16)],
-                         ids=["gemm_tensor_core", "gemm_tensor_core_tiled"])
-def test_the_tensor_core_gemms_compile_to_mma_sync(kernel, count, cc):
+def test_the_small_tensor_core_gemm_compiles_to_mma_sync(cc):
     signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
-    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+    ptx, _ = cuda.compile_ptx(p.gemm_tensor_core.py_func, signature, cc=cc)
     instructions = [line.strip() for line in ptx.splitlines() if p.MMA_PTX in line]
-    assert len(instructions) == count and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
+    assert len(instructions) == 2 and all(i.startswith(p.MMA_PTX + " {%f") for i in instructions)
     assert "ld.local" not in ptx  # the accumulators stay in registers
-    if kernel is p.gemm_tensor_core_tiled:  # unsigned indices into its tiles: no wrap-around in the mma loop
-        mma_loops = [loop for loop in innermost_loops(ptx) if p.MMA_PTX in loop]
-        assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
-        # the tile copies' 16-byte path: 16-byte loads of both tiles (a pass each, or all passes once NVVM unrolls
-        # them), A's tile stored 16 bytes at a time ...
-        assert ptx.count("ld.global.v4.u32") in (2, 2 * p.TC_VECTORS)
-        assert ptx.count("st.shared.v4.u32") == ptx.count("ld.global.v4.u32") // 2
-        # ... and each fragment register one 4-byte shared load: 2 per A tile and 1 per B tile, no 16-bit loads
-        shared_loads = re.findall(r"ld\.shared\.\S+", mma_loops[0])
-        assert shared_loads == ["ld.shared.u32"] * (2 * p.TC_MMA_M + p.TC_MMA_N)
+
+
+def smallest_loop_with(ptx, *needles):
+    """The body of the smallest PTX loop (a label to a branch back to it) that holds every one of ``needles``."""
+    labels = {m.group(1): m.start() for m in re.finditer(r"^(\$L__\w+):", ptx, re.M)}
+    loops = [ptx[labels[m.group(1)]:m.end()] for m in re.finditer(r"\bbra(?:\.uni)?\s+(\$L__\w+);", ptx)
+             if m.group(1) in labels and labels[m.group(1)] < m.start()]
+    return min((loop for loop in loops if all(n in loop for n in needles)), key=len)
+
+
+@pytest.mark.parametrize("cc, mma", [((8, 0), p.MMA_K16_PTX), ((7, 5), p.MMA_PTX)], ids=["sm_80", "sm_75"])
+def test_the_tiled_tensor_core_gemm_is_double_buffered_with_m16n8k16(cc, mma):
+    signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
+    ptx, _ = cuda.compile_ptx(p.gemm_tensor_core_tiled.py_func, signature, cc=cc)
+    # m16n8k16 from sm_80 on (a T4 runs each as two m16n8k8): 16 per warp and step of 16 along K
+    assert set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma}
+    assert ptx.count(mma) % (16 if cc >= (8, 0) else 32) == 0
+    assert "ld.local" not in ptx  # accumulators, fragments and the chunks on their way: registers
+    # two copies of each tile (2 x 128 rows of 40 halves): 40 KiB of the 48 a block may declare statically
+    assert re.findall(r"\.shared \.align 16 \.b8 \w+\[(\d+)\];", ptx) == [str(2 * 128 * 40 * 2)] * 2
+    # the loop over steps of K: the next step's 16-byte loads issued before the mma, stored into the other
+    # copy after them, and ONE barrier (single-buffered, a step needs two)
+    step = smallest_loop_with(ptx, mma, "bar.sync")
+    assert step.count("bar.sync") == 1
+    assert step.index("ld.global.v4.u32") < step.index(mma) < step.rindex(mma) < step.rindex("st.shared.v4.u32")
+    assert step.count("ld.global.v4.u32") == 2 * p.TC_VECTORS  # A's and B's chunks (the fallback: ld.global.u16)
+    # the mma loop: unsigned indices into the tiles (no wrap-around), each fragment register one 4-byte shared
+    # load: 4 per A tile and 2 per B tile and step of 16, no 16-bit loads
+    mma_loops = [loop for loop in innermost_loops(ptx) if mma in loop]
+    assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
+    passes = mma_loops[0].count(mma) // (p.TC_MMA_M * p.TC_MMA_N * (1 if cc >= (8, 0) else 2))
+    shared_loads = re.findall(r"ld\.shared\.\S+", mma_loops[0])
+    assert shared_loads == ["ld.shared.u32"] * (4 * p.TC_MMA_M + 2 * p.TC_MMA_N) * passes
 
 
 def test_wrong_fragments_are_a_typing_error():
@@ -172,8 +281,15 @@ def test_wrong_fragments_are_a_typing_error():
         d = p.mma_m16n8k8((A[0], A[1]), (A[0], A[1]), (D[0], D[1], D[2], D[3]))
         D[0] = d[0]
 
-    with pytest.raises(Exception, match="a_frag must be a tuple of 4 float16"):
+    with pytest.raises(Exception, match="mma_m16n8k8: a_frag must be a tuple of 4 float16"):
         cuda.compile_ptx(kernel, (types.float32[:], types.float16[:]), cc=(7, 5))
+
+    def kernel16(D, A):
+        d = p.mma_m16n8k16((A[0], A[1], A[2], A[3]), (A[0], A[1], A[2], A[3]), (D[0], D[1], D[2], D[3]))
+        D[0] = d[0]
+
+    with pytest.raises(Exception, match="mma_m16n8k16: a_frag must be a tuple of 8 float16"):
+        cuda.compile_ptx(kernel16, (types.float32[:], types.float16[:]), cc=(8, 0))
 
 
 # -- kernels ----------------------------------------------------------------------------------------
@@ -210,6 +326,22 @@ def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its
     assert np.all(np.abs(results[0] - exact) <= bound)
     np.testing.assert_array_equal(results[1], results[0])
     np.testing.assert_array_equal(results[2], results[0])
+
+
+@pytest.mark.parametrize("K", [8, 32, 40, 96, 77, 264], ids=lambda K: f"K{K}")
+def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K):
+    """Steps of 32 along K through the two copies of the tiles: 1 (K = 8, 32), 2 (40), 3 (96, and 77: not a
+    multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction. Its products are
+    added in k order like gemm_fp16_fp32acc's: the same bits, and within the bound of the exact product."""
+    M, N = 133, 136
+    A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4, (M, 1))).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    C, reference = np.full((M, N), np.nan, np.float32), np.full((M, N), np.nan, np.float32)
+    p.launch_gemm(p.gemm_tensor_core_tiled, C, A, B)
+    p.launch_gemm(p.gemm_fp16_fp32acc, reference, A, B)
+    np.testing.assert_array_equal(C, reference)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    assert np.all(np.abs(C - A64 @ B64) <= p.mma_error_bound(K, np.abs(A64) @ np.abs(B64)))
 
 
 def test_the_gemms_add_in_the_same_order():

@@ -303,10 +303,11 @@ register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
          why="as attention_flash2, and flash2_combine's exp2 weights of the slices (ex2.approx on the GPU)")
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
-PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the 16-byte copies of gemm_tensor_core_tiled
-MMA = ("the tensor cores align each mma.sync's 9 terms and truncate (Fasi et al. 2021), the simulator's model adds "
-       "them in k order, each rounded to fp32: each within precision.mma_error_bound, 9 * 2^-23 of the sum of "
-       "magnitudes per step of 8, so with positive inputs the two differ by at most 36 ulps per step")
+PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the 16-byte copies of gemm_tensor_core_tiled (70: 3 steps of 32)
+MMA = ("the tensor cores align each mma.sync's 9 terms (17 for the tiled kernel's m16n8k16) and truncate (Fasi et al. "
+       "2021), the simulator's model adds them in k order, each rounded to fp32: each within "
+       "precision.mma_error_bound, 9 * 2^-23 of the sum of magnitudes per 8 of K, so with positive inputs the two "
+       "differ by at most 36 ulps per 8 of K")
 MMA_ULPS = 36 * -(-max(PRECISION_K) // 8)
 
 

@@ -12,8 +12,9 @@ Kernels (A, B float16 2-D arrays, C float32):
    warp a 16 x 16 part of it with two `mma_m16n8k8` per step of 8 along K.
    `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
    warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
-   it, 16 `mma_m16n8k8` per step of 8, its accumulators in registers, its
-   tiles copied 16 bytes per load (`vector.load8h`) where the rows allow it.
+   it, 16 `mma_m16n8k16` per step of 16, its accumulators in registers, its
+   tiles copied 16 bytes per load (`vector.load8h`) where the rows allow it,
+   double-buffered: the next step's loads are in flight during the mma.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -26,7 +27,10 @@ The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
 tuples of 4 float32. Which lane holds which elements is the PTX ISA's layout
 (`fragment_layout`). On a GPU it is inline PTX
 (``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
-or newer); on the course simulator `emulate_mma_m16n8k8` computes it. The
+or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
+`mma_m16n8k16` is the 16 x 8 x 16 product, the native fp16 shape since sm_80
+(8 halves of A, 4 of B, 4 floats of C: ``fragment_layout("m16n8k16")``); a
+kernel compiled for an older GPU (a T4) gets two m16n8k8 in its place. The
 emulation is a **model**, not the hardware: exact fp16 products added to C one
 after the other in k order, each addition rounded to nearest fp32. Tensor cores
 add otherwise (Fasi, Higham, Mikaitis and Pranesh, "Numerical behavior of NVIDIA
@@ -48,6 +52,7 @@ from numba import cuda, float32, types, uint64
 float16 = types.float16
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
+from numba.cuda.core import targetconfig
 
 from .vector import HALVES, load2h, load8h, store8h, vector_aligned
 
@@ -149,87 +154,129 @@ def bits(x: float, fmt: str) -> Bits:
     return Bits(sign, format(field, f"0{f.exponent_bits}b"), format(mantissa, f"0{f.mantissa_bits}b"), stored)
 
 
-# -- the tensor-core wrapper -----------------------------------------------------------------------
+# -- the tensor-core wrappers ----------------------------------------------------------------------
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 8
+MMA_K16 = 16
 MMA_PTX = "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"
+MMA_K16_PTX = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+MMA_SHAPES = {"m16n8k8": MMA_K, "m16n8k16": MMA_K16}  # the K of each shape; M = 16 and N = 8 for both
 
 
-def fragment_layout() -> dict[str, np.ndarray]:
+def _depth(shape: str) -> int:
+    if shape not in MMA_SHAPES:
+        raise ValueError(f"unknown mma shape {shape!r}: use one of {', '.join(MMA_SHAPES)}")
+    return MMA_SHAPES[shape]
+
+
+def fragment_layout(shape: str = "m16n8k8") -> dict[str, np.ndarray]:
     """{"a", "b", "c"}: for each lane (axis 0) and each element of its fragment (axis 1), the (row, column)
-    of A (16 x 8), B (8 x 8) or C and D (16 x 8) it holds (axis 2), as the PTX ISA gives them for m16n8k8."""
+    of A (16 x K), B (K x 8) or C and D (16 x 8) it holds (axis 2), as the PTX ISA gives them for ``shape``
+    (``"m16n8k8"``: 4, 2 and 4 elements; ``"m16n8k16"``: 8, 4 and 4)."""
+    depth = _depth(shape)
     lane = np.arange(WARP)
     group, thread = lane // 4, lane % 4  # groupID and threadID_in_group
-    a = np.empty((WARP, 4, 2), np.int64)
-    for i in range(4):  # a0, a1: row group; a2, a3: row group + 8
-        a[:, i, 0] = group + 8 * (i // 2)
-        a[:, i, 1] = 2 * thread + (i % 2)
-    b = np.empty((WARP, 2, 2), np.int64)
-    for i in range(2):
-        b[:, i, 0] = 2 * thread + i
+    a = np.empty((WARP, depth // 2, 2), np.int64)
+    for i in range(depth // 2):  # a0, a1: row group; a2, a3: row group + 8; (k16) a4 to a7: the same, 8 columns on
+        a[:, i, 0] = group + 8 * (i // 2 % 2)
+        a[:, i, 1] = 2 * thread + i % 2 + 8 * (i // 4)
+    b = np.empty((WARP, depth // 4, 2), np.int64)
+    for i in range(depth // 4):  # b0, b1: rows 2t and 2t + 1 of column group; (k16) b2, b3: 8 rows on
+        b[:, i, 0] = 2 * thread + i % 2 + 8 * (i // 2)
         b[:, i, 1] = group
-    return {"a": a, "b": b, "c": a.copy()}  # C and D have A's layout (16 x 8 both)
+    return {"a": a, "b": b, "c": a[:, :4].copy()}  # C and D (16 x 8): the places of a0 to a3
 
 
-_LAYOUT = fragment_layout()
-_SHAPES = {"a": (MMA_M, MMA_K), "b": (MMA_K, MMA_N), "c": (MMA_M, MMA_N)}
+_LAYOUTS = {shape: fragment_layout(shape) for shape in MMA_SHAPES}
 
 
-def matrix_of(fragments: np.ndarray, operand: str) -> np.ndarray:
+def _places(operand: str, shape: str) -> tuple[np.ndarray, tuple[int, int]]:
+    """`fragment_layout`'s places of ``operand`` and the shape of its matrix."""
+    depth = _depth(shape)
+    return _LAYOUTS[shape][operand], {"a": (MMA_M, depth), "b": (depth, MMA_N), "c": (MMA_M, MMA_N)}[operand]
+
+
+def matrix_of(fragments: np.ndarray, operand: str, shape: str = "m16n8k8") -> np.ndarray:
     """The matrix (..., rows, columns) that fragments (..., 32, elements) of ``operand`` ("a", "b" or "c") hold."""
-    layout = _LAYOUT[operand]
-    matrix = np.empty(fragments.shape[:-2] + _SHAPES[operand], fragments.dtype)
+    layout, size = _places(operand, shape)
+    matrix = np.empty(fragments.shape[:-2] + size, fragments.dtype)
     matrix[..., layout[..., 0], layout[..., 1]] = fragments
     return matrix
 
 
-def fragments_of(matrix: np.ndarray, operand: str) -> np.ndarray:
+def fragments_of(matrix: np.ndarray, operand: str, shape: str = "m16n8k8") -> np.ndarray:
     """The fragments (..., 32, elements) each lane holds of ``matrix`` (..., rows, columns) as ``operand``."""
-    layout = _LAYOUT[operand]
+    layout, _ = _places(operand, shape)
     return matrix[..., layout[..., 0], layout[..., 1]]
+
+
+def _emulate(a_frag, b_frag, c_frag, shape: str) -> np.ndarray:
+    A = matrix_of(np.asarray(a_frag, np.float16), "a", shape).astype(np.float32)
+    B = matrix_of(np.asarray(b_frag, np.float16), "b", shape).astype(np.float32)
+    D = matrix_of(np.asarray(c_frag, np.float32), "c", shape)
+    for k in range(MMA_SHAPES[shape]):
+        D = D + A[..., :, k, None] * B[..., None, k, :]  # the product is exact in fp32; the sum rounds once
+    return fragments_of(D, "c", shape)
 
 
 def emulate_mma_m16n8k8(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
     """D fragments for warps of fragments (warps, 32, 4 | 2 | 4) by the course's model of a tensor core (exact
     fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's."""
-    A = matrix_of(np.asarray(a_frag, np.float16), "a").astype(np.float32)
-    B = matrix_of(np.asarray(b_frag, np.float16), "b").astype(np.float32)
-    D = matrix_of(np.asarray(c_frag, np.float32), "c")
-    for k in range(MMA_K):
-        D = D + A[..., :, k, None] * B[..., None, k, :]  # the product is exact in fp32; the sum rounds once
-    return fragments_of(D, "c")
+    return _emulate(a_frag, b_frag, c_frag, "m16n8k8")
+
+
+def emulate_mma_m16n8k16(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
+    """`emulate_mma_m16n8k8` for the 16 x 8 x 16 product: fragments (warps, 32, 8 | 4 | 4), 16 sums in k order."""
+    return _emulate(a_frag, b_frag, c_frag, "m16n8k16")
 
 
 def mma_error_bound(K: int, magnitude):
-    """A bound on ``|D - exact|`` for ``D = A @ B + C`` made of ``ceil(K / 8)`` chained `mma_m16n8k8`, with
-    ``magnitude = |A| @ |B| + |C|`` (float64).
+    """A bound on ``|D - exact|`` for ``D = A @ B + C`` made of ``ceil(K / 8)`` chained `mma_m16n8k8` (or
+    ``ceil(K / 16)`` `mma_m16n8k16`), with ``magnitude = |A| @ |B| + |C|`` (float64).
 
-    One mma adds 9 terms (8 exact products and C). Aligned on the largest and truncated to fp32's 24 bits, each
+    One m16n8k8 adds 9 terms (8 exact products and C). Aligned on the largest and truncated to fp32's 24 bits, each
     of the 8 others loses less than one fp32 ulp of the largest, ``2**-23`` of it; truncating the sum loses less
     than ``2**-23`` of the result: at most ``9 * 2**-23`` times the sum of the terms' magnitudes, ``magnitude``
     at most. Rounding to nearest in k order (the model) loses less. Each further mma adds the same again.
+
+    The same bound holds for m16n8k16, whether the hardware adds its 17 terms at once (``17 * 2**-23``, within
+    the ``2 * 9`` allowed for its 16 k) or as two chained 8-product sums (``2 * 9``, as on a T4, see
+    `mma_m16n8k16`): the products past K are zeros, which lose nothing, so a last instruction holding 8 k or fewer
+    loses at most the ``9 * 2**-23`` of one m16n8k8.
     """
     return math.ceil(K / MMA_K) * (MMA_K + 1) * 2.0 ** -23 * magnitude
 
 
-def _is_fragment(value, dtype, count: int) -> bool:
-    return isinstance(value, types.UniTuple) and value.count == count and value.dtype == dtype
+def _check_fragments(name: str, a_frag, b_frag, c_frag, depth: int):
+    """The intrinsic's signature, or a TypingError naming the wrong fragment."""
+    for operand, value, dtype, count in (("a_frag", a_frag, types.float16, depth // 2),
+                                         ("b_frag", b_frag, types.float16, depth // 4),
+                                         ("c_frag", c_frag, types.float32, 4)):
+        if not (isinstance(value, types.UniTuple) and value.count == count and value.dtype == dtype):
+            raise TypingError(f"{name}: {operand} must be a tuple of {count} {dtype} values, got {value}")
+    return types.UniTuple(types.float32, 4)(a_frag, b_frag, c_frag)
 
 
-@intrinsic
-def mma_m16n8k8(typingctx, a_frag, b_frag, c_frag):
-    """``D = A @ B + C`` on the tensor cores of a warp; see the module's docstring for the fragments."""
-    for name, value, dtype, count in (("a_frag", a_frag, types.float16, 4), ("b_frag", b_frag, types.float16, 2),
-                                      ("c_frag", c_frag, types.float32, 4)):
-        if not _is_fragment(value, dtype, count):
-            raise TypingError(f"mma_m16n8k8: {name} must be a tuple of {count} {dtype} values, got {value}")
-    signature = types.UniTuple(types.float32, 4)(a_frag, b_frag, c_frag)
+def _mma_asm(builder, ptx: str, a_registers: list, b_registers: list, c_values: list) -> list:
+    """One ``mma.sync`` of inline PTX: the 4 float32 of D."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    operands = [*a_registers, *b_registers, *c_values]
+    sizes = (4, len(a_registers), len(b_registers), 4)  # D, A, B, C
+    first = np.cumsum((0,) + sizes[:-1])
+    groups = ", ".join("{" + ",".join(f"${i}" for i in range(start, start + size)) + "}"
+                       for start, size in zip(first, sizes))
+    function = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * (len(operands) - 4) + [f32] * 4)
+    constraints = ",".join(["=f"] * 4 + ["r"] * (len(operands) - 4) + ["f"] * 4)
+    d = builder.call(ir.InlineAsm(function, f"{ptx} {groups};", constraints, side_effect=True), operands)
+    return [builder.extract_value(d, i) for i in range(4)]
 
+
+def _mma_codegen(depth: int):
+    """The codegen of a 16 x 8 x ``depth`` mma on fragments of tuples (numba-cuda keeps a float16 in an i16)."""
     def codegen(context, builder, sig, args):
         a, b, c = args
-        i32, f32 = ir.IntType(32), ir.FloatType()
-        pair = ir.VectorType(ir.IntType(16), 2)  # numba-cuda keeps a float16 in an i16
+        i32, pair = ir.IntType(32), ir.VectorType(ir.IntType(16), 2)
 
         def f16x2(fragment, first):  # two halves in one 32-bit register, the first in the low bits
             register = ir.Constant(pair, ir.Undefined)
@@ -238,17 +285,36 @@ def mma_m16n8k8(typingctx, a_frag, b_frag, c_frag):
                                                   ir.Constant(i32, slot))
             return builder.bitcast(register, i32)
 
-        operands = [f16x2(a, 0), f16x2(a, 2), f16x2(b, 0)] + [builder.extract_value(c, i) for i in range(4)]
-        function = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 3 + [f32] * 4)
-        asm = ir.InlineAsm(function, MMA_PTX + " {$0,$1,$2,$3}, {$4,$5}, {$6}, {$7,$8,$9,$10};",
-                           "=f,=f,=f,=f,r,r,r,f,f,f,f", side_effect=True)
-        d = builder.call(asm, operands)
-        return context.make_tuple(builder, sig.return_type, [builder.extract_value(d, i) for i in range(4)])
+        a_registers = [f16x2(a, 2 * r) for r in range(depth // 4)]
+        b_registers = [f16x2(b, 2 * r) for r in range(depth // 8)]
+        d = [builder.extract_value(c, i) for i in range(4)]
+        flags = targetconfig.ConfigStack.top_or_none()  # what numba-cuda compiles for (its tanh asks the same)
+        cc = getattr(flags, "compute_capability", None) or (0, 0)  # unknown: the form every GPU runs
+        if depth == MMA_K or cc >= (8, 0):
+            d = _mma_asm(builder, MMA_PTX if depth == MMA_K else MMA_K16_PTX, a_registers, b_registers, d)
+        else:  # before sm_80 no m16n8k16: two m16n8k8, k 0-7 (a0 to a3, b0, b1) then k 8-15 (a4 to a7, b2, b3)
+            d = _mma_asm(builder, MMA_PTX, a_registers[:2], b_registers[:1], d)
+            d = _mma_asm(builder, MMA_PTX, a_registers[2:], b_registers[1:], d)
+        return context.make_tuple(builder, sig.return_type, d)
 
-    return signature, codegen
+    return codegen
+
+
+@intrinsic
+def mma_m16n8k8(typingctx, a_frag, b_frag, c_frag):
+    """``D = A @ B + C`` on the tensor cores of a warp; see the module's docstring for the fragments."""
+    return _check_fragments("mma_m16n8k8", a_frag, b_frag, c_frag, MMA_K), _mma_codegen(MMA_K)
+
+
+@intrinsic
+def mma_m16n8k16(typingctx, a_frag, b_frag, c_frag):
+    """``D = A @ B + C`` for A 16 x 16 and B 16 x 8: 8 halves of A, 4 of B, 4 floats of C (`fragment_layout`); one
+    instruction from sm_80 on, two chained m16n8k8 where numba-cuda compiles for an older GPU."""
+    return _check_fragments("mma_m16n8k16", a_frag, b_frag, c_frag, MMA_K16), _mma_codegen(MMA_K16)
 
 
 mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8  # what the course simulator runs in its place
+mma_m16n8k16.__warp_emulation__ = emulate_mma_m16n8k16
 
 
 # -- kernels ---------------------------------------------------------------------------------------
@@ -356,28 +422,76 @@ TC_WARPS_M, TC_WARPS_N = 2, 4  # 8 warps, each 64 x 32 of C
 TC_MMA_M, TC_MMA_N = TC_BM // TC_WARPS_M // MMA_M, TC_BN // TC_WARPS_N // MMA_N  # 4 x 4 mma tiles per warp
 TC_THREADS = WARP * TC_WARPS_M * TC_WARPS_N
 TC_PITCH = TC_BK + 8  # the shared tiles' rows: 80 bytes, so a warp's fragment words fall in 32 different banks
-TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte vectors per thread and tile: 2 (A and B alike)
-TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile (columns of B's) that one pass of 16-byte copies fills: 64
+TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte chunks per thread and tile: 2 (A and B alike)
+TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile (columns of B's) that one pass of 16-byte chunks fills: 64
+TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_BN  # the shared tiles hold two copies each (double buffering)
+
+
+@cuda.jit(device=True, inline="always")
+def _fetch_chunk(staged, v, X, row, col, rows, cols, vectors):
+    """``staged[v] = X[row, col : col + 8]``, zeros past ``rows`` and ``cols``: one 16-byte load where ``vectors``
+    (K and N multiples of 8: a chunk is all inside or all outside), else one half per load."""
+    zero = float16(0)
+    if vectors:
+        halves = (zero, zero, zero, zero, zero, zero, zero, zero)
+        if row < rows and col < cols:
+            halves = load8h(X, (row, col))
+        for h in range(HALVES):
+            staged[v, h] = halves[h]
+    else:
+        for h in range(HALVES):
+            staged[v, h] = X[row, col + uint64(h)] if row < rows and col + uint64(h) < cols else zero
+
+
+@cuda.jit(device=True, inline="always")
+def _fetch_chunks(next_a, next_b, A, B, start, row_a, col_b, k_a, k_b, vectors):
+    """Into registers: this thread's 16-byte chunks of the step at ``start`` along K, rows ``row_a`` and
+    ``row_a + 64`` of A (halves ``k_a`` on) and columns ``col_b`` and ``col_b + 64`` of B (row ``k_b``)."""
+    M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
+    for v in range(TC_VECTORS):
+        _fetch_chunk(next_a, v, A, row_a + uint64(v * TC_PASS), start + k_a, M, K, vectors)
+        _fetch_chunk(next_b, v, B, start + k_b, col_b + uint64(v * TC_PASS), K, N, vectors)
+
+
+@cuda.jit(device=True, inline="always")
+def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b):
+    """The fetched chunks into ``buffer`` (0 or 1) of the shared tiles: A's 16 bytes per store, B's transposed,
+    one half per store (to 8 rows of ``tile_b``: a 2-way bank conflict)."""
+    for v in range(TC_VECTORS):
+        r = buffer * uint64(TC_BM) + row_a + uint64(v * TC_PASS)
+        store8h(tile_a, (r, k_a), (next_a[v, 0], next_a[v, 1], next_a[v, 2], next_a[v, 3],
+                                   next_a[v, 4], next_a[v, 5], next_a[v, 6], next_a[v, 7]))
+        c = buffer * uint64(TC_BN) + col_b + uint64(v * TC_PASS)
+        for h in range(HALVES):
+            tile_b[c + uint64(h), k_b] = next_b[v, h]
 
 
 @cuda.jit
 def gemm_tensor_core_tiled(C, A, B):
-    """C = A @ B: a block of 8 warps computes 128 x 128 of C in steps of 32 along K, 16 mma per warp and step of 8.
+    """C = A @ B: a block of 8 warps computes 128 x 128 of C in steps of 32 along K, 16 `mma_m16n8k16` per warp
+    and step of 16, double-buffered: while the warps multiply one copy of the tiles, each thread's loads of the
+    next step are on their way to registers; it stores them into the other copy afterwards; one barrier per step.
 
     The tiles come from global memory 16 bytes (8 halves) per load where every row of A and B is 16-byte aligned
-    and K and N are multiples of 8 (so a vector is all inside or all outside the matrix); otherwise one half per
-    load. B's tile is stored transposed (``tile_b[n, k]``) so that, like A's, each fragment register is one 4-byte
-    shared load of two neighbouring halves. All indices are unsigned (no sign tests, see fusion.make_micro_tile).
+    and K and N are multiples of 8 (so a chunk is all inside or all outside the matrix); otherwise the same chunks
+    one half per load (double-buffered too; a warp's load then touches 8 rows of A or 16 of B, whose other halves
+    the next 7 loads find in L1). B's tile is stored transposed (``tile_b[n, k]``) so that, like A's, each
+    fragment register is one 4-byte shared load of two neighbouring halves. All indices are unsigned (no sign
+    tests, see fusion.make_micro_tile). Shared memory: 2 copies x 2 tiles x 128 x 40 halves = 40 KiB (static
+    limit 48).
 
-    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): a step of K is about 140 instructions of
-    16-byte copies (4 LDG.128, 2 STS.128 and 16 STS.U16 per thread; the one-half-per-load copies were about
-    2000) and 4 passes of the mma loop, 16 HMMA and 12 LDS.32 in 43 instructions (was 66, with 24 LDS.U16 and
-    12 PRMT); 180 registers, no local memory.
+    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 125 registers (2 blocks of 256 threads per
+    SM), no local memory; on the 16-byte path a step of 32 along K is about 331 instructions: 4 LDG.128 issued
+    before the mma loop, its 2 passes of 16 HMMA.16816 and 24 LDS.32 in 56 instructions, then 2 STS.128, 16
+    STS.U16 and one BAR; 59 PRMT and 16 SHF of them split the 16-byte chunks into the float16 staging registers
+    and join them again (benchmarks/README.md, "Compiled code of the top rungs").
     """
-    tile_a = cuda.shared.array((TC_BM, TC_PITCH), float16, alignment=16)  # A[m, k]: rows written 16 bytes at a time
-    tile_b = cuda.shared.array((TC_BN, TC_PITCH), float16, alignment=16)  # B[k, n] at tile_b[n, k]: transposed
+    tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH), float16, alignment=16)  # A[m, k] at [buffer * 128 + m, k]
+    tile_b = cuda.shared.array((TC_ROWS_B, TC_PITCH), float16, alignment=16)  # B[k, n] at [buffer * 128 + n, k]
     acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
-    b_frags = cuda.local.array((TC_MMA_N, 2), float16)  # likewise
+    b_frags = cuda.local.array((TC_MMA_N, 4), float16)  # likewise
+    next_a = cuda.local.array((TC_VECTORS, HALVES), float16)  # the next step's chunks, on their way
+    next_b = cuda.local.array((TC_VECTORS, HALVES), float16)
     thread = uint64(cuda.threadIdx.x)
     lane, warp = thread % uint64(WARP), thread // uint64(WARP)
     group, pair = lane // uint64(4), uint64(2) * (lane % uint64(4))
@@ -387,58 +501,46 @@ def gemm_tensor_core_tiled(C, A, B):
     row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
     vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
         and vector_aligned(A) and vector_aligned(B)
-    zero = float16(0)
-    nothing = (zero, zero, zero, zero, zero, zero, zero, zero)  # the 8 halves of a vector outside the matrix
-    # The 16-byte copies, per pass: thread t takes chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64
-    # bytes), and chunk t % 2 + 2 (t // 64) of row t // 2 % 32 of B's (a warp: 16 rows, 32 bytes of each);
-    # a further pass is 64 rows of A or 64 columns of B on.
-    a_row, a_k = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
-    b_k = thread // uint64(2) % uint64(TC_BK)
-    b_col = (thread % uint64(2) + thread // uint64(2 * TC_BK) * uint64(2)) * uint64(HALVES)
+    # This thread's chunks, per pass: chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64 bytes), and
+    # chunk t % 2 + 2 (t // 64) of row t // 2 % 32 of B's (a warp: 16 rows, 32 bytes of each); a further pass
+    # is 64 rows of A or 64 columns of B on.
+    row_a, k_a = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
+    k_b = thread // uint64(2) % uint64(TC_BK)
+    col_b = (thread % uint64(2) + thread // uint64(2 * TC_BK) * uint64(2)) * uint64(HALVES)
     for i in range(TC_MMA_M):
         for j in range(TC_MMA_N):
             for e in range(4):
                 acc[i, j, e] = float32(0)
-    for step in range((K + uint64(TC_BK - 1)) // uint64(TC_BK)):
-        start = uint64(step) * uint64(TC_BK)
-        if vectors:
-            for v in range(TC_VECTORS):
-                r = a_row + uint64(v * TC_PASS)
-                if row0 + r < M and start + a_k < K:
-                    store8h(tile_a, (r, a_k), load8h(A, (row0 + r, start + a_k)))
-                else:
-                    store8h(tile_a, (r, a_k), nothing)
-                c = b_col + uint64(v * TC_PASS)
-                halves = nothing
-                if start + b_k < K and col0 + c < N:
-                    halves = load8h(B, (start + b_k, col0 + c))
-                for h in range(HALVES):  # to 8 rows of the transposed tile: a 2-way bank conflict
-                    tile_b[c + uint64(h), b_k] = halves[h]
-        else:  # one half per load, the bounds checked for each
-            for n in range(TC_VECTORS * HALVES):  # consecutive threads, consecutive k of a row of A ...
-                e = thread + uint64(n * TC_THREADS)
-                r, k = e // uint64(TC_BK), e % uint64(TC_BK)
-                inside = row0 + r < M and start + k < K
-                tile_a[r, k] = A[row0 + r, start + k] if inside else zero
-            for n in range(TC_VECTORS * HALVES):  # ... and consecutive columns of a row of B
-                e = thread + uint64(n * TC_THREADS)
-                k, c = e // uint64(TC_BN), e % uint64(TC_BN)
-                inside = start + k < K and col0 + c < N
-                tile_b[c, k] = B[start + k, col0 + c] if inside else zero
-        cuda.syncthreads()
-        for kk in range(0, TC_BK, MMA_K):
+    _fetch_chunks(next_a, next_b, A, B, uint64(0), row0 + row_a, col0 + col_b, k_a, k_b, vectors)
+    _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(0), row_a, col_b, k_a, k_b)
+    cuda.syncthreads()
+    steps = (K + uint64(TC_BK - 1)) // uint64(TC_BK)
+    for step in range(steps):
+        now = uint64(step) % uint64(2)
+        more = uint64(step) + uint64(1) < steps
+        if more:  # issue the next step's global loads now; they arrive while the tensor cores work
+            _fetch_chunks(next_a, next_b, A, B, (uint64(step) + uint64(1)) * uint64(TC_BK), row0 + row_a,
+                          col0 + col_b, k_a, k_b, vectors)
+        for kk in range(0, TC_BK, MMA_K16):
             k = uint64(kk) + pair  # each fragment register: halves k and k + 1 of a row, one 4-byte load
             for j in range(TC_MMA_N):
-                b_frags[j, 0], b_frags[j, 1] = load2h(tile_b, (wn + uint64(j * MMA_N) + group, k))
+                n = now * uint64(TC_BN) + wn + uint64(j * MMA_N) + group
+                b_frags[j, 0], b_frags[j, 1] = load2h(tile_b, (n, k))
+                b_frags[j, 2], b_frags[j, 3] = load2h(tile_b, (n, k + uint64(8)))
             for i in range(TC_MMA_M):
-                r = wm + uint64(i * MMA_M) + group
+                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + group
                 a0, a1 = load2h(tile_a, (r, k))
                 a2, a3 = load2h(tile_a, (r + uint64(8), k))
+                a4, a5 = load2h(tile_a, (r, k + uint64(8)))
+                a6, a7 = load2h(tile_a, (r + uint64(8), k + uint64(8)))
                 for j in range(TC_MMA_N):
-                    d = mma_m16n8k8((a0, a1, a2, a3), (b_frags[j, 0], b_frags[j, 1]),
-                                    (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                    d = mma_m16n8k16((a0, a1, a2, a3, a4, a5, a6, a7),
+                                     (b_frags[j, 0], b_frags[j, 1], b_frags[j, 2], b_frags[j, 3]),
+                                     (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
                     for e in range(4):
                         acc[i, j, e] = d[e]
+        if more:  # the other copy was last read before the previous barrier: free to fill
+            _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(1) - now, row_a, col_b, k_a, k_b)
         cuda.syncthreads()
     for i in range(TC_MMA_M):
         for j in range(TC_MMA_N):
@@ -505,8 +607,9 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
     kernel[blocks, threads](out, x)
 
 
-__all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "fragment_layout", "matrix_of", "fragments_of",
-           "emulate_mma_m16n8k8", "mma_error_bound", "mma_m16n8k8", "gemm_fp16_fp32acc", "gemm_tensor_core",
+__all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "MMA_K16_PTX", "MMA_SHAPES", "fragment_layout",
+           "matrix_of", "fragments_of", "emulate_mma_m16n8k8", "emulate_mma_m16n8k16", "mma_error_bound", "mma_m16n8k8",
+           "mma_m16n8k16", "gemm_fp16_fp32acc", "gemm_tensor_core",
            "gemm_tensor_core_tiled",
            "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",

@@ -33,6 +33,7 @@ MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
 
 _compiled: dict = {}  # (py_func, argument types) -> PTX
+_compiled_functions: set = set()  # every py_func compile_for_gpu compiled, for any compute capability
 _kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
 _device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
 _toolchain_error: str | None = None
@@ -147,12 +148,12 @@ def _keep_variable_types(py_func, argtypes, annotation) -> None:
 
 
 @contextlib.contextmanager
-def target_device():
-    """Compile for the simulated device: answer its compute capability to device functions that ask for the
-    current device's, and keep the variable types of each function compiled."""
+def target_device(cc: tuple = COMPUTE_CAPABILITY):
+    """Compile for the simulated device: answer its compute capability (or ``cc``) to device functions that ask
+    for the current device's, and keep the variable types of each function compiled."""
     from numba.cuda import dispatcher
 
-    fake = SimpleNamespace(compute_capability=COMPUTE_CAPABILITY)
+    fake = SimpleNamespace(compute_capability=cc)
     original_device, original_compile = dispatcher.get_current_device, compiler.compile_extra
 
     def compile_extra(*args, **kwargs):
@@ -178,11 +179,14 @@ def variable_types(py_func, argtypes) -> dict:
     return {**_device_variables, py_func: kernel}
 
 
-def compile_for_gpu(dispatcher, argtypes) -> str:
-    """PTX of ``dispatcher`` for ``argtypes``; raises numba's error when it does not compile."""
+def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str:
+    """PTX of ``dispatcher`` for ``argtypes``, compiled for compute capability ``cc`` (by default the oldest the
+    course runs on; code may depend on it, as `kernels.precision.mma_m16n8k16` does); raises numba's error when
+    it does not compile."""
     bounds = getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
-    with target_device():
-        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=COMPUTE_CAPABILITY, launch_bounds=bounds)
+    with target_device(cc):
+        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, launch_bounds=bounds)
+    _compiled_functions.add(dispatcher.py_func)
     return ptx
 
 
@@ -269,11 +273,10 @@ def unchecked_kernels(namespace: dict) -> list[str]:
     """Names of the kernels and device functions in ``namespace`` never compiled for the GPU.
 
     The notebook tests call this after a notebook ran: every kernel it defines must have
-    been launched (and so compiled) at least once.
+    been launched (and so compiled) at least once, or compiled for an architecture (`resources.ptx_for`).
     """
     from numba.cuda.dispatcher import CUDADispatcher
 
-    checked = {fn for fn, _ in _compiled}
     missing = []
     for name, value in namespace.items():
         if not isinstance(value, CUDADispatcher):
@@ -281,6 +284,6 @@ def unchecked_kernels(namespace: dict) -> list[str]:
         if value.targetoptions.get("device"):
             if not value.overloads:
                 missing.append(name)
-        elif value.py_func not in checked:
+        elif value.py_func not in _compiled_functions:
             missing.append(name)
     return sorted(missing)

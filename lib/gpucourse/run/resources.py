@@ -5,9 +5,9 @@ Two sources, the same numbers:
 - On a GPU whose architecture is the one asked for, numba-cuda's own API on the compiled overload
   (``get_regs_per_thread``, ``get_local_mem_per_thread``, ``get_shared_mem_per_block``).
 - Anywhere else (a laptop with no GPU, or another architecture than the GPU's), `kernel_resources`
-  compiles the kernel to PTX (as `ptx.compile_for_gpu` does) and assembles it with NVIDIA's nvJitLink,
-  asking its assembler for a report (``ptxas -v``): registers per thread, the stack frame (local
-  memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba
+  compiles the kernel to PTX for that architecture's compute capability (`ptx_for`), assembles it with
+  NVIDIA's nvJitLink, asking its assembler for a report (``ptxas -v``): registers per thread, the stack
+  frame (local memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba
   declares them at module level, where the report does not count them). nvJitLink keeps a cache of
   its own on a machine with a driver, and a cache hit reports nothing of the assembler: the course
   asks it not to cache (``-no-cache``). `parse_report` reads the reports of CUDA 12 and 13.
@@ -119,18 +119,32 @@ def _from_overload(dispatcher, argtypes, architecture: str) -> Resources:
                      spilled, architecture, local)
 
 
-_bounded: dict = {}  # (py_func, argument types, launch bounds) -> PTX
+_own: dict = {}  # (py_func, argument types, launch bounds, compute capability) -> PTX
+
+
+def compute_capability(architecture: str) -> tuple[int, int]:
+    """``(9, 0)`` for ``"sm_90"``."""
+    digits = architecture.removeprefix("sm_")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def ptx_for(dispatcher, argtypes, architecture: str) -> str:
+    """The PTX that `kernel_resources` assembles for ``architecture``: compiled for its compute capability."""
+    bounds = dispatcher.targetoptions.get("launch_bounds")
+    cc = compute_capability(architecture)
+    key = (dispatcher.py_func, tuple(argtypes))
+    compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
+    if bounds is not None or cc != _ptx_check.COMPUTE_CAPABILITY:
+        # its own PTX: .maxntid and .minnctapersm decide how many registers the assembler may use, and code may
+        # depend on the compute capability (`kernels.precision.mma_m16n8k16`: one instruction from sm_80 on)
+        key, compiled = (*key, bounds, cc), _own
+    if key not in compiled or (bounds is None and ".maxntid" in compiled[key]):  # another jit of it had bounds
+        compiled[key] = compile_for_gpu(dispatcher, argtypes, cc)
+    return compiled[key]
 
 
 def _assembled(dispatcher, argtypes, architecture: str) -> Resources:
-    bounds = dispatcher.targetoptions.get("launch_bounds")
-    key = (dispatcher.py_func, tuple(argtypes))
-    compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
-    if bounds is not None:  # its own PTX: .maxntid and .minnctapersm decide how many registers the assembler may use
-        key, compiled = (*key, bounds), _bounded
-    if key not in compiled or (bounds is None and ".maxntid" in compiled[key]):  # another jit of it had bounds
-        compiled[key] = compile_for_gpu(dispatcher, argtypes)
-    ptx = compiled[key]
+    ptx = ptx_for(dispatcher, argtypes, architecture)
     return parse_report(assemble(ptx, architecture, max_registers(dispatcher))[0], ptx, architecture)
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from .device import chosen_backend
-from .ptx import argument_type, compile_for_gpu
-from .resources import Resources, kernel_resources, max_registers
+from .ptx import argument_type
+from .resources import Resources, kernel_resources, max_registers, ptx_for
 from .sass import disassemble, innermost, sass_counts, sass_findings, sass_problem  # noqa: F401 - sass_problem: lecture 07
 from .timing import median_seconds
 
@@ -145,7 +145,7 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
     """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`), under
     the kernel's own cap on registers (``@cuda.jit(max_registers=...)``)."""
     argtypes = tuple(argument_type(a) for a in args)
-    ptx = compile_for_gpu(dispatcher, argtypes)
+    ptx = ptx_for(dispatcher, argtypes, architecture)  # compiled for the architecture's compute capability
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
     shared = sum(int(s) for s in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
     counts = ptx_counts(ptx)

@@ -304,11 +304,10 @@ register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
 PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the 16-byte copies of gemm_tensor_core_tiled (70: 3 steps of 32)
-MMA = ("the tensor cores align each mma.sync's 9 terms (17 for the tiled kernel's m16n8k16) and truncate (Fasi et al. "
-       "2021), the simulator's model adds them in k order, each rounded to fp32: each within "
-       "precision.mma_error_bound, 9 * 2^-23 of the sum of magnitudes per 8 of K, so with positive inputs the two "
-       "differ by at most 36 ulps per 8 of K")
-MMA_ULPS = 36 * -(-max(PRECISION_K) // 8)
+MMA = ("a tensor core adds a few products at a time, aligned and truncated (Fasi et al. 2021), the simulator's "
+       "model adds them in k order, each rounded to fp32: each within precision.mma_error_bound, 5 * 2^-23 of the "
+       "sum of magnitudes per 4 of K, so with positive inputs the two differ by at most 20 ulps per 4 of K")
+MMA_ULPS = 20 * -(-max(PRECISION_K) // precision.MMA_GROUP)
 
 
 def _precision_gemm_cases(kernel):

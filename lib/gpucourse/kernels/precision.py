@@ -231,21 +231,22 @@ def emulate_mma_m16n8k16(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndar
     return _emulate(a_frag, b_frag, c_frag, "m16n8k16")
 
 
+MMA_GROUP = 4  # the fewest products a tensor core adds at once (V100, T4: Fasi et al. 2021; 8 on an A100)
+
+
 def mma_error_bound(K: int, magnitude):
-    """A bound on ``|D - exact|`` for ``D = A @ B + C`` made of ``ceil(K / 8)`` chained `mma_m16n8k8` (or
-    ``ceil(K / 16)`` `mma_m16n8k16`), with ``magnitude = |A| @ |B| + |C|`` (float64).
+    """A bound on ``|D - exact|`` for ``D = A @ B + C`` made of chained `mma_m16n8k8` or `mma_m16n8k16` over
+    ``K``, with ``magnitude = |A| @ |B| + |C|`` (float64), on any tensor core and on the course's model.
 
-    One m16n8k8 adds 9 terms (8 exact products and C). Aligned on the largest and truncated to fp32's 24 bits, each
-    of the 8 others loses less than one fp32 ulp of the largest, ``2**-23`` of it; truncating the sum loses less
-    than ``2**-23`` of the result: at most ``9 * 2**-23`` times the sum of the terms' magnitudes, ``magnitude``
-    at most. Rounding to nearest in k order (the model) loses less. Each further mma adds the same again.
-
-    The same bound holds for m16n8k16, whether the hardware adds its 17 terms at once (``17 * 2**-23``, within
-    the ``2 * 9`` allowed for its 16 k) or as two chained 8-product sums (``2 * 9``, as on a T4, see
-    `mma_m16n8k16`): the products past K are zeros, which lose nothing, so a last instruction holding 8 k or fewer
-    loses at most the ``9 * 2**-23`` of one m16n8k8.
+    A tensor core adds ``g`` exact products at a time to the running sum (Fasi et al. 2021: ``g = 4`` on a V100
+    and a T4, 8 on an A100): the ``g + 1`` terms are aligned on the largest, the bits below fp32's 24 truncated,
+    the terms added in fixed point and the sum truncated to fp32. Each of the ``g`` smaller terms loses less
+    than ``2**-23`` of the largest, truncating the sum less than ``2**-23`` of it, and both are at most
+    ``magnitude``: ``(g + 1) * 2**-23`` per group of ``g``, so at most ``5 * 2**-23`` per 4 of K for any
+    ``g >= 4`` (9 per 8 when ``g = 8``, 17 per 16 when ``g = 16``). Products past K are zeros and lose nothing.
+    The model (each addition rounded to nearest, ``2**-24`` of a partial sum) loses less.
     """
-    return math.ceil(K / MMA_K) * (MMA_K + 1) * 2.0 ** -23 * magnitude
+    return math.ceil(K / MMA_GROUP) * (MMA_GROUP + 1) * 2.0 ** -23 * magnitude
 
 
 def _check_fragments(name: str, a_frag, b_frag, c_frag, depth: int):

@@ -68,7 +68,7 @@ from common import (  # noqa: E402
     versions,
     without_gpu,
 )
-from matmul import fp32_peak, peak_note, percent, pointer, tolerance  # noqa: E402
+from matmul import fp32_peak, measured_goal_line, peak_note, percent, pointer, tolerance  # noqa: E402
 
 NAME = "conv"  # its section of benchmarks/RESULTS.md
 ITEM = 4  # bytes of a float32
@@ -225,10 +225,7 @@ def goal_line(measurements: list[Measurement]) -> str:
     best = reference(measurements, mine[0].layer)
     if best is None:
         return f"{target}: not measured (no cuDNN reference: PyTorch was not usable)."
-    fraction = mine[0].tflops / best.tflops
-    status = "met" if fraction >= GOAL else "NOT met"
-    return (f"{target}: {status} ({fraction:.0%}: {mine[0].tflops:.1f} TFLOP/s against {best.tflops:.1f} "
-            f"for {best.kernel}).")
+    return measured_goal_line(target, mine[0], best, GOAL)
 
 
 def section(measurements: list[Measurement], device: Device, versions_text: str, samples: int,

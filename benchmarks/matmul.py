@@ -268,6 +268,14 @@ def pivot_table(measurements: list[Measurement]) -> str:
     return markdown_table(header, rows, right=set(range(2, len(header))))
 
 
+def measured_goal_line(target: str, mine, best, goal: float) -> str:
+    """A goal line once the kernel and the library were both measured: met or NOT met, with both speeds."""
+    fraction = mine.tflops / best.tflops
+    status = "met" if fraction >= goal else "NOT met"
+    return (f"{target}: {status} ({fraction:.0%}: {mine.tflops:.1f} TFLOP/s against {best.tflops:.1f} "
+            f"for {best.kernel}).")
+
+
 def goal_line(measurements: list[Measurement]) -> str:
     """Whether `GOAL_KERNEL` reaches GOAL of cuBLAS at GOAL_SIZE^3: met, NOT met or not measured."""
     target = f"Goal: `{GOAL_KERNEL}` at {GOAL_SIZE}^3 >= {GOAL:.0%} of cuBLAS float32"
@@ -282,10 +290,7 @@ def goal_line(measurements: list[Measurement]) -> str:
         return f"{target}: not measured (its result was WRONG)."
     if best is None:
         return f"{target}: not measured (no cuBLAS reference: neither PyTorch nor CuPy was usable)."
-    fraction = mine[0].tflops / best.tflops
-    status = "met" if fraction >= GOAL else "NOT met"
-    return (f"{target}: {status} ({fraction:.0%}: {mine[0].tflops:.1f} TFLOP/s against {best.tflops:.1f} "
-            f"for {best.kernel}).")
+    return measured_goal_line(target, mine[0], best, GOAL)
 
 
 def section(measurements: list[Measurement], device: Device, versions: str, samples: int,

@@ -201,9 +201,15 @@ def test_flash2_keeps_everything_in_registers(D):
         assert "ld.global.v4.f32" in ptx and "st.shared.v4.f32" in ptx and ".shared .align 16" in ptx  # K, V tiles
         products = [loop for loop in innermost_loops(ptx) if loop.count("fma.rn.f32") >= 8]  # S = Q K^T, O += P V
         assert len(products) == 2 and all(ptx_counts(loop)["inner_loop_sign_tests"] == 0 for loop in products)
+        # a thread's 4 neighbouring keys in one 16-byte shared load in S; its output columns too where d allows
+        # (16 multiply-adds per 16-byte load in each product; d = 16 reads V one word at a time)
+        vector_loads = [loop.count("ld.shared.v4.f32") for loop in products]
+        per_load = [loop.count("fma.rn.f32") // 16 for loop in products]
+        assert vector_loads == (per_load if D > 16 else [per_load[0], 0]), (vector_loads, per_load)
         used = kernel_resources(kernel, types_, "sm_90")
         if used is not None:  # None without nvJitLink
             assert used.spilled_bytes == 0 and used.shared_bytes < 48 * 1024
+            assert used.registers <= 128  # launch bounds: 4 blocks of 128 threads per SM
 
 
 def test_flash2_explains_bad_head_dimensions():

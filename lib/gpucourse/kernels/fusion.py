@@ -583,7 +583,7 @@ def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
 
 
 @functools.cache
-def make_micro_tile(TM: int, TN: int):
+def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
     """The ``TM x TN`` register micro-tile product of one thread, shaped like a GEMM's inner loop.
 
     ``micro_tile_product(acc, A, row, row_step, B, col, col_step, depth)`` adds
@@ -594,7 +594,13 @@ def make_micro_tile(TM: int, TN: int):
     the two fragments stay in registers. The shared-memory indices are unsigned: read on the sm_90 SASS of
     `attention_flash2` (`run.tuning.inspect_compiled`), instructions per step of ``O += P V`` (32 FFMA)
     90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers.
+
+    ``vector_b``: this thread's columns come in groups of 4 neighbours, ``col + (j // 4) * col_step + j % 4``,
+    each group one 16-byte load (`vector.load4`; ``col`` a multiple of 4 in 16-byte aligned rows of ``B``)
+    instead of 4 (``TN`` a multiple of 4).
     """
+    if vector_b and TN % WIDTH:
+        raise ValueError(f"make_micro_tile({TM}, {TN}, vector_b=True): TN must be a multiple of {WIDTH}")
 
     @cuda.jit(device=True)
     def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
@@ -606,8 +612,14 @@ def make_micro_tile(TM: int, TN: int):
         for k in range(uint64(depth)):
             for i in range(TM):
                 a[i] = A[row + uint64(i) * row_step, k]
-            for j in range(TN):
-                b[j] = B[k, col + uint64(j) * col_step]
+            if vector_b:
+                for g in range(TN // WIDTH):
+                    values = load4(B, (k, col + uint64(g) * col_step))
+                    for v in range(WIDTH):
+                        b[g * WIDTH + v] = values[v]
+            else:
+                for j in range(TN):
+                    b[j] = B[k, col + uint64(j) * col_step]
             for i in range(TM):
                 for j in range(TN):
                     acc[i, j] += a[i] * b[j]
@@ -621,7 +633,7 @@ FLASH_QUERIES = 64  # attention_flash2: queries per block, 16 per warp
 FLASH_KEYS = 32  # keys per tile of K and V
 FLASH_THREADS = 128  # 4 warps; in a warp, 4 row groups x 8 column lanes
 ROW_STEP = 4  # a thread's rows: warp * 16 + group + 4 i, i < 4
-COLUMN_LANES = 8  # a thread's columns: lane % 8 + 8 j; the 8 lanes of a row group share its rows
+COLUMN_LANES = 8  # lanes per row group: they share its rows; lane % 8 picks a thread's keys and output columns
 FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d runs on the next one, zero-padded
 LOG2E = 1.4426950408889634
 H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
@@ -671,14 +683,29 @@ def make_flash2(D: int, split: bool = False):
     TN_S = FLASH_KEYS // COLUMN_LANES
     TM = FLASH_QUERIES // (FLASH_THREADS // 32) // ROW_STEP
     Q_STRIDE, P_STRIDE = D + 1, FLASH_KEYS + 1  # padded rows: a thread's 4 rows (or 8 columns) in distinct banks
-    scores_product = make_micro_tile(TM, TN_S)
-    output_product = make_micro_tile(TM, TN_O)
+    K_STRIDE = FLASH_KEYS + WIDTH  # K's transposed tile: rows of whole 16-byte chunks (its stores, once per tile,
+    # conflict 8 ways: a predicted cost, small beside the 3 shared loads per step of S it saves)
+    VECTOR_O = TN_O % WIDTH == 0  # d = 32 or 64: a thread's output columns in groups of 4 neighbours
+    # A thread's 4 keys are neighbours, 4 col .. 4 col + 3, read from the K tile in one 16-byte load; its output
+    # columns likewise where VECTOR_O (`output_column`). On the sm_90 SASS of `attention_flash2`: shared loads per
+    # step of S = Q K^T 8 -> 5 (4 of Q, one LDS.128 of K), per step of O += P V 12 -> 6.
+    scores_product = make_micro_tile(TM, TN_S, vector_b=True)
+    output_product = make_micro_tile(TM, TN_O, vector_b=VECTOR_O)
+    FIRST_KEY, FIRST_COLUMN = WIDTH, (WIDTH if VECTOR_O else 1)  # times col: this thread's first key, column
+    COLUMN_STEP = WIDTH * COLUMN_LANES if VECTOR_O else COLUMN_LANES  # between its groups of output columns
+
+    @cuda.jit(device=True, inline="always")
+    def output_column(col, j):
+        """Column j of this thread's output micro-tile (its lane's ``col``: 0 to 7)."""
+        if VECTOR_O:
+            return (j // WIDTH) * COLUMN_STEP + WIDTH * col + j % WIDTH
+        return col + j * COLUMN_LANES
 
     @cuda.jit(device=True)
     def attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal):
         """The online softmax of the block's queries over keys ``begin .. end - 1`` into acc, m and l."""
         q_tile = cuda.shared.array((FLASH_QUERIES, Q_STRIDE), float32)
-        k_tile = cuda.shared.array((D, P_STRIDE), float32)  # K transposed: S = q_tile @ k_tile
+        k_tile = cuda.shared.array((D, K_STRIDE), float32, alignment=16)  # K transposed: S = q_tile @ k_tile
         v_tile = cuda.shared.array((FLASH_KEYS, D), float32, alignment=16)  # rows written 16 bytes at a time
         p_tile = cuda.shared.array((FLASH_QUERIES, P_STRIDE), float32)  # each warp uses its own 16 rows
         s = cuda.local.array((TM, TN_S), float32)
@@ -717,12 +744,12 @@ def make_flash2(D: int, split: bool = False):
             for i in range(TM):
                 for j in range(TN_S):
                     s[i, j] = float32(0)
-            scores_product(s, q_tile, row, ROW_STEP, k_tile, col, COLUMN_LANES, D)
+            scores_product(s, q_tile, row, ROW_STEP, k_tile, FIRST_KEY * col, 0, D)  # keys 4 col .. 4 col + 3
             for i in range(TM):
                 query = first + row + i * ROW_STEP
                 top = float32(NEG_INF)
                 for j in range(TN_S):
-                    key = start + col + j * COLUMN_LANES
+                    key = start + FIRST_KEY * col + j
                     if key >= end or (causal and key > query):
                         s[i, j] = float32(NEG_INF)
                     top = max(top, s[i, j])
@@ -736,11 +763,11 @@ def make_flash2(D: int, split: bool = False):
                 for j in range(TN_S):
                     p = math.exp2(s[i, j] - base)
                     l[i] += p
-                    p_tile[row + i * ROW_STEP, col + j * COLUMN_LANES] = p
+                    p_tile[row + i * ROW_STEP, FIRST_KEY * col + j] = p
             cuda.syncwarp()  # the warp's rows of P are written before its lanes read them
-            output_product(acc, p_tile, row, ROW_STEP, v_tile, col, COLUMN_LANES, FLASH_KEYS)
+            output_product(acc, p_tile, row, ROW_STEP, v_tile, FIRST_COLUMN * col, COLUMN_STEP, FLASH_KEYS)
 
-    @cuda.jit
+    @cuda.jit(**FLASH_BOUNDS)  # at most 128 registers: 4 blocks per SM
     def attention_flash2(O, Q, K, V, causal):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
@@ -755,7 +782,7 @@ def make_flash2(D: int, split: bool = False):
             query = first + row + i * ROW_STEP
             inverse = reciprocal(row_group_sum(l[i]))
             for j in range(TN_O):
-                c = col + j * COLUMN_LANES
+                c = output_column(col, j)
                 if query < N and c < d:
                     O[head, query, c] = acc[i, j] * inverse
 
@@ -779,7 +806,7 @@ def make_flash2(D: int, split: bool = False):
                 if col == 0:
                     m_part[head, split, query], l_part[head, split, query] = m[i], total
                 for j in range(TN_O):
-                    c = col + j * COLUMN_LANES
+                    c = output_column(col, j)
                     if c < d:
                         O_part[head, split, query, c] = acc[i, j]
 

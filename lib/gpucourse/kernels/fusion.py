@@ -597,10 +597,18 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
 
     ``vector_b``: this thread's columns come in groups of 4 neighbours, ``col + (j // 4) * col_step + j % 4``,
     each group one 16-byte load (`vector.load4`; ``col`` a multiple of 4 in 16-byte aligned rows of ``B``)
-    instead of 4 (``TN`` a multiple of 4).
+    instead of 4 (``TN`` a multiple of 4). ``micro_tile_product.column(col, col_step, j)`` is column ``j``'s
+    place either way, for the code that writes the tile out.
     """
     if vector_b and TN % WIDTH:
         raise ValueError(f"make_micro_tile({TM}, {TN}, vector_b=True): TN must be a multiple of {WIDTH}")
+
+    @cuda.jit(device=True, inline="always")
+    def column(col, col_step, j):
+        """The column of ``B`` (and of the result) that this thread's column ``j`` is."""
+        if vector_b:
+            return col + (j // WIDTH) * col_step + j % WIDTH
+        return col + j * col_step
 
     @cuda.jit(device=True)
     def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
@@ -624,6 +632,7 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
                 for j in range(TN):
                     acc[i, j] += a[i] * b[j]
 
+    micro_tile_product.column = column
     return micro_tile_product
 
 
@@ -693,13 +702,7 @@ def make_flash2(D: int, split: bool = False):
     output_product = make_micro_tile(TM, TN_O, vector_b=VECTOR_O)
     FIRST_KEY, FIRST_COLUMN = WIDTH, (WIDTH if VECTOR_O else 1)  # times col: this thread's first key, column
     COLUMN_STEP = WIDTH * COLUMN_LANES if VECTOR_O else COLUMN_LANES  # between its groups of output columns
-
-    @cuda.jit(device=True, inline="always")
-    def output_column(col, j):
-        """Column j of this thread's output micro-tile (its lane's ``col``: 0 to 7)."""
-        if VECTOR_O:
-            return (j // WIDTH) * COLUMN_STEP + WIDTH * col + j % WIDTH
-        return col + j * COLUMN_LANES
+    output_column = output_product.column  # column j of this thread's output micro-tile
 
     @cuda.jit(device=True)
     def attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal):
@@ -782,7 +785,7 @@ def make_flash2(D: int, split: bool = False):
             query = first + row + i * ROW_STEP
             inverse = reciprocal(row_group_sum(l[i]))
             for j in range(TN_O):
-                c = output_column(col, j)
+                c = output_column(FIRST_COLUMN * col, COLUMN_STEP, j)
                 if query < N and c < d:
                     O[head, query, c] = acc[i, j] * inverse
 
@@ -806,7 +809,7 @@ def make_flash2(D: int, split: bool = False):
                 if col == 0:
                     m_part[head, split, query], l_part[head, split, query] = m[i], total
                 for j in range(TN_O):
-                    c = output_column(col, j)
+                    c = output_column(FIRST_COLUMN * col, COLUMN_STEP, j)
                     if c < d:
                         O_part[head, split, query, c] = acc[i, j]
 

@@ -24,6 +24,7 @@ NOTEBOOKS = {
 }
 
 FLOAT64 = r"computes in float64 on the GPU \(.*\.f64.* in its PTX\)"
+NO_BARRIER = r"reads `tile\[0, 0\]` with no barrier since it was written"
 
 # (assignment, answer cell, test cell, the student's changes to the solution's answer, what the failure says)
 WRONG_ANSWERS = {
@@ -37,12 +38,12 @@ WRONG_ANSWERS = {
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],
-        r"reads `tile\[0, 0\]` with no barrier since it was written"),
+        NO_BARRIER),
     "a tile copy with its barrier before the copy in": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", ""),
          ("    inside = ", "    cuda.syncthreads()\n    inside = ")],
-        r"reads `tile\[0, 0\]` with no barrier since it was written"),
+        NO_BARRIER),
     "a mean summed from 0.": (
         "02", "mean_axis_kernel", "test_mean_axis_float32", [("total = float32(0)", "total = 0.")], FLOAT64),
     "a mean divided by the integer n": (

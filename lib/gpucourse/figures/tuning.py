@@ -139,8 +139,9 @@ def draw_waves(device: str = "H100", threads: int = 256, registers: int = 32, se
 
     sm = SMS[device]
     slots = blocks_per_sm(sm, threads, registers).blocks * sm.sms
-    edges = slots * np.arange(1, waves + 1)  # each full wave, and one block more
-    blocks = np.unique(np.concatenate([np.arange(slots // 4, waves * slots + 1, max(1, slots // 64)), edges, edges + 1]))
+    edges = slots * np.arange(1, waves + 1)  # each full wave, and one block more (but past the last)
+    blocks = np.unique(np.concatenate([np.arange(slots // 4, waves * slots + 1, max(1, slots // 64)), edges,
+                                       edges[:-1] + 1]))
     step = [predict(b * sectors_per_block, 0, 0, int(b), threads, registers, 0, device).seconds * 1e6
             for b in blocks]
     full = predict(slots * sectors_per_block, 0, 0, slots, threads, registers, 0, device).seconds * 1e6
@@ -194,13 +195,13 @@ def predicted_vs_measured(predicted, measured=None, labels=None, ax=None):
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
+        _, ax = plt.subplots(figsize=(max(5.0, 0.4 * len(predicted)), 4) if measured is None else (5, 4))
     predicted = np.asarray(predicted, float) * 1e6
     if measured is None:
         order = np.argsort(predicted)
         ax.plot(range(len(order)), predicted[order], "o")
         if labels is not None:
-            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=45, ha="right", fontsize=8)
+            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=60, ha="right", fontsize=8)
         ax.set_yscale("log")
         _plain_numbers(ax.yaxis)
         ax.set_xlabel("configurations, the predicted fastest first")

@@ -424,8 +424,7 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
 
 @cuda.jit
 def column_sums(out, x):
-    """``out[j] = x[0, j] + ... + x[rows - 1, j]``, one thread per column, with numba's signed indices: lecture 7's
-    puzzle starts from it."""
+    """``out[j] = x[0, j] + ... + x[rows - 1, j]``, a thread per column, numba's signed indices (lecture 7)."""
     j = cuda.grid(1)
     if j < x.shape[1]:
         total = np.float32(0)

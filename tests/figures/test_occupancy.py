@@ -41,3 +41,16 @@ def test_impossible_blocks_are_refused():
         blocks_per_sm(SMS["H100"], 256, 300)
     with pytest.raises(ValueError, match="shared memory"):
         blocks_per_sm(SMS["T4"], 256, 32, shared_bytes=100 * 1024)
+
+
+def test_occupancy_against_registers_steps_where_a_block_no_longer_fits():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gpucourse.figures.occupancy import draw_occupancy_vs_registers
+
+    axis = draw_occupancy_vs_registers(SMS["H100"], 256, {"capped": 128}).axes[0]
+    registers, occupancy = axis.lines[0].get_data()
+    at = dict(zip(registers, occupancy))
+    assert (at[128], at[129], at[64], at[65]) == (25.0, 12.5, 50.0, 37.5)  # 2 blocks of 8 warps, then 1; 4, then 3
+    assert "128 registers, 2 blocks" in axis.get_legend().get_texts()[0].get_text()

@@ -56,3 +56,20 @@ def test_pictures_draw_a_space_and_predictions():
     assert "Prediction only" in ft.predicted_vs_measured([3e-6, 1e-6]).axes[0].get_title()
     title = ft.predicted_vs_measured([1e-6, 2e-6, 3e-6], [2e-6, 3e-6, 5e-6]).axes[0].get_title()
     assert "1.00" in title and not math.isnan(ft.spearman([1, 2, 3], [2, 3, 5]))
+
+
+def test_waves_step_at_every_full_wave():
+    sm = SMS["H100"]
+    slots = 8 * sm.sms  # 256-thread blocks of 32 registers: 8 per SM
+    line, even = ft.draw_waves("H100", 256, 32, waves=2).axes[0].lines[:2]
+    blocks, step = line.get_data()
+    within = step[(blocks > 0) & (blocks <= slots)]
+    assert within.max() == pytest.approx(within.min())  # one wave costs the same however full
+    assert step[blocks > slots].min() > 1.9 * (within.max() - ft.LAUNCH_SECONDS * 1e6)  # the next costs another
+    assert even.get_ydata()[list(blocks).index(slots)] == pytest.approx(within.max())  # the even spread meets it
+
+
+def test_heat_map_text_reads_on_light_and_dark_cells():
+    trials = [{"config": {"BM": m, "BN": n}, "seconds": m * n * 1e-9} for m in (32, 64) for n in (32, 64)]
+    texts = {t.get_text(): t.get_color() for t in ft.heat_map(trials, "BM", "BN").axes[0].texts}
+    assert texts["1.02"] == "black" and texts["4.1"] == "white"  # the fastest is the lightest cell

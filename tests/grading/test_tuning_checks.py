@@ -4,7 +4,7 @@ import hashlib
 import json
 
 import pytest
-from numba import cuda, float32, int32, uint32
+from numba import cuda, float32, int32, uint32, uint64
 
 from gpucourse import simulated
 from gpucourse.figures import tuning as ft
@@ -387,3 +387,32 @@ def test_a_row_sum_that_adds_to_its_output_is_told_the_output_starts_as_nan():
     with pytest.raises(CheckFailed, match=r"out\[0\] is nan \(the check fills the output with NaN before the launch: "
                                           r"never written, or added to\)"):
         gt.check_row_sums_speed(row_sums_atomic, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
+def make_column_sums(unsigned_loop, unsigned_column=False, rows_of=1):
+    """A column sum; ``rows_of=0`` sums rows instead (a wrong answer)."""
+
+    @cuda.jit
+    def column_sums_unsigned(out, x):
+        j = cuda.grid(1)
+        if unsigned_column:
+            j = uint64(j)
+        if j < x.shape[rows_of]:
+            total = float32(0)
+            for i in range(uint64(x.shape[1 - rows_of]) if unsigned_loop else x.shape[1 - rows_of]):
+                total += x[i, j] if rows_of else x[j, i]
+            out[j] = total
+    return column_sums_unsigned
+
+
+def test_column_sums_puzzle_wants_an_unsigned_loop_index(capsys):
+    from gpucourse.course import try_puzzle
+
+    assert try_puzzle(gt.check_column_sums, make_column_sums(True))
+    assert capsys.readouterr().out.startswith("✓ column_sums_unsigned: correct on 6 launches; its innermost loop: "
+                                              "no sign test")
+    for signed in (gt.column_sums, make_column_sums(False, unsigned_column=True)):  # the column alone is not enough
+        with pytest.raises(CheckFailed, match="correct, but its innermost loop still tests the sign"):
+            gt.check_column_sums(signed)
+    assert not try_puzzle(gt.check_column_sums, make_column_sums(True, rows_of=0))
+    assert capsys.readouterr().out.startswith("✗ Not yet: column_sums_unsigned gave a wrong result")

@@ -80,3 +80,27 @@ def blocks_per_sm(sm: SM, threads: int, registers: int, shared_bytes: int = 0) -
     }
     blocks = min(limits.values())
     return Occupancy(blocks, limits, blocks * warps, blocks * warps / sm.max_warps)
+
+
+def draw_occupancy_vs_registers(sm: SM, threads: int, marked: dict | None = None, ax=None):
+    """Occupancy of blocks of ``threads`` threads against their registers per thread (no shared memory), a step
+    at every register count where a block no longer fits; ``marked``: label -> registers, drawn on the steps."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    registers = list(range(16, sm.max_registers_per_thread + 1))
+    occupancy = [blocks_per_sm(sm, threads, r).fraction * 100 for r in registers]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.step(registers, occupancy, where="post", color="black", lw=1.5)
+    for k, (label, r) in enumerate((marked or {}).items()):
+        fit = blocks_per_sm(sm, threads, r)
+        ax.plot(r, fit.fraction * 100, "osD^v"[k % 5], ms=8,
+                label=f"{label}: {r} registers, {fit.blocks} block{'s' if fit.blocks != 1 else ''}")
+    ax.set_xlabel("registers per thread")
+    ax.set_ylabel("occupancy (% of warp slots)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"{sm.name}, blocks of {threads} threads: {sm.registers:,} registers per SM", fontsize=9)
+    if marked:
+        ax.legend(fontsize=8)
+    ax.grid(True, color="0.9")
+    return ax.figure

@@ -122,6 +122,45 @@ def spearman(a, b) -> float:
 
 
 # -- pictures --------------------------------------------------------------------------------------------------------
+def _plain_numbers(axis) -> None:
+    """Ticks of a log axis as plain numbers (20, not 2 x 10^1)."""
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
+
+
+def draw_waves(device: str = "H100", threads: int = 256, registers: int = 32, sectors_per_block: int = 4096,
+               waves: int = 3, ax=None):
+    """Predicted time (`predict`) of launches of a quarter wave to ``waves`` waves of blocks that each move
+    ``sectors_per_block`` 32-byte sectors: a step at every full wave, against the same work spread evenly."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    sm = SMS[device]
+    slots = blocks_per_sm(sm, threads, registers).blocks * sm.sms
+    edges = slots * np.arange(1, waves + 1)  # each full wave, and one block more (but past the last)
+    blocks = np.unique(np.concatenate([np.arange(slots // 4, waves * slots + 1, max(1, slots // 64)), edges,
+                                       edges[:-1] + 1]))
+    step = [predict(b * sectors_per_block, 0, 0, int(b), threads, registers, 0, device).seconds * 1e6
+            for b in blocks]
+    full = predict(slots * sectors_per_block, 0, 0, slots, threads, registers, 0, device).seconds * 1e6
+    even = (full - LAUNCH_SECONDS * 1e6) * blocks / slots + LAUNCH_SECONDS * 1e6
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.plot(blocks, step, "-", label="predicted: whole waves")
+    ax.plot(blocks, even, ":", color="0.4", label="the same work spread over every SM")
+    for k in range(1, waves + 1):
+        ax.axvline(k * slots, color="0.8", lw=1)
+        ax.text(k * slots, ax.get_ylim()[1], f" {k} wave{'s' if k > 1 else ''}", fontsize=8, va="top", color="0.3")
+    ax.set_xlabel(f"blocks of {threads} threads, each moving {sectors_per_block * SECTOR_BYTES // 1024} KiB")
+    ax.set_ylabel("predicted µs")
+    ax.set_title(f"{device}: {slots} blocks per wave ({sm.sms} SMs x {slots // sm.sms}); "
+                 "a block past a full wave costs a whole wave", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
+    return ax.figure
+
+
 def heat_map(trials: list, rows: str, columns: str, title: str = "", ax=None):
     """The tuning space as a heat map of time (µs) over two parameters (best of the other parameters per cell)."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -142,9 +181,10 @@ def heat_map(trials: list, rows: str, columns: str, title: str = "", ax=None):
     ax.set_ylabel(rows)
     for i in range(len(ys)):
         for j in range(len(xs)):
-            if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7, color="white")
-    ax.figure.colorbar(image, ax=ax, label="µs (blank: not allowed or failed)")
+            if not np.isnan(grid[i, j]):  # dark text on the light (fast) end of the colour map
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=9,
+                        color="black" if image.norm(grid[i, j]) < 0.5 else "white")
+    ax.figure.colorbar(image, ax=ax, label="µs, the best over the other parameters\n(blank: not allowed or failed)")
     ax.set_title(title, fontsize=10)
     return ax.figure
 
@@ -155,14 +195,16 @@ def predicted_vs_measured(predicted, measured=None, labels=None, ax=None):
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
+        _, ax = plt.subplots(figsize=(max(5.0, 0.4 * len(predicted)), 4) if measured is None else (5, 4))
     predicted = np.asarray(predicted, float) * 1e6
     if measured is None:
         order = np.argsort(predicted)
         ax.plot(range(len(order)), predicted[order], "o")
         if labels is not None:
-            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=90, fontsize=7)
+            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=60, ha="right", fontsize=8)
         ax.set_yscale("log")
+        _plain_numbers(ax.yaxis)
+        ax.set_xlabel("configurations, the predicted fastest first")
         ax.set_ylabel("predicted µs")
         ax.set_title("Prediction only: no GPU measurement here", fontsize=10)
         return ax.figure
@@ -170,6 +212,8 @@ def predicted_vs_measured(predicted, measured=None, labels=None, ax=None):
     ax.loglog(measured, predicted, "o")
     low, high = min(measured.min(), predicted.min()) / 1.5, max(measured.max(), predicted.max()) * 1.5
     ax.plot([low, high], [low, high], color="0.6", ls=":")
+    _plain_numbers(ax.xaxis)
+    _plain_numbers(ax.yaxis)
     ax.set_xlabel("measured µs")
     ax.set_ylabel("predicted µs")
     ax.set_title(f"Spearman rank correlation {spearman(predicted, measured):.2f}", fontsize=10)

@@ -11,6 +11,7 @@ and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memo
 (`check_moving_sum`), occupancy from resources (`check_occupancy`), tuning with the cost model (`check_tuned`), and
 a row sum graded by its speed against `row_sums_chunked`, timed on a GPU or priced by the cost model without one
 (`check_row_sums_speed`), and a transpose without 64-bit division in its innermost loop (`check_transpose`).
+Lecture 7's puzzle: a column sum whose innermost loop tests no index's sign (`check_column_sums`).
 """
 
 from __future__ import annotations
@@ -420,6 +421,43 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
                           "a float64 division is a long routine too. Divide uint32 values, or move the division out "
                           "of the loop")
     print(f"✓ transpose_fast: correct on {len(shapes)} shapes, no 64-bit division in its innermost loop")
+
+@cuda.jit
+def column_sums(out, x):
+    """``out[j] = x[0, j] + ... + x[rows - 1, j]``, a thread per column, numba's signed indices (lecture 7)."""
+    j = cuda.grid(1)
+    if j < x.shape[1]:
+        total = np.float32(0)
+        for i in range(x.shape[0]):
+            total += x[i, j]
+        out[j] = total
+
+
+def check_column_sums(kernel, shapes=((1, 1), (7, 33), (70, 100)), threads=(32, 64)) -> None:
+    """``kernel[ceil(columns / T), T](out, x)`` sums the columns of ``x`` (rows, columns) for every shape and ``T``,
+    and the innermost loop of its compiled code never tests a 64-bit index's sign (`column_sums`'s does)."""
+    __tracebackhide__ = True
+    from ..run.tuning import inspect_compiled  # noqa: PLC0415
+    from .core import blocks_needed, case, check_kernel, kernel_name  # noqa: PLC0415
+
+    name = kernel_name(kernel)
+    cases = [case(blocks_needed(cols, t), t, [(rows, cols)], out=(cols,)) for rows, cols in shapes for t in threads]
+    check_kernel(kernel, lambda x: x.astype(np.float64).sum(axis=0), cases, quiet=True)
+    arguments = (np.zeros(2, np.float32), np.zeros((3, 2), np.float32))
+    try:
+        got = inspect_compiled(kernel, arguments)
+    except Exception as exc:
+        raise CheckFailed(f"{name} did not compile for the GPU: {type(exc).__name__}: {exc}") from None
+    signed = inspect_compiled(column_sums, arguments)
+    if got.inner_loop_sign_tests:
+        raise CheckFailed(f"{name} is correct, but its innermost loop still tests the sign of a 64-bit index "
+                          f"{got.inner_loop_sign_tests} times ({got.inner_loop_instructions} instructions there). The "
+                          "loop's own index is the one to change: numba.uint64 on the range, or on the index where "
+                          "it is used, tells the compiler it is never negative")
+    print(f"✓ {name}: correct on {len(cases)} launches; its innermost loop: no sign test, "
+          f"{got.inner_loop_instructions} instructions (column_sums: {signed.inner_loop_sign_tests} sign tests, "
+          f"{signed.inner_loop_instructions} instructions)")
+
 
 def check_occupancy(occupancy, cases, reference) -> None:
     """``occupancy(threads, registers, shared_bytes)`` -> (blocks per SM, limiting resource), as ``reference`` (the

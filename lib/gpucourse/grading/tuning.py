@@ -422,6 +422,7 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
                           "of the loop")
     print(f"✓ transpose_fast: correct on {len(shapes)} shapes, no 64-bit division in its innermost loop")
 
+
 @cuda.jit
 def column_sums(out, x):
     """``out[j] = x[0, j] + ... + x[rows - 1, j]``, a thread per column, numba's signed indices (lecture 7)."""

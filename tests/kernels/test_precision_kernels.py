@@ -9,7 +9,7 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated
 from gpucourse.kernels import precision as p
-from gpucourse.run.resources import ptx_for
+from gpucourse.run.resources import kernel_resources, ptx_for, resources_problem
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -331,12 +331,15 @@ def smallest_loop_with(ptx, *needles):
 
 @pytest.mark.parametrize("cc, mma", [((8, 0), p.MMA_K16_PTX), ((7, 5), p.MMA_PTX)], ids=["sm_80", "sm_75"])
 def test_the_tiled_tensor_core_gemm_is_double_buffered_with_m16n8k16(cc, mma):
-    signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
-    ptx, _ = cuda.compile_ptx(p.gemm_tensor_core_tiled.py_func, signature, cc=cc)
+    signature = (types.float32[:, ::1], types.float16[:, ::1], types.float16[:, ::1])  # what gemm() passes
+    ptx = ptx_for(p.gemm_tensor_core_tiled, signature, f"sm_{cc[0]}{cc[1]}")  # with its launch bounds
     # m16n8k16 from sm_80 on (a T4 runs each as two m16n8k8): 16 per warp and step of 16 along K
     assert set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma}
     assert ptx.count(mma) % (16 if cc >= (8, 0) else 32) == 0
     assert "ld.local" not in ptx  # accumulators, fragments and the chunks on their way: registers
+    if resources_problem() is None:  # launch bounds (256, 2): 2 blocks of 256 threads per SM, nothing spilled
+        used = kernel_resources(p.gemm_tensor_core_tiled, signature, f"sm_{cc[0]}{cc[1]}")  # the same PTX
+        assert used.registers <= 128 and used.spilled_bytes == 0 and used.local_bytes == 0
     # two copies of each tile, in uint32 words of two halves: A's 2 x 128 rows of 20 words (16 words of k and 4 of
     # padding), B's 2 x 16 rows of k pairs of 136 words: 37 KiB of the 48 a block may declare statically
     assert re.findall(r"\.shared \.align 16 \.b8 \w+\[(\d+)\];", ptx) == [str(2 * 128 * 20 * 4),
@@ -416,16 +419,23 @@ def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its
     np.testing.assert_array_equal(results[2], results[0])
 
 
+@pytest.mark.parametrize("path", ["16-byte", "one half per load"])
 @pytest.mark.parametrize("K", [8, 32, 40, 96, 77, 264], ids=lambda K: f"K{K}")
-def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K):
+def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K, path):
     """Steps of 32 along K through the two copies of the tiles: 1 (K = 8, 32), 2 (40), 3 (96, and 77: not a
-    multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction. Its products are
-    added in k order like gemm_fp16_fp32acc's: the same bits, and within the bound of the exact product."""
-    M, N = 133, 136
+    multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction; each through the
+    16-byte chunks where K allows, and through the one-half-per-load chunks (views one half off, N = 131: no row
+    16-byte aligned, chunks cut at the edge). Its products are added in k order like gemm_fp16_fp32acc's: the
+    same bits, and within the bound of the exact product."""
+    M, N = 133, 136 if path == "16-byte" else 131
     A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4, (M, 1))).astype(np.float16)
     B = rng.standard_normal((K, N)).astype(np.float16)
+    a, b = A, B
+    if path != "16-byte":
+        a, b = np.full((M, K + 1), np.nan, np.float16)[:, 1:], np.full((K, N + 1), np.nan, np.float16)[:, 1:]
+        a[...], b[...] = A, B
     C, reference = np.full((M, N), np.nan, np.float32), np.full((M, N), np.nan, np.float32)
-    p.launch_gemm(p.gemm_tensor_core_tiled, C, A, B)
+    p.launch_gemm(p.gemm_tensor_core_tiled, C, a, b)
     p.launch_gemm(p.gemm_fp16_fp32acc, reference, A, B)
     np.testing.assert_array_equal(C, reference)
     A64, B64 = A.astype(np.float64), B.astype(np.float64)

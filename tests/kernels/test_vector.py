@@ -7,7 +7,8 @@ import pytest
 from numba import cuda, types
 
 from gpucourse import simulated
-from gpucourse.kernels.vector import load2h, load4, load8h, store4, store8h, vector_aligned
+from gpucourse.kernels.vector import (load2h, load4, load4w, load8h, pack2h, store4, store4w, store8h,
+                                      transpose2h, vector_aligned)
 
 rng = np.random.default_rng(4)
 
@@ -92,3 +93,42 @@ def test_the_float16_vectors_compile_to_16_and_4_byte_accesses():
     # load2h: one 4-byte load, as a word or as a pair of halves (whichever the use of the halves makes simpler)
     assert ptx.count("ld.global.u32") + ptx.count("ld.global.v2.u16") == 1
     assert "ld.global.u16" not in ptx and "ld.global.v4.u16" not in ptx
+
+
+@cuda.jit
+def words_of(out, columns, x, j):
+    """Row i: out[i, 0:4] = the words of x[i, j:j + 8] (one 16-byte load, one 16-byte store), out[i, 4] = the
+    word packed from x[i, 1] and x[i, 2] (two 2-byte loads); columns[i // 2] = rows i and i + 1 transposed."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        store4w(out, (i, 0), load4w(x, (i, j)))
+        out[i, 4] = pack2h(x[i, 1], x[i, 2])
+        if i % 2 == 0 and i + 1 < x.shape[0]:
+            top, bottom = load4w(x, (i, j)), load4w(x, (i + 1, j))
+            for w in range(4):
+                columns[i // 2, 2 * w], columns[i // 2, 2 * w + 1] = transpose2h(top[w], bottom[w])
+
+
+def test_the_word_family_keeps_halves_in_pairs_the_first_in_the_low_bits():
+    x = (rng.standard_normal((5, 24)) * rng.uniform(0.5, 8, (5, 1))).astype(np.float16)
+    x[0, 9], x[1, 10], x[2, 2] = np.nan, -np.inf, -0.0  # bits, not values, travel
+    out = np.full((5, 8), 0xDEADBEEF, np.uint32)
+    columns = np.full((2, 8), 0xDEADBEEF, np.uint32)
+    with simulated():
+        words_of[1, 8](out, columns, x, 8)
+        with pytest.raises(ValueError, match=r"tid=\[0, 0, 0\].*float16 is misaligned"):
+            words_of[1, 8](out, columns, x, 4)
+    bits = x.view(np.uint16).astype(np.uint32)
+    np.testing.assert_array_equal(out[:, :4], bits[:, 8:16:2] | bits[:, 9:16:2] << 16)
+    np.testing.assert_array_equal(out[:, 4], bits[:, 1] | bits[:, 2] << 16)
+    assert (out[:, 5:] == 0xDEADBEEF).all()
+    for r in range(2):  # the words of column n: (x[2r, n], x[2r + 1, n]), an mma's B fragment register
+        np.testing.assert_array_equal(columns[r], bits[2 * r, 8:16] | bits[2 * r + 1, 8:16] << 16)
+
+
+def test_the_word_family_compiles_to_16_byte_accesses_and_byte_permutations():
+    signature = (types.uint32[:, ::1], types.uint32[:, ::1], types.float16[:, ::1], types.int64)
+    ptx, _ = cuda.compile_ptx(words_of.py_func, signature, cc=(8, 0))
+    assert ptx.count("ld.global.v4.u32") == 3 and ptx.count("st.global.v4.u32") == 1
+    assert ptx.count("prmt.b32") == 8 and "0x5410" in ptx and "0x7632" in ptx
+    assert ptx.count("ld.global.u16") == 2  # pack2h's halves: a load each, joined without a byte permutation

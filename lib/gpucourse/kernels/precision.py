@@ -13,8 +13,9 @@ Kernels (A, B float16 2-D arrays, C float32):
    `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
    warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
    it, 16 `mma_m16n8k16` per step of 16, its accumulators in registers, its
-   tiles copied 16 bytes per load (`vector.load8h`) where the rows allow it,
-   double-buffered: the next step's loads are in flight during the mma.
+   halves kept in pairs as uint32 words from global memory to the mma (16
+   bytes per load, `vector.load4w`, where the rows allow it), double-buffered:
+   the next step's loads are in flight during the mma.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -24,7 +25,8 @@ The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
 32 lanes of a warp and returns ``d_frag = A @ B + C`` for a 16 x 8 x 8 product:
 ``a_frag`` is a tuple of 4 float16 (the two ``.f16x2`` registers of A),
 ``b_frag`` a tuple of 2 float16 (B's one register), ``c_frag`` and the result
-tuples of 4 float32. Which lane holds which elements is the PTX ISA's layout
+tuples of 4 float32; A and B may also come as the registers themselves, tuples
+of uint32 words of two halves, the first in the low 16 bits (2 words and 1). Which lane holds which elements is the PTX ISA's layout
 (`fragment_layout`). On a GPU it is inline PTX
 (``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
 or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
@@ -231,7 +233,8 @@ def _emulate(a_frag, b_frag, c_frag, shape: str) -> np.ndarray:
 
 def emulate_mma_m16n8k8(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
     """D fragments for warps of fragments (warps, 32, 4 | 2 | 4) by the course's model of a tensor core (exact
-    fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's."""
+    fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's.
+    A and B may be integer words of two halves each (warps, 32, 2 | 1): their bits are the halves."""
     return _emulate(a_frag, b_frag, c_frag, "m16n8k8")
 
 
@@ -512,7 +515,7 @@ def gemm_tensor_core_tiled(C, A, B):
     The halves travel in pairs, as uint32 words, from global memory to the tensor cores: 16 bytes (4 words) per
     load where every row of A and B is 16-byte aligned and K and N are multiples of 8 (so a chunk is all inside
     or all outside the matrix), otherwise one half per load, packed (`vector.pack2h`; double-buffered too; a warp's
-    load then touches 8 rows of A or 4 of B, whose other halves the next loads find in L1). A's tile holds A's
+    load then touches 8 rows of A or 2 of B, whose other halves the next loads find in L1). A's tile holds A's
     words as they are (``tile_a[m, k // 2]``: A[m, k], A[m, k + 1]); B's holds words of k pairs
     (``tile_b[k // 2, n]``: B[k, n], B[k + 1, n]), built from two rows of B by one byte permutation per word: each
     is one fragment register (a0, a1 or b0, b1 of the PTX layout), one 4-byte shared load, handed to the mma as it
@@ -520,7 +523,11 @@ def gemm_tensor_core_tiled(C, A, B):
     (128 x 20 words) and of B's (16 x 136 words): 37 KiB (static limit 48). Launch bounds (256, 2).
 
     sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed; benchmarks/README.md, "Compiled code of the top
-    rungs"): COUNTS.
+    rungs"): 128 registers, no local memory; on the 16-byte path a step of 32 along K is about 257 instructions
+    (was 331 with float16 staging): 4 LDG.128 issued before the mma loop, its 2 passes of 16 HMMA.16816 and 24
+    LDS.32 in 56 instructions, then 8 PRMT (B's k pairs; were 59 PRMT and 16 SHF splitting and joining halves),
+    4 STS.128 (were 2 STS.128 and 16 STS.U16) and one BAR. Strided views (numba's layout "A") on sm_75 and sm_80
+    keep 8 bytes in local memory on the one-half-per-load path only (one STL.64 and one LDL.64 per step).
     """
     tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH_A), uint32, alignment=16)  # [buffer * 128 + m, k // 2]
     tile_b = cuda.shared.array((TC_ROWS_B, TC_PITCH_B), uint32, alignment=16)  # [buffer * 16 + k // 2, n]

@@ -356,13 +356,14 @@ def test_the_tiled_tensor_core_gemm_is_double_buffered_with_m16n8k16(cc, mma):
     assert re.findall(r"st\.shared\.\S+", step) == ["st.shared.v4.u32"] * (2 * p.TC_VECTORS)
     assert not re.search(r"\b(mov|cvt\.u16)\.u16\b|cvt\.u16\.u32", step)
     assert step.count("prmt.b32") == 8
-    # the mma loop: unsigned indices into the tiles (no wrap-around), each fragment register one 4-byte shared
-    # load: 4 per A tile and 2 per B tile and step of 16, no 16-bit loads
+    # the mma loop: unsigned indices into the tiles (no wrap-around); A's fragment (4 registers) one ldmatrix
+    # per tile, B's 2 registers one 4-byte shared load each, per step of 16; no 16-bit loads
     mma_loops = [loop for loop in innermost_loops(ptx) if mma in loop]
     assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
     passes = mma_loops[0].count(mma) // (p.TC_MMA_M * p.TC_MMA_N * (1 if cc >= (8, 0) else 2))
     shared_loads = re.findall(r"ld\.shared\.\S+", mma_loops[0])
-    assert shared_loads == ["ld.shared.u32"] * (4 * p.TC_MMA_M + 2 * p.TC_MMA_N) * passes
+    assert shared_loads == ["ld.shared.u32"] * 2 * p.TC_MMA_N * passes
+    assert mma_loops[0].count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == p.TC_MMA_M * passes
 
 
 def test_wrong_fragments_are_a_typing_error():

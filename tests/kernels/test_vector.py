@@ -2,12 +2,14 @@
 access only: a lane that an ``if`` keeps out is not checked, as on the GPU. The float16 family: what it moves,
 what it compiles to, and which arrays `vector_aligned` lets it read."""
 
+import re
+
 import numpy as np
 import pytest
-from numba import cuda, types
+from numba import cuda, types, uint32
 
 from gpucourse import simulated
-from gpucourse.kernels.vector import (load2h, load4, load4w, load8h, pack2h, store4, store4w, store8h,
+from gpucourse.kernels.vector import (ldmatrix4w, load2h, load4, load4w, load8h, pack2h, store4, store4w, store8h,
                                       transpose2h, vector_aligned)
 
 rng = np.random.default_rng(4)
@@ -132,3 +134,51 @@ def test_the_word_family_compiles_to_16_byte_accesses_and_byte_permutations():
     assert ptx.count("ld.global.v4.u32") == 3 and ptx.count("st.global.v4.u32") == 1
     assert ptx.count("prmt.b32") == 8 and "0x5410" in ptx and "0x7632" in ptx
     assert ptx.count("ld.global.u16") == 2  # pack2h's halves: a load each, joined without a byte permutation
+
+
+@cuda.jit
+def ldmatrix_of(out, words, rows, starts):
+    """A warp copies ``words`` (16 x 16) into a shared tile with rows of 20 words; lane l names row rows[l] from
+    word starts[l] and keeps the 4 words ldmatrix4w gives it in out[l]."""
+    tile = cuda.shared.array((16, 20), uint32, alignment=16)
+    lane = cuda.threadIdx.x
+    for e in range(lane, 16 * 16, 32):
+        tile[e // 16, e % 16] = words[e // 16, e % 16]
+    cuda.syncthreads()
+    got = ldmatrix4w(tile, (rows[lane], starts[lane]))
+    for m in range(4):
+        out[lane, m] = got[m]
+
+
+@cuda.jit
+def ldmatrix_of_global(out, words):
+    got = ldmatrix4w(words, (cuda.threadIdx.x % 16, 0))
+    out[cuda.threadIdx.x, 0] = got[0]
+
+
+def test_ldmatrix4w_gives_each_lane_the_cells_the_ptx_isa_names():
+    """PTX ISA, ldmatrix .m8n8.x4.b16: threads 8m to 8m + 7 give the addresses of rows 0 to 7 of matrix m; each
+    thread receives, in its register m, row (laneid / 4) of matrix m, elements 2 (laneid % 4) and 2 (laneid % 4)
+    + 1. Rows named in a shuffled order, from word 0, 4, 8 or 12 (16-byte rows), halves of random bits."""
+    halves = rng.standard_normal((16, 32)).astype(np.float16)
+    words = halves.view(np.uint32)
+    rows, starts = rng.permutation(32) % 16, rng.integers(0, 4, 32) * 4
+    out = np.zeros((32, 4), np.uint32)
+    with simulated():
+        ldmatrix_of[1, 32](out, words, rows, starts)
+        with pytest.raises(ValueError, match="reads shared memory only"):
+            ldmatrix_of_global[1, 32](out, words)
+    got = out.view(np.float16).reshape(32, 4, 2)  # lane, matrix, the two halves of a register
+    for m in range(4):
+        named = [(rows[8 * m + r], 2 * starts[8 * m + r]) for r in range(8)]  # lane 8m + r: row r of matrix m
+        matrix = np.stack([halves[i, k:k + 8] for i, k in named])
+        for lane in range(32):
+            row, column = lane // 4, 2 * (lane % 4)
+            np.testing.assert_array_equal(got[lane, m], matrix[row, column:column + 2], err_msg=f"lane {lane}, m {m}")
+
+
+def test_ldmatrix4w_compiles_to_one_ldmatrix_from_a_shared_address():
+    signature = (types.uint32[:, ::1], types.uint32[:, ::1], types.int64[::1], types.int64[::1])
+    ptx, _ = cuda.compile_ptx(ldmatrix_of.py_func, signature, cc=(7, 5))
+    found = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \{(%r\d+, %r\d+, %r\d+, %r\d+)\}, \[%r\d+\]", ptx)
+    assert len(found) == 1

@@ -14,8 +14,9 @@ Kernels (A, B float16 2-D arrays, C float32):
    warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
    it, 16 `mma_m16n8k16` per step of 16, its accumulators in registers, its
    halves kept in pairs as uint32 words from global memory to the mma (16
-   bytes per load, `vector.load4w`, where the rows allow it), double-buffered:
-   the next step's loads are in flight during the mma.
+   bytes per load, `vector.load4w`, where the rows allow it; A's fragments by
+   `vector.ldmatrix4w`), double-buffered: the next step's loads are in flight
+   during the mma.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -26,10 +27,10 @@ The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
 ``a_frag`` is a tuple of 4 float16 (the two ``.f16x2`` registers of A),
 ``b_frag`` a tuple of 2 float16 (B's one register), ``c_frag`` and the result
 tuples of 4 float32; A and B may also come as the registers themselves, tuples
-of uint32 words of two halves, the first in the low 16 bits (2 words and 1). Which lane holds which elements is the PTX ISA's layout
-(`fragment_layout`). On a GPU it is inline PTX
-(``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
-or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
+of uint32 words of two halves, the first in the low 16 bits (2 words and 1).
+Which lane holds which elements is the PTX ISA's layout (`fragment_layout`).
+On a GPU it is inline PTX (``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``,
+compute capability 7.5 or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
 `mma_m16n8k16` is the 16 x 8 x 16 product, the native fp16 shape since sm_80
 (8 halves of A, 4 of B, 4 floats of C: ``fragment_layout("m16n8k16")``); a
 kernel compiled for an older GPU (a T4) gets two m16n8k8 in its place. The
@@ -57,7 +58,7 @@ from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 from numba.cuda.core import targetconfig
 
-from .vector import HALVES, WIDTH, load4w, pack2h, store4w, transpose2h, vector_aligned
+from .vector import HALVES, WIDTH, ldmatrix4w, load4w, pack2h, store4w, transpose2h, vector_aligned
 
 # -- formats ---------------------------------------------------------------------------------------
 
@@ -516,18 +517,20 @@ def gemm_tensor_core_tiled(C, A, B):
     load where every row of A and B is 16-byte aligned and K and N are multiples of 8 (so a chunk is all inside
     or all outside the matrix), otherwise one half per load, packed (`vector.pack2h`; double-buffered too; a warp's
     load then touches 8 rows of A or 2 of B, whose other halves the next loads find in L1). A's tile holds A's
-    words as they are (``tile_a[m, k // 2]``: A[m, k], A[m, k + 1]); B's holds words of k pairs
+    words as they are (``tile_a[m, k // 2]``: A[m, k], A[m, k + 1]), rows of 80 bytes; a warp reads an A fragment
+    (4 words per lane: 4 matrices of 8 x 8 halves) with one `vector.ldmatrix4w`. B's holds words of k pairs
     (``tile_b[k // 2, n]``: B[k, n], B[k + 1, n]), built from two rows of B by one byte permutation per word: each
-    is one fragment register (a0, a1 or b0, b1 of the PTX layout), one 4-byte shared load, handed to the mma as it
-    is. All indices are unsigned (no sign tests, see fusion.make_micro_tile). Shared memory: 2 copies of A's tile
-    (128 x 20 words) and of B's (16 x 136 words): 37 KiB (static limit 48). Launch bounds (256, 2).
+    is one fragment register (b0, b1 or b2, b3 of the PTX layout), one 4-byte shared load. The mma takes the
+    words as they are. All indices are unsigned (no sign tests, see fusion.make_micro_tile). Shared memory: 2
+    copies of A's tile (128 x 20 words) and of B's (16 x 136 words): 37 KiB (static limit 48). Launch bounds
+    (256, 2): at most 128 registers, 2 blocks per SM.
 
     sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed; benchmarks/README.md, "Compiled code of the top
-    rungs"): 128 registers, no local memory; on the 16-byte path a step of 32 along K is about 257 instructions
-    (was 331 with float16 staging): 4 LDG.128 issued before the mma loop, its 2 passes of 16 HMMA.16816 and 24
-    LDS.32 in 56 instructions, then 8 PRMT (B's k pairs; were 59 PRMT and 16 SHF splitting and joining halves),
-    4 STS.128 (were 2 STS.128 and 16 STS.U16) and one BAR. Strided views (numba's layout "A") on sm_75 and sm_80
-    keep 8 bytes in local memory on the one-half-per-load path only (one STL.64 and one LDL.64 per step).
+    rungs"): 127 registers, no local memory; on the 16-byte path a step of 32 along K is about 238 instructions
+    (331 with float16 staging and 32-bit A fragment loads): 4 LDG.128 issued before the mma loop, its 2 passes of
+    16 HMMA.16816, 4 LDSM.16.M88.4 and 8 LDS.32 in 46 instructions (were 24 LDS.32 in 56), then 8 PRMT (B's k
+    pairs; were 59 PRMT and 16 SHF splitting and joining halves), 4 STS.128 (were 2 STS.128 and 16 STS.U16) and
+    one BAR.
     """
     tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH_A), uint32, alignment=16)  # [buffer * 128 + m, k // 2]
     tile_b = cuda.shared.array((TC_ROWS_B, TC_PITCH_B), uint32, alignment=16)  # [buffer * 16 + k // 2, n]
@@ -538,6 +541,9 @@ def gemm_tensor_core_tiled(C, A, B):
     thread = uint64(cuda.threadIdx.x)
     lane, warp = thread % uint64(WARP), thread // uint64(WARP)
     group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
+    # the row this lane names for ldmatrix: row lane % 8 of matrix lane // 8 of A's fragment (matrices 1 and 3
+    # 8 rows on, 2 and 3 8 halves of k on)
+    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
     wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
     wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
     M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
@@ -568,10 +574,9 @@ def gemm_tensor_core_tiled(C, A, B):
                 n = wn + uint64(j * MMA_N) + group
                 b_frags[j, 0] = tile_b[now * uint64(TC_PAIRS) + w, n]  # b0, b1
                 b_frags[j, 1] = tile_b[now * uint64(TC_PAIRS) + w + uint64(4), n]  # b2, b3: 8 rows of K on
-            for i in range(TC_MMA_M):
-                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + group
-                a = (tile_a[r, w], tile_a[r + uint64(8), w],  # a0, a1 and a2, a3 (8 rows on)
-                     tile_a[r, w + uint64(4)], tile_a[r + uint64(8), w + uint64(4)])  # a4 to a7: 8 columns on
+            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
+                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
+                a = ldmatrix4w(tile_a, (r, uint64(kw) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
                 for j in range(TC_MMA_N):
                     d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
                                      (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))

@@ -22,10 +22,14 @@ instruction splits and joins them on the way: `load4w(a, (i, k))` returns the 16
 bytes of a float16 array from ``a[i, k]`` on (``k`` a multiple of 8) as four words,
 `store4w(t, (i, j), words)` writes four words into a uint32 array (``j`` a multiple
 of 4) with one 16-byte store, `pack2h(low, high)` packs two halves into a word
-(where a vector load is not allowed), and `transpose2h(top, bottom)` turns two words,
+(where a vector load is not allowed), `transpose2h(top, bottom)` turns two words,
 the rows of a 2 x 2 matrix of halves, into its columns (``prmt.b32``: one byte
-permutation per word). The simulator gets the words' bits from the
-halves with NumPy (`halves_to_word`).
+permutation per word), and `ldmatrix4w(t, (i, j))`, called by a whole warp on a
+shared uint32 array, loads four 8 x 8 matrices of halves in the layout of an mma's
+A fragment (``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: lanes 8m to 8m + 7 give
+the rows of matrix m, 16 bytes each; lane l gets word l % 4 of row l // 4 of each).
+The simulator gets the words' bits from the halves with NumPy (`halves_to_word`),
+and the rows other lanes name for `ldmatrix4w` by warp shuffles.
 
 On the course simulator the functions' ``__simulation__`` (ordinary device code,
 scalar accesses) runs in their place, so the accesses are traced as usual.
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import types, uint32
+from numba import cuda, types, uint32
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
@@ -186,6 +190,27 @@ def transpose2h(typingctx, top, bottom):
 
 
 @intrinsic
+def ldmatrix4w(typingctx, array, index):
+    """Called by all 32 lanes of a warp: lane l gives ``(i, j)``, the start of row l % 8 of matrix l // 8 in a shared
+    uint32 array of half pairs (16 bytes: ``j`` a multiple of 4), and gets, of each matrix m, the word
+    ``array[i_m, j_m + l % 4]`` where ``(i_m, j_m)`` is what lane 8m + l // 4 gave; one ``ldmatrix`` (sm_75 on)."""
+    _check(array, index, "ldmatrix4w", types.uint32, 2)
+    if array.ndim != 2:
+        raise TypingError(f"ldmatrix4w: a 2-D array of rows, got {array}")
+
+    def codegen(context, builder, sig, args):
+        generic = builder.bitcast(_vector_pointer(context, builder, *sig.args, *args, _I32, 1), _I32.as_pointer())
+        shared = builder.addrspacecast(generic, _I32.as_pointer(3))  # a 32-bit shared address: LLVM folds offsets
+        function = ir.FunctionType(ir.LiteralStructType([_I32] * WIDTH), [_I32])
+        asm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];"
+        words = builder.call(ir.InlineAsm(function, asm, "=r,=r,=r,=r,r", side_effect=True),
+                             [builder.ptrtoint(shared, _I32)])
+        return context.make_tuple(builder, sig.return_type, [builder.extract_value(words, m) for m in range(WIDTH)])
+
+    return types.UniTuple(types.uint32, WIDTH)(array, index), codegen
+
+
+@intrinsic
 def vector_aligned(typingctx, array):
     """True when every row of ``array`` may be read with `load4` (float32) or `load8h` (float16): a data address
     that is a multiple of 16 bytes, a contiguous last dimension and every other stride a multiple of 16 bytes."""
@@ -314,6 +339,30 @@ def _transpose2h_simulated(top, bottom):
             uint32((top >> uint32(16)) | (bottom & uint32(0xFFFF0000))))
 
 
+def _shared(array) -> bool:
+    """Whether a simulated array lives in shared memory (plain Python, which the simulator calls as it is)."""
+    return getattr(getattr(array, "base", array), "space", None) == "shared"
+
+
+_NOT_SHARED = "ldmatrix4w reads shared memory only: pass a cuda.shared.array"
+_EVERY_LANE = 0xFFFFFFFF
+
+
+def _ldmatrix4w_simulated(array, index):  # each lane reads its words from the rows the other lanes name
+    if not _shared(array):
+        raise ValueError(_NOT_SHARED)
+    if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:
+        raise ValueError(_MISALIGNED)
+    i, j = index
+    lane = cuda.laneid
+    source, word = lane // 4, lane % 4
+    i0, j0 = cuda.shfl_sync(_EVERY_LANE, i, source), cuda.shfl_sync(_EVERY_LANE, j, source)
+    i1, j1 = cuda.shfl_sync(_EVERY_LANE, i, source + 8), cuda.shfl_sync(_EVERY_LANE, j, source + 8)
+    i2, j2 = cuda.shfl_sync(_EVERY_LANE, i, source + 16), cuda.shfl_sync(_EVERY_LANE, j, source + 16)
+    i3, j3 = cuda.shfl_sync(_EVERY_LANE, i, source + 24), cuda.shfl_sync(_EVERY_LANE, j, source + 24)
+    return array[i0, j0 + word], array[i1, j1 + word], array[i2, j2 + word], array[i3, j3 + word]
+
+
 vector_aligned.__simulation__ = _vector_aligned_simulated
 load4.__simulation__ = _load4_simulated
 store4.__simulation__ = _store4_simulated
@@ -324,6 +373,7 @@ load4w.__simulation__ = _load4w_simulated
 store4w.__simulation__ = _store4_simulated  # the same scalar writes, of words
 pack2h.__simulation__ = _pack2h_simulated
 transpose2h.__simulation__ = _transpose2h_simulated
+ldmatrix4w.__simulation__ = _ldmatrix4w_simulated
 
 __all__ = ["WIDTH", "HALVES", "load4", "store4", "load8h", "store8h", "load2h", "load4w", "store4w", "pack2h",
-           "transpose2h", "halves_to_word", "vector_aligned"]
+           "transpose2h", "ldmatrix4w", "halves_to_word", "vector_aligned"]

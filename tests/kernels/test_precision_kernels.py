@@ -9,7 +9,7 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated
 from gpucourse.kernels import precision as p
-from gpucourse.run.resources import ptx_for
+from gpucourse.run.resources import kernel_resources, ptx_for, resources_problem
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -107,6 +107,11 @@ def random_fragments(warps, shape):
     return [p.fragments_of(X, o, shape) for X, o in ((A, "a"), (B, "b"), (C, "c"))], (A, B, C)
 
 
+def words(fragments):
+    """Fragments of halves as uint32 words of two, the first in the low bits."""
+    return np.ascontiguousarray(fragments).view(np.uint32)
+
+
 def truncating_tensor_core(A, B, C, group: int) -> np.ndarray:
     """D = A @ B + C as Fasi et al. (2021) found tensor cores add: ``group`` exact products and the running sum
     aligned on the largest, the bits below fp32's 24 truncated, added exactly, the sum truncated to 24 bits."""
@@ -148,6 +153,23 @@ def test_the_m16n8k16_emulation_is_a_b_plus_c_and_two_chained_m16n8k8():
     # the model adds in k order either way, so the bits are the same
     first = p.emulate_mma_m16n8k8(fa[..., :4], fb[..., :2], fc)
     np.testing.assert_array_equal(p.emulate_mma_m16n8k8(fa[..., 4:], fb[..., 2:], first), p.fragments_of(D, "c"))
+
+
+@pytest.mark.parametrize("shape", ["m16n8k8", "m16n8k16"])
+def test_word_fragments_are_their_halves_in_pairs_the_first_in_the_low_bits(shape):
+    """A and B as uint32 words of two halves (a .f16x2 register: a0 in the low 16 bits, a1 in the high) give the
+    emulation the same D, bit for bit, as the halves; so do the words held in a wider integer type."""
+    (fa, fb, fc), _ = random_fragments(3, shape)
+    emulate = p.emulate_mma_m16n8k8 if shape == "m16n8k8" else p.emulate_mma_m16n8k16
+    words_a, words_b = words(fa), words(fb)  # little-endian: the even element is the low half
+    assert words_a.shape[-1] * 2 == fa.shape[-1]
+    low = (words_a[..., 0] & 0xFFFF).astype(np.uint16).view(np.float16)
+    np.testing.assert_array_equal(low, fa[..., 0])  # a0 in the low bits of the first register, as PTX has it
+    D = emulate(fa, fb, fc)
+    np.testing.assert_array_equal(emulate(words_a, words_b, fc), D)
+    np.testing.assert_array_equal(emulate(words_a.astype(np.int64), fb, fc), D)  # and one operand packed only
+    swapped = ((words_a >> 16) | (words_a << 16)).astype(np.uint32)  # the halves the other way round
+    assert not np.array_equal(emulate(swapped, words_b, fc), D)
 
 
 def ptx_layout():
@@ -223,6 +245,31 @@ def test_mma_m16n8k16_inside_a_kernel_runs_the_emulation_for_each_warp():
     assert np.all(np.abs(p.matrix_of(D, "c") - exact) <= bound)
 
 
+@cuda.jit
+def mma16_words_each_warp(D, A, B, C):
+    """`mma16_each_warp` with A and B as uint32 words of two halves: 4 and 2 words per lane."""
+    w, lane = cuda.grid(1) // 32, cuda.threadIdx.x % 32
+    a = (A[w, lane, 0], A[w, lane, 1], A[w, lane, 2], A[w, lane, 3])
+    c = (C[w, lane, 0], C[w, lane, 1], C[w, lane, 2], C[w, lane, 3])
+    d = p.mma_m16n8k16(a, (B[w, lane, 0], B[w, lane, 1]), c)
+    for i in range(4):
+        D[w, lane, i] = d[i]
+
+
+def test_mma_m16n8k16_takes_word_fragments_as_its_registers():
+    (fa, fb, fc), _ = random_fragments(4, "m16n8k16")
+    D = np.full((4, 32, 4), np.nan, np.float32)
+    mma16_words_each_warp[2, 64](D, words(fa), words(fb), fc)
+    np.testing.assert_array_equal(D, p.emulate_mma_m16n8k16(fa, fb, fc))
+    signature = (types.float32[:, :, :], types.uint32[:, :, :], types.uint32[:, :, :], types.float32[:, :, :])
+    ptx, _ = cuda.compile_ptx(mma16_words_each_warp.py_func, signature, cc=(8, 0))
+    mma = [line.strip() for line in ptx.splitlines() if "mma.sync" in line]
+    assert len(mma) == 1 and len(re.findall(r"%r\d+", mma[0])) == 6
+    # the words loaded are the registers the mma takes: nothing splits or joins halves on the way
+    loads = re.findall(r"\bld(?:\.global)?\.u32\b", ptx)
+    assert len(loads) == 6 and not re.search(r"\.[bfsu]16\b|prmt", ptx.split(mma[0])[0])
+
+
 @pytest.mark.parametrize("cc, instructions", [((8, 0), [p.MMA_K16_PTX + " {%f", "{%r", "{%r", "{%f"]),
                                               ((7, 5), [p.MMA_PTX + " {%f", "{%r", "{%r", "{%f"] * 2)],
                          ids=["sm_80: one m16n8k16", "sm_75: two m16n8k8"])
@@ -284,27 +331,39 @@ def smallest_loop_with(ptx, *needles):
 
 @pytest.mark.parametrize("cc, mma", [((8, 0), p.MMA_K16_PTX), ((7, 5), p.MMA_PTX)], ids=["sm_80", "sm_75"])
 def test_the_tiled_tensor_core_gemm_is_double_buffered_with_m16n8k16(cc, mma):
-    signature = (types.float32[:, :], types.float16[:, :], types.float16[:, :])
-    ptx, _ = cuda.compile_ptx(p.gemm_tensor_core_tiled.py_func, signature, cc=cc)
+    signature = (types.float32[:, ::1], types.float16[:, ::1], types.float16[:, ::1])  # what gemm() passes
+    ptx = ptx_for(p.gemm_tensor_core_tiled, signature, f"sm_{cc[0]}{cc[1]}")  # with its launch bounds
     # m16n8k16 from sm_80 on (a T4 runs each as two m16n8k8): 16 per warp and step of 16 along K
     assert set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma}
     assert ptx.count(mma) % (16 if cc >= (8, 0) else 32) == 0
     assert "ld.local" not in ptx  # accumulators, fragments and the chunks on their way: registers
-    # two copies of each tile (2 x 128 rows of 40 halves): 40 KiB of the 48 a block may declare statically
-    assert re.findall(r"\.shared \.align 16 \.b8 \w+\[(\d+)\];", ptx) == [str(2 * 128 * 40 * 2)] * 2
+    if resources_problem() is None:  # launch bounds (256, 2): 2 blocks of 256 threads per SM, nothing spilled
+        used = kernel_resources(p.gemm_tensor_core_tiled, signature, f"sm_{cc[0]}{cc[1]}")  # the same PTX
+        assert used.registers <= 128 and used.spilled_bytes == 0 and used.local_bytes == 0
+    # two copies of each tile, in uint32 words of two halves: A's 2 x 128 rows of 20 words (16 words of k and 4 of
+    # padding), B's 2 x 16 rows of k pairs of 136 words: 37 KiB of the 48 a block may declare statically
+    assert re.findall(r"\.shared \.align 16 \.b8 \w+\[(\d+)\];", ptx) == [str(2 * 128 * 20 * 4),
+                                                                            str(2 * 16 * 136 * 4)]
     # the loop over steps of K: the next step's 16-byte loads issued before the mma, stored into the other
     # copy after them, and ONE barrier (single-buffered, a step needs two)
     step = smallest_loop_with(ptx, mma, "bar.sync")
     assert step.count("bar.sync") == 1
     assert step.index("ld.global.v4.u32") < step.index(mma) < step.rindex(mma) < step.rindex("st.shared.v4.u32")
     assert step.count("ld.global.v4.u32") == 2 * p.TC_VECTORS  # A's and B's chunks (the fallback: ld.global.u16)
-    # the mma loop: unsigned indices into the tiles (no wrap-around), each fragment register one 4-byte shared
-    # load: 4 per A tile and 2 per B tile and step of 16, no 16-bit loads
+    # the halves stay in pairs, as words, from global to shared memory: 16-byte stores only (2 of A's chunks, 2 of
+    # B's k-pair words), no 16-bit register moves or splits of a word into halves, and 8 byte permutations that
+    # turn B's two rows of 8 halves into 8 words of k pairs (the one-half-per-load path packs with shifts)
+    assert re.findall(r"st\.shared\.\S+", step) == ["st.shared.v4.u32"] * (2 * p.TC_VECTORS)
+    assert not re.search(r"\b(mov|cvt\.u16)\.u16\b|cvt\.u16\.u32", step)
+    assert step.count("prmt.b32") == 8
+    # the mma loop: unsigned indices into the tiles (no wrap-around); A's fragment (4 registers) one ldmatrix
+    # per tile, B's 2 registers one 4-byte shared load each, per step of 16; no 16-bit loads
     mma_loops = [loop for loop in innermost_loops(ptx) if mma in loop]
     assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
     passes = mma_loops[0].count(mma) // (p.TC_MMA_M * p.TC_MMA_N * (1 if cc >= (8, 0) else 2))
     shared_loads = re.findall(r"ld\.shared\.\S+", mma_loops[0])
-    assert shared_loads == ["ld.shared.u32"] * (4 * p.TC_MMA_M + 2 * p.TC_MMA_N) * passes
+    assert shared_loads == ["ld.shared.u32"] * 2 * p.TC_MMA_N * passes
+    assert mma_loops[0].count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == p.TC_MMA_M * passes
 
 
 def test_wrong_fragments_are_a_typing_error():
@@ -321,6 +380,8 @@ def test_wrong_fragments_are_a_typing_error():
 
     with pytest.raises(Exception, match="mma_m16n8k16: a_frag must be a tuple of 8 float16"):
         cuda.compile_ptx(kernel16, (types.float32[:], types.float16[:]), cc=(8, 0))
+    with pytest.raises(Exception, match=r"mma_m16n8k16: b_frag must be a tuple of 4 float16 values \(or of 2 uint32"):
+        cuda.compile_ptx(kernel16, (types.float32[:], types.uint32[:]), cc=(8, 0))  # 4 words of A: right; of B: no
 
 
 # -- kernels ----------------------------------------------------------------------------------------
@@ -359,16 +420,23 @@ def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its
     np.testing.assert_array_equal(results[2], results[0])
 
 
+@pytest.mark.parametrize("path", ["16-byte", "one half per load"])
 @pytest.mark.parametrize("K", [8, 32, 40, 96, 77, 264], ids=lambda K: f"K{K}")
-def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K):
+def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K, path):
     """Steps of 32 along K through the two copies of the tiles: 1 (K = 8, 32), 2 (40), 3 (96, and 77: not a
-    multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction. Its products are
-    added in k order like gemm_fp16_fp32acc's: the same bits, and within the bound of the exact product."""
-    M, N = 133, 136
+    multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction; each through the
+    16-byte chunks where K allows, and through the one-half-per-load chunks (views one half off, N = 131: no row
+    16-byte aligned, chunks cut at the edge). Its products are added in k order like gemm_fp16_fp32acc's: the
+    same bits, and within the bound of the exact product."""
+    M, N = 133, 136 if path == "16-byte" else 131
     A = (rng.standard_normal((M, K)) * rng.uniform(0.5, 4, (M, 1))).astype(np.float16)
     B = rng.standard_normal((K, N)).astype(np.float16)
+    a, b = A, B
+    if path != "16-byte":
+        a, b = np.full((M, K + 1), np.nan, np.float16)[:, 1:], np.full((K, N + 1), np.nan, np.float16)[:, 1:]
+        a[...], b[...] = A, B
     C, reference = np.full((M, N), np.nan, np.float32), np.full((M, N), np.nan, np.float32)
-    p.launch_gemm(p.gemm_tensor_core_tiled, C, A, B)
+    p.launch_gemm(p.gemm_tensor_core_tiled, C, a, b)
     p.launch_gemm(p.gemm_fp16_fp32acc, reference, A, B)
     np.testing.assert_array_equal(C, reference)
     A64, B64 = A.astype(np.float64), B.astype(np.float64)

@@ -2,12 +2,15 @@
 access only: a lane that an ``if`` keeps out is not checked, as on the GPU. The float16 family: what it moves,
 what it compiles to, and which arrays `vector_aligned` lets it read."""
 
+import re
+
 import numpy as np
 import pytest
-from numba import cuda, types
+from numba import cuda, types, uint32
 
 from gpucourse import simulated
-from gpucourse.kernels.vector import load2h, load4, load8h, store4, store8h, vector_aligned
+from gpucourse.kernels.vector import (ldmatrix4w, load2h, load4, load4w, load8h, pack2h, store4, store4w, store8h,
+                                      transpose2h, vector_aligned)
 
 rng = np.random.default_rng(4)
 
@@ -92,3 +95,90 @@ def test_the_float16_vectors_compile_to_16_and_4_byte_accesses():
     # load2h: one 4-byte load, as a word or as a pair of halves (whichever the use of the halves makes simpler)
     assert ptx.count("ld.global.u32") + ptx.count("ld.global.v2.u16") == 1
     assert "ld.global.u16" not in ptx and "ld.global.v4.u16" not in ptx
+
+
+@cuda.jit
+def words_of(out, columns, x, j):
+    """Row i: out[i, 0:4] = the words of x[i, j:j + 8] (one 16-byte load, one 16-byte store), out[i, 4] = the
+    word packed from x[i, 1] and x[i, 2] (two 2-byte loads); columns[i // 2] = rows i and i + 1 transposed."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        store4w(out, (i, 0), load4w(x, (i, j)))
+        out[i, 4] = pack2h(x[i, 1], x[i, 2])
+        if i % 2 == 0 and i + 1 < x.shape[0]:
+            top, bottom = load4w(x, (i, j)), load4w(x, (i + 1, j))
+            for w in range(4):
+                columns[i // 2, 2 * w], columns[i // 2, 2 * w + 1] = transpose2h(top[w], bottom[w])
+
+
+def test_the_word_family_keeps_halves_in_pairs_the_first_in_the_low_bits():
+    x = (rng.standard_normal((5, 24)) * rng.uniform(0.5, 8, (5, 1))).astype(np.float16)
+    x[0, 9], x[1, 10], x[2, 2] = np.nan, -np.inf, -0.0  # bits, not values, travel
+    out = np.full((5, 8), 0xDEADBEEF, np.uint32)
+    columns = np.full((2, 8), 0xDEADBEEF, np.uint32)
+    with simulated():
+        words_of[1, 8](out, columns, x, 8)
+        with pytest.raises(ValueError, match=r"tid=\[0, 0, 0\].*float16 is misaligned"):
+            words_of[1, 8](out, columns, x, 4)
+    bits = x.view(np.uint16).astype(np.uint32)
+    np.testing.assert_array_equal(out[:, :4], bits[:, 8:16:2] | bits[:, 9:16:2] << 16)
+    np.testing.assert_array_equal(out[:, 4], bits[:, 1] | bits[:, 2] << 16)
+    assert (out[:, 5:] == 0xDEADBEEF).all()
+    for r in range(2):  # the words of column n: (x[2r, n], x[2r + 1, n]), an mma's B fragment register
+        np.testing.assert_array_equal(columns[r], bits[2 * r, 8:16] | bits[2 * r + 1, 8:16] << 16)
+
+
+def test_the_word_family_compiles_to_16_byte_accesses_and_byte_permutations():
+    signature = (types.uint32[:, ::1], types.uint32[:, ::1], types.float16[:, ::1], types.int64)
+    ptx, _ = cuda.compile_ptx(words_of.py_func, signature, cc=(8, 0))
+    assert ptx.count("ld.global.v4.u32") == 3 and ptx.count("st.global.v4.u32") == 1
+    assert ptx.count("prmt.b32") == 8 and "0x5410" in ptx and "0x7632" in ptx
+    assert ptx.count("ld.global.u16") == 2  # pack2h's halves: a load each, joined without a byte permutation
+
+
+@cuda.jit
+def ldmatrix_of(out, words, rows, starts):
+    """A warp copies ``words`` (16 x 16) into a shared tile with rows of 20 words; lane l names row rows[l] from
+    word starts[l] and keeps the 4 words ldmatrix4w gives it in out[l]."""
+    tile = cuda.shared.array((16, 20), uint32, alignment=16)
+    lane = cuda.threadIdx.x
+    for e in range(lane, 16 * 16, 32):
+        tile[e // 16, e % 16] = words[e // 16, e % 16]
+    cuda.syncthreads()
+    got = ldmatrix4w(tile, (rows[lane], starts[lane]))
+    for m in range(4):
+        out[lane, m] = got[m]
+
+
+@cuda.jit
+def ldmatrix_of_global(out, words):
+    got = ldmatrix4w(words, (cuda.threadIdx.x % 16, 0))
+    out[cuda.threadIdx.x, 0] = got[0]
+
+
+def test_ldmatrix4w_gives_each_lane_the_cells_the_ptx_isa_names():
+    """PTX ISA, ldmatrix .m8n8.x4.b16: threads 8m to 8m + 7 give the addresses of rows 0 to 7 of matrix m; each
+    thread receives, in its register m, row (laneid / 4) of matrix m, elements 2 (laneid % 4) and 2 (laneid % 4)
+    + 1. Rows named in a shuffled order, from word 0, 4, 8 or 12 (16-byte rows), halves of random bits."""
+    halves = rng.standard_normal((16, 32)).astype(np.float16)
+    words = halves.view(np.uint32)
+    rows, starts = rng.permutation(32) % 16, rng.integers(0, 4, 32) * 4
+    out = np.zeros((32, 4), np.uint32)
+    with simulated():
+        ldmatrix_of[1, 32](out, words, rows, starts)
+        with pytest.raises(ValueError, match="reads shared memory only"):
+            ldmatrix_of_global[1, 32](out, words)
+    got = out.view(np.float16).reshape(32, 4, 2)  # lane, matrix, the two halves of a register
+    for m in range(4):
+        named = [(rows[8 * m + r], 2 * starts[8 * m + r]) for r in range(8)]  # lane 8m + r: row r of matrix m
+        matrix = np.stack([halves[i, k:k + 8] for i, k in named])
+        for lane in range(32):
+            row, column = lane // 4, 2 * (lane % 4)
+            np.testing.assert_array_equal(got[lane, m], matrix[row, column:column + 2], err_msg=f"lane {lane}, m {m}")
+
+
+def test_ldmatrix4w_compiles_to_one_ldmatrix_from_a_shared_address():
+    signature = (types.uint32[:, ::1], types.uint32[:, ::1], types.int64[::1], types.int64[::1])
+    ptx, _ = cuda.compile_ptx(ldmatrix_of.py_func, signature, cc=(7, 5))
+    found = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \{(%r\d+, %r\d+, %r\d+, %r\d+)\}, \[%r\d+\]", ptx)
+    assert len(found) == 1

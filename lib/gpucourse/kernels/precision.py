@@ -13,8 +13,10 @@ Kernels (A, B float16 2-D arrays, C float32):
    `gemm_tensor_core_tiled` is the same idea sized for speed: a block of 8
    warps computes 128 x 128 of C in steps of 32 along K, each warp 64 x 32 of
    it, 16 `mma_m16n8k16` per step of 16, its accumulators in registers, its
-   tiles copied 16 bytes per load (`vector.load8h`) where the rows allow it,
-   double-buffered: the next step's loads are in flight during the mma.
+   halves kept in pairs as uint32 words from global memory to the mma (16
+   bytes per load, `vector.load4w`, where the rows allow it; A's fragments by
+   `vector.ldmatrix4w`), double-buffered: the next step's loads are in flight
+   during the mma.
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -24,10 +26,11 @@ The tensor-core wrapper `mma_m16n8k8(a_frag, b_frag, c_frag)` is called by all
 32 lanes of a warp and returns ``d_frag = A @ B + C`` for a 16 x 8 x 8 product:
 ``a_frag`` is a tuple of 4 float16 (the two ``.f16x2`` registers of A),
 ``b_frag`` a tuple of 2 float16 (B's one register), ``c_frag`` and the result
-tuples of 4 float32. Which lane holds which elements is the PTX ISA's layout
-(`fragment_layout`). On a GPU it is inline PTX
-(``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``, compute capability 7.5
-or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
+tuples of 4 float32; A and B may also come as the registers themselves, tuples
+of uint32 words of two halves, the first in the low 16 bits (2 words and 1).
+Which lane holds which elements is the PTX ISA's layout (`fragment_layout`).
+On a GPU it is inline PTX (``mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32``,
+compute capability 7.5 or newer); on the course simulator `emulate_mma_m16n8k8` computes it.
 `mma_m16n8k16` is the 16 x 8 x 16 product, the native fp16 shape since sm_80
 (8 halves of A, 4 of B, 4 floats of C: ``fragment_layout("m16n8k16")``); a
 kernel compiled for an older GPU (a T4) gets two m16n8k8 in its place. The
@@ -48,13 +51,14 @@ from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import cuda, float32, types, uint64
+from numba import config as numba_config
+from numba import cuda, float32, types, uint32, uint64
 float16 = types.float16
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 from numba.cuda.core import targetconfig
 
-from .vector import HALVES, load2h, load8h, store8h, vector_aligned
+from .vector import HALVES, WIDTH, ldmatrix4w, load4w, pack2h, store4w, transpose2h, vector_aligned
 
 # -- formats ---------------------------------------------------------------------------------------
 
@@ -211,9 +215,17 @@ def fragments_of(matrix: np.ndarray, operand: str, shape: str = "m16n8k8") -> np
     return matrix[..., layout[..., 0], layout[..., 1]]
 
 
+def _halves(fragments) -> np.ndarray:
+    """Fragments of float16, or of integer words holding two halves each (the first in the low bits), as halves."""
+    fragments = np.asarray(fragments)
+    if fragments.dtype.kind in "iu":  # the words' bits, whatever integer type holds them
+        return np.ascontiguousarray(fragments.astype(np.uint32)).view(np.float16)
+    return fragments.astype(np.float16)
+
+
 def _emulate(a_frag, b_frag, c_frag, shape: str) -> np.ndarray:
-    A = matrix_of(np.asarray(a_frag, np.float16), "a", shape).astype(np.float32)
-    B = matrix_of(np.asarray(b_frag, np.float16), "b", shape).astype(np.float32)
+    A = matrix_of(_halves(a_frag), "a", shape).astype(np.float32)
+    B = matrix_of(_halves(b_frag), "b", shape).astype(np.float32)
     D = matrix_of(np.asarray(c_frag, np.float32), "c", shape)
     for k in range(MMA_SHAPES[shape]):
         D = D + A[..., :, k, None] * B[..., None, k, :]  # the product is exact in fp32; the sum rounds once
@@ -222,7 +234,8 @@ def _emulate(a_frag, b_frag, c_frag, shape: str) -> np.ndarray:
 
 def emulate_mma_m16n8k8(a_frag: np.ndarray, b_frag: np.ndarray, c_frag: np.ndarray) -> np.ndarray:
     """D fragments for warps of fragments (warps, 32, 4 | 2 | 4) by the course's model of a tensor core (exact
-    fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's."""
+    fp16 products, fp32 sums in k order, each rounded to nearest): within `mma_error_bound` of the hardware's.
+    A and B may be integer words of two halves each (warps, 32, 2 | 1): their bits are the halves."""
     return _emulate(a_frag, b_frag, c_frag, "m16n8k8")
 
 
@@ -250,12 +263,15 @@ def mma_error_bound(K: int, magnitude):
 
 
 def _check_fragments(name: str, a_frag, b_frag, c_frag, depth: int):
-    """The intrinsic's signature, or a TypingError naming the wrong fragment."""
-    for operand, value, dtype, count in (("a_frag", a_frag, types.float16, depth // 2),
-                                         ("b_frag", b_frag, types.float16, depth // 4),
-                                         ("c_frag", c_frag, types.float32, 4)):
-        if not (isinstance(value, types.UniTuple) and value.count == count and value.dtype == dtype):
-            raise TypingError(f"{name}: {operand} must be a tuple of {count} {dtype} values, got {value}")
+    """The intrinsic's signature, or a TypingError naming the wrong fragment. A and B come as halves or as uint32
+    words of two halves each (the first in the low bits, as in the ``.f16x2`` register)."""
+    for operand, value, count in (("a_frag", a_frag, depth // 2), ("b_frag", b_frag, depth // 4)):
+        if not (isinstance(value, types.UniTuple) and (value.count, value.dtype) in
+                ((count, types.float16), (count // 2, types.uint32))):
+            raise TypingError(f"{name}: {operand} must be a tuple of {count} float16 values (or of {count // 2} "
+                              f"uint32 words of two), got {value}")
+    if not (isinstance(c_frag, types.UniTuple) and c_frag.count == 4 and c_frag.dtype == types.float32):
+        raise TypingError(f"{name}: c_frag must be a tuple of 4 float32 values, got {c_frag}")
     return types.UniTuple(types.float32, 4)(a_frag, b_frag, c_frag)
 
 
@@ -279,15 +295,20 @@ def _mma_codegen(depth: int):
         a, b, c = args
         i32, pair = ir.IntType(32), ir.VectorType(ir.IntType(16), 2)
 
-        def f16x2(fragment, first):  # two halves in one 32-bit register, the first in the low bits
-            register = ir.Constant(pair, ir.Undefined)
-            for slot in range(2):
-                register = builder.insert_element(register, builder.extract_value(fragment, first + slot),
-                                                  ir.Constant(i32, slot))
-            return builder.bitcast(register, i32)
+        def registers(fragment, fragment_type, count):  # .f16x2 registers: two halves, the first in the low bits
+            if fragment_type.dtype == types.uint32:  # packed already
+                return [builder.extract_value(fragment, r) for r in range(count)]
+            words = []
+            for r in range(count):
+                register = ir.Constant(pair, ir.Undefined)
+                for slot in range(2):
+                    register = builder.insert_element(register, builder.extract_value(fragment, 2 * r + slot),
+                                                      ir.Constant(i32, slot))
+                words.append(builder.bitcast(register, i32))
+            return words
 
-        a_registers = [f16x2(a, 2 * r) for r in range(depth // 4)]
-        b_registers = [f16x2(b, 2 * r) for r in range(depth // 8)]
+        a_registers = registers(a, sig.args[0], depth // 4)
+        b_registers = registers(b, sig.args[1], depth // 8)
         d = [builder.extract_value(c, i) for i in range(4)]
         flags = targetconfig.ConfigStack.top_or_none()  # what numba-cuda compiles for (its tanh asks the same)
         cc = getattr(flags, "compute_capability", None) or (0, 0)  # unknown: the form every GPU runs
@@ -422,92 +443,117 @@ TC_BM, TC_BN, TC_BK = 128, 128, 32  # gemm_tensor_core_tiled: the block's tile o
 TC_WARPS_M, TC_WARPS_N = 2, 4  # 8 warps, each 64 x 32 of C
 TC_MMA_M, TC_MMA_N = TC_BM // TC_WARPS_M // MMA_M, TC_BN // TC_WARPS_N // MMA_N  # 4 x 4 mma tiles per warp
 TC_THREADS = WARP * TC_WARPS_M * TC_WARPS_N
-TC_PITCH = TC_BK + 8  # the shared tiles' rows: 80 bytes, so a warp's fragment words fall in 32 different banks
+TC_PAIRS = TC_BK // 2  # words of two halves along K per step: A's tile rows, B's tile columns
+TC_PITCH_A = TC_PAIRS + 4  # A's tile rows: 20 words (80 bytes), so a warp's fragment words fall in 32 banks
+TC_PITCH_B = TC_BN + 8  # B's tile rows: 136 words, so the 4 rows of k pairs a warp's fragment reads start 8 banks apart
 TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte chunks per thread and tile: 2 (A and B alike)
-TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile (columns of B's) that one pass of 16-byte chunks fills: 64
-TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_BN  # the shared tiles hold two copies each (double buffering)
+TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile that one pass of 16-byte chunks fills: 64
+TC_CHUNKS_B = TC_BN // HALVES  # 16-byte chunks in a row of B's tile: 16
+TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_PAIRS  # the shared tiles hold two copies each (double buffering)
+TC_BOUNDS = {} if numba_config.ENABLE_CUDASIM else {"launch_bounds": (TC_THREADS, 2)}  # <= 128 registers
 
 
 @cuda.jit(device=True, inline="always")
-def _fetch_chunk(staged, v, X, row, col, rows, cols, vectors):
-    """``staged[v] = X[row, col : col + 8]``, zeros past ``rows`` and ``cols``: one 16-byte load where ``vectors``
-    (K and N multiples of 8: a chunk is all inside or all outside), else one half per load."""
-    zero = float16(0)
-    if vectors:
-        halves = (zero, zero, zero, zero, zero, zero, zero, zero)
-        if row < rows and col < cols:
-            halves = load8h(X, (row, col))
-        for h in range(HALVES):
-            staged[v, h] = halves[h]
-    else:
-        for h in range(HALVES):
-            staged[v, h] = X[row, col + uint64(h)] if row < rows and col + uint64(h) < cols else zero
+def _fetch_halves(staged, v, X, row, col, rows, cols):
+    """``staged[v]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``: one half per load,
+    packed in pairs (`vector.pack2h`), for rows that a 16-byte load may not read."""
+    for w in range(WIDTH):
+        c = col + uint64(2 * w)
+        low = X[row, c] if row < rows and c < cols else float16(0)
+        high = X[row, c + uint64(1)] if row < rows and c + uint64(1) < cols else float16(0)
+        staged[v, w] = pack2h(low, high)
 
 
 @cuda.jit(device=True, inline="always")
 def _fetch_chunks(next_a, next_b, A, B, start, row_a, col_b, k_a, k_b, vectors):
-    """Into registers: this thread's 16-byte chunks of the step at ``start`` along K, rows ``row_a`` and
-    ``row_a + 64`` of A (halves ``k_a`` on) and columns ``col_b`` and ``col_b + 64`` of B (row ``k_b``)."""
+    """Into registers, as words of two halves: this thread's 16-byte chunks of the step at ``start`` along K, rows
+    ``row_a`` and ``row_a + 64`` of A (halves ``k_a`` on) and rows ``k_b`` and ``k_b + 1`` of B (columns ``col_b``
+    on); one 16-byte load each where ``vectors`` (K and N multiples of 8: a chunk is all inside or all outside,
+    and row ``k_b + 1`` is inside where the even ``k_b`` is), else one half per load."""
     M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
-    for v in range(TC_VECTORS):
-        _fetch_chunk(next_a, v, A, row_a + uint64(v * TC_PASS), start + k_a, M, K, vectors)
-        _fetch_chunk(next_b, v, B, start + k_b, col_b + uint64(v * TC_PASS), K, N, vectors)
+    k = start + k_b
+    if vectors:
+        zero = uint32(0)
+        for v in range(TC_VECTORS):
+            words = (zero, zero, zero, zero)
+            if row_a + uint64(v * TC_PASS) < M and start + k_a < K:
+                words = load4w(A, (row_a + uint64(v * TC_PASS), start + k_a))
+            for w in range(WIDTH):
+                next_a[v, w] = words[w]
+        top, bottom = (zero, zero, zero, zero), (zero, zero, zero, zero)
+        if k < K and col_b < N:
+            top, bottom = load4w(B, (k, col_b)), load4w(B, (k + uint64(1), col_b))
+        for w in range(WIDTH):
+            next_b[0, w], next_b[1, w] = top[w], bottom[w]
+    else:
+        for v in range(TC_VECTORS):
+            _fetch_halves(next_a, v, A, row_a + uint64(v * TC_PASS), start + k_a, M, K)
+            _fetch_halves(next_b, v, B, k + uint64(v), col_b, K, N)
 
 
 @cuda.jit(device=True, inline="always")
 def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b):
-    """The fetched chunks into ``buffer`` (0 or 1) of the shared tiles: A's 16 bytes per store, B's transposed,
-    one half per store (to 8 rows of ``tile_b``: a 2-way bank conflict)."""
+    """The fetched chunks into ``buffer`` (0 or 1) of the shared tiles, 16 bytes per store: A's words as they came,
+    B's two rows turned into words of k pairs by `vector.transpose2h` (a word of row k, B[k, n] and B[k, n + 1],
+    and the word below it give the words of columns n and n + 1; 8 PRMT); the 8 threads of a store's phase share
+    a row of B's tile: a 2-way bank conflict."""
     for v in range(TC_VECTORS):
         r = buffer * uint64(TC_BM) + row_a + uint64(v * TC_PASS)
-        store8h(tile_a, (r, k_a), (next_a[v, 0], next_a[v, 1], next_a[v, 2], next_a[v, 3],
-                                   next_a[v, 4], next_a[v, 5], next_a[v, 6], next_a[v, 7]))
-        c = buffer * uint64(TC_BN) + col_b + uint64(v * TC_PASS)
-        for h in range(HALVES):
-            tile_b[c + uint64(h), k_b] = next_b[v, h]
+        store4w(tile_a, (r, k_a // uint64(2)), (next_a[v, 0], next_a[v, 1], next_a[v, 2], next_a[v, 3]))
+    pair = buffer * uint64(TC_PAIRS) + k_b // uint64(2)
+    for half in range(2):  # columns col_b + 4 half to col_b + 4 half + 3
+        c0, c1 = transpose2h(next_b[0, 2 * half], next_b[1, 2 * half])
+        c2, c3 = transpose2h(next_b[0, 2 * half + 1], next_b[1, 2 * half + 1])
+        store4w(tile_b, (pair, col_b + uint64(WIDTH * half)), (c0, c1, c2, c3))
 
 
-@cuda.jit
+@cuda.jit(**TC_BOUNDS)
 def gemm_tensor_core_tiled(C, A, B):
     """C = A @ B: a block of 8 warps computes 128 x 128 of C in steps of 32 along K, 16 `mma_m16n8k16` per warp
     and step of 16, double-buffered: while the warps multiply one copy of the tiles, each thread's loads of the
     next step are on their way to registers; it stores them into the other copy afterwards; one barrier per step.
 
-    The tiles come from global memory 16 bytes (8 halves) per load where every row of A and B is 16-byte aligned
-    and K and N are multiples of 8 (so a chunk is all inside or all outside the matrix); otherwise the same chunks
-    one half per load (double-buffered too; a warp's load then touches 8 rows of A or 16 of B, whose other halves
-    the next 7 loads find in L1). B's tile is stored transposed (``tile_b[n, k]``) so that, like A's, each
-    fragment register is one 4-byte shared load of two neighbouring halves. All indices are unsigned (no sign
-    tests, see fusion.make_micro_tile). Shared memory: 2 copies x 2 tiles x 128 x 40 halves = 40 KiB (static
-    limit 48).
+    The halves travel in pairs, as uint32 words, from global memory to the tensor cores: 16 bytes (4 words) per
+    load where every row of A and B is 16-byte aligned and K and N are multiples of 8 (so a chunk is all inside
+    or all outside the matrix), otherwise one half per load, packed (`vector.pack2h`; double-buffered too; a warp's
+    load then touches 8 rows of A or 2 of B, whose other halves the next loads find in L1). A's tile holds A's
+    words as they are (``tile_a[m, k // 2]``: A[m, k], A[m, k + 1]), rows of 80 bytes; a warp reads an A fragment
+    (4 words per lane: 4 matrices of 8 x 8 halves) with one `vector.ldmatrix4w`. B's holds words of k pairs
+    (``tile_b[k // 2, n]``: B[k, n], B[k + 1, n]), built from two rows of B by one byte permutation per word: each
+    is one fragment register (b0, b1 or b2, b3 of the PTX layout), one 4-byte shared load. The mma takes the
+    words as they are. All indices are unsigned (no sign tests, see fusion.make_micro_tile). Shared memory: 2
+    copies of A's tile (128 x 20 words) and of B's (16 x 136 words): 37 KiB (static limit 48). Launch bounds
+    (256, 2): at most 128 registers, 2 blocks per SM.
 
-    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 125 registers (2 blocks of 256 threads per
-    SM), no local memory; on the 16-byte path a step of 32 along K is about 331 instructions: 4 LDG.128 issued
-    before the mma loop, its 2 passes of 16 HMMA.16816 and 24 LDS.32 in 56 instructions, then 2 STS.128, 16
-    STS.U16 and one BAR; 59 PRMT and 16 SHF of them split the 16-byte chunks into the float16 staging registers
-    and join them again (benchmarks/README.md, "Compiled code of the top rungs").
+    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed; benchmarks/README.md, "Compiled code of the top
+    rungs"): 127 registers, no local memory; on the 16-byte path a step of 32 along K is about 238 instructions
+    (331 with float16 staging and 32-bit A fragment loads): 4 LDG.128 issued before the mma loop, its 2 passes of
+    16 HMMA.16816, 4 LDSM.16.M88.4 and 8 LDS.32 in 46 instructions (were 24 LDS.32 in 56), then 8 PRMT (B's k
+    pairs; were 59 PRMT and 16 SHF splitting and joining halves), 4 STS.128 (were 2 STS.128 and 16 STS.U16) and
+    one BAR.
     """
-    tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH), float16, alignment=16)  # A[m, k] at [buffer * 128 + m, k]
-    tile_b = cuda.shared.array((TC_ROWS_B, TC_PITCH), float16, alignment=16)  # B[k, n] at [buffer * 128 + n, k]
+    tile_a = cuda.shared.array((TC_ROWS_A, TC_PITCH_A), uint32, alignment=16)  # [buffer * 128 + m, k // 2]
+    tile_b = cuda.shared.array((TC_ROWS_B, TC_PITCH_B), uint32, alignment=16)  # [buffer * 16 + k // 2, n]
     acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
-    b_frags = cuda.local.array((TC_MMA_N, 4), float16)  # likewise
-    next_a = cuda.local.array((TC_VECTORS, HALVES), float16)  # the next step's chunks, on their way
-    next_b = cuda.local.array((TC_VECTORS, HALVES), float16)
+    b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
+    next_a = cuda.local.array((TC_VECTORS, WIDTH), uint32)  # the next step's chunks, on their way
+    next_b = cuda.local.array((TC_VECTORS, WIDTH), uint32)
     thread = uint64(cuda.threadIdx.x)
     lane, warp = thread % uint64(WARP), thread // uint64(WARP)
-    group, pair = lane // uint64(4), uint64(2) * (lane % uint64(4))
+    group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
+    # the row this lane names for ldmatrix: row lane % 8 of matrix lane // 8 of A's fragment (matrices 1 and 3
+    # 8 rows on, 2 and 3 8 halves of k on)
+    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
     wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
     wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
     M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
     row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
     vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
         and vector_aligned(A) and vector_aligned(B)
-    # This thread's chunks, per pass: chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64 bytes), and
-    # chunk t % 2 + 2 (t // 64) of row t // 2 % 32 of B's (a warp: 16 rows, 32 bytes of each); a further pass
-    # is 64 rows of A or 64 columns of B on.
+    # This thread's chunks: chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64 bytes), and a further
+    # pass 64 rows on; chunk t % 16 of rows 2 (t // 16) and 2 (t // 16) + 1 of B's (a warp: 4 rows of 256 bytes).
     row_a, k_a = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
-    k_b = thread // uint64(2) % uint64(TC_BK)
-    col_b = (thread % uint64(2) + thread // uint64(2 * TC_BK) * uint64(2)) * uint64(HALVES)
+    k_b, col_b = thread // uint64(TC_CHUNKS_B) * uint64(2), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
     for i in range(TC_MMA_M):
         for j in range(TC_MMA_N):
             for e in range(4):
@@ -522,21 +568,17 @@ def gemm_tensor_core_tiled(C, A, B):
         if more:  # issue the next step's global loads now; they arrive while the tensor cores work
             _fetch_chunks(next_a, next_b, A, B, (uint64(step) + uint64(1)) * uint64(TC_BK), row0 + row_a,
                           col0 + col_b, k_a, k_b, vectors)
-        for kk in range(0, TC_BK, MMA_K16):
-            k = uint64(kk) + pair  # each fragment register: halves k and k + 1 of a row, one 4-byte load
+        for kw in range(0, TC_PAIRS, MMA_K16 // 2):  # words kw to kw + 7: halves 2 kw to 2 kw + 15 along K
+            w = uint64(kw) + quad  # the PTX layout's a0, a1 (and b0, b1): halves 2 w and 2 w + 1
             for j in range(TC_MMA_N):
-                n = now * uint64(TC_BN) + wn + uint64(j * MMA_N) + group
-                b_frags[j, 0], b_frags[j, 1] = load2h(tile_b, (n, k))
-                b_frags[j, 2], b_frags[j, 3] = load2h(tile_b, (n, k + uint64(8)))
-            for i in range(TC_MMA_M):
-                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + group
-                a0, a1 = load2h(tile_a, (r, k))
-                a2, a3 = load2h(tile_a, (r + uint64(8), k))
-                a4, a5 = load2h(tile_a, (r, k + uint64(8)))
-                a6, a7 = load2h(tile_a, (r + uint64(8), k + uint64(8)))
+                n = wn + uint64(j * MMA_N) + group
+                b_frags[j, 0] = tile_b[now * uint64(TC_PAIRS) + w, n]  # b0, b1
+                b_frags[j, 1] = tile_b[now * uint64(TC_PAIRS) + w + uint64(4), n]  # b2, b3: 8 rows of K on
+            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
+                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
+                a = ldmatrix4w(tile_a, (r, uint64(kw) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
                 for j in range(TC_MMA_N):
-                    d = mma_m16n8k16((a0, a1, a2, a3, a4, a5, a6, a7),
-                                     (b_frags[j, 0], b_frags[j, 1], b_frags[j, 2], b_frags[j, 3]),
+                    d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
                                      (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
                     for e in range(4):
                         acc[i, j, e] = d[e]
@@ -547,7 +589,7 @@ def gemm_tensor_core_tiled(C, A, B):
         for j in range(TC_MMA_N):
             for e in range(4):
                 r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
-                c = col0 + wn + uint64(j * MMA_N + e % 2) + pair
+                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
                 if r < M and c < N:
                     C[r, c] = acc[i, j, e]
 

@@ -16,21 +16,37 @@ multiple of 8), `store8h` writes eight, and `load2h(a, (i, k))` returns two
 neighbouring halves with one 4-byte load (``k`` even), the ``.f16x2`` register
 a tensor-core fragment is made of. `vector_aligned` accepts float32 and float16.
 
+The word family keeps halves packed two to a uint32 (the first in the low 16 bits,
+as in a ``.f16x2`` register) from global memory to the tensor cores, so that no
+instruction splits and joins them on the way: `load4w(a, (i, k))` returns the 16
+bytes of a float16 array from ``a[i, k]`` on (``k`` a multiple of 8) as four words,
+`store4w(t, (i, j), words)` writes four words into a uint32 array (``j`` a multiple
+of 4) with one 16-byte store, `pack2h(low, high)` packs two halves into a word
+(where a vector load is not allowed), `transpose2h(top, bottom)` turns two words,
+the rows of a 2 x 2 matrix of halves, into its columns (``prmt.b32``: one byte
+permutation per word), and `ldmatrix4w(t, (i, j))`, called by a whole warp on a
+shared uint32 array, loads four 8 x 8 matrices of halves in the layout of an mma's
+A fragment (``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: lanes 8m to 8m + 7 give
+the rows of matrix m, 16 bytes each; lane l gets word l % 4 of row l // 4 of each).
+The simulator gets the words' bits from the halves with NumPy (`halves_to_word`),
+and the rows other lanes name for `ldmatrix4w` by warp shuffles.
+
 On the course simulator the functions' ``__simulation__`` (ordinary device code,
 scalar accesses) runs in their place, so the accesses are traced as usual.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import cuda, types, uint32
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 
 WIDTH = 4  # float32 per vector: 16 bytes
 HALVES = 8  # float16 per vector: 16 bytes
-_F32, _F16 = ir.FloatType(), ir.IntType(16)  # numba-cuda keeps a float16 in an i16
+_F32, _F16, _I32 = ir.FloatType(), ir.IntType(16), ir.IntType(32)  # numba-cuda keeps a float16 in an i16
 
 
 def _check(array, index, name: str, dtype=types.float32, max_ndim: int = 4) -> None:
@@ -127,6 +143,71 @@ def load2h(typingctx, array, index):
     """``(array[i, k], array[i, k + 1])`` of a float16 array (1-D or 2-D), one 4-byte load (``k`` even)."""
     _check(array, index, "load2h", types.float16, 2)
     return types.UniTuple(types.float16, 2)(array, index), _load(_F16, 2, 4)
+
+
+@intrinsic
+def load4w(typingctx, array, index):
+    """``array[i, k : k + 8]`` of a float16 array (1-D or 2-D) as 4 uint32 words of two halves, one 16-byte load."""
+    _check(array, index, "load4w", types.float16, 2)
+    return types.UniTuple(types.uint32, WIDTH)(array, index), _load(_I32, WIDTH, 16)
+
+
+@intrinsic
+def store4w(typingctx, array, index, words):
+    """``array[..., j : j + 4] = words`` of a uint32 array, one 16-byte store."""
+    _check(array, index, "store4w", types.uint32)
+    _check_values(words, "store4w", types.uint32, WIDTH)
+    return types.void(array, index, words), _store(_I32, WIDTH)
+
+
+@intrinsic
+def pack2h(typingctx, low, high):
+    """The uint32 word of two float16: ``low``'s bits in its low 16 bits, ``high``'s in its high 16."""
+    if low != types.float16 or high != types.float16:
+        raise TypingError(f"pack2h: two float16 values, got {low} and {high}")
+
+    def codegen(context, builder, sig, args):
+        low, high = (builder.zext(value, _I32) for value in args)
+        return builder.or_(low, builder.shl(high, ir.Constant(_I32, 16)))
+
+    return types.uint32(low, high), codegen
+
+
+@intrinsic
+def transpose2h(typingctx, top, bottom):
+    """The words (top's low half, bottom's low half) and (top's high half, bottom's high half) of two uint32 words
+    of two halves: a 2 x 2 matrix of halves, its rows in, its columns out; one ``prmt.b32`` per word."""
+    if top != types.uint32 or bottom != types.uint32:
+        raise TypingError(f"transpose2h: two uint32 words, got {top} and {bottom}")
+
+    def codegen(context, builder, sig, args):
+        function = ir.FunctionType(_I32, [_I32, _I32])
+        columns = [builder.call(ir.InlineAsm(function, f"prmt.b32 $0, $1, $2, {selector};", "=r,r,r"), args)
+                   for selector in ("0x5410", "0x7632")]  # bytes 0, 1 of top and 0, 1 of bottom; then 2, 3 of each
+        return context.make_tuple(builder, sig.return_type, columns)
+
+    return types.UniTuple(types.uint32, 2)(top, bottom), codegen
+
+
+@intrinsic
+def ldmatrix4w(typingctx, array, index):
+    """Called by all 32 lanes of a warp: lane l gives ``(i, j)``, the start of row l % 8 of matrix l // 8 in a shared
+    uint32 array of half pairs (16 bytes: ``j`` a multiple of 4), and gets, of each matrix m, the word
+    ``array[i_m, j_m + l % 4]`` where ``(i_m, j_m)`` is what lane 8m + l // 4 gave; one ``ldmatrix`` (sm_75 on)."""
+    _check(array, index, "ldmatrix4w", types.uint32, 2)
+    if array.ndim != 2:
+        raise TypingError(f"ldmatrix4w: a 2-D array of rows, got {array}")
+
+    def codegen(context, builder, sig, args):
+        generic = builder.bitcast(_vector_pointer(context, builder, *sig.args, *args, _I32, 1), _I32.as_pointer())
+        shared = builder.addrspacecast(generic, _I32.as_pointer(3))  # a 32-bit shared address: LLVM folds offsets
+        function = ir.FunctionType(ir.LiteralStructType([_I32] * WIDTH), [_I32])
+        asm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];"
+        words = builder.call(ir.InlineAsm(function, asm, "=r,=r,=r,=r,r", side_effect=True),
+                             [builder.ptrtoint(shared, _I32)])
+        return context.make_tuple(builder, sig.return_type, [builder.extract_value(words, m) for m in range(WIDTH)])
+
+    return types.UniTuple(types.uint32, WIDTH)(array, index), codegen
 
 
 @intrinsic
@@ -237,11 +318,62 @@ def _load2h_simulated(array, index):  # 4-byte alignment is what matters; the ti
     return array[i, k], array[i, k + 1]
 
 
+def halves_to_word(low, high):
+    """The uint32 words of float16 lane values ``low`` and ``high``, bit for bit (plain NumPy, which the simulator
+    calls as it is from the word family's stand-ins)."""
+    low, high = (np.asarray(h, np.float16).view(np.uint16).astype(np.uint32) for h in (low, high))
+    return low | (high << np.uint32(16))
+
+
+def _pack2h_simulated(low, high):
+    return halves_to_word(low, high)
+
+
+def _load4w_simulated(array, index):
+    x0, x1, x2, x3, x4, x5, x6, x7 = load8h(array, index)  # its stand-in: the same checks and traced reads
+    return halves_to_word(x0, x1), halves_to_word(x2, x3), halves_to_word(x4, x5), halves_to_word(x6, x7)
+
+
+def _transpose2h_simulated(top, bottom):
+    return (uint32((top & uint32(0xFFFF)) | (bottom << uint32(16))),
+            uint32((top >> uint32(16)) | (bottom & uint32(0xFFFF0000))))
+
+
+def _shared(array) -> bool:
+    """Whether a simulated array lives in shared memory (plain Python, which the simulator calls as it is)."""
+    return getattr(getattr(array, "base", array), "space", None) == "shared"
+
+
+_NOT_SHARED = "ldmatrix4w reads shared memory only: pass a cuda.shared.array"
+_EVERY_LANE = 0xFFFFFFFF
+
+
+def _ldmatrix4w_simulated(array, index):  # each lane reads its words from the rows the other lanes name
+    if not _shared(array):
+        raise ValueError(_NOT_SHARED)
+    if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:
+        raise ValueError(_MISALIGNED)
+    i, j = index
+    lane = cuda.laneid
+    source, word = lane // 4, lane % 4
+    i0, j0 = cuda.shfl_sync(_EVERY_LANE, i, source), cuda.shfl_sync(_EVERY_LANE, j, source)
+    i1, j1 = cuda.shfl_sync(_EVERY_LANE, i, source + 8), cuda.shfl_sync(_EVERY_LANE, j, source + 8)
+    i2, j2 = cuda.shfl_sync(_EVERY_LANE, i, source + 16), cuda.shfl_sync(_EVERY_LANE, j, source + 16)
+    i3, j3 = cuda.shfl_sync(_EVERY_LANE, i, source + 24), cuda.shfl_sync(_EVERY_LANE, j, source + 24)
+    return array[i0, j0 + word], array[i1, j1 + word], array[i2, j2 + word], array[i3, j3 + word]
+
+
 vector_aligned.__simulation__ = _vector_aligned_simulated
 load4.__simulation__ = _load4_simulated
 store4.__simulation__ = _store4_simulated
 load8h.__simulation__ = _load8h_simulated
 store8h.__simulation__ = _store8h_simulated
 load2h.__simulation__ = _load2h_simulated
+load4w.__simulation__ = _load4w_simulated
+store4w.__simulation__ = _store4_simulated  # the same scalar writes, of words
+pack2h.__simulation__ = _pack2h_simulated
+transpose2h.__simulation__ = _transpose2h_simulated
+ldmatrix4w.__simulation__ = _ldmatrix4w_simulated
 
-__all__ = ["WIDTH", "HALVES", "load4", "store4", "load8h", "store8h", "load2h", "vector_aligned"]
+__all__ = ["WIDTH", "HALVES", "load4", "store4", "load8h", "store8h", "load2h", "load4w", "store4w", "pack2h",
+           "transpose2h", "ldmatrix4w", "halves_to_word", "vector_aligned"]

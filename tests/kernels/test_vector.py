@@ -1,5 +1,5 @@
 """The simulator's stand-ins of `kernels.vector`'s 16-byte accesses check alignment in the lanes that make the
-access only: a lane that an ``if`` keeps out is not checked, as on the GPU. The float16 family: what it moves,
+access only: a lane that an ``if`` keeps out is not checked, as on the GPU. The word family of halves: what it moves,
 what it compiles to, and which arrays `vector_aligned` lets it read."""
 
 import re
@@ -9,7 +9,7 @@ import pytest
 from numba import cuda, types, uint32
 
 from gpucourse import simulated
-from gpucourse.kernels.vector import (ldmatrix4w, load2h, load4, load4w, load8h, pack2h, store4, store4w, store8h,
+from gpucourse.kernels.vector import (ldmatrix4w, load4, load4w, pack2h, store4, store4w,
                                       transpose2h, vector_aligned)
 
 rng = np.random.default_rng(4)
@@ -50,30 +50,9 @@ def test_an_active_misaligned_lane_still_faults():
 
 
 @cuda.jit
-def copy_halves(out, pairs, x, j):
-    """Row i: out[i, j:j + 8] = x[i, j:j + 8] in one 16-byte load and store; pairs[i, :2] = x[i, j + 2:j + 4]."""
-    i = cuda.grid(1)
-    if i < x.shape[0]:
-        store8h(out, (i, j), load8h(x, (i, j)))
-        pairs[i, 0], pairs[i, 1] = load2h(x, (i, j + 2))
-
-
-@cuda.jit
 def aligned(flags, x):
     if cuda.grid(1) == 0:
         flags[0] = vector_aligned(x)
-
-
-def test_the_float16_vectors_move_their_halves_and_fault_when_misaligned():
-    x = (rng.standard_normal((5, 24)) * rng.uniform(0.5, 8, (5, 1))).astype(np.float16)
-    out, pairs = np.full_like(x, np.nan), np.full((5, 2), np.nan, np.float16)
-    with simulated():
-        copy_halves[1, 8](out, pairs, x, 8)
-        np.testing.assert_array_equal(out[:, 8:16], x[:, 8:16])
-        assert np.isnan(out[:, :8]).all() and np.isnan(out[:, 16:]).all()
-        np.testing.assert_array_equal(pairs, x[:, 10:12])
-        with pytest.raises(ValueError, match=r"tid=\[0, 0, 0\].*float16 is misaligned"):
-            copy_halves[1, 8](out, pairs, x, 4)
 
 
 @pytest.mark.parametrize("view, expected", [
@@ -86,15 +65,6 @@ def test_vector_aligned_accepts_float16_rows_of_whole_16_byte_vectors(view, expe
     with simulated():
         aligned[1, 1](flags, view(a))
     assert flags[0] == expected
-
-
-def test_the_float16_vectors_compile_to_16_and_4_byte_accesses():
-    signature = (types.float16[:, :], types.float16[:, :], types.float16[:, :], types.int64)
-    ptx, _ = cuda.compile_ptx(copy_halves.py_func, signature, cc=(8, 0))
-    assert ptx.count("ld.global.v4.u32") == 1 and ptx.count("st.global.v4.u32") == 1
-    # load2h: one 4-byte load, as a word or as a pair of halves (whichever the use of the halves makes simpler)
-    assert ptx.count("ld.global.u32") + ptx.count("ld.global.v2.u16") == 1
-    assert "ld.global.u16" not in ptx and "ld.global.v4.u16" not in ptx
 
 
 @cuda.jit

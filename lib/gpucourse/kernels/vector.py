@@ -10,13 +10,7 @@ whose length is a multiple of 4, a base address aligned to 16 bytes) and the fou
 are consecutive in memory (a contiguous last dimension). On the GPU a misaligned
 vector access faults; the course simulator checks the same and says so.
 
-The float16 family does the same for half precision: `load8h(a, (i, k))` returns
-the eight float16 from ``a[i, k]`` on with one 16-byte load (``ld.v4.u32``; ``k`` a
-multiple of 8), `store8h` writes eight, and `load2h(a, (i, k))` returns two
-neighbouring halves with one 4-byte load (``k`` even), the ``.f16x2`` register
-a tensor-core fragment is made of. `vector_aligned` accepts float32 and float16.
-
-The word family keeps halves packed two to a uint32 (the first in the low 16 bits,
+For half precision, the word family keeps halves packed two to a uint32 (the first in the low 16 bits,
 as in a ``.f16x2`` register) from global memory to the tensor cores, so that no
 instruction splits and joins them on the way: `load4w(a, (i, k))` returns the 16
 bytes of a float16 array from ``a[i, k]`` on (``k`` a multiple of 8) as four words,
@@ -46,7 +40,7 @@ from numba.core.extending import intrinsic
 
 WIDTH = 4  # float32 per vector: 16 bytes
 HALVES = 8  # float16 per vector: 16 bytes
-_F32, _F16, _I32 = ir.FloatType(), ir.IntType(16), ir.IntType(32)  # numba-cuda keeps a float16 in an i16
+_F32, _I32 = ir.FloatType(), ir.IntType(32)  # float32 lanes; words of two halves
 
 
 def _check(array, index, name: str, dtype=types.float32, max_ndim: int = 4) -> None:
@@ -70,22 +64,14 @@ def _vector_pointer(context, builder, array_type, index_type, array, index, elem
     indices = [context.cast(builder, builder.extract_value(index, d), index_type[d], types.intp)
                for d in range(len(index_type))]
     pointer = cgutils.get_item_pointer(context, builder, array_type, data, indices, wraparound=False)
-    return builder.bitcast(pointer, _in_memory(element, width).as_pointer())
-
-
-def _in_memory(element, width: int):
-    """The vector type moved: halves as 32-bit words (LLVM splits a vector of 8 halves into two 8-byte accesses)."""
-    return ir.VectorType(ir.IntType(32), width // 2) if element == _F16 and width > 2 else ir.VectorType(element, width)
+    return builder.bitcast(pointer, ir.VectorType(element, width).as_pointer())
 
 
 def _load(element, width: int, align: int):
     """The codegen of a ``width``-element vector load returned as a tuple."""
     def codegen(context, builder, sig, args):
         vector = builder.load(_vector_pointer(context, builder, *sig.args, *args, element, width), align=align)
-        lanes = [builder.extract_element(vector, ir.Constant(ir.IntType(32), e)) for e in range(vector.type.count)]
-        if vector.type.element != element:  # 32-bit words: the low half first (little-endian)
-            lanes = [builder.trunc(builder.lshr(word, ir.Constant(word.type, shift)), element)
-                     for word in lanes for shift in (0, 16)]
+        lanes = [builder.extract_element(vector, ir.Constant(_I32, e)) for e in range(width)]
         return context.make_tuple(builder, sig.return_type, lanes)
     return codegen
 
@@ -95,14 +81,9 @@ def _store(element, width: int):
     def codegen(context, builder, sig, args):
         pointer = _vector_pointer(context, builder, sig.args[0], sig.args[1], args[0], args[1], element, width)
         lanes = [builder.extract_value(args[2], e) for e in range(width)]
-        memory = pointer.type.pointee
-        if memory.element != element:  # two halves per 32-bit word, the first in the low bits
-            i32 = memory.element
-            lanes = [builder.or_(builder.zext(low, i32), builder.shl(builder.zext(high, i32), ir.Constant(i32, 16)))
-                     for low, high in zip(lanes[::2], lanes[1::2])]
-        vector = ir.Constant(memory, ir.Undefined)
+        vector = ir.Constant(pointer.type.pointee, ir.Undefined)
         for e, lane in enumerate(lanes):
-            vector = builder.insert_element(vector, lane, ir.Constant(ir.IntType(32), e))
+            vector = builder.insert_element(vector, lane, ir.Constant(_I32, e))
         builder.store(vector, pointer, align=16)
         return context.get_dummy_value()
     return codegen
@@ -121,28 +102,6 @@ def store4(typingctx, array, index, values):
     _check(array, index, "store4")
     _check_values(values, "store4", types.float32, WIDTH)
     return types.void(array, index, values), _store(_F32, WIDTH)
-
-
-@intrinsic
-def load8h(typingctx, array, index):
-    """``(array[i, k], ..., array[i, k + 7])`` of a float16 array (1-D or 2-D), one 16-byte load."""
-    _check(array, index, "load8h", types.float16, 2)
-    return types.UniTuple(types.float16, HALVES)(array, index), _load(_F16, HALVES, 16)
-
-
-@intrinsic
-def store8h(typingctx, array, index, values):
-    """``array[i, k : k + 8] = values`` of a float16 array (1-D or 2-D), one 16-byte store."""
-    _check(array, index, "store8h", types.float16, 2)
-    _check_values(values, "store8h", types.float16, HALVES)
-    return types.void(array, index, values), _store(_F16, HALVES)
-
-
-@intrinsic
-def load2h(typingctx, array, index):
-    """``(array[i, k], array[i, k + 1])`` of a float16 array (1-D or 2-D), one 4-byte load (``k`` even)."""
-    _check(array, index, "load2h", types.float16, 2)
-    return types.UniTuple(types.float16, 2)(array, index), _load(_F16, 2, 4)
 
 
 @intrinsic
@@ -212,7 +171,7 @@ def ldmatrix4w(typingctx, array, index):
 
 @intrinsic
 def vector_aligned(typingctx, array):
-    """True when every row of ``array`` may be read with `load4` (float32) or `load8h` (float16): a data address
+    """True when every row of ``array`` may be read with `load4` (float32) or `load4w` (float16): a data address
     that is a multiple of 16 bytes, a contiguous last dimension and every other stride a multiple of 16 bytes."""
     if not (isinstance(array, types.Array) and array.dtype in (types.float32, types.float16)):
         raise TypingError(f"vector_aligned: the array must be of float32 or float16, got {array}")
@@ -282,42 +241,6 @@ def _store4_simulated(array, index, values):
         array[i, j, l, k], array[i, j, l, k + 1], array[i, j, l, k + 2], array[i, j, l, k + 3] = x0, x1, x2, x3
 
 
-def _load8h_simulated(array, index):
-    if not _vector_aligned_simulated(array) or index[-1] % HALVES != 0:
-        raise ValueError(_MISALIGNED_HALVES)
-    if len(index) == 1:
-        (k,) = index
-        return (array[k], array[k + 1], array[k + 2], array[k + 3],
-                array[k + 4], array[k + 5], array[k + 6], array[k + 7])
-    i, k = index
-    return (array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3],
-            array[i, k + 4], array[i, k + 5], array[i, k + 6], array[i, k + 7])
-
-
-def _store8h_simulated(array, index, values):
-    if not _vector_aligned_simulated(array) or index[-1] % HALVES != 0:
-        raise ValueError(_MISALIGNED_HALVES)
-    x0, x1, x2, x3, x4, x5, x6, x7 = values
-    if len(index) == 1:
-        (k,) = index
-        array[k], array[k + 1], array[k + 2], array[k + 3] = x0, x1, x2, x3
-        array[k + 4], array[k + 5], array[k + 6], array[k + 7] = x4, x5, x6, x7
-    else:
-        i, k = index
-        array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3] = x0, x1, x2, x3
-        array[i, k + 4], array[i, k + 5], array[i, k + 6], array[i, k + 7] = x4, x5, x6, x7
-
-
-def _load2h_simulated(array, index):  # 4-byte alignment is what matters; the tiles it reads are 16-byte aligned
-    if not _vector_aligned_simulated(array) or index[-1] % 2 != 0:
-        raise ValueError(_MISALIGNED_HALVES)
-    if len(index) == 1:
-        (k,) = index
-        return array[k], array[k + 1]
-    i, k = index
-    return array[i, k], array[i, k + 1]
-
-
 def halves_to_word(low, high):
     """The uint32 words of float16 lane values ``low`` and ``high``, bit for bit (plain NumPy, which the simulator
     calls as it is from the word family's stand-ins)."""
@@ -330,7 +253,16 @@ def _pack2h_simulated(low, high):
 
 
 def _load4w_simulated(array, index):
-    x0, x1, x2, x3, x4, x5, x6, x7 = load8h(array, index)  # its stand-in: the same checks and traced reads
+    if not _vector_aligned_simulated(array) or index[-1] % HALVES != 0:
+        raise ValueError(_MISALIGNED_HALVES)
+    if len(index) == 1:
+        (k,) = index
+        x0, x1, x2, x3, x4, x5, x6, x7 = (array[k], array[k + 1], array[k + 2], array[k + 3],
+                                          array[k + 4], array[k + 5], array[k + 6], array[k + 7])
+    else:
+        i, k = index
+        x0, x1, x2, x3, x4, x5, x6, x7 = (array[i, k], array[i, k + 1], array[i, k + 2], array[i, k + 3],
+                                          array[i, k + 4], array[i, k + 5], array[i, k + 6], array[i, k + 7])
     return halves_to_word(x0, x1), halves_to_word(x2, x3), halves_to_word(x4, x5), halves_to_word(x6, x7)
 
 
@@ -366,14 +298,11 @@ def _ldmatrix4w_simulated(array, index):  # each lane reads its words from the r
 vector_aligned.__simulation__ = _vector_aligned_simulated
 load4.__simulation__ = _load4_simulated
 store4.__simulation__ = _store4_simulated
-load8h.__simulation__ = _load8h_simulated
-store8h.__simulation__ = _store8h_simulated
-load2h.__simulation__ = _load2h_simulated
 load4w.__simulation__ = _load4w_simulated
 store4w.__simulation__ = _store4_simulated  # the same scalar writes, of words
 pack2h.__simulation__ = _pack2h_simulated
 transpose2h.__simulation__ = _transpose2h_simulated
 ldmatrix4w.__simulation__ = _ldmatrix4w_simulated
 
-__all__ = ["WIDTH", "HALVES", "load4", "store4", "load8h", "store8h", "load2h", "load4w", "store4w", "pack2h",
+__all__ = ["WIDTH", "HALVES", "load4", "store4", "load4w", "store4w", "pack2h",
            "transpose2h", "ldmatrix4w", "halves_to_word", "vector_aligned"]

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
 from numba.core import types
 
 from gpucourse import simulated, trace
@@ -192,6 +192,36 @@ def test_flash2_splits_the_keys_only_where_its_grid_is_small():
     assert fu.flash2_splits(1, 100000, 40) == fu.flash2_splits(1, 1 << 12, 8) == 1
     assert fu.flash2_splits(1, 4096, 1000) == fu.MAX_SPLITS
     assert fu.flash2_configuration((1, 4096, 64), 9) == ((64, 1, 9), fu.FLASH_THREADS)
+
+
+@pytest.mark.parametrize("TM, TN, vector_a, vector_b, depth", [(2, 3, False, False, 7), (4, 8, True, True, 6),
+                                                             (8, 4, True, False, 9), (3, 4, False, True, 2),
+                                                             (4, 4, True, True, 0)], ids=str)
+def test_micro_tile_product_at_any_depth(TM, TN, vector_a, vector_b, depth):
+    """Depths that are not a multiple of K_STEPS (the steps after the last whole pass), and the 16-byte
+    fragments of A (given transposed) and of B, at rows and columns that are not the first."""
+    product = fu.make_micro_tile(TM, TN, vector_b, vector_a)
+    row, row_step, col, col_step = 4, 8, 4, 8
+    rows = [row + (i // 4) * row_step + i % 4 if vector_a else row + i * row_step for i in range(TM)]
+    cols = [col + (j // 4) * col_step + j % 4 if vector_b else col + j * col_step for j in range(TN)]
+    A = rng.standard_normal((max(rows) // 4 * 4 + 8, depth)).astype(np.float32)  # rows of whole 16-byte chunks
+    B = rng.standard_normal((depth, max(cols) // 4 * 4 + 8)).astype(np.float32)
+
+    @cuda.jit
+    def kernel(out, A, B):
+        acc = cuda.local.array((TM, TN), float32)
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(i - j)  # the product adds to what acc holds
+        product(acc, A, row, row_step, B, col, col_step, depth)
+        for i in range(TM):
+            for j in range(TN):
+                out[i, j] = acc[i, j]
+
+    d_out = poisoned((TM, TN))
+    kernel[1, 1](d_out, cuda.to_device(np.ascontiguousarray(A.T) if vector_a else A), cuda.to_device(B))
+    expected = np.subtract.outer(np.arange(TM), np.arange(TN)) + A[rows].astype(np.float64) @ B[:, cols]
+    np.testing.assert_allclose(d_out.copy_to_host(), expected, rtol=1e-5, atol=1e-5 * np.sqrt(depth + 1))
 
 
 @pytest.mark.parametrize("D", fu.FLASH_DIMS)

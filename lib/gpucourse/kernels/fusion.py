@@ -582,6 +582,9 @@ def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
 # ------------------------------------------------------------------ register micro-tiles (GEMM-shaped)
 
 
+K_STEPS = 4  # make_micro_tile: steps of k written out per pass of its loop
+
+
 @functools.cache
 def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = False):
     """The ``TM x TN`` register micro-tile product of one thread, shaped like a GEMM's inner loop.
@@ -593,7 +596,10 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
     Every local index is a constant once the loops over ``i`` and ``j`` are unrolled, so ``acc`` and
     the two fragments stay in registers. The shared-memory indices are unsigned: read on the sm_90 SASS of
     `attention_flash2` (`run.tuning.inspect_compiled`), instructions per step of ``O += P V`` (32 FFMA)
-    90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers.
+    90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers. The loop over ``k`` has
+    ``K_STEPS`` = 4 steps written out per pass (then the last ``depth % 4`` one by one): numba's counter of a
+    ``range`` over uint64 costs about 14 instructions per pass, and NVVM had unrolled only 1 or 2 steps per
+    pass (a ``while`` loop instead lets NVVM unroll every step of a short loop, which spilled at d = 16).
 
     ``vector_b``: this thread's columns come in groups of 4 neighbours, ``col + (j // 4) * col_step + j % 4``,
     each group one 16-byte load (`vector.load4`; ``col`` a multiple of 4 in 16-byte aligned rows of ``B``)
@@ -615,6 +621,29 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
             return col + (j // WIDTH) * col_step + j % WIDTH
         return col + j * col_step
 
+    @cuda.jit(device=True, inline="always")
+    def step(acc, a, b, A, row, row_step, B, col, col_step, k):
+        """Step ``k``: this thread's TM values of column k of A and TN of row k of B, TM x TN multiply-adds."""
+        if vector_a:
+            for g in range(TM // WIDTH):
+                values = load4(A, (k, row + uint64(g) * row_step))
+                for v in range(WIDTH):
+                    a[g * WIDTH + v] = values[v]
+        else:
+            for i in range(TM):
+                a[i] = A[row + uint64(i) * row_step, k]
+        if vector_b:
+            for g in range(TN // WIDTH):
+                values = load4(B, (k, col + uint64(g) * col_step))
+                for v in range(WIDTH):
+                    b[g * WIDTH + v] = values[v]
+        else:
+            for j in range(TN):
+                b[j] = B[k, col + uint64(j) * col_step]
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] += a[i] * b[j]
+
     @cuda.jit(device=True)
     def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
         a = cuda.local.array(TM, float32)
@@ -622,26 +651,15 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
         # unsigned indices: numba wraps a negative signed index around, which hides that the rows of A (and the
         # columns of B) are constants apart; unsigned, each shared load is one address plus a constant offset
         row, row_step, col, col_step = uint64(row), uint64(row_step), uint64(col), uint64(col_step)
-        for k in range(uint64(depth)):
-            if vector_a:
-                for g in range(TM // WIDTH):
-                    values = load4(A, (k, row + uint64(g) * row_step))
-                    for v in range(WIDTH):
-                        a[g * WIDTH + v] = values[v]
-            else:
-                for i in range(TM):
-                    a[i] = A[row + uint64(i) * row_step, k]
-            if vector_b:
-                for g in range(TN // WIDTH):
-                    values = load4(B, (k, col + uint64(g) * col_step))
-                    for v in range(WIDTH):
-                        b[g * WIDTH + v] = values[v]
-            else:
-                for j in range(TN):
-                    b[j] = B[k, col + uint64(j) * col_step]
-            for i in range(TM):
-                for j in range(TN):
-                    acc[i, j] += a[i] * b[j]
+        depth = uint64(depth)
+        for k0 in range(depth // uint64(K_STEPS)):  # K_STEPS steps per pass of numba's loop counter
+            k = k0 * uint64(K_STEPS)
+            step(acc, a, b, A, row, row_step, B, col, col_step, k)
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(1))
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(2))
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(3))
+        for k in range(depth - depth % uint64(K_STEPS), depth):
+            step(acc, a, b, A, row, row_step, B, col, col_step, k)
 
     micro_tile_product.column = column
     return micro_tile_product
@@ -720,7 +738,8 @@ def make_flash2(D: int, split: bool = False):
     - copies (`tile_chunk`: a warp takes 16 rows x 2 neighbouring chunks): the transposed stores of Q (rows of
       68 floats) and K (36) hit bank 16 (chunk % 2) + row (mod 32) + a constant: conflict-free. K's were 8-way
       at d = 64 (4-way at 32, 2-way at 16) when a warp copied the 16 chunks of 2 keys. V's 16-byte stores,
-      4 rows x 2 chunks per quarter warp, fall in distinct banks with rows of d + 8 floats (unpadded: 4-way).
+      4 rows x 2 chunks per quarter warp, fall in distinct banks with rows of d + 8 floats (unpadded: 4-way at
+      d = 32 and 64).
     - P's 16-byte stores (a thread's 4 rows of one key): a quarter warp is 4 row groups x 2 column lanes, keys
       4 apart in rows of 68 floats: conflict-free. This is why lane % 4, not lane // 8, picks the rows: with the
       8 lanes of a quarter warp in one row group, their keys 4 apart land in 2 places of 8 for any padding
@@ -741,7 +760,9 @@ def make_flash2(D: int, split: bool = False):
     V_STRIDE = D + 2 * WIDTH
     VECTOR_O = TN_O % WIDTH == 0  # d = 32 or 64: a thread's output columns in groups of 4 neighbours
     # On the sm_90 SASS of `attention_flash2` (d = 64), shared loads per 32 FFMA: S = Q K^T 16 -> 10 (K's 4 keys
-    # in one load) -> 4 (Q's 4 rows in one load); O += P V 12 -> 6 (V's columns) -> 3 (P's rows).
+    # in one load) -> 4 (Q's 4 rows in one load); O += P V 12 -> 6 (V's columns) -> 3 (P's rows); instructions
+    # per 32 FFMA: S 66 -> 60, O 51 -> 48 (then 42.5 and 38 with make_micro_tile's K_STEPS), registers 128 -> 104
+    # (117 with K_STEPS), the same 4 blocks per SM.
     scores_product = make_micro_tile(TM, TN_S, vector_b=True, vector_a=True)
     output_product = make_micro_tile(TM, TN_O, vector_b=VECTOR_O, vector_a=True)
     FIRST_KEY, FIRST_COLUMN = WIDTH, (WIDTH if VECTOR_O else 1)  # times col: this thread's first key, column

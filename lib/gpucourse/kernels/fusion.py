@@ -586,6 +586,25 @@ K_STEPS = 4  # make_micro_tile: steps of k written out per pass of its loop
 
 
 @functools.cache
+def make_fragment(count: int, vector: bool):
+    """``fragment(out, M, k, first, step)``: ``out[n] = M[k, first + n * step]`` for ``n < count`` (uint64 indices),
+    or with ``vector`` ``M[k, first + (n // 4) * step + n % 4]``, one 16-byte load per 4 neighbours."""
+
+    @cuda.jit(device=True, inline="always")
+    def fragment(out, M, k, first, step):
+        if vector:
+            for g in range(count // WIDTH):
+                values = load4(M, (k, first + uint64(g) * step))
+                for v in range(WIDTH):
+                    out[g * WIDTH + v] = values[v]
+        else:
+            for n in range(count):
+                out[n] = M[k, first + uint64(n) * step]
+
+    return fragment
+
+
+@functools.cache
 def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = False):
     """The ``TM x TN`` register micro-tile product of one thread, shaped like a GEMM's inner loop.
 
@@ -621,25 +640,17 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
             return col + (j // WIDTH) * col_step + j % WIDTH
         return col + j * col_step
 
+    a_fragment, b_fragment = make_fragment(TM, vector_a), make_fragment(TN, vector_b)
+
     @cuda.jit(device=True, inline="always")
     def step(acc, a, b, A, row, row_step, B, col, col_step, k):
         """Step ``k``: this thread's TM values of column k of A and TN of row k of B, TM x TN multiply-adds."""
         if vector_a:
-            for g in range(TM // WIDTH):
-                values = load4(A, (k, row + uint64(g) * row_step))
-                for v in range(WIDTH):
-                    a[g * WIDTH + v] = values[v]
+            a_fragment(a, A, k, row, row_step)  # A given transposed: its column k is row k of A^T
         else:
             for i in range(TM):
                 a[i] = A[row + uint64(i) * row_step, k]
-        if vector_b:
-            for g in range(TN // WIDTH):
-                values = load4(B, (k, col + uint64(g) * col_step))
-                for v in range(WIDTH):
-                    b[g * WIDTH + v] = values[v]
-        else:
-            for j in range(TN):
-                b[j] = B[k, col + uint64(j) * col_step]
+        b_fragment(b, B, k, col, col_step)
         for i in range(TM):
             for j in range(TN):
                 acc[i, j] += a[i] * b[j]

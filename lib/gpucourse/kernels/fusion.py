@@ -582,7 +582,7 @@ def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
 # ------------------------------------------------------------------ register micro-tiles (GEMM-shaped)
 
 
-K_STEPS = 4  # make_micro_tile: steps of k written out per pass of its loop
+K_STEPS = 4  # make_micro_tile: steps of k per pass of its loop (its 4 calls of `step`, written out)
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from gpucourse.grading import check_row_group_max
 def right(out, values):
     i = cuda.grid(1)
     v = values[i]
-    for offset in (4, 2, 1):
+    for offset in (16, 8, 4):
         v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
     out[i] = v
 
@@ -23,7 +23,7 @@ def unwritten(out, values):
 
 
 @cuda.jit
-def whole_warp(out, values):  # offsets 16 and 8 mix the groups
+def whole_warp(out, values):  # offsets 2 and 1 mix the groups
     i = cuda.grid(1)
     v = values[i]
     for offset in (16, 8, 4, 2, 1):
@@ -32,10 +32,19 @@ def whole_warp(out, values):  # offsets 16 and 8 mix the groups
 
 
 @cuda.jit
+def consecutive(out, values):  # groups of 8 consecutive lanes: the max over the wrong lanes
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (4, 2, 1):
+        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
+    out[i] = v
+
+
+@cuda.jit
 def one_step_short(out, values):
     i = cuda.grid(1)
     v = values[i]
-    for offset in (2, 1):
+    for offset in (16, 8):
         v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
     out[i] = v
 
@@ -46,9 +55,10 @@ def through_shared(out, values):
     i, t = cuda.grid(1), cuda.threadIdx.x
     group[t] = values[i]
     cuda.syncthreads()
-    v = group[t - t % 8]
+    first = t - t % 32 + t % 4  # the group: lanes first, first + 4, ..., first + 28 of the warp
+    v = group[first]
     for k in range(1, 8):
-        v = max(v, group[t - t % 8 + k])
+        v = max(v, group[first + 4 * k])
     out[i] = v
 
 
@@ -58,6 +68,8 @@ def test_the_puzzle_check(capsys):
         assert check_row_group_max(unwritten) is None
         assert check_row_group_max(whole_warp) is False
         assert "mixes in another group" in capsys.readouterr().out
+        assert check_row_group_max(consecutive) is False
+        assert "values[0:32:4]" in capsys.readouterr().out
         assert check_row_group_max(one_step_short) is False
         assert check_row_group_max(through_shared) is False
         assert "uses shared memory" in capsys.readouterr().out

@@ -5,9 +5,11 @@ Random non-uniform data against float64 NumPy, sizes that are not multiples of a
 that stay linear in N for the fused attention.
 """
 
+import re
+
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float32
 from numba.core import types
 
 from gpucourse import simulated, trace
@@ -165,11 +167,13 @@ def test_flash2_over_heads_and_every_build_that_holds_d(heads, N, d, build, caus
     assert_attention_close(d_O.copy_to_host(), expected, V)
 
 
-@pytest.mark.parametrize("heads, N, d, splits", [(1, 200, 16, 3), (2, 130, 24, 4)], ids=str)
+@pytest.mark.parametrize("heads, N, d, splits", [(1, 200, 16, 3), (2, 130, 24, 4), (1, 100, 62, 2)],
+                         ids=str)  # d = 62: one element per load
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_flash2_split_over_keys(heads, N, d, splits, causal):
-    """Slices of 3 tiles (the last partial), and of 2 tiles where the 4th slice is empty; with the mask the
-    slices past a block's last query have nothing to do. Outputs and partial results poisoned."""
+    """Slices of 3 tiles (the last partial), of 2 tiles where the 4th slice is empty, and of 2 tiles at d = 62
+    (the 64 build, no 16-byte loads); with the mask the slices past a block's last query have nothing to do.
+    Outputs and partial results poisoned."""
     Q, K, V = (np.stack([qkv(N, d)[0] for _ in range(heads)]) for _ in range(3))
     Q[:, -1] *= 60
     expected = np.stack([fu.attention_reference(q, k, v, causal) for q, k, v in zip(Q, K, V)])
@@ -190,6 +194,35 @@ def test_flash2_splits_the_keys_only_where_its_grid_is_small():
     assert fu.flash2_configuration((1, 4096, 64), 9) == ((64, 1, 9), fu.FLASH_THREADS)
 
 
+@pytest.mark.parametrize("TM, TN, vector_a, vector_b, depth", [(2, 3, False, False, 7), (4, 8, True, True, 6),
+                                                             (8, 4, True, False, 9)], ids=str)
+def test_micro_tile_product_at_any_depth(TM, TN, vector_a, vector_b, depth):
+    """Depths that are not a multiple of K_STEPS (the steps after the last whole pass), and the 16-byte
+    fragments of A (given transposed) and of B, at rows and columns that are not the first."""
+    product = fu.make_micro_tile(TM, TN, vector_b, vector_a)
+    row, row_step, col, col_step = 4, 8, 4, 8
+    rows = [row + (i // 4) * row_step + i % 4 if vector_a else row + i * row_step for i in range(TM)]
+    cols = [col + (j // 4) * col_step + j % 4 if vector_b else col + j * col_step for j in range(TN)]
+    A = rng.standard_normal((max(rows) // 4 * 4 + 8, depth)).astype(np.float32)  # rows of whole 16-byte chunks
+    B = rng.standard_normal((depth, max(cols) // 4 * 4 + 8)).astype(np.float32)
+
+    @cuda.jit
+    def kernel(out, A, B):
+        acc = cuda.local.array((TM, TN), float32)
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] = float32(i - j)  # the product adds to what acc holds
+        product(acc, A, row, row_step, B, col, col_step, depth)
+        for i in range(TM):
+            for j in range(TN):
+                out[i, j] = acc[i, j]
+
+    d_out = poisoned((TM, TN))
+    kernel[1, 1](d_out, cuda.to_device(np.ascontiguousarray(A.T) if vector_a else A), cuda.to_device(B))
+    expected = np.subtract.outer(np.arange(TM), np.arange(TN)) + A[rows].astype(np.float64) @ B[:, cols]
+    np.testing.assert_allclose(d_out.copy_to_host(), expected, rtol=1e-5, atol=1e-5 * np.sqrt(depth + 1))
+
+
 @pytest.mark.parametrize("D", fu.FLASH_DIMS)
 def test_flash2_keeps_everything_in_registers(D):
     signature = (types.float32[:, :, ::1],) * 4 + (types.boolean,)
@@ -201,15 +234,28 @@ def test_flash2_keeps_everything_in_registers(D):
         assert "ld.global.v4.f32" in ptx and "st.shared.v4.f32" in ptx and ".shared .align 16" in ptx  # K, V tiles
         products = [loop for loop in innermost_loops(ptx) if loop.count("fma.rn.f32") >= 8]  # S = Q K^T, O += P V
         assert len(products) == 2 and all(ptx_counts(loop)["inner_loop_sign_tests"] == 0 for loop in products)
-        # a thread's 4 neighbouring keys in one 16-byte shared load in S; its output columns too where d allows
-        # (16 multiply-adds per 16-byte load in each product; d = 16 reads V one word at a time)
-        vector_loads = [loop.count("ld.shared.v4.f32") for loop in products]
-        per_load = [loop.count("fma.rn.f32") // 16 for loop in products]
-        assert vector_loads == (per_load if D > 16 else [per_load[0], 0]), (vector_loads, per_load)
+        # per step of k, a thread's 4 neighbouring rows of Q (in S) or P (in O) in one 16-byte shared load, its 4
+        # keys in one, its output columns in one per 4 where d allows (d = 16: V's 2 columns one word at a time)
+        for loop, columns in zip(products, (fu.FLASH_KEYS // fu.COLUMN_LANES, D // fu.COLUMN_LANES)):
+            steps, vector_b = loop.count("fma.rn.f32") // (4 * columns), columns % 4 == 0
+            counts = loop.count("ld.shared.v4.f32"), len(re.findall(r"\bld\.shared\.f32\b", loop))
+            assert counts == ((steps * (1 + columns // 4), 0) if vector_b else (steps, steps * columns)), counts
         used = kernel_resources(kernel, types_, "sm_90")
         if used is not None:  # None without nvJitLink
             assert used.spilled_bytes == 0 and used.shared_bytes < 48 * 1024
             assert used.registers <= 128  # launch bounds: 4 blocks of 128 threads per SM
+
+
+@pytest.mark.parametrize("D", fu.FLASH_DIMS)
+def test_flash2_tile_copies_and_fragment_reads_are_free_of_bank_conflicts(D):
+    """The trace counts word by word: the transposed scalar stores of Q and K (K's were 8-way at d = 64) and
+    every fragment read, whose words are conflict-free over the warp, hence also as 16-byte loads per quarter
+    warp. P's and V's 16-byte stores are conflict-free only per quarter warp (`make_flash2`), not traced so."""
+    arrays = [cuda.to_device(np.stack([a])) for a in qkv(40, D)]
+    with trace() as t:
+        fu.launch_attention(fu.attention_flash2, poisoned((1, 40, D)), *arrays)
+    assert [t.bank_conflicts(name, "write") for name in ("q_tile", "k_tile")] == [1, 1]
+    assert [t.bank_conflicts(name) for name in ("q_tile", "k_tile", "v_tile", "p_tile")] == [1] * 4
 
 
 def test_flash2_explains_bad_head_dimensions():

@@ -503,18 +503,20 @@ def memory_independent_of_n(limit_bytes: int = 48 * 1024):
 GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
 
 
-def check_row_group_max(kernel, group: int = 8) -> bool | None:
+def check_row_group_max(kernel, groups: int = 4) -> bool | None:
     """Lecture 5's puzzle: ``kernel[blocks, threads](out, values)`` writes into ``out[i]`` the max of ``values``
-    over the ``group`` consecutive threads of ``i``'s row group, with warp shuffles and no shared memory.
+    over ``i``'s row group, the lanes of its warp that share ``lane % groups``, with warp shuffles and no shared
+    memory.
 
     Prints ✓, ✗ with the first wrong thread, or "not written yet" (``out`` equal to ``values``); returns True,
     False or None. It never raises: a lecture cell runs on with a wrong answer.
     """
     rng = np.random.default_rng(7)
-    offsets = ", ".join(str(group >> k) for k in range(1, group.bit_length()))
+    offsets = ", ".join(str(16 >> k) for k in range(5) if 16 >> k >= groups)
     for blocks, threads in GROUP_LAUNCHES:
         values = rng.standard_normal(blocks * threads).astype(np.float32)
-        expected = values.reshape(-1, group).max(axis=1).repeat(group)
+        warps = values.reshape(-1, 32 // groups, groups)  # [warp, lane // groups, lane % groups]
+        expected = np.broadcast_to(warps.max(axis=1, keepdims=True), warps.shape).ravel()
         described = f"{blocks} blocks of {threads} threads"
         budgets = [no_shared_memory()]
         try:
@@ -530,10 +532,10 @@ def check_row_group_max(kernel, group: int = 8) -> bool | None:
             return None
         if recorded is None and not np.array_equal(got, expected):
             i = int(np.flatnonzero(got != expected)[0])
-            group_start = i - i % group
+            first, warp_end = i - i % 32 + i % groups, i - i % 32 + 32
             recorded = (f"✗ With {described}, out[{i}] is {got[i]}, expected {expected[i]}: the max of values"
-                        f"[{group_start}:{group_start + group}]. Xor with offsets {offsets} stays inside a group; a "
-                        "larger offset mixes in another group, a missing one leaves lanes out.")
+                        f"[{first}:{warp_end}:{groups}]. Xor with offsets {offsets} keeps lane % {groups}; a smaller "
+                        "offset mixes in another group, a missing one leaves lanes out.")
         if recorded is None:
             continue
         print(recorded if recorded.startswith("✗") else f"✗ {recorded}")

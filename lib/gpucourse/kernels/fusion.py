@@ -582,8 +582,30 @@ def attention(Q, K, V, causal=False, kernel=attention_flash) -> np.ndarray:
 # ------------------------------------------------------------------ register micro-tiles (GEMM-shaped)
 
 
+K_STEPS = 4  # make_micro_tile: steps of k per pass of its loop (its 4 calls of `step`, written out)
+
+
 @functools.cache
-def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
+def make_fragment(count: int, vector: bool):
+    """``fragment(out, M, k, first, step)``: ``out[n] = M[k, first + n * step]`` for ``n < count`` (uint64 indices),
+    or with ``vector`` ``M[k, first + (n // 4) * step + n % 4]``, one 16-byte load per 4 neighbours."""
+
+    @cuda.jit(device=True, inline="always")
+    def fragment(out, M, k, first, step):
+        if vector:
+            for g in range(count // WIDTH):
+                values = load4(M, (k, first + uint64(g) * step))
+                for v in range(WIDTH):
+                    out[g * WIDTH + v] = values[v]
+        else:
+            for n in range(count):
+                out[n] = M[k, first + uint64(n) * step]
+
+    return fragment
+
+
+@functools.cache
+def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = False):
     """The ``TM x TN`` register micro-tile product of one thread, shaped like a GEMM's inner loop.
 
     ``micro_tile_product(acc, A, row, row_step, B, col, col_step, depth)`` adds
@@ -593,15 +615,23 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
     Every local index is a constant once the loops over ``i`` and ``j`` are unrolled, so ``acc`` and
     the two fragments stay in registers. The shared-memory indices are unsigned: read on the sm_90 SASS of
     `attention_flash2` (`run.tuning.inspect_compiled`), instructions per step of ``O += P V`` (32 FFMA)
-    90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers.
+    90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers. The loop over ``k`` has
+    ``K_STEPS`` = 4 steps written out per pass (then the last ``depth % 4`` one by one): numba's counter of a
+    ``range`` over uint64 costs about 14 instructions per pass, and NVVM had unrolled only 1 or 2 steps per
+    pass (a ``while`` loop instead lets NVVM unroll every step of a short loop, which spilled at d = 16).
 
     ``vector_b``: this thread's columns come in groups of 4 neighbours, ``col + (j // 4) * col_step + j % 4``,
     each group one 16-byte load (`vector.load4`; ``col`` a multiple of 4 in 16-byte aligned rows of ``B``)
     instead of 4 (``TN`` a multiple of 4). ``micro_tile_product.column(col, col_step, j)`` is column ``j``'s
     place either way, for the code that writes the tile out.
+
+    ``vector_a``: ``A`` is given transposed, ``A[k, row]`` (depth x rows), and this thread's rows come in groups
+    of 4 neighbours, ``row + (i // 4) * row_step + i % 4``, each group one 16-byte load per step of ``k``
+    (``row`` a multiple of 4 in 16-byte aligned rows of ``A``; ``TM`` a multiple of 4) instead of 4 loads.
     """
-    if vector_b and TN % WIDTH:
-        raise ValueError(f"make_micro_tile({TM}, {TN}, vector_b=True): TN must be a multiple of {WIDTH}")
+    for option, vector, size, name in (("vector_a", vector_a, TM, "TM"), ("vector_b", vector_b, TN, "TN")):
+        if vector and size % WIDTH:
+            raise ValueError(f"make_micro_tile({TM}, {TN}, {option}=True): {name} must be a multiple of {WIDTH}")
 
     @cuda.jit(device=True, inline="always")
     def column(col, col_step, j):
@@ -610,6 +640,21 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
             return col + (j // WIDTH) * col_step + j % WIDTH
         return col + j * col_step
 
+    a_fragment, b_fragment = make_fragment(TM, vector_a), make_fragment(TN, vector_b)
+
+    @cuda.jit(device=True, inline="always")
+    def step(acc, a, b, A, row, row_step, B, col, col_step, k):
+        """Step ``k``: this thread's TM values of column k of A and TN of row k of B, TM x TN multiply-adds."""
+        if vector_a:
+            a_fragment(a, A, k, row, row_step)  # A given transposed: its column k is row k of A^T
+        else:
+            for i in range(TM):
+                a[i] = A[row + uint64(i) * row_step, k]
+        b_fragment(b, B, k, col, col_step)
+        for i in range(TM):
+            for j in range(TN):
+                acc[i, j] += a[i] * b[j]
+
     @cuda.jit(device=True)
     def micro_tile_product(acc, A, row, row_step, B, col, col_step, depth):
         a = cuda.local.array(TM, float32)
@@ -617,20 +662,15 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
         # unsigned indices: numba wraps a negative signed index around, which hides that the rows of A (and the
         # columns of B) are constants apart; unsigned, each shared load is one address plus a constant offset
         row, row_step, col, col_step = uint64(row), uint64(row_step), uint64(col), uint64(col_step)
-        for k in range(uint64(depth)):
-            for i in range(TM):
-                a[i] = A[row + uint64(i) * row_step, k]
-            if vector_b:
-                for g in range(TN // WIDTH):
-                    values = load4(B, (k, col + uint64(g) * col_step))
-                    for v in range(WIDTH):
-                        b[g * WIDTH + v] = values[v]
-            else:
-                for j in range(TN):
-                    b[j] = B[k, col + uint64(j) * col_step]
-            for i in range(TM):
-                for j in range(TN):
-                    acc[i, j] += a[i] * b[j]
+        depth = uint64(depth)
+        for k0 in range(depth // uint64(K_STEPS)):  # K_STEPS steps per pass of numba's loop counter
+            k = k0 * uint64(K_STEPS)
+            step(acc, a, b, A, row, row_step, B, col, col_step, k)
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(1))
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(2))
+            step(acc, a, b, A, row, row_step, B, col, col_step, k + uint64(3))
+        for k in range(depth - depth % uint64(K_STEPS), depth):
+            step(acc, a, b, A, row, row_step, B, col, col_step, k)
 
     micro_tile_product.column = column
     return micro_tile_product
@@ -641,8 +681,8 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False):
 FLASH_QUERIES = 64  # attention_flash2: queries per block, 16 per warp
 FLASH_KEYS = 32  # keys per tile of K and V
 FLASH_THREADS = 128  # 4 warps; in a warp, 4 row groups x 8 column lanes
-ROW_STEP = 4  # a thread's rows: warp * 16 + group + 4 i, i < 4
-COLUMN_LANES = 8  # lanes per row group: they share its rows; lane % 8 picks a thread's keys and output columns
+ROW_GROUPS = 4  # row groups per warp: lane % 4 picks a thread's 4 neighbouring rows, warp * 16 + 4 (lane % 4) + i
+COLUMN_LANES = 8  # lanes per row group: they share its rows; lane // 4 picks a thread's keys and output columns
 FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d runs on the next one, zero-padded
 LOG2E = 1.4426950408889634
 H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
@@ -655,8 +695,8 @@ MAX_SPLITS = 16  # the partial results stay O(N): at most 16 x (batch*heads) x N
 
 @cuda.jit(device=True)
 def row_group_max(value):
-    """The max over the 8 lanes of this lane's row group (lanes that differ in their 3 lowest bits)."""
-    for offset in (4, 2, 1):
+    """The max over the 8 lanes of this lane's row group (lanes that share their 2 lowest bits: lane % 4)."""
+    for offset in (16, 8, 4):
         value = max(value, cuda.shfl_xor_sync(FULL_MASK, value, offset))
     return value
 
@@ -664,9 +704,27 @@ def row_group_max(value):
 @cuda.jit(device=True)
 def row_group_sum(value):
     """The sum over the 8 lanes of this lane's row group."""
-    for offset in (4, 2, 1):
+    for offset in (16, 8, 4):
         value += cuda.shfl_xor_sync(FULL_MASK, value, offset)
     return value
+
+
+@cuda.jit(device=True)
+def tile_chunk(e, rows):
+    """Row and first column of chunk ``e`` (4 columns, 16 bytes) of a tile of ``rows`` rows: the 32 lanes of a warp
+    copy 2 neighbouring chunks of each of 16 rows (lane % 2 picks the chunk), a whole 32-byte sector per row."""
+    return (e // 2) % rows, (e // (2 * rows) * 2 + e % 2) * WIDTH
+
+
+@cuda.jit(device=True)
+def read_chunk(X, head, row, c, inside, d, vectors):
+    """``X[head, row, c:c + 4]``, zero where the row is not ``inside`` or past column ``d - 1``: one 16-byte load
+    where ``vectors`` (d a multiple of 4, rows of X 16-byte aligned), else one load per column."""
+    if vectors and inside and c < d:
+        return load4(X, (head, row, c))
+    zero = float32(0)
+    return (X[head, row, c] if inside and c < d else zero, X[head, row, c + 1] if inside and c + 1 < d else zero,
+            X[head, row, c + 2] if inside and c + 2 < d else zero, X[head, row, c + 3] if inside and c + 3 < d else zero)
 
 
 @functools.cache
@@ -675,13 +733,30 @@ def make_flash2(D: int, split: bool = False):
 
     Grid (query blocks, batch*heads), 128 threads. The block copies its 64 queries once (scaled by
     ``log2(e) / sqrt(d)``, so that ``exp2`` of a score is ``exp`` of the true one), then walks tiles of
-    32 keys: K (transposed) and V through shared memory (16-byte loads where d is a multiple of 4 and the rows
-    aligned: on the sm_90 SASS about 380 instructions per tile and thread instead of 1650 for scalar loads),
-    ``S = Q K^T`` as a 4 x 4 register micro-tile
+    32 keys: K and V through shared memory, ``S = Q K^T`` as a 4 x 4 register micro-tile
     per thread, the online softmax of its 4 rows (max over the row's 8 lanes by shuffles; the sum ``l``
-    stays a per-lane partial, added over the lanes once at the end), ``P`` through the warp's own rows
+    stays a per-lane partial, added over the lanes once at the end), ``P`` through the warp's own columns
     of shared memory, ``O += P V`` as a 4 x D/8 micro-tile. With ``causal`` the tiles past the block's
     last query are skipped. Nothing is N x N; K and V are read once per 64 queries.
+
+    Every fragment read of both products is one 16-byte load (LDS.128) of 4 neighbouring words: a thread's 4
+    rows are neighbours (``4 (lane % 4)`` on), read from Q and P kept transposed (d x queries, keys x queries),
+    its 4 keys from K transposed, its output columns from V in groups of 4 (d = 32 or 64; d = 16 reads V a word
+    at a time). The tile copies read 16 bytes per load where d is a multiple of 4 and the rows aligned (`read_chunk`).
+    Bank conflicts, counted by hand (32 banks of 4 bytes; a 16-byte access is served per quarter warp; rows
+    of the transposed tiles are 16 (mod 32) words apart in steps of 4 columns, hence the paddings):
+
+    - copies (`tile_chunk`: a warp takes 16 rows x 2 neighbouring chunks): the transposed stores of Q (rows of
+      68 floats) and K (36) hit bank 16 (chunk % 2) + row (mod 32) + a constant: conflict-free. K's were 8-way
+      at d = 64 (4-way at 32, 2-way at 16) when a warp copied the 16 chunks of 2 keys. V's 16-byte stores,
+      4 rows x 2 chunks per quarter warp, fall in distinct banks with rows of d + 8 floats (unpadded: 4-way at
+      d = 32 and 64).
+    - P's 16-byte stores (a thread's 4 rows of one key): a quarter warp is 4 row groups x 2 column lanes, keys
+      4 apart in rows of 68 floats: conflict-free. This is why lane % 4, not lane // 8, picks the rows: with the
+      8 lanes of a quarter warp in one row group, their keys 4 apart land in 2 places of 8 for any padding
+      that keeps the rows 16-byte aligned (4-way).
+    - the product's loads: all lanes read one row of a tile, 2 (K, V) or 4 (Q, P) neighbouring chunks per
+      quarter warp: conflict-free.
 
     ``split``: `attention_flash2_split` instead, for grids too small for the GPU (flash-decoding): grid
     (query blocks, batch*heads, splits); block z walks only its slice of the keys and writes its rows'
@@ -690,16 +765,17 @@ def make_flash2(D: int, split: bool = False):
     """
     TN_O = D // COLUMN_LANES
     TN_S = FLASH_KEYS // COLUMN_LANES
-    TM = FLASH_QUERIES // (FLASH_THREADS // 32) // ROW_STEP
-    Q_STRIDE, P_STRIDE = D + 1, FLASH_KEYS + 1  # padded rows: a thread's 4 rows (or 8 columns) in distinct banks
-    K_STRIDE = FLASH_KEYS + WIDTH  # K's transposed tile: rows of whole 16-byte chunks (its stores, once per tile,
-    # conflict 8 ways: a predicted cost, small beside the 3 shared loads per step of S it saves)
+    TM = FLASH_QUERIES // (FLASH_THREADS // 32) // ROW_GROUPS  # 4 neighbouring rows: one 16-byte load of Q or P
+    Q_STRIDE = P_STRIDE = FLASH_QUERIES + WIDTH  # transposed tiles (Q^T, P^T, K^T): rows 16-byte aligned, padded
+    K_STRIDE = FLASH_KEYS + WIDTH  # so that the copies and P's stores are free of bank conflicts (see above)
+    V_STRIDE = D + 2 * WIDTH
     VECTOR_O = TN_O % WIDTH == 0  # d = 32 or 64: a thread's output columns in groups of 4 neighbours
-    # A thread's 4 keys are neighbours, 4 col .. 4 col + 3, read from the K tile in one 16-byte load; its output
-    # columns likewise where VECTOR_O (`output_column`). On the sm_90 SASS of `attention_flash2`: shared loads per
-    # step of S = Q K^T 8 -> 5 (4 of Q, one LDS.128 of K), per step of O += P V 12 -> 6.
-    scores_product = make_micro_tile(TM, TN_S, vector_b=True)
-    output_product = make_micro_tile(TM, TN_O, vector_b=VECTOR_O)
+    # On the sm_90 SASS of `attention_flash2` (d = 64), shared loads per 32 FFMA: S = Q K^T 16 -> 10 (K's 4 keys
+    # in one load) -> 4 (Q's 4 rows in one load); O += P V 12 -> 6 (V's columns) -> 3 (P's rows); instructions
+    # per 32 FFMA: S 66 -> 60, O 51 -> 48 (then 42.5 and 38 with make_micro_tile's K_STEPS), registers 128 -> 104
+    # (117 with K_STEPS), the same 4 blocks per SM.
+    scores_product = make_micro_tile(TM, TN_S, vector_b=True, vector_a=True)
+    output_product = make_micro_tile(TM, TN_O, vector_b=VECTOR_O, vector_a=True)
     FIRST_KEY, FIRST_COLUMN = WIDTH, (WIDTH if VECTOR_O else 1)  # times col: this thread's first key, column
     COLUMN_STEP = WIDTH * COLUMN_LANES if VECTOR_O else COLUMN_LANES  # between its groups of output columns
     output_column = output_product.column  # column j of this thread's output micro-tile
@@ -707,49 +783,40 @@ def make_flash2(D: int, split: bool = False):
     @cuda.jit(device=True)
     def attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal):
         """The online softmax of the block's queries over keys ``begin .. end - 1`` into acc, m and l."""
-        q_tile = cuda.shared.array((FLASH_QUERIES, Q_STRIDE), float32)
-        k_tile = cuda.shared.array((D, K_STRIDE), float32, alignment=16)  # K transposed: S = q_tile @ k_tile
-        v_tile = cuda.shared.array((FLASH_KEYS, D), float32, alignment=16)  # rows written 16 bytes at a time
-        p_tile = cuda.shared.array((FLASH_QUERIES, P_STRIDE), float32)  # each warp uses its own 16 rows
+        q_tile = cuda.shared.array((D, Q_STRIDE), float32, alignment=16)  # Q transposed: S = q_tile^T @ k_tile
+        k_tile = cuda.shared.array((D, K_STRIDE), float32, alignment=16)  # K transposed
+        v_tile = cuda.shared.array((FLASH_KEYS, V_STRIDE), float32, alignment=16)
+        p_tile = cuda.shared.array((FLASH_KEYS, P_STRIDE), float32, alignment=16)  # P transposed; warp w: its 16 rows
         s = cuda.local.array((TM, TN_S), float32)
         t = cuda.threadIdx.x
         N, d = Q.shape[1], Q.shape[2]
         scale = float32(LOG2E) / math.sqrt(float32(d))
-        for e in range(t, FLASH_QUERIES * D, FLASH_THREADS):  # consecutive threads along a row of Q
-            r, c = e // D, e % D
-            inside = first + r < N and c < d
-            q_tile[r, c] = Q[head, first + r, c] * scale if inside else float32(0)
+        vectors = d % WIDTH == 0 and vector_aligned(Q) and vector_aligned(K) and vector_aligned(V)
+        for e in range(t, FLASH_QUERIES * D // WIDTH, FLASH_THREADS):
+            r, c = tile_chunk(e, FLASH_QUERIES)
+            q4 = read_chunk(Q, head, first + r, c, first + r < N, d, vectors)
+            for v in range(WIDTH):
+                q_tile[c + v, r] = q4[v] * scale
         for i in range(TM):
             m[i], l[i] = float32(NEG_INF), float32(0)
             for j in range(TN_O):
                 acc[i, j] = float32(0)
         stop = min(end, first + FLASH_QUERIES) if causal else end  # with the mask, no key past the last query
-        vectors = d % WIDTH == 0 and vector_aligned(K) and vector_aligned(V)  # rows of K and V in 16-byte chunks
         for start in range(begin, stop, FLASH_KEYS):
             cuda.syncthreads()  # everyone is done with the previous tiles (and q_tile is written)
-            if vectors:  # one 16-byte load per 4 columns of a row (a chunk is all inside d or all past it)
-                for e in range(t, FLASH_KEYS * D // WIDTH, FLASH_THREADS):
-                    j, c = e // (D // WIDTH), e % (D // WIDTH) * WIDTH
-                    if start + j < end and c < d:
-                        k4, v4 = load4(K, (head, start + j, c)), load4(V, (head, start + j, c))
-                    else:
-                        k4 = v4 = (float32(0), float32(0), float32(0), float32(0))
-                    for v in range(WIDTH):
-                        k_tile[c + v, j] = k4[v]
-                    store4(v_tile, (j, c), v4)
-            else:  # one element per load
-                for e in range(t, FLASH_KEYS * D, FLASH_THREADS):
-                    j, c = e // D, e % D
-                    inside = start + j < end and c < d
-                    k_tile[c, j] = K[head, start + j, c] if inside else float32(0)
-                    v_tile[j, c] = V[head, start + j, c] if inside else float32(0)
+            for e in range(t, FLASH_KEYS * D // WIDTH, FLASH_THREADS):
+                j, c = tile_chunk(e, FLASH_KEYS)
+                k4 = read_chunk(K, head, start + j, c, start + j < end, d, vectors)
+                for v in range(WIDTH):
+                    k_tile[c + v, j] = k4[v]
+                store4(v_tile, (j, c), read_chunk(V, head, start + j, c, start + j < end, d, vectors))
             cuda.syncthreads()
             for i in range(TM):
                 for j in range(TN_S):
                     s[i, j] = float32(0)
-            scores_product(s, q_tile, row, ROW_STEP, k_tile, FIRST_KEY * col, 0, D)  # keys 4 col .. 4 col + 3
+            scores_product(s, q_tile, row, 0, k_tile, FIRST_KEY * col, 0, D)  # keys 4 col .. 4 col + 3
             for i in range(TM):
-                query = first + row + i * ROW_STEP
+                query = first + row + i
                 top = float32(NEG_INF)
                 for j in range(TN_S):
                     key = start + FIRST_KEY * col + j
@@ -764,25 +831,30 @@ def make_flash2(D: int, split: bool = False):
                 for j in range(TN_O):
                     acc[i, j] *= rescale
                 for j in range(TN_S):
-                    p = math.exp2(s[i, j] - base)
-                    l[i] += p
-                    p_tile[row + i * ROW_STEP, FIRST_KEY * col + j] = p
+                    s[i, j] = math.exp2(s[i, j] - base)  # s now holds P
+                    l[i] += s[i, j]
+            for j in range(TN_S):  # P transposed: the thread's 4 rows of key j in one 16-byte store
+                store4(p_tile, (FIRST_KEY * col + j, row), (s[0, j], s[1, j], s[2, j], s[3, j]))
             cuda.syncwarp()  # the warp's rows of P are written before its lanes read them
-            output_product(acc, p_tile, row, ROW_STEP, v_tile, FIRST_COLUMN * col, COLUMN_STEP, FLASH_KEYS)
+            output_product(acc, p_tile, row, 0, v_tile, FIRST_COLUMN * col, COLUMN_STEP, FLASH_KEYS)
+
+    @cuda.jit(device=True)
+    def place():
+        """This thread's first row (of 4 neighbours) and its column lane."""
+        lane = cuda.threadIdx.x % 32
+        return (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + WIDTH * (lane % ROW_GROUPS), lane // ROW_GROUPS
 
     @cuda.jit(**FLASH_BOUNDS)  # at most 128 registers: 4 blocks per SM
     def attention_flash2(O, Q, K, V, causal):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
         l = cuda.local.array(TM, float32)  # ... and this lane's part of the row's sum
-        lane = cuda.threadIdx.x % 32
-        row = (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES  # this thread's first row
-        col = lane % COLUMN_LANES
+        row, col = place()
         head, first = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES
         N, d = Q.shape[1], Q.shape[2]
         attend(acc, m, l, Q, K, V, head, first, row, col, 0, N, causal)
         for i in range(TM):
-            query = first + row + i * ROW_STEP
+            query = first + row + i
             inverse = reciprocal(row_group_sum(l[i]))
             for j in range(TN_O):
                 c = output_column(FIRST_COLUMN * col, COLUMN_STEP, j)
@@ -794,16 +866,14 @@ def make_flash2(D: int, split: bool = False):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)
         l = cuda.local.array(TM, float32)
-        lane = cuda.threadIdx.x % 32
-        row = (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + lane // COLUMN_LANES
-        col = lane % COLUMN_LANES
+        row, col = place()
         head, first, split = cuda.blockIdx.y, cuda.blockIdx.x * FLASH_QUERIES, cuda.blockIdx.z
         N, d = Q.shape[1], Q.shape[2]
         begin = split * split_keys(N, m_part.shape[1])
         end = min(N, begin + split_keys(N, m_part.shape[1]))
         attend(acc, m, l, Q, K, V, head, first, row, col, begin, end, causal)
         for i in range(TM):
-            query = first + row + i * ROW_STEP
+            query = first + row + i
             total = row_group_sum(l[i])
             if query < N:
                 if col == 0:

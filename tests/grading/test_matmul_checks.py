@@ -443,3 +443,35 @@ def test_float32_only_catches_a_warp_sum_started_at_a_float64_zero():
     check_matrix_kernel(matvec_shuffles, matvec_spec, plan, budget=float32_only(), quiet=True)
     with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU .* write float32\(0\)"):
         check_matrix_kernel(matvec_float64_sum, matvec_spec, plan, budget=float32_only())
+
+
+def transposed_product(x_along_columns=True, zero=float32(0), guarded=True):
+    """``C = A.T @ B`` read in place, one thread per output (lecture 3's puzzle), or one of its wrong answers."""
+
+    @cuda.jit
+    def matmul_at_b(C, A, B):
+        if x_along_columns:
+            col, row = cuda.grid(2)
+        else:
+            row, col = cuda.grid(2)
+        if not guarded or (row < C.shape[0] and col < C.shape[1]):
+            acc = zero
+            for k in range(A.shape[0]):
+                acc += A[k, row] * B[k, col]
+            C[row, col] = acc
+
+    return matmul_at_b
+
+
+def test_transposed_product_puzzle_wants_coalesced_writes_in_float32(capsys):
+    from gpucourse.course import try_puzzle
+    from gpucourse.grading.matmul import check_transposed_product
+
+    assert try_puzzle(check_transposed_product, transposed_product())
+    assert capsys.readouterr().out.startswith("✓ matmul_at_b: C = A.T @ B on 8 launches")
+    wrong = {"warp writes of `C` touch 13.3 sectors": transposed_product(x_along_columns=False),
+             "computes in float64 on the GPU": transposed_product(zero=0.),
+             "needs a guard": transposed_product(guarded=False)}
+    for message, kernel in wrong.items():
+        assert not try_puzzle(check_transposed_product, kernel)
+        assert message in capsys.readouterr().out

@@ -292,6 +292,7 @@ def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16):
     step = widgets.IntSlider(0, 0, -(-K // tile) - 1, description="step")
     image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value]),
                         (bx, by, step))
+    image.layout.max_width = "520px"  # about its drawn size: JupyterLab would stretch it to the cell's width
     return widgets.VBox([widgets.HBox([bx, by, step]), image])
 
 

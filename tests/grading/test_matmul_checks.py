@@ -475,3 +475,56 @@ def test_transposed_product_puzzle_wants_coalesced_writes_in_float32(capsys):
     for message, kernel in wrong.items():
         assert not try_puzzle(check_transposed_product, kernel)
         assert message in capsys.readouterr().out
+
+
+def block_step_2x4(mode="right"):
+    """One block's step of k with a 2 x 4 micro-tile (lecture 3's second puzzle), or one of its wrong answers:
+    ``"tiles"`` multiplies straight from the shared tiles, ``"contiguous"`` gives a thread neighbouring columns,
+    ``"unset"`` never zeroes its sums."""
+
+    @cuda.jit
+    def block_step(C, A, B):
+        tile_a = cuda.shared.array((32, 16), float32)
+        tile_b = cuda.shared.array((16, 64), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        for e in range(ty * 16 + tx, 32 * 16, 256):
+            tile_a[e // 16, e % 16] = A[e // 16, e % 16]
+        for e in range(ty * 16 + tx, 16 * 64, 256):
+            tile_b[e // 64, e % 64] = B[e // 64, e % 64]
+        cuda.syncthreads()
+        acc = cuda.local.array((2, 4), float32)
+        a_values = cuda.local.array(2, float32)
+        b_values = cuda.local.array(4, float32)
+        for i in range(2):
+            for j in range(4):
+                if mode != "unset":
+                    acc[i, j] = float32(0)
+        for k in range(16):
+            for i in range(2):
+                a_values[i] = tile_a[ty + 16 * i, k]
+            for j in range(4):
+                b_values[j] = tile_b[k, tx * 4 + j if mode == "contiguous" else tx + 16 * j]
+            for i in range(2):
+                for j in range(4):
+                    if mode == "tiles":
+                        acc[i, j] += tile_a[ty + 16 * i, k] * tile_b[k, tx + 16 * j]
+                    else:
+                        acc[i, j] += a_values[i] * b_values[j]
+        for i in range(2):
+            for j in range(4):
+                C[ty + 16 * i, tx * 4 + j if mode == "contiguous" else tx + 16 * j] = acc[i, j]
+
+    return block_step
+
+
+def test_block_step_puzzle_wants_values_in_registers_and_strided_columns(capsys):
+    from gpucourse.course import try_puzzle
+    from gpucourse.grading.matmul import check_block_step
+
+    assert try_puzzle(check_block_step, block_step_2x4(), 2, 4)
+    assert capsys.readouterr().out.startswith("✓ block_step: C = A @ B; 0.75 shared reads per multiply-add")
+    wrong = {"tiles": "2.75 reads per multiply-add, more than 0.75", "contiguous": "2-way bank conflicts",
+             "unset": "which nothing has written"}
+    for mode, message in wrong.items():
+        assert not try_puzzle(check_block_step, block_step_2x4(mode), 2, 4)
+        assert message in capsys.readouterr().out

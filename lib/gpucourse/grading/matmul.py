@@ -16,8 +16,8 @@ thread does. The budgets (each a callable taking a launch's trace, as
 conflict-free or coarsened kernel does differently from a naive one that
 gives the same numbers.
 
-Lecture 3's puzzle: ``C = A.T @ B`` read in place, one thread per output, coalesced and in float32
-(`check_transposed_product`).
+Lecture 3's puzzles: ``C = A.T @ B`` read in place, one thread per output, coalesced and in float32
+(`check_transposed_product`); one block's step of a register-tiled product (`check_block_step`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,24 @@ def check_transposed_product(kernel, blocks=((16, 16), (32, 8))) -> None:
                         budget=[coalesced("C", kind="write"), float32_only()])
     print(f"✓ {kernel_name(kernel)}: C = A.T @ B on {len(cases)} launches, neighbouring threads write neighbouring "
           "elements of C, float32 only")
+
+
+def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16) -> None:
+    """``kernel[1, (threads, threads)](C, A, B)``: one block computes ``C = A @ B`` with A of ``threads TM x step``
+    and B of ``step x threads TN``, each thread the ``TM x TN`` outputs at rows ``ty + threads i`` and columns
+    ``tx + threads j`` (one step of k of a register-tiled kernel, exact sizes: the shape is the puzzle's).
+
+    Its budget: at most ``(TM + TN) / (TM TN)`` shared reads per multiply-add (each value read into a register
+    once per k), no bank conflicts, coalesced writes of C, float32 only.
+    """
+    __tracebackhide__ = True
+    cases = [case(1, (threads, threads), [(threads * TM, step), (step, threads * TN)], out=(threads * TM, threads * TN))]
+    budget = [shared_reads_per_fma((TM + TN) / (TM * TN), TM * TN, step), conflict_free_shared_memory(),
+              coalesced("C", kind="write"), float32_only()]
+    for seed in (0, 1):
+        check_matrix_kernel(kernel, lambda a, b: a @ b, cases, seed=seed, quiet=True, budget=budget)
+    print(f"✓ {kernel_name(kernel)}: C = A @ B; {(TM + TN) / (TM * TN):.2f} shared reads per multiply-add, no bank "
+          "conflicts, coalesced writes, float32 only")
 
 
 # ---------------------------------------------------------------- launch plans

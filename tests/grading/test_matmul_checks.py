@@ -5,7 +5,9 @@ import pytest
 from numba import cuda, float32
 
 from gpucourse import simulated, trace
-from gpucourse.grading import (CheckFailed, case, check_matrix_kernel, coalesced, coarsened_grid,
+from gpucourse.course import try_puzzle
+from gpucourse.grading import (CheckFailed, case, check_block_step, check_matrix_kernel, check_transposed_product,
+                               coalesced, coarsened_grid,
                                conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory,
                                reads_each_element_once, reads_per_thread, tiled_reads, transpose_tiles, warp_per_row,
                                warp_reads_its_row, writes_each_element_once, register_tiles, shared_reads_per_fma)
@@ -464,9 +466,6 @@ def transposed_product(x_along_columns=True, zero=float32(0), guarded=True):
 
 
 def test_transposed_product_puzzle_wants_coalesced_writes_in_float32(capsys):
-    from gpucourse.course import try_puzzle
-    from gpucourse.grading.matmul import check_transposed_product
-
     assert try_puzzle(check_transposed_product, transposed_product())
     assert capsys.readouterr().out.startswith("✓ matmul_at_b: C = A.T @ B on 8 launches")
     wrong = {"warp writes of `C` touch 13.3 sectors": transposed_product(x_along_columns=False),
@@ -518,9 +517,6 @@ def block_step_2x4(mode="right"):
 
 
 def test_block_step_puzzle_wants_values_in_registers_and_strided_columns(capsys):
-    from gpucourse.course import try_puzzle
-    from gpucourse.grading.matmul import check_block_step
-
     assert try_puzzle(check_block_step, block_step_2x4(), 2, 4)
     assert capsys.readouterr().out.startswith("✓ block_step: C = A @ B; 0.75 shared reads per multiply-add")
     wrong = {"tiles": "2.75 reads per multiply-add, more than 0.75", "contiguous": "2-way bank conflicts",

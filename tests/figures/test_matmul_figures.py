@@ -107,6 +107,9 @@ def test_viewer_builds():
     sliders = viewer.children[0].children
     assert [s.max for s in sliders] == [2, 2, 2]
     sliders[2].value = 2
+    image = viewer.children[1]
+    drawn = int.from_bytes(image.value[16:20], "big")  # the PNG's width in pixels
+    assert drawn <= int(image.layout.max_width.removesuffix("px")) < 1.5 * drawn  # not stretched to the cell
     plt.close("all")
 
 

@@ -5,7 +5,9 @@ import pytest
 from numba import cuda, float32
 
 from gpucourse import simulated, trace
-from gpucourse.grading import (CheckFailed, case, check_matrix_kernel, coalesced, coarsened_grid,
+from gpucourse.course import try_puzzle
+from gpucourse.grading import (CheckFailed, case, check_block_step, check_matrix_kernel, check_transposed_product,
+                               coalesced, coarsened_grid,
                                conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory,
                                reads_each_element_once, reads_per_thread, tiled_reads, transpose_tiles, warp_per_row,
                                warp_reads_its_row, writes_each_element_once, register_tiles, shared_reads_per_fma)
@@ -443,3 +445,82 @@ def test_float32_only_catches_a_warp_sum_started_at_a_float64_zero():
     check_matrix_kernel(matvec_shuffles, matvec_spec, plan, budget=float32_only(), quiet=True)
     with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU .* write float32\(0\)"):
         check_matrix_kernel(matvec_float64_sum, matvec_spec, plan, budget=float32_only())
+
+
+def transposed_product(x_along_columns=True, zero=float32(0), guarded=True):
+    """``C = A.T @ B`` read in place, one thread per output (lecture 3's puzzle), or one of its wrong answers."""
+
+    @cuda.jit
+    def matmul_at_b(C, A, B):
+        if x_along_columns:
+            col, row = cuda.grid(2)
+        else:
+            row, col = cuda.grid(2)
+        if not guarded or (row < C.shape[0] and col < C.shape[1]):
+            acc = zero
+            for k in range(A.shape[0]):
+                acc += A[k, row] * B[k, col]
+            C[row, col] = acc
+
+    return matmul_at_b
+
+
+def test_transposed_product_puzzle_wants_coalesced_writes_in_float32(capsys):
+    assert try_puzzle(check_transposed_product, transposed_product())
+    assert capsys.readouterr().out.startswith("✓ matmul_at_b: C = A.T @ B on 8 launches")
+    wrong = {"warp writes of `C` touch 13.3 sectors": transposed_product(x_along_columns=False),
+             "computes in float64 on the GPU": transposed_product(zero=0.),
+             "needs a guard": transposed_product(guarded=False)}
+    for message, kernel in wrong.items():
+        assert not try_puzzle(check_transposed_product, kernel)
+        assert message in capsys.readouterr().out
+
+
+def block_step_2x4(mode="right"):
+    """One block's step of k with a 2 x 4 micro-tile (lecture 3's second puzzle), or one of its wrong answers:
+    ``"tiles"`` multiplies straight from the shared tiles, ``"contiguous"`` gives a thread neighbouring columns,
+    ``"unset"`` never zeroes its sums."""
+
+    @cuda.jit
+    def block_step(C, A, B):
+        tile_a = cuda.shared.array((32, 16), float32)
+        tile_b = cuda.shared.array((16, 64), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        for e in range(ty * 16 + tx, 32 * 16, 256):
+            tile_a[e // 16, e % 16] = A[e // 16, e % 16]
+        for e in range(ty * 16 + tx, 16 * 64, 256):
+            tile_b[e // 64, e % 64] = B[e // 64, e % 64]
+        cuda.syncthreads()
+        acc = cuda.local.array((2, 4), float32)
+        a_values = cuda.local.array(2, float32)
+        b_values = cuda.local.array(4, float32)
+        for i in range(2):
+            for j in range(4):
+                if mode != "unset":
+                    acc[i, j] = float32(0)
+        for k in range(16):
+            for i in range(2):
+                a_values[i] = tile_a[ty + 16 * i, k]
+            for j in range(4):
+                b_values[j] = tile_b[k, tx * 4 + j if mode == "contiguous" else tx + 16 * j]
+            for i in range(2):
+                for j in range(4):
+                    if mode == "tiles":
+                        acc[i, j] += tile_a[ty + 16 * i, k] * tile_b[k, tx + 16 * j]
+                    else:
+                        acc[i, j] += a_values[i] * b_values[j]
+        for i in range(2):
+            for j in range(4):
+                C[ty + 16 * i, tx * 4 + j if mode == "contiguous" else tx + 16 * j] = acc[i, j]
+
+    return block_step
+
+
+def test_block_step_puzzle_wants_values_in_registers_and_strided_columns(capsys):
+    assert try_puzzle(check_block_step, block_step_2x4(), 2, 4)
+    assert capsys.readouterr().out.startswith("✓ block_step: C = A @ B; 0.75 shared reads per multiply-add")
+    wrong = {"tiles": "2.75 reads per multiply-add, more than 0.75", "contiguous": "2-way bank conflicts",
+             "unset": "which nothing has written"}
+    for mode, message in wrong.items():
+        assert not try_puzzle(check_block_step, block_step_2x4(mode), 2, 4)
+        assert message in capsys.readouterr().out

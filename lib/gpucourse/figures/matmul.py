@@ -82,8 +82,8 @@ def _matrix_cells(ax, shape, cells, colour, pale, title):
     ax.hlines(range(rows + 1), 0, cols, colors="white", lw=0.4)
     ax.set_xticks(range(0, cols + 1, SECTOR_FLOATS))
     ax.set_yticks(range(0, rows + 1, SECTOR_FLOATS))
-    ax.tick_params(labelsize=7, length=0)
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.tick_params(labelsize=10, length=0)
+    ax.set_title(title, fontsize=12, loc="left")
 
 
 def draw_warp_mapping(size: int = 32, k: int = 5, block=(16, 16)):
@@ -95,23 +95,23 @@ def draw_warp_mapping(size: int = 32, k: int = 5, block=(16, 16)):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    names = {"rows": "matmul_naive: threadIdx.x along the rows of C",
-             "columns": "matmul_coalesced: threadIdx.x along the columns of C"}
-    fig, axes = plt.subplots(2, 3, figsize=(11, 8.2))
+    names = {"rows": "matmul_naive:\nthreadIdx.x along the rows of C",
+             "columns": "matmul_coalesced:\nthreadIdx.x along the columns of C"}
+    fig, axes = plt.subplots(2, 3, figsize=(13, 8.6))
     for row_axes, mapping in zip(axes, MAPPINGS):
         c, a, b = warp_elements(mapping, k, block)
         _matrix_cells(row_axes[0], (size, size), a, (0.16, 0.38, 0.78), (0.72, 0.82, 0.96),
-                      f"A: column k = {k}, {len(np.unique(a, axis=0))} elements, {_plural(sectors(a, size), 'sector')}")
+                      f"A, column {k}: {len(np.unique(a, axis=0))} elements,\n{_plural(sectors(a, size), 'sector')}")
         _matrix_cells(row_axes[1], (size, size), b, (0.13, 0.55, 0.25), (0.72, 0.90, 0.74),
-                      f"B: row k = {k}, {len(np.unique(b, axis=0))} elements, {_plural(sectors(b, size), 'sector')}")
+                      f"B, row {k}: {len(np.unique(b, axis=0))} elements,\n{_plural(sectors(b, size), 'sector')}")
         _matrix_cells(row_axes[2], (size, size), c, (0.85, 0.40, 0.05), (0.99, 0.82, 0.60),
-                      f"C: the warp's 32 outputs, {sectors(c, size)} sectors")
-        row_axes[0].set_ylabel(names[mapping], fontsize=9)
+                      f"C: the warp's 32 outputs,\n{sectors(c, size)} sectors")
+        row_axes[0].set_ylabel(names[mapping], fontsize=12)
     fig.legend(handles=[Patch(color="0.35", label="dark: elements the warp touches"),
                         Patch(color=(0.85, 0.85, 0.85), label="pale: the rest of their 32-byte sectors")],
-               loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"Warp 0 (threads 0-31 of a {block[0]} x {block[1]} block) at step k = {k}", fontsize=10)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+               loc="lower center", ncol=2, fontsize=12, frameon=False)
+    fig.suptitle(f"Warp 0 (threads 0-31 of a {block[0]} x {block[1]} block) at step k = {k}", fontsize=14)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig
 
 
@@ -292,6 +292,7 @@ def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16):
     step = widgets.IntSlider(0, 0, -(-K // tile) - 1, description="step")
     image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value]),
                         (bx, by, step))
+    image.layout.max_width = "520px"  # about its drawn size: JupyterLab would stretch it to the cell's width
     return widgets.VBox([widgets.HBox([bx, by, step]), image])
 
 
@@ -327,13 +328,13 @@ def draw_micro_tiles(TM: int = 4, TN: int = 4, threads: int = 16, shown=((0, 0),
         ax.hlines(range(0, rows + 1, threads), 0, cols, colors="0.6", lw=0.5)
         ax.set_xticks(range(0, cols + 1, threads))
         ax.set_yticks(range(0, rows + 1, threads))
-        ax.tick_params(labelsize=7, length=0)
+        ax.tick_params(labelsize=10, length=0)
         rule = f"{TN} tx + j" if contiguous else f"tx + {threads} j"
-        ax.set_title(f"{'contiguous' if contiguous else 'strided'} columns: thread (tx, ty) owns rows "
-                     f"ty + {threads} i,\ncolumns {rule}", fontsize=9, loc="left")
+        ax.set_title(f"{'contiguous' if contiguous else 'strided'} columns: thread (tx, ty) owns\n"
+                     f"rows ty + {threads} i, columns {rule}", fontsize=12, loc="left")
     fig.legend(handles=[Patch(color=palette[n % 10], label=f"thread {t}") for n, t in enumerate(shown)],
-               loc="lower center", ncol=len(shown), fontsize=8, frameon=False)
+               loc="lower center", ncol=len(shown), fontsize=12, frameon=False)
     fig.suptitle(f"Who owns which outputs: a {rows} x {cols} tile of C, {threads} x {threads} threads, "
-                 f"{TM} x {TN} each (vertical lines: 32-byte sectors)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+                 f"{TM} x {TN} each\n(vertical lines: 32-byte sectors)", fontsize=13)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.92))
     return fig

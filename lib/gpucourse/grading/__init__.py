@@ -18,10 +18,10 @@ from .fusion import (block_rows, check_attention, check_cross_entropy, check_gem
                      check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
                      warp_rows)
-from .matmul import (barrier_before_reads, check_matrix_kernel, coalesced, coarsened_grid,
-                     conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory, reads_per_thread,
-                     register_tiles, shared_reads_per_fma, tiled_reads, transpose_tiles, warp_per_row,
-                     warp_reads_its_row)
+from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_transposed_product,
+                     coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles,
+                     no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma, tiled_reads,
+                     transpose_tiles, warp_per_row, warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
                         check_softmax_fp16, check_to_bfloat16, check_unscale)
@@ -39,7 +39,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element", "tree_reads",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
-           "no_shared_memory", "float32_only", "barrier_before_reads",
+           "no_shared_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
            "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",

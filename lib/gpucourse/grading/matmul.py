@@ -15,6 +15,9 @@ thread does. The budgets (each a callable taking a launch's trace, as
 `check_kernel` and `check_reduction` expect) say what a tiled, coalesced,
 conflict-free or coarsened kernel does differently from a naive one that
 gives the same numbers.
+
+Lecture 3's puzzles: ``C = A.T @ B`` read in place, one thread per output, coalesced and in float32
+(`check_transposed_product`); one block's step of a register-tiled product (`check_block_step`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import Case, blocks_needed, case
+from .core import Case, blocks_needed, case, kernel_name
 from .reduction import check_reduction, shared_arrays
 
 WARP = 32
@@ -49,6 +52,41 @@ def check_matrix_kernel(
     """
     __tracebackhide__ = True
     check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget)
+
+
+def check_transposed_product(kernel, blocks=((16, 16), (32, 8))) -> None:
+    """``kernel[(ceil(N / bx), ceil(M / by)), (bx, by)](C, A, B)`` computes ``C = A.T @ B`` (A is K x M, B is K x N)
+    for every block ``(bx, by)``, its warps write neighbouring elements of ``C`` and it computes in float32 only.
+
+    The first shapes give a square ``C``, where a kernel with ``threadIdx.x`` along the rows is right but scatters its
+    writes; the others are not multiples of the block. Widths are multiples of 8, so rows start on a sector.
+    """
+    __tracebackhide__ = True
+    shapes = [(1, 1, 1), (37, 40, 40), (70, 20, 48), (5, 33, 24)]  # (K, M, N)
+    cases = [case((blocks_needed(N, bx), blocks_needed(M, by)), (bx, by), [(K, M), (K, N)], out=(M, N))
+             for K, M, N in shapes for bx, by in blocks]
+    check_matrix_kernel(kernel, lambda a, b: a.T @ b, cases, quiet=True,
+                        budget=[coalesced("C", kind="write"), float32_only()])
+    print(f"✓ {kernel_name(kernel)}: C = A.T @ B on {len(cases)} launches, neighbouring threads write neighbouring "
+          "elements of C, float32 only")
+
+
+def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16) -> None:
+    """``kernel[1, (threads, threads)](C, A, B)``: one block computes ``C = A @ B`` with A of ``threads TM x step``
+    and B of ``step x threads TN``, each thread the ``TM x TN`` outputs at rows ``ty + threads i`` and columns
+    ``tx + threads j`` (one step of k of a register-tiled kernel, exact sizes: the shape is the puzzle's).
+
+    Its budget: at most ``(TM + TN) / (TM TN)`` shared reads per multiply-add (each value read into a register
+    once per k), no bank conflicts, coalesced writes of C, float32 only.
+    """
+    __tracebackhide__ = True
+    cases = [case(1, (threads, threads), [(threads * TM, step), (step, threads * TN)], out=(threads * TM, threads * TN))]
+    budget = [shared_reads_per_fma((TM + TN) / (TM * TN), TM * TN, step), conflict_free_shared_memory(),
+              coalesced("C", kind="write"), float32_only()]
+    for seed in (0, 1):
+        check_matrix_kernel(kernel, lambda a, b: a @ b, cases, seed=seed, quiet=True, budget=budget)
+    print(f"✓ {kernel_name(kernel)}: C = A @ B; {(TM + TN) / (TM * TN):.2f} shared reads per multiply-add, no bank "
+          "conflicts, coalesced writes, float32 only")
 
 
 # ---------------------------------------------------------------- launch plans

@@ -6,6 +6,7 @@ import pytest
 from numba import cuda, float32
 
 from gpucourse import trace
+from gpucourse.kernels.vector import load4, store4
 from gpucourse.simulator import BudgetExceeded, show_trace, trace_viewer
 
 matplotlib.use("Agg")
@@ -108,6 +109,32 @@ def sum_each_block_twice(out, a):
     i = cuda.grid(1)
     if i < a.size:
         cuda.atomic.add(out, 0, a[i] + a[i])
+
+
+@cuda.jit
+def vector_copy(out, a, spread):
+    """Thread t copies a[4 t * spread : + 4] with one 16-byte load through shared memory and one store."""
+    t = cuda.threadIdx.x
+    tile = cuda.shared.array(1024, float32, alignment=16)
+    store4(tile, (4 * t * spread,), load4(a, (4 * t * spread,)))
+    cuda.syncthreads()
+    store4(out, (4 * t * spread,), load4(tile, (4 * t * spread,)))
+
+
+@pytest.mark.parametrize("spread, degree", [(1, 1), (2, 2), (8, 8)])
+def test_a_vector_access_is_one_warp_instruction_served_8_lanes_at_a_time(spread, degree):
+    """A warp's 16-byte loads of 512 neighbouring bytes: one request and 16 sectors, as the GPU counts them (not four
+    requests of 16 sectors each: the stand-in reads its 4 floats one by one); in shared memory 8 lanes at a time,
+    conflict-free when those 8 lanes' 128 bytes are neighbours, ``spread``-way when each lane skips ahead."""
+    a, out = np.arange(1024, dtype=np.float32), np.full(1024, np.nan, np.float32)
+    with trace() as t:
+        vector_copy[1, 64 // spread](out, a, spread)
+    chunks = (np.arange(64 // spread) * 4 * spread)[:, None] + np.arange(4)
+    np.testing.assert_array_equal(out[chunks], a[chunks])
+    reads = t.arrays["a"].instructions["read"]
+    assert (reads.requests, reads.sectors) == (-(-64 // spread // 32), len(np.unique(chunks // 8)))
+    assert t.bank_conflicts("tile", "read") == t.bank_conflicts("tile", "write") == degree
+    assert "load4(a, (4 * t * spread,))" in t.by_line()  # the kernel's line, not the stand-in's
 
 
 def test_budget_failures_name_the_array_and_the_worst_offender():

@@ -52,7 +52,10 @@ def dispatch(runtime, function, args, kwargs):
         return bfloat16.round_to(*args)  # once, as __double2bfloat16 (NumPy's conversion rounds twice)
     simulation = getattr(function, SIMULATION, None)
     if simulation is not None:  # an intrinsic (inline PTX, vector loads) with plain Python in its place
-        return device_function(simulation)(*args, **kwargs)
+        if runtime.trace is None:
+            return device_function(simulation)(*args, **kwargs)
+        with runtime.trace.vector_access(runtime.site):  # its element accesses: one warp instruction
+            return device_function(simulation)(*args, **kwargs)
     emulate = collective.emulation(function)
     if emulate is not None:
         return collective.run_warp_wide(runtime, function, emulate, args)

@@ -11,7 +11,10 @@
 Counted per array and per thread: reads, writes and atomic updates. Per warp
 memory instruction: global memory sectors (32 bytes) touched, which says how
 well the access coalesces, and the shared memory bank-conflict degree (32
-banks of 4 bytes; 1 means no conflict).
+banks of 4 bytes; 1 means no conflict). A vector access (`kernels.vector`'s 16-byte
+loads and stores, whose stand-ins read element by element) counts as the one warp
+instruction the GPU issues: its sectors once, its shared-memory banks per phase of
+8 lanes (128 bytes), as the hardware serves them (`vector_access`).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class LaunchTrace:
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
+        self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
         for array in arrays:
             self._register(array)
 
@@ -98,28 +102,62 @@ class LaunchTrace:
         entry = self._register(array)
         entry.per_thread[kind][lanes] += 1
         np.add.at(entry.per_element[kind], elements, 1)
-        g = self.geometry
-        warps = g.warp_of[lanes]
-        stats = entry.instructions[kind]
-        requests, sectors, worst = stats.requests, stats.sectors, 0
-        stats.lanes += len(lanes)
         if array.space == "global":
             address = array.byte_offset + sum(
                 np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
             )
-            address = np.broadcast_to(address, lanes.shape)
-            keys = np.unique(warps * (1 << 40) + address // SECTOR_BYTES)
+            places = np.broadcast_to(address, lanes.shape) // SECTOR_BYTES
+        else:
+            places = (elements % array.size) * array.dtype.itemsize // BANK_BYTES  # shared: words
+        if self._vector is not None:  # part of one vector access: counted when it ends
+            self._vector.setdefault((entry.name, kind), []).append((array, lanes, places))
+        else:
+            self._count(entry, array, kind, lanes, places, site, 1)
+        block = self.geometry.block_of[lanes]
+        entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
+
+    @contextlib.contextmanager
+    def vector_access(self, site: int):
+        """The element accesses inside are one warp instruction per array and kind, made at ``site``: a vector
+        load or store's stand-in (`kernels.vector`) reads its 4 floats one by one, the GPU in one 16-byte
+        access. Its sectors are the union of theirs; in shared memory a warp's access of ``b`` bytes per lane
+        is served 128 bytes at a time (8 lanes at a time for 16 bytes), each phase's bank conflicts its own."""
+        if self._vector is not None:  # already inside one
+            yield
+            return
+        self._vector = {}
+        try:
+            yield
+        finally:
+            parts, self._vector = self._vector, None
+            for (name, kind), pieces in parts.items():
+                array = pieces[0][0]
+                lanes = np.concatenate([lanes for _, lanes, _ in pieces])
+                places = np.concatenate([places for _, _, places in pieces])
+                self._count(self.arrays[name], array, kind, lanes, places, site,
+                            len(pieces) * array.dtype.itemsize // BANK_BYTES or 1)
+
+    def _count(self, entry, array, kind: str, lanes, places, site: int, words_per_lane: int) -> None:
+        """One warp instruction per warp among ``lanes``: global ``places`` are sectors, shared ones words."""
+        g = self.geometry
+        warps = g.warp_of[lanes]
+        stats = entry.instructions[kind]
+        requests, sectors, worst = stats.requests, stats.sectors, 0
+        stats.lanes += len(np.unique(lanes))
+        if array.space == "global":
+            keys = np.unique(warps * (1 << 40) + places)
             stats.requests += len(np.unique(warps))
             stats.sectors += len(keys)
         elif array.space == "shared":
-            words = (elements % array.size) * array.dtype.itemsize // BANK_BYTES
-            distinct = np.unique(warps * (1 << 40) + words)
-            warp, word = distinct >> 40, distinct & ((1 << 40) - 1)
-            banks, per_bank = np.unique(warp * BANKS + word % BANKS, return_counts=True)
-            bank_warp = banks // BANKS
-            starts = np.flatnonzero(np.r_[True, bank_warp[1:] != bank_warp[:-1]])
+            phase_lanes = max(1, BANKS // max(1, words_per_lane))  # lanes served together: 128 bytes
+            phases = warps * BANKS + g.laneid[lanes] // phase_lanes
+            distinct = np.unique(phases * (1 << 40) + places)
+            phase, word = distinct >> 40, distinct & ((1 << 40) - 1)
+            banks, per_bank = np.unique(phase * BANKS + word % BANKS, return_counts=True)
+            bank_phase = banks // BANKS
+            starts = np.flatnonzero(np.r_[True, bank_phase[1:] != bank_phase[:-1]])
             degree = np.maximum.reduceat(per_bank, starts)
-            stats.requests += len(degree)
+            stats.requests += len(np.unique(warps))
             stats.sectors += int(degree.sum())
             worst = int(degree.max())
             stats.worst = max(stats.worst, worst)
@@ -127,11 +165,9 @@ class LaunchTrace:
         self.source.setdefault((where.function, where.line), where.source.strip())
         line = self.lines.setdefault((where.function, where.line, entry.name, kind), Instructions())
         line.requests += stats.requests - requests
-        line.lanes += len(lanes)
+        line.lanes += len(np.unique(lanes))
         line.sectors += stats.sectors - sectors
         line.worst = max(line.worst, worst)
-        block = g.block_of[lanes]
-        entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
 
     def finish(self, runtime) -> None:
         """Called when the launch ends: keep what only the runtime knows."""

@@ -142,7 +142,7 @@ def _draw_levels(ax, start, levels: list[Level], title: str, thread_labels: bool
         for c in range(n):
             colour = _ADD if c in written else _COPY if c in moved else _ZERO if c in zeroed else _IDLE
             ax.add_patch(Rectangle((c + 0.06, r + CELL_TOP), 0.88, CELL_HEIGHT, facecolor=colour, edgecolor="none"))
-            ax.text(c + 0.5, r + CELL_TOP + CELL_HEIGHT / 2, f"{row[c]:g}", ha="center", va="center", fontsize=8,
+            ax.text(c + 0.5, r + CELL_TOP + CELL_HEIGHT / 2, f"{row[c]:g}", ha="center", va="center", fontsize=10,
                     color="white" if c in written | moved | zeroed else "black")
         if level is None:
             continue
@@ -151,15 +151,15 @@ def _draw_levels(ax, start, levels: list[Level], title: str, thread_labels: bool
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, "0.25")
             _arrow(ax, dst + 0.5, r - 1 + below, dst + 0.5, top, "0.6")
             if thread_labels:
-                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=6, color="0.2")
+                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=9, color="0.2")
         for dst, src in level.copies:
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, _COPY, dashed=True)
     ax.set_yticks(np.arange(len(rows)) + CELL_TOP + CELL_HEIGHT / 2,
-                  ["input"] + [level.label for level in levels], fontsize=8)
-    ax.set_xticks(np.arange(n) + 0.5, [str(c) for c in range(n)], fontsize=7)
+                  ["input"] + [level.label for level in levels], fontsize=10)
+    ax.set_xticks(np.arange(n) + 0.5, [str(c) for c in range(n)], fontsize=9)
     ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
     ax.set_frame_on(False)
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(title, fontsize=11, loc="left")
 
 
 def draw_reduction_trees(values, addressings=("interleaved", "sequential")):

@@ -143,7 +143,7 @@ def _label_font(axis, columns: int, characters: int) -> float:
     """The font size (pt) that fits ``characters`` across one of ``axis``'s ``columns`` cells, at most `LABEL_FONT`."""
     axis.apply_aspect()  # the equal aspect's final box, which tight_layout has sized
     cell = axis.get_position().width * axis.figure.get_figwidth() * 72 / columns  # pt
-    return min(LABEL_FONT, 0.55 * cell, 0.9 * cell / (0.62 * max(characters, 1)))
+    return min(LABEL_FONT, 0.55 * cell, 0.8 * cell / (0.64 * max(characters, 1)))  # a digit is about 0.64 em
 
 
 def figure_view(draw, controls, before=None):

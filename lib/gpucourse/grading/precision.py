@@ -518,7 +518,7 @@ def check_mma_nt(kernel, trials: int = 3, *, seed: int = 0, name: str | None = N
         _unchanged(name, described, ["A", "Bt"], [A, Bt], after)
         A64, B64 = A.astype(np.float64), Bt.astype(np.float64).T
         _compare_within(name, described, "D", D, A64 @ B64, mma_error_bound(8, np.abs(A64) @ np.abs(B64)),
-                        np.float32, "B[k, n] is Bt[n, k]; the right half's columns n are 8 + group")
+                        np.float32, "B[k, n] is Bt[n, k]; in the right half n = 8 + group")
         if len(calls) != 2:
             raise CheckFailed(f"{name} is correct with {described}, but it calls mma_m16n8k8 {len(calls)} times, "
                               "not 2: one per 16 x 8 half of D, on the tensor cores")

@@ -49,6 +49,8 @@ def test_the_prediction_is_labelled_a_lower_bound_and_names_its_devices_and_sour
     assert "| launch | bytes moved | FLOPs | T4: at least | T4: at most GB/s | H100 SXM: at least |" in text
     assert f"| `double` | 8,000 | 0 | {8000 / 320e9 * 1e6:.3g} µs (memory) | 320 |" in text  # every byte useful
     assert "T4 Tensor Core GPU data sheet" in text and "`python benchmarks/bandwidth.py` on a GPU" in text
+    intro, _table, sources = text.split("\n\n")  # compact: one slide holds it with its lecture's cell
+    assert len(intro) < 320 and "8.1 TFLOPS" not in sources and "T4: 8.1 TFLOP/s FP32, 320 GB/s" in sources
     flops = show_prediction({"double": launch}, flops={"double": 1000}, devices=["H100"]).data
     assert "H100 SXM: at most TFLOP/s" in flops and "T4" not in flops
 

@@ -31,3 +31,17 @@ def test_figure_builds():
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any(label.startswith("sum: 0.25 FLOP/byte") for label in labels)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("points", [2, 7])
+def test_legend_is_readable_on_a_slide(points):
+    """Scaled like a slide's figure (1180 x 500 px at most), the legend's text is at least 13 px tall."""
+    kernels = {f"kernel {k}": 0.25 * 4**k for k in range(points)}
+    fig = draw_roofline(kernels, measured={"cuBLAS": (683.0, 51.7)})
+    renderer = fig.canvas.get_renderer()
+    box = fig.get_tightbbox(renderer)  # inches, what a notebook shows (bbox_inches="tight")
+    scale = min(1, 1180 / (box.width * fig.dpi), 500 / (box.height * fig.dpi))
+    texts = fig.axes[0].get_legend().get_texts()
+    assert [t.get_text() for t in texts][-1] == "cuBLAS: measured 51.7 TFLOP/s" and len(texts) == points + 2
+    assert min(t.get_fontsize() for t in texts) * fig.dpi / 72 * scale >= 13
+    plt.close(fig)

@@ -291,6 +291,41 @@ def make_tile_gemm(tensor_cores):
     return tile_gemm
 
 
+def make_mma_nt(mistake=""):
+    """Lecture 6's puzzle, D = A @ Bt.T by two mma_m16n8k8, right or with one of a student's mistakes."""
+
+    @cuda.jit
+    def mma_nt(D, A, Bt):
+        lane = cuda.threadIdx.x
+        group, pair = lane // 4, 2 * (lane % 4)
+        a = (A[group, pair], A[group, pair + 1], A[group + 8, pair], A[group + 8, pair + 1])
+        zero = float32(0)
+        for half in range(1 if mistake == "left half only" else 2):
+            n = group if mistake == "same rows of Bt" else 8 * half + group
+            b = (Bt[pair, group], Bt[pair + 1, group]) if mistake == "Bt read as B" else (Bt[n, pair], Bt[n, pair + 1])
+            c = (zero, zero, zero, zero)
+            d = c if mistake == "no tensor cores" else mma_m16n8k8(a, b, c)
+            for i in range(4):
+                row, col = group + 8 * (i // 2), 8 * half + pair + i % 2
+                D[row, col] = d[i]
+                if mistake == "no tensor cores":  # the same product on the CUDA cores
+                    D[row, col] = zero
+                    for k in range(8):
+                        D[row, col] += float32(A[row, k]) * float32(Bt[col, k])
+
+    return mma_nt
+
+
+def test_mma_nt_puzzle_reads_b_from_its_transpose():
+    checks.check_mma_nt(make_mma_nt(), quiet=True)
+    for mistake, message in (("Bt read as B", r"256 of 256 elements are wrong.*B\[k, n\] is Bt\[n, k\]"),
+                             ("same rows of Bt", r"D\[0, 8\] should be .*128 of 256 elements are wrong"),
+                             ("left half only", r"never written: it still holds the poison value"),
+                             ("no tensor cores", r"calls mma_m16n8k8 0 times, not 2")):
+        with pytest.raises(CheckFailed, match=f"(?s){message}"):
+            checks.check_mma_nt(make_mma_nt(mistake))
+
+
 def test_mma_gemm_must_use_the_tensor_cores():
     checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45), (16, 8, 8)], special=["denormals", "large"], quiet=True)
     checks.check_mma_gemm(make_tile_gemm(True), [(20, 9, 70)], warps=2, quiet=True)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import gpucourse
+from gpucourse.kernels.precision import mma_m16n8k8
 from gpucourse.run import ptx
-from numba import cuda, float32
+from numba import cuda, float32, types
 
 from kernels_elsewhere import square_plus_one
 
@@ -118,6 +119,22 @@ def test_a_typing_error_is_numba_cudas_typing_error_too():
         calls_an_undefined_name[1, 1](np.zeros(1, np.float32))
     assert isinstance(raised.value, ptx.KernelCompileError)
     assert "NameError: name 'floor' is not defined" in str(raised.value)
+
+
+@cuda.jit
+def one_short_fragment(d):
+    half, zero = types.float16(0), float32(0)
+    a = (half, half, half)  # an mma's A fragment holds 4
+    d[0] = mma_m16n8k8(a, (half, half), (zero, zero, zero, zero))[0]
+
+
+def test_an_intrinsics_own_typing_message_is_all_that_is_shown():
+    with pytest.raises(ptx.KernelCompileError) as raised:
+        one_short_fragment[1, 32](np.zeros(1, np.float32))
+    message = str(raised.value)
+    assert message.endswith("mma_m16n8k8: a_frag must be a tuple of 4 float16 values (or of 2 uint32 words of two), "
+                            "got UniTuple(float16 x 3)")
+    assert "candidate" not in message and len(message.splitlines()) == 2
 
 
 def test_overloads_has_one_entry_per_declared_or_launched_signature():

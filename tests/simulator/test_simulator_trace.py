@@ -185,3 +185,35 @@ def test_summary_and_viewer_show_a_tiled_launch():
     block, phase, thread = viewer.children[0].children
     assert (block.max, phase.max, thread.max) == (3, 1, 1023)
     phase.value = 1  # redraws without error
+
+
+@cuda.jit
+def stencil_through_tile(out, a):
+    """Each thread of an 8 x 8 block reads two neighbours of a, so a cell is read once or twice ("r1", "r2")."""
+    tile = cuda.shared.array((8, 8), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.grid(2)
+    if y < a.shape[0] and x + 1 < a.shape[1]:
+        tile[ty, tx] = a[y, x] + a[y, x + 1]
+    cuda.syncthreads()
+    if y < out.shape[0] and x < out.shape[1]:
+        out[y, x] = tile[tx, ty]
+
+
+def test_trace_labels_are_readable_on_a_slide():
+    """The cell labels of a small trace fit their cells and, scaled like a slide's figure (1180 x 500 px at
+    most), are at least 11 px tall: about the size of the slide's smallest text."""
+    a, out = np.random.default_rng(7).standard_normal((16, 17)).astype(np.float32), np.full((16, 16), np.nan, np.float32)
+    with trace() as t:
+        stencil_through_tile[(2, 2), (8, 8)](out, a)
+    figure = show_trace(t, block=(1, 0), phase=0)
+    renderer = figure.canvas.get_renderer()
+    box = figure.get_tightbbox(renderer)  # inches, what a notebook shows (bbox_inches="tight")
+    scale = min(1, 1180 / (box.width * figure.dpi), 500 / (box.height * figure.dpi))
+    labels = [text for axis in figure.axes for text in axis.texts]
+    assert {text.get_text() for text in labels} >= {"r1", "r2", "0", "63"}
+    for axis in figure.axes:
+        cell = axis.get_window_extent(renderer).width / axis.get_images()[0].get_array().shape[1]  # px
+        for text in axis.texts:
+            assert text.get_window_extent(renderer).width < cell, text.get_text()
+            assert text.get_fontsize() * figure.dpi / 72 * scale >= 11, (text.get_text(), text.get_fontsize(), scale)

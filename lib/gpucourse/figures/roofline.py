@@ -67,35 +67,47 @@ def seconds_at_least(flops: float, bytes_moved: float, device: Device = H100_SXM
     return max(flops / device.peak_flops, bytes_moved / device.bandwidth)
 
 
-def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None):
-    """The roof of ``device`` on log-log axes, with each kernel (name -> FLOPs per byte) on it. Returns the figure."""
+LEGEND_FONT = 11  # pt: a legend, label or note readable on a 1280 x 720 slide
+
+
+def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None, measured=None):
+    """The roof of ``device`` on log-log axes, with each kernel (name -> FLOPs per byte) on it. Returns the figure.
+
+    ``measured`` (name -> (FLOPs per byte, TFLOP/s)) adds points a GPU measured. The legend sits under the axes,
+    one line per point, in a font readable on a slide.
+    """
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.6))
-    low = min([device.ridge / 1000] + [i / 2 for i in kernels.values()])
-    high = max([device.ridge * 30] + [i * 2 for i in kernels.values()])
+    measured = measured or {}
+    if ax is None:  # the legend under the axes grows with the points: the axes shrink so the whole stays slide-sized
+        _, ax = plt.subplots(figsize=(9, max(2.8, 4.4 - 0.2 * (len(kernels) + len(measured)))))
+    points = list(kernels.values()) + [i for i, _ in measured.values()]
+    low = min([device.ridge / 1000] + [i / 2 for i in points])
+    high = max([device.ridge * 30] + [i * 2 for i in points])
+    peak = device.peak_flops / 1e12
     x = np.geomspace(low, high, 400)
     ax.loglog(x, attainable(x, device) / 1e12, color="black", lw=2, label=f"{device.name} roof")
     ax.axvspan(low, device.ridge, color=(0.85, 0.91, 0.99), zorder=0)
     ax.axvline(device.ridge, color="0.4", ls=":", lw=1)
-    ax.text(device.ridge * 1.1, device.peak_flops / 1e12 * 0.5, f"ridge: {device.ridge:.0f} FLOP/byte",
-            fontsize=8, color="0.3")
-    ax.text(low * 1.3, device.peak_flops / 1e12 * 1.25, "memory-bound: judged in bytes/s", fontsize=8, color="0.25")
-    ax.text(device.ridge * 1.3, device.peak_flops / 1e12 * 1.25, "compute-bound: FLOP/s", fontsize=8, color="0.25")
-    ax.text(low * 1.3, device.peak_flops / 1e12 * 0.55, f"sloped roof: intensity x bandwidth ({device.bandwidth / 1e12:.2f} TB/s)",
-            fontsize=8, color="0.25")
+    note = {"fontsize": LEGEND_FONT - 1, "color": "0.25"}
+    ax.text(device.ridge * 1.1, peak * 0.5, f"ridge: {device.ridge:.0f} FLOP/byte", **note)
+    ax.text(low * 1.3, peak * 1.25, "memory-bound: judged in bytes/s", **note)
+    ax.text(device.ridge * 1.3, peak * 1.25, "compute-bound: FLOP/s", **note)
+    ax.text(low * 1.3, peak * 0.55, f"sloped roof: intensity x bandwidth ({device.bandwidth / 1e12:.2f} TB/s)", **note)
     markers = "osD^v<>"
     for k, (name, i) in enumerate(kernels.items()):
         reach = float(attainable(i, device))
-        ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=7, label=f"{name}: {i:.3g} FLOP/byte, "
+        ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=8, label=f"{name}: {i:.3g} FLOP/byte, "
                 f"at most {reach / 1e12:.2f} TFLOP/s ({reach / device.peak_flops:.1%} of peak)")
+    for k, (name, (i, tflops)) in enumerate(measured.items()):
+        ax.plot(i, tflops, "x*+"[k % 3], ms=11, mew=2, label=f"{name}: measured {tflops:g} TFLOP/s")
     ax.set_xlim(low, high)
-    ax.set_ylim(attainable(low, device) / 1e12 / 2, device.peak_flops / 1e12 * 3)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attainable TFLOP/s (FP32)")
-    ax.set_title(f"Roofline of the {device.name}, from its data sheet", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylim(attainable(low, device) / 1e12 / 2, peak * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)", fontsize=LEGEND_FONT)
+    ax.set_ylabel("attainable TFLOP/s (FP32)", fontsize=LEGEND_FONT)
+    ax.tick_params(labelsize=LEGEND_FONT - 1)
+    ax.set_title(f"Roofline of the {device.name}, from its data sheet", fontsize=LEGEND_FONT + 1)
+    ax.legend(fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     ax.grid(True, which="major", color="0.9")
     return ax.figure
 
@@ -173,18 +185,17 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
             rate = per(useful_bytes, label) / b.seconds / 1e9 if useful_bytes is not None else b.flops / b.seconds / 1e12
             cells += [f"{b.seconds * 1e6:.3g} µs ({b.bound_by})", f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"]
         rows.append("| " + " | ".join(cells) + " |")
-    sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s ({d.source})"
-                        for d in devices)
+    sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s "
+                        f"({d.source.split(':')[0]})" for d in devices)  # the data sheet's name, not its figures again
     text = "\n".join([
-        f"**{PREDICTION_LABEL}**: no GPU run is recorded yet, so this is a *lower bound* on the time of each launch "
-        "as traced, at its size (an upper bound on its speed), from the simulator's trace: bytes moved = the 32-byte sectors its warps "
-        "touched x 32, at the device's peak bandwidth, or its FLOPs at the peak FP32 rate, whichever is slower; "
-        "no launch overhead, every sector from device memory (a cache that serves repeated sectors can beat it).",
+        f"**{PREDICTION_LABEL}** (no GPU run recorded yet): a *lower bound* on each traced launch's time at its "
+        "traced size: its bytes (32-byte sectors its warps touched x 32) at peak bandwidth or its FLOPs at peak FP32, "
+        "whichever is slower; no launch overhead, every sector from memory (a cache can beat it).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * 3 + "---:|" * (2 * len(devices)),
         *rows,
         "",
-        f"Data sheets: {sources}." + (f" Measured numbers: `{measure}` on a GPU records them." if measure else ""),
+        f"Data sheets: {sources}." + (f" `{measure}` on a GPU records measured numbers." if measure else ""),
     ])
     return Markdown(text)

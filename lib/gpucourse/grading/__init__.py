@@ -1,7 +1,7 @@
 """What test cells call: run a kernel against a NumPy spec, explain failures, enforce budgets.
 
-Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, the checks of `elementwise`
-and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5), `precision`
+Holds: `core` (`check_kernel`, launch plans, `CheckFailed`), `runner`, `threads` (module 1: `check_copies`),
+the checks of `elementwise` and `reduction` (module 2), `matmul` (module 3), `conv` (module 4), `fusion` (module 5), `precision`
 (module 6) and `tuning` (module 7: the tuning problems of the SGEMM, conv and softmax, and the checks of
 assignment 7), `feedback`, and the differential test of the simulator against a GPU (`differential`, its
 kernels and runner in `differential_cases`).
@@ -24,14 +24,15 @@ from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel
                      transpose_tiles, warp_per_row, warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
-                        check_softmax_fp16, check_to_bfloat16, check_unscale)
+                        check_mma_nt, check_softmax_fp16, check_to_bfloat16, check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         tree_reads, writes_each_element_once)
 from .runner import REDUCTION_RTOL
+from .threads import check_copies
 from . import tuning  # noqa: E402 (after the checks: it builds on run.tuning)
 
-__all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
+__all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "check_copies", "TOLERANCES", "REDUCTION_RTOL", "blocks_needed",
            "one_block", "blocks_1d", "one_block_2d", "blocks_2d", "outer",
            "tensor", "check_strided_map", "check_broadcast_zip",
            "one_block_reduce", "block_per_row", "block_sums", "check_axis_reduce", "check_reduction",
@@ -48,4 +49,4 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "TOL
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",
-           "check_dot_rows", "check_softmax_fp16", "tuning"]
+           "check_dot_rows", "check_mma_nt", "check_softmax_fp16", "tuning"]

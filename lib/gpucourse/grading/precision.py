@@ -17,6 +17,7 @@ a bound that fits the format; exact results bit for bit.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -480,6 +481,50 @@ def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Se
     report(name, count, quiet)
 
 
+# ---------------------------------------------------------------- tensor cores: lecture 6's puzzle, exercise 6
+
+
+@contextmanager
+def _counting_mma(calls: list):
+    """Launches on the course simulator, traced (the trace is yielded), each call of `mma_m16n8k8` appending the
+    number of warps it serves to ``calls``."""
+
+    def counting(a, b, c):
+        calls.append(a.shape[0])
+        return emulate_mma_m16n8k8(a, b, c)
+
+    mma_m16n8k8.__warp_emulation__ = counting
+    try:
+        with simulated(), trace() as recorded:
+            yield recorded
+    finally:
+        mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
+
+
+def check_mma_nt(kernel, trials: int = 3, *, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[1, 32](D, A, Bt)``: one warp computes ``D = A @ Bt.T``, A (16, 8) and Bt (16, 8) float16 (B stored
+    N x K, as attention's K in ``Q @ K.T``), D (16, 16) float32, with two `mma_m16n8k8` (D's columns 0-7, then
+    8-15, each from ``C = 0``): within `mma_error_bound` of the float64 product, two calls on the course simulator.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    for trial in range(trials):
+        A, Bt = _special(rng, (16, 8), np.float16, ()), _special(rng, (16, 8), np.float16, ())
+        described = f"grid=1, block=32, A (16, 8), Bt (16, 8), random draw {trial + 1} of {trials}"
+        calls = []
+        with _counting_mma(calls):
+            D, after = _launch(kernel, name, described, 1, 32, (16, 16), np.float32, [A, Bt], "D")
+        _unchanged(name, described, ["A", "Bt"], [A, Bt], after)
+        A64, B64 = A.astype(np.float64), Bt.astype(np.float64).T
+        _compare_within(name, described, "D", D, A64 @ B64, mma_error_bound(8, np.abs(A64) @ np.abs(B64)),
+                        np.float32, "B[k, n] is Bt[n, k]; in the right half n = 8 + group")
+        if len(calls) != 2:
+            raise CheckFailed(f"{name} is correct with {described}, but it calls mma_m16n8k8 {len(calls)} times, "
+                              "not 2: one per 16 x 8 half of D, on the tensor cores")
+    report(name, trials, quiet)
+
+
 # ---------------------------------------------------------------- exercise 6: a tensor-core tile GEMM
 
 
@@ -503,17 +548,8 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
         grid = (math.ceil(N / (8 * warps)), math.ceil(M / 16))
         described = f"grid={grid}, block=(32, {warps}), {_sizes_described(A=A, B=B)}"
         calls = []
-
-        def counting(a, b, c):
-            calls.append(a.shape[0])  # warps in this call
-            return emulate_mma_m16n8k8(a, b, c)
-
-        mma_m16n8k8.__warp_emulation__ = counting
-        try:
-            with simulated(), trace() as recorded:
-                C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B], "C")
-        finally:
-            mma_m16n8k8.__warp_emulation__ = emulate_mma_m16n8k8
+        with _counting_mma(calls) as recorded:
+            C, after = _launch(kernel, name, described, grid, (32, warps), (M, N), np.float32, [A, B], "C")
         _unchanged(name, described, ["A", "B"], [A, B], after)
         A64, B64 = A.astype(np.float64), B.astype(np.float64)
         _compare_within(name, described, "C", C, A64 @ B64, mma_error_bound(K, np.abs(A64) @ np.abs(B64)), np.float32,
@@ -535,4 +571,4 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
 
 __all__ = ["bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_dot_rows", "check_linear_fp16",
            "check_kahan_rows", "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd",
-           "check_mma_gemm", "check_softmax_fp16"]
+           "check_mma_gemm", "check_mma_nt", "check_softmax_fp16"]

@@ -37,12 +37,22 @@ def simulated():
     return _cpu_backend().simulated()
 
 
+def counting_copies():
+    """``with counting_copies() as copies:`` counts the copies between host and device made inside it
+    (``copies.to_device``, ``copies.to_host``; a host array passed to a launch counts one each way), on the CPU
+    simulator only: a GPU's copies go through numba's driver, which this does not see."""
+    if BACKEND.on_gpu:
+        raise RuntimeError("counting_copies counts the copies of the CPU simulator's device arrays; "
+                           "it cannot see a GPU's")
+    return _cpu_backend().device_memory.counting_copies()
+
+
 def trace():
     """``with trace() as t:`` records every launch inside, run on the course simulator (also on a GPU machine)."""
     return _cpu_backend().trace()
 
 
-__all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "ptx",
+__all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "counting_copies", "ptx",
            "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
            "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch",
            "median_seconds", "timing", "tuning"]

@@ -228,6 +228,7 @@ class SimulatedLaunch:
     def __call__(self, *args):
         grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
         check_launch_limits(grid, block)
+        device_memory.count_launch_copies(args)
         args, declared = _declared_arguments(self.dispatcher, _without_hints(self.dispatcher, args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         launched = _launched.setdefault(self.dispatcher, [])

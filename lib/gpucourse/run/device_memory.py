@@ -16,9 +16,18 @@ indices: ``d[...]``, ``d[None]`` or an index array is refused with a message,
 and so are what numba's simulator lends them from NumPy and a GPU's lack:
 arithmetic and ordering (``d + 1``, ``d < 0``) and NumPy's methods (``d.sum()``,
 ``d.astype(...)``, ``d.fill(0)``).
+
+``with counting_copies() as copies:`` counts the copies between host and device
+inside it: ``copies.to_device`` (``to_device``, ``copy_to_device`` or ``d[...] =``
+from a host array, and each host array a launch is given) and ``copies.to_host``
+(``copy_to_host``, and each host array a launch is given, which numba copies
+back; ``cuda.In`` only in, ``cuda.Out`` only back).
 """
 
 from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
@@ -27,6 +36,48 @@ from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 # what a device array on a GPU has: DeviceNDArray's methods and the attributes its __init__ sets
 ON_A_GPU = frozenset(name for name in dir(DeviceNDArray) if not name.startswith("__")) | {
     "shape", "strides", "dtype", "size", "ndim", "alloc_size", "gpu_data", "stream"}
+
+
+@dataclass(eq=False)  # each counter is itself: two that hold the same counts are not the same one
+class Copies:
+    """Copies between host and device memory, each a whole array (or the part an assignment names)."""
+
+    to_device: int = 0
+    to_host: int = 0
+
+
+_counting: list[Copies] = []
+
+
+@contextlib.contextmanager
+def counting_copies():
+    """``with counting_copies() as copies:`` counts the copies made inside it (on the simulator)."""
+    copies = Copies()
+    _counting.append(copies)
+    try:
+        yield copies
+    finally:
+        _counting.remove(copies)
+
+
+def count_copies(to_device: int = 0, to_host: int = 0) -> None:
+    for copies in _counting:
+        copies.to_device += to_device
+        copies.to_host += to_host
+
+
+def count_launch_copies(arguments) -> None:
+    """Count the copies numba makes for a launch's arguments: each host array in and back (``In``: only in,
+    ``Out``: only back, ``InOut``: both), a device array or a number none."""
+    from numba.cuda.args import In, InOut, Out  # noqa: PLC0415
+
+    for value in arguments:
+        if isinstance(value, In):
+            count_copies(to_device=1)
+        elif isinstance(value, (Out, InOut)):
+            count_copies(to_device=int(isinstance(value, InOut)), to_host=1)
+        elif isinstance(value, np.ndarray):
+            count_copies(to_device=1, to_host=1)
 
 
 def check_index(index) -> None:
@@ -82,6 +133,8 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         check_index(index)
         self._ary[index] = value
         self.written[index] = True
+        if isinstance(value, np.ndarray):
+            count_copies(to_device=1)
 
     def transpose(self, axes=None):
         return TrackedDeviceArray(np.transpose(self._ary, axes), np.transpose(self.written, axes), self.stream)
@@ -109,6 +162,12 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
     def copy_to_device(self, ary, stream=0):
         super().copy_to_device(ary, stream)
         self.written[...] = True
+        if not isinstance(ary, sim_arrays.FakeCUDAArray):
+            count_copies(to_device=1)
+
+    def copy_to_host(self, ary=None, stream=0):
+        count_copies(to_host=1)
+        return super().copy_to_host(ary, stream)
 
 
 def to_device(obj, stream=0, copy=True, to=None):
@@ -117,6 +176,7 @@ def to_device(obj, stream=0, copy=True, to=None):
         to.copy_to_device(obj, stream)
         return to
     array = sim_arrays.to_device(obj, stream, copy)
+    count_copies(to_device=int(copy and not isinstance(obj, sim_arrays.FakeCUDAArray)))
     return TrackedDeviceArray(array._ary, np.ones(array._ary.shape, bool), array.stream)
 
 

@@ -190,7 +190,16 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
     return ptx
 
 
+_SPECIFIC = re.compile(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)")  # a function's own typing message
+
+
 def _short(message: str, limit: int = 40) -> str:
+    """numba's message, at most ``limit`` lines; only the message of the function a call was refused by, where
+    it gave one (a course intrinsic's, such as a fragment of the wrong size): numba's list of candidates adds
+    nothing to it."""
+    specific = _SPECIFIC.search(str(message))
+    if specific:
+        return specific.group(1).strip()
     lines = [line for line in str(message).splitlines() if line.strip()]
     return "\n".join(lines[:limit])
 

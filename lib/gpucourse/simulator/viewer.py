@@ -22,6 +22,7 @@ from .trace import LaunchTrace, Trace
 
 ROW = 32
 TEXT_LIMIT = 512  # cells; above this the figure shows colours only
+LABEL_FONT, TITLE_FONT = 12, 11  # pt, at most: a cell's label, an array's title (readable on a 1280 x 720 slide)
 
 
 def _launch(trace) -> LaunchTrace:
@@ -80,7 +81,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         grids = [_cell_grid(a.shape) for _, a in shown] or [(1, 1)]
         tallest = max(r / c for r, c in grids)
         width = min(max(3.6, 0.24 * max(c for _, c in grids) + 0.8), 8.0)  # room for labels, within a page
-        fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.9 + rows * (0.6 + width * min(tallest, 1.5))),
+        fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.6 + rows * (0.3 + width * min(tallest, 1.5))),
                                  squeeze=False)
         for extra in axes.ravel()[len(shown):]:
             extra.axis("off")
@@ -90,6 +91,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
             raise ValueError(f"ax= draws one array; pick it with arrays=[name] (this phase touches {arrays})")
         fig, axes = ax.figure, [ax]
     palette = plt.get_cmap("tab20")(np.arange(20))
+    labelled = []  # (axis, columns, one label per element): drawn once the layout has sized the cells
     for axis, (name, array) in zip(axes, shown):
         rows, columns = _cell_grid(array.shape)
         writer, readers, touched_by = _accesses(launch, array, b, phase)
@@ -115,24 +117,33 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
             colour[: array.size][reads & writes] = (0.6, 0.3, 0.8, 1)
         axis.imshow(colour.reshape(rows, columns, 4), aspect="equal", interpolation="nearest")
         if cells <= TEXT_LIMIT and me is None:
-            for e in range(array.size):
-                r, c = divmod(e, columns)
-                label = str(writer[e]) if writer[e] >= 0 else (f"r{readers[e]}" if readers[e] else "")
-                if label:
-                    axis.text(c, r, label, ha="center", va="center", fontsize=6)
+            labelled.append((axis, columns, [str(w) if w >= 0 else (f"r{r}" if r else "")
+                                             for w, r in zip(writer, readers)]))
         axis.set_xticks(np.arange(-0.5, columns, 1), minor=True)
         axis.set_yticks(np.arange(-0.5, rows, 1), minor=True)
         axis.grid(which="minor", color="white" if cells > TEXT_LIMIT else "0.75", linewidth=0.5)
-        axis.tick_params(which="both", length=0, labelsize=7)
+        axis.tick_params(which="both", length=0, labelsize=TITLE_FONT - 2)
         axis.set_xticks(range(0, columns, max(1, columns // 8)))
         axis.set_yticks(range(0, rows, max(1, rows // 8)))
-        axis.set_title(f"{array.space} {name} {array.shape}", fontsize=9, loc="left")
+        axis.set_title(f"{array.space} {name} {array.shape}", fontsize=TITLE_FONT, loc="left")
     named = f"{tuple(thread)} = {me}" if isinstance(thread, (tuple, list)) else f"{me}"
     who = "all threads" if me is None else f"thread {named} (reads blue, writes red)"
     fig.suptitle(f"{launch.kernel}: block {launch.geometry.block_name(b)}, phase {phase} "
-                 f"(after {phase} barrier{'s' if phase != 1 else ''}), {who}", fontsize=10)
+                 f"(after {phase} barrier{'s' if phase != 1 else ''}), {who}", fontsize=TITLE_FONT + 1)
     fig.tight_layout()
+    for axis, columns, labels in labelled:
+        size = _label_font(axis, columns, max(map(len, labels)))
+        for e, label in enumerate(labels):
+            if label:
+                axis.text(e % columns, e // columns, label, ha="center", va="center", fontsize=size)
     return fig
+
+
+def _label_font(axis, columns: int, characters: int) -> float:
+    """The font size (pt) that fits ``characters`` across one of ``axis``'s ``columns`` cells, at most `LABEL_FONT`."""
+    axis.apply_aspect()  # the equal aspect's final box, which tight_layout has sized
+    cell = axis.get_position().width * axis.figure.get_figwidth() * 72 / columns  # pt
+    return min(LABEL_FONT, 0.55 * cell, 0.8 * cell / (0.64 * max(characters, 1)))  # a digit is about 0.64 em
 
 
 def figure_view(draw, controls, before=None):

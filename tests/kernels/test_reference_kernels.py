@@ -210,3 +210,13 @@ def test_lectures_can_show_the_source():
     assert source_of(reduction.sum_sequential).startswith("@cuda.jit\ndef sum_sequential(partial, a):")
     shown = show_source(reduction.warp_sum, reduction.sum_warp_shuffle)
     assert shown.data.startswith("```python\n@cuda.jit(device=True)\ndef warp_sum(value):")
+
+
+def test_sources_can_leave_their_docstrings_out():
+    """For a slide: the docstrings of a builder and of the functions inside it go, its code and comments stay."""
+    from gpucourse.kernels import fusion
+
+    whole, code = source_of(fusion.make_micro_tile), source_of(fusion.make_micro_tile, docstrings=False)
+    assert '"""' in whole and '"""' not in code
+    assert "def micro_tile_product(" in code and "# unsigned indices" in code
+    assert set(code.splitlines()) <= set(whole.splitlines())

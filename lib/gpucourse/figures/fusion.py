@@ -251,7 +251,7 @@ def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global m
     ax.set_title(title, fontsize=10, loc="left")
     ax.legend(handles=[Patch(color=colour[k], label=k) for k in kernels]
               + [Patch(facecolor="white", edgecolor="0.3", hatch="///", label="hatched: written")],
-              fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+              fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.figure.tight_layout()
     return ax.figure
 
@@ -299,7 +299,7 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
         ax.set_ylabel("bytes")
         ax.set_title(title, fontsize=10, loc="left")
         ax.grid(True, which="major", color="0.9")
-        ax.legend(fontsize=7.5, loc="upper left")
-    fig.suptitle(note, fontsize=9)
+        ax.legend(fontsize=9, loc="upper left")
+    fig.suptitle(note, fontsize=10)
     fig.tight_layout()
     return fig

@@ -17,7 +17,7 @@ from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .fusion import (block_rows, check_attention, check_cross_entropy, check_gemm_epilogue, check_layernorm,
                      check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
-                     warp_rows)
+                     thread_rows, warp_rows)
 from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_transposed_product,
                      coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles,
                      no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma, tiled_reads,
@@ -45,7 +45,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
            "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_row_group_max", "check_registers_only", "make_flash_exercise", "check_cross_entropy", "check_attention",
-           "warp_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
+           "warp_rows", "thread_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",

@@ -112,7 +112,7 @@ class LaunchTrace:
         if self._vector is not None:  # part of one vector access: counted when it ends
             self._vector.setdefault((entry.name, kind), []).append((array, lanes, places))
         else:
-            self._count(entry, array, kind, lanes, places, site, 1)
+            self._count(entry, array, kind, lanes, places, site, 1, len(lanes))
         block = self.geometry.block_of[lanes]
         entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
 
@@ -135,29 +135,31 @@ class LaunchTrace:
                 lanes = np.concatenate([lanes for _, lanes, _ in pieces])
                 places = np.concatenate([places for _, _, places in pieces])
                 self._count(self.arrays[name], array, kind, lanes, places, site,
-                            len(pieces) * array.dtype.itemsize // BANK_BYTES or 1)
+                            len(pieces) * array.dtype.itemsize // BANK_BYTES or 1, len(pieces[0][1]))
 
-    def _count(self, entry, array, kind: str, lanes, places, site: int, words_per_lane: int) -> None:
-        """One warp instruction per warp among ``lanes``: global ``places`` are sectors, shared ones words."""
+    def _count(self, entry, array, kind: str, lanes, places, site: int, words_per_lane: int, threads: int) -> None:
+        """One warp instruction per warp among ``lanes`` (``threads`` of them taking part): global ``places`` are
+        sectors, shared ones words."""
         g = self.geometry
         warps = g.warp_of[lanes]
         stats = entry.instructions[kind]
         requests, sectors, worst = stats.requests, stats.sectors, 0
-        stats.lanes += len(np.unique(lanes))
+        stats.lanes += threads
         if array.space == "global":
             keys = np.unique(warps * (1 << 40) + places)
-            stats.requests += len(np.unique(warps))
+            stats.requests += len(np.unique(keys >> 40))
             stats.sectors += len(keys)
         elif array.space == "shared":
-            phase_lanes = max(1, BANKS // max(1, words_per_lane))  # lanes served together: 128 bytes
-            phases = warps * BANKS + g.laneid[lanes] // phase_lanes
+            phases = warps * BANKS  # lanes served together: 128 bytes (all 32 for 4 bytes each, 8 for 16 bytes)
+            if words_per_lane > 1:
+                phases = phases + g.laneid[lanes] // max(1, BANKS // words_per_lane)
             distinct = np.unique(phases * (1 << 40) + places)
             phase, word = distinct >> 40, distinct & ((1 << 40) - 1)
             banks, per_bank = np.unique(phase * BANKS + word % BANKS, return_counts=True)
             bank_phase = banks // BANKS
             starts = np.flatnonzero(np.r_[True, bank_phase[1:] != bank_phase[:-1]])
             degree = np.maximum.reduceat(per_bank, starts)
-            stats.requests += len(np.unique(warps))
+            stats.requests += len(starts) if words_per_lane == 1 else len(np.unique(bank_phase[starts] // BANKS))
             stats.sectors += int(degree.sum())
             worst = int(degree.max())
             stats.worst = max(stats.worst, worst)
@@ -165,7 +167,7 @@ class LaunchTrace:
         self.source.setdefault((where.function, where.line), where.source.strip())
         line = self.lines.setdefault((where.function, where.line, entry.name, kind), Instructions())
         line.requests += stats.requests - requests
-        line.lanes += len(np.unique(lanes))
+        line.lanes += threads
         line.sectors += stats.sectors - sectors
         line.worst = max(line.worst, worst)
 

@@ -48,10 +48,10 @@ import functools
 import math
 
 import numpy as np
-from numba import config as numba_config
 from numba import cuda, float32, uint64
 
 from . import matmul as mm
+from .bounds import launch_bounds
 from .vector import WIDTH, load4, store4, vector_aligned
 
 TILE = mm.TILE  # the GEMM's square tile
@@ -687,8 +687,7 @@ FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d
 LOG2E = 1.4426950408889634
 H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
 FLASH_BLOCKS_PER_SM = 4  # attention_flash2's blocks resident per SM of an H100: 128 registers x 128 threads each
-# numba's simulator (NUMBA_ENABLE_CUDASIM=1) compiles nothing and takes no launch_bounds
-FLASH_BOUNDS = {} if numba_config.ENABLE_CUDASIM else {"launch_bounds": (FLASH_THREADS, FLASH_BLOCKS_PER_SM)}
+FLASH_BOUNDS = launch_bounds(FLASH_THREADS, FLASH_BLOCKS_PER_SM)
 MIN_SPLIT_TILES = 4  # a slice of the keys has at least 4 tiles of 32 (else the merge costs what the slice saves)
 MAX_SPLITS = 16  # the partial results stay O(N): at most 16 x (batch*heads) x N x (d + 2) float32
 

@@ -51,13 +51,13 @@ from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
-from numba import config as numba_config
 from numba import cuda, float32, types, uint32, uint64
 float16 = types.float16
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 from numba.cuda.core import targetconfig
 
+from .bounds import launch_bounds
 from .vector import HALVES, WIDTH, ldmatrix4w, load4w, pack2h, store4w, transpose2h, vector_aligned
 
 # -- formats ---------------------------------------------------------------------------------------
@@ -450,7 +450,7 @@ TC_VECTORS = TC_BM * TC_BK // HALVES // TC_THREADS  # 16-byte chunks per thread 
 TC_PASS = TC_THREADS * HALVES // TC_BK  # rows of A's tile that one pass of 16-byte chunks fills: 64
 TC_CHUNKS_B = TC_BN // HALVES  # 16-byte chunks in a row of B's tile: 16
 TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_PAIRS  # the shared tiles hold two copies each (double buffering)
-TC_BOUNDS = {} if numba_config.ENABLE_CUDASIM else {"launch_bounds": (TC_THREADS, 2)}  # <= 128 registers
+TC_BOUNDS = launch_bounds(TC_THREADS, 2)  # <= 128 registers
 
 
 @cuda.jit(device=True, inline="always")

@@ -87,6 +87,7 @@ SOFTMAX_OF_COPY, SOFTMAX_GOAL_SIZE = 0.9, (16384, 4096)  # issue 22
 FLASH2_OF_SDPA = 3.0  # issue 22: attention_flash2's time at most 3x SDPA's
 REGISTERS_SOFTMAX, FLASH2 = "`softmax_registers`", "`attention_flash2`"
 FLASH2_UNSPLIT = "`attention_flash2`, keys not split"  # its row where the automatic launch splits the keys
+FLASH2_FIVE = "`attention_flash2`, 5 blocks per SM"  # launch bounds (128, 5): at most 96 registers, against 128
 
 
 # -- measurements and their report (pure) -----------------------------------------------------------------
@@ -332,6 +333,14 @@ def flash2_cases(Q, K, V, O, sms: int) -> list[Case]:
     if splits > 1:
         cases.append(Case(FLASH2_UNSPLIT, [functools.partial(fusion.launch_flash2, O3, Q3, K3, V3, False, 1)],
                           O.copy_to_host, extra_bytes=lambda: 0, note=blocks))
+    five = fusion.flash2_splits(1, Q.shape[0], sms, blocks_per_sm=5)
+    five_partials = fusion.flash2_partials(shape, five) if five > 1 else None
+    cases.append(Case(FLASH2_FIVE, [functools.partial(fusion.launch_flash2, O3, Q3, K3, V3, False, five,
+                                                      five_partials, blocks_per_sm=5)],
+                      O.copy_to_host, kernel_launches=1 if five == 1 else 2,
+                      extra_bytes=lambda: sum(p.nbytes for p in five_partials or ()),
+                      note="launch bounds (128, 5): at most 96 registers, against 128 at 4 blocks per SM"
+                           + (f"; keys in {five} slices" if five > 1 else "")))
     return cases
 
 

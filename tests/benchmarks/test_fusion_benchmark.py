@@ -115,7 +115,7 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     assert [m.path for m in run] == [bench.COPY, bench.NAIVE_SOFTMAX, "`softmax_row_fused`", "`softmax_online`",
                                      bench.REGISTERS_SOFTMAX, bench.TORCH_SOFTMAX]
     run += bench.measure_attention(40, device, 1, {}, d=16)
-    assert [m.path for m in run[6:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2]
+    assert [m.path for m in run[6:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2, bench.FLASH2_FIVE]
     assert not [m for m in run if m.wrong], [m.note for m in run if m.wrong]
     assert all(m.ms > 0 for m in run)
     assert run[6].extra_bytes == 2 * 40 * 40 * 4 and run[7].extra_bytes == 0 and run[8].extra_bytes == 0
@@ -129,16 +129,18 @@ def test_flash2_split_over_the_keys_where_its_grid_is_small_for_the_sms(bench):
     N, d = 256, 16  # 4 blocks of queries for 132 SMs: 2 slices of 4 tiles
     Q, K, V = (np.random.default_rng(k).standard_normal((N, d)).astype(np.float32) for k in range(3))
     O = bench.cuda.device_array((N, d), np.float32)
-    split, unsplit = bench.flash2_cases(*(bench.cuda.to_device(a) for a in (Q, K, V)), O, sms=132)
-    assert (split.path, unsplit.path) == (bench.FLASH2, bench.FLASH2_UNSPLIT) and split.kernel_launches == 2
-    assert split.extra_bytes() == 2 * N * (d + 2) * 4 and unsplit.extra_bytes() == 0
-    assert "keys in 2 slices" in split.note
-    for case in (split, unsplit):
+    split, unsplit, five = bench.flash2_cases(*(bench.cuda.to_device(a) for a in (Q, K, V)), O, sms=132)
+    assert (split.path, unsplit.path, five.path) == (bench.FLASH2, bench.FLASH2_UNSPLIT, bench.FLASH2_FIVE)
+    assert split.kernel_launches == five.kernel_launches == 2
+    assert split.extra_bytes() == five.extra_bytes() == 2 * N * (d + 2) * 4 and unsplit.extra_bytes() == 0
+    assert "keys in 2 slices" in split.note and "keys in 2 slices" in five.note  # 5 x 132 blocks: still 2
+    for case in (split, unsplit, five):
         bench.poison(O)
         case.calls[0]()
         np.testing.assert_allclose(case.result(), fusion.attention_reference(Q, K, V), rtol=1e-4, atol=1e-5)
     one_sm = bench.flash2_cases(*(bench.cuda.to_device(a) for a in (Q, K, V)), O, sms=1)  # its 4 blocks fill it
-    assert [c.path for c in one_sm] == [bench.FLASH2] and one_sm[0].extra_bytes() == 0
+    assert [c.path for c in one_sm] == [bench.FLASH2, bench.FLASH2_FIVE] and one_sm[0].extra_bytes() == 0
+    assert one_sm[1].extra_bytes() == 2 * N * (d + 2) * 4  # 5 blocks for one SM: 4 blocks of queries, 2 slices
 
 
 def test_a_wrong_result_is_flagged(bench):

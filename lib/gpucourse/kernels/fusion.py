@@ -687,7 +687,6 @@ FLASH_DIMS = (16, 32, 64)  # head dimensions with a compiled kernel; a smaller d
 LOG2E = 1.4426950408889634
 H100_SMS = 132  # the SMs a split is planned for where the device has none of its own (the simulator says 1)
 FLASH_BLOCKS_PER_SM = 4  # attention_flash2's blocks resident per SM of an H100: 128 registers x 128 threads each
-FLASH_BOUNDS = launch_bounds(FLASH_THREADS, FLASH_BLOCKS_PER_SM)
 MIN_SPLIT_TILES = 4  # a slice of the keys has at least 4 tiles of 32 (else the merge costs what the slice saves)
 MAX_SPLITS = 16  # the partial results stay O(N): at most 16 x (batch*heads) x N x (d + 2) float32
 
@@ -727,8 +726,9 @@ def read_chunk(X, head, row, c, inside, d, vectors):
 
 
 @functools.cache
-def make_flash2(D: int, split: bool = False):
-    """`attention_flash2` for head dimensions up to ``D`` (a multiple of 8): Q, K, V, O of shape (batch*heads, N, d).
+def make_flash2(D: int, split: bool = False, blocks_per_sm: int = FLASH_BLOCKS_PER_SM):
+    """`attention_flash2` for head dimensions up to ``D`` (a multiple of 8): Q, K, V, O of shape (batch*heads, N, d);
+    its launch bounds keep ``blocks_per_sm`` blocks resident per SM (4: at most 128 registers; 5: at most 96).
 
     Grid (query blocks, batch*heads), 128 threads. The block copies its 64 queries once (scaled by
     ``log2(e) / sqrt(d)``, so that ``exp2`` of a score is ``exp`` of the true one), then walks tiles of
@@ -843,7 +843,9 @@ def make_flash2(D: int, split: bool = False):
         lane = cuda.threadIdx.x % 32
         return (cuda.threadIdx.x // 32) * (FLASH_QUERIES // 4) + WIDTH * (lane % ROW_GROUPS), lane // ROW_GROUPS
 
-    @cuda.jit(**FLASH_BOUNDS)  # at most 128 registers: 4 blocks per SM
+    bounds = launch_bounds(FLASH_THREADS, blocks_per_sm)
+
+    @cuda.jit(**bounds)  # registers capped so that blocks_per_sm blocks of 128 threads fit an SM
     def attention_flash2(O, Q, K, V, causal):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)  # running max of each row (log2 units) ...
@@ -860,7 +862,7 @@ def make_flash2(D: int, split: bool = False):
                 if query < N and c < d:
                     O[head, query, c] = acc[i, j] * inverse
 
-    @cuda.jit(**FLASH_BOUNDS)  # 128 registers at most, as attention_flash2
+    @cuda.jit(**bounds)
     def attention_flash2_split(O_part, m_part, l_part, Q, K, V, causal):
         acc = cuda.local.array((TM, TN_O), float32)
         m = cuda.local.array(TM, float32)
@@ -912,14 +914,14 @@ def flash2_combine(O, O_part, m_part, l_part):
         O[head, query, c] = value * reciprocal(total)
 
 
-def flash2_for(d: int, split: bool = False):
+def flash2_for(d: int, split: bool = False, blocks_per_sm: int = FLASH_BLOCKS_PER_SM):
     """The `attention_flash2` (or ``split``: `attention_flash2_split`) compiled for the smallest head dimension in
-    `FLASH_DIMS` that holds ``d``."""
+    `FLASH_DIMS` that holds ``d``, with ``blocks_per_sm`` blocks resident per SM."""
     fits = [D for D in FLASH_DIMS if d <= D]
     if not fits or d < 1:
         raise ValueError(f"attention_flash2 takes head dimensions 1 to {FLASH_DIMS[-1]}, got {d}; "
                          f"use attention_flash for d up to {MAX_D}")
-    return make_flash2(fits[0], True) if split else make_flash2(fits[0])
+    return make_flash2(fits[0], split, blocks_per_sm)
 
 
 attention_flash2 = make_flash2(64)
@@ -960,12 +962,12 @@ def multiprocessors() -> int:
     return count if count > 1 else H100_SMS
 
 
-def flash2_splits(heads: int, N: int, sms: int | None = None) -> int:
+def flash2_splits(heads: int, N: int, sms: int | None = None, blocks_per_sm: int = FLASH_BLOCKS_PER_SM) -> int:
     """Slices of the keys for `attention_flash2` on ``sms`` SMs (default: `multiprocessors`): 1 when its
-    (query blocks x heads) fill ``FLASH_BLOCKS_PER_SM`` blocks per SM, else enough slices to do so, each of at least
+    (query blocks x heads) fill ``blocks_per_sm`` blocks per SM, else enough slices to do so, each of at least
     ``MIN_SPLIT_TILES`` tiles, at most ``MAX_SPLITS``."""
     blocks = -(-N // FLASH_QUERIES) * heads
-    wanted = -(-FLASH_BLOCKS_PER_SM * (multiprocessors() if sms is None else sms) // blocks)
+    wanted = -(-blocks_per_sm * (multiprocessors() if sms is None else sms) // blocks)
     most = min(MAX_SPLITS, max(1, -(-N // FLASH_KEYS) // MIN_SPLIT_TILES))
     return max(1, min(wanted, most))
 
@@ -977,17 +979,19 @@ def flash2_partials(shape, splits: int) -> tuple:
     return device_array((heads, splits, N, d)), device_array((heads, splits, N)), device_array((heads, splits, N))
 
 
-def launch_flash2(O, Q, K, V, causal=False, splits: int | None = None, partials=None) -> None:
+def launch_flash2(O, Q, K, V, causal=False, splits: int | None = None, partials=None,
+                  blocks_per_sm: int = FLASH_BLOCKS_PER_SM) -> None:
     """`attention_flash2` on (batch*heads, N, d) arrays: one kernel, or with ``splits`` > 1 (default: `flash2_splits`)
-    `attention_flash2_split` into ``partials`` (default: new `flash2_partials`), then `flash2_combine`."""
+    `attention_flash2_split` into ``partials`` (default: new `flash2_partials`), then `flash2_combine`;
+    ``blocks_per_sm``: the launch bounds of the kernels (`make_flash2`) and the blocks a split fills."""
     heads, N, d = Q.shape
-    splits = flash2_splits(heads, N) if splits is None else splits
+    splits = flash2_splits(heads, N, blocks_per_sm=blocks_per_sm) if splits is None else splits
     grid, block = flash2_configuration(Q.shape, splits)
     if splits <= 1:
-        flash2_for(d)[grid, block](O, Q, K, V, causal)
+        flash2_for(d, False, blocks_per_sm)[grid, block](O, Q, K, V, causal)
         return
     partials = flash2_partials(Q.shape, splits) if partials is None else partials
-    flash2_for(d, split=True)[grid, block](*partials, Q, K, V, causal)
+    flash2_for(d, True, blocks_per_sm)[grid, block](*partials, Q, K, V, causal)
     flash2_combine[(-(-N * d // THREADS), heads), THREADS](O, *partials)
 
 

@@ -36,6 +36,8 @@ CSS = f"""
 .reveal .jp-InputArea-editor pre {{ max-height: {CODE_BOX}px; overflow-y: auto; }}
 .reveal .jp-OutputArea-output pre {{ max-height: {TEXT_BOX}px; overflow-y: auto; }}
 .reveal .jp-OutputArea-output img {{ max-height: {FIGURE_BOX}px; max-width: 100%; width: auto; height: auto; }}
+/* A line longer than the slide is wide (about 95 characters of code) wraps instead of being cut at its edge. */
+.reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{ white-space: pre-wrap; overflow-wrap: anywhere; }}
 """
 
 

@@ -521,9 +521,9 @@ def attention_flash(O, Q, K, V, causal):
         q[c] = Q[query, c] * scale if query < N else float32(0)
         acc[c] = float32(0)
     m, l = float32(NEG_INF), float32(0)
-    end = min(N, first + BLOCK_ROWS) if causal else N  # with the mask, no key past the block's last query
+    end = min(N, first + BLOCK_ROWS) if causal else N  # causal: no key past the block's last query
     for start in range(0, end, BLOCK_KEYS):
-        for e in range(t, BLOCK_KEYS * d, BLOCK_ROWS):  # the block copies the tiles, consecutive threads along a row
+        for e in range(t, BLOCK_KEYS * d, BLOCK_ROWS):  # the block copies the tiles by rows
             j, c = e // d, e % d
             inside = start + j < N
             k_tile[j, c] = K[start + j, c] if inside else float32(0)

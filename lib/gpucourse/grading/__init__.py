@@ -18,7 +18,8 @@ from .fusion import (block_rows, check_attention, check_cross_entropy, check_gem
                      check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
                      kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
                      thread_rows, warp_rows)
-from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_transposed_product,
+from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_tile_copies,
+                     check_transposed_product,
                      coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles,
                      no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma, tiled_reads,
                      transpose_tiles, warp_per_row, warp_reads_its_row)
@@ -41,6 +42,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
+           "check_tile_copies",
            "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",

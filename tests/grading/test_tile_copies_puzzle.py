@@ -9,14 +9,6 @@ from gpucourse.grading import CheckFailed, check_tile_copies
 TILE = 16
 
 
-@cuda.jit(device=True)
-def tile_products(tile_a, tile_b, tx, ty):
-    s = float32(0)
-    for j in range(TILE):
-        s += tile_a[ty, j] * tile_b[j, tx]
-    return s
-
-
 def every_tile(K):
     return (K + TILE - 1) // TILE
 
@@ -26,8 +18,8 @@ def full_tiles(K):  # the last, partial tile skipped
 
 
 def make(copy_a, copy_b, steps=every_tile, first_barrier=True, second_barrier=True, zeroed=False):
-    """The lecture's frame with ``copy_a(tile_a, A, row, k, tx, ty)`` and ``copy_b(tile_b, B, k, col, tx, ty)`` as
-    the student's copies; ``zeroed``: both tiles set to zero once, before the loop."""
+    """The lecture's frame with the student's ``steps(K)``, ``copy_a(tile_a, A, row, k, tx, ty)`` and
+    ``copy_b(tile_b, B, k, col, tx, ty)``; ``zeroed``: both tiles set to zero once, before the loop."""
     copy_a, copy_b, steps = cuda.jit(device=True)(copy_a), cuda.jit(device=True)(copy_b), cuda.jit(device=True)(steps)
 
     @cuda.jit
@@ -46,7 +38,8 @@ def make(copy_a, copy_b, steps=every_tile, first_barrier=True, second_barrier=Tr
             copy_b(tile_b, B, step * TILE + ty, col, tx, ty)
             if first_barrier:
                 cuda.syncthreads()
-            acc += tile_products(tile_a, tile_b, tx, ty)
+            for j in range(TILE):
+                acc += tile_a[ty, j] * tile_b[j, tx]
             if second_barrier:
                 cuda.syncthreads()
         if row < M and col < N:

@@ -107,8 +107,8 @@ def _tile_copy_diagnosis(tile: int):
             return other.shape == got.shape and bool(np.all(np.abs(got - other) <= tolerance))
 
         if not got.any():
-            return ("\n  C is all zeros: acc never grew (not written yet?). Loop over the tiles along K, copy, wait, "
-                    "add tile_products, wait.")
+            return ("\n  C is all zeros: acc never grew (not written yet?). For every tile along K: copy, wait, "
+                    "multiply-add, wait.")
         if A.shape[0] == K and matches(A.T @ B):
             return ("\n  C is A.T @ B: A's indices are swapped. Thread (tx, ty) copies A[row, start + tx], row `row` "
                     "and column start + tx (A is M x K, its second index runs along k).")
@@ -116,8 +116,8 @@ def _tile_copy_diagnosis(tile: int):
             return "\n  C is A @ B.T: B's indices are swapped. Thread (tx, ty) copies B[start + ty, col]."
         if full < K and matches(A[:, :full] @ B[:full]):
             return (f"\n  C is the product over the first {full} values of k only: the loop skips the last tile, "
-                    f"which is partial (K = {K} is not a multiple of {tile}). Loop over all ceil(K / {tile}) tiles, "
-                    "range(0, K, TILE), and let the zeros past the edge fill the rest of the last one.")
+                    f"which is partial (K = {K} is not a multiple of {tile}). Count it: ceil(K / {tile}) steps, "
+                    "(K + TILE - 1) // TILE, and let the zeros past the edge fill the rest of the last tile.")
         if full < K:
             return (f"\n  K = {K} is not a multiple of {tile}: the last tile along K is partial. At that step every "
                     "cell of the tiles past K must hold a zero, not what the previous step left there: write "

@@ -514,6 +514,8 @@ def bias_relu_diagnosis(C: np.ndarray, bias: np.ndarray, tolerance: np.ndarray) 
     """A hint for a wrong row of ``relu(C + bias)``: the ReLU before the bias, the bias by row, no ReLU."""
 
     def diagnose(row: int, got: np.ndarray) -> str:
+        if np.isnan(got).all():
+            return "no element of this row was written (not written yet?)"
         c = C[row].astype(np.float64)
         candidates = [(np.maximum(c, 0) + bias, "the row is relu(C) + bias: the ReLU comes after the bias, "
                                                 "max(C[row, col] + bias[col], 0)"),

@@ -73,6 +73,10 @@ def swapped_a(tile_a, A, row, k, tx, ty):
     tile_a[ty, tx] = A[k, row] if row < A.shape[0] and k < A.shape[1] else float32(0)
 
 
+def swapped_b(tile_b, B, k, col, tx, ty):
+    tile_b[ty, tx] = B[col, k] if k < B.shape[0] and col < B.shape[1] else float32(0)
+
+
 def test_the_right_copies_pass(capsys):
     check_tile_copies(make(copy_a, copy_b))
     assert capsys.readouterr().out.startswith("✓ tiled_matmul: C = A @ B on 4 shapes")
@@ -89,10 +93,11 @@ def test_zeros_in_one_tile_are_enough_along_k():
     (make(no_zeros_a, no_zeros_b), "which nothing has written"),
     (make(no_zeros_a, no_zeros_b, zeroed=True), "not what the previous step left there"),
     (make(swapped_a, copy_b), "C is A.T @ B: A's indices are swapped"),
+    (make(copy_a, swapped_b), "C is A @ B.T: B's indices are swapped"),
     (make(copy_a, copy_b, steps=full_tiles), "the loop skips the last tile, which is partial (K = 40"),
     (make(copy_a, copy_b, second_barrier=False), "one after the multiply-adds"),
     (make(copy_a, copy_b, first_barrier=False), "Two barriers per step"),
-], ids=["not written", "no guard", "no zeros", "stale tiles", "A swapped", "last tile skipped", "second barrier",
+], ids=["not written", "no guard", "no zeros", "stale tiles", "A swapped", "B swapped", "last tile skipped", "second barrier",
         "first barrier"])
 def test_wrong_copies_are_named(kernel, said):
     with pytest.raises(CheckFailed) as failed:

@@ -14,17 +14,19 @@ from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_n
 from .conv import (check_conv, check_conv_function, check_conv1d, check_loader, depthwise_pixels, filter_gradients,
                    gemm_tiles, halo_tile_reads, im2col_columns, input_gradients, output_tiles, pooled_tiles)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
-from .fusion import (block_rows, check_attention, check_cross_entropy, check_gemm_epilogue, check_layernorm,
-                     check_registers_only, check_row_group_max, check_row_kernel, global_bytes, global_traffic,
-                     kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n, reads_per_element,
-                     thread_rows, warp_rows)
-from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_transposed_product,
+from .fusion import (block_rows, check_attention, check_bias_relu, check_cross_entropy, check_gemm_epilogue,
+                     check_layernorm, check_registers_only, check_row_group_max, check_row_kernel, global_bytes,
+                     global_traffic, kv_reads_per_query_block, make_flash_exercise, memory_independent_of_n,
+                     reads_per_element, thread_rows, warp_rows)
+from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_tile_copies,
+                     check_transposed_product,
                      coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles,
                      no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma, tiled_reads,
                      transpose_tiles, warp_per_row, warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
-                        check_mma_nt, check_softmax_fp16, check_to_bfloat16, check_unscale)
+                        check_mma_nt, check_scaled_gradient, check_softmax_fp16, check_to_bfloat16,
+                        check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         tree_reads, writes_each_element_once)
@@ -41,12 +43,13 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
+           "check_tile_copies",
            "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
-           "check_gemm_epilogue", "check_layernorm", "check_row_kernel", "check_row_group_max", "check_registers_only", "make_flash_exercise", "check_cross_entropy", "check_attention",
+           "check_gemm_epilogue", "check_bias_relu", "check_layernorm", "check_row_kernel", "check_row_group_max", "check_registers_only", "make_flash_exercise", "check_cross_entropy", "check_attention",
            "warp_rows", "thread_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
            "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",
-           "check_dot_rows", "check_mma_nt", "check_softmax_fp16", "tuning"]
+           "check_dot_rows", "check_scaled_gradient", "check_mma_nt", "check_softmax_fp16", "tuning"]

@@ -19,7 +19,7 @@ Budgets (callables on a launch's trace, as in `check_kernel`): `global_traffic`,
 `reads_per_element`, `kv_reads_per_query_block` (flash attention reads K and V
 once per block of queries, and not the tiles the causal mask hides), and
 `memory_independent_of_n` (no shared or local buffer that grows with N).
-`check_row_group_max` checks lecture 5's puzzle and prints, never raises. `make_flash_exercise` builds
+`check_bias_relu` and `check_row_group_max` check lecture 5's puzzles (the second prints, never raises). `make_flash_exercise` builds
 assignment 5's flash attention around the student's online-softmax update; `check_registers_only`
 fails on local memory in a kernel's compiled code.
 `global_bytes(trace)` adds up the global bytes of every launch of a trace.
@@ -40,7 +40,7 @@ from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
                    run_checked)
-from .matmul import no_shared_memory
+from .matmul import no_shared_memory, reads_per_thread
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -504,7 +504,67 @@ def memory_independent_of_n(limit_bytes: int = 48 * 1024):
     return budget
 
 
-# ---------------------------------------------------------------- lecture 5's puzzle
+# ---------------------------------------------------------------- lecture 5's puzzles
+
+BIAS_RELU_SHAPES = ((33, 70), (70, 33), (1, 1), (64, 48))  # (M, N): the first has fewer rows than columns
+BIAS_RELU_BLOCKS = ((16, 16), (32, 8))
+
+
+def bias_relu_diagnosis(C: np.ndarray, bias: np.ndarray, tolerance: np.ndarray) -> Callable:
+    """A hint for a wrong row of ``relu(C + bias)``: the ReLU before the bias, the bias by row, no ReLU."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        if np.isnan(got).all():
+            return "no element of this row was written (not written yet?)"
+        c = C[row].astype(np.float64)
+        candidates = [(np.maximum(c, 0) + bias, "the row is relu(C) + bias: the ReLU comes after the bias, "
+                                                "max(C[row, col] + bias[col], 0)"),
+                      (c + bias, "the row is C + bias: the ReLU is missing")]
+        if row < len(bias):
+            candidates.append((np.maximum(c + bias[row], 0), f"the row is relu(C + bias[{row}]): the bias is "
+                               "indexed by the row; it has one value per column of C, bias[col]"))
+        for candidate, hint in candidates:
+            if np.all(np.abs(got - candidate) <= tolerance[row]):
+                return hint
+        return ""
+
+    return diagnose
+
+
+def check_bias_relu(kernel) -> None:
+    """``kernel[(ceil(N / bx), ceil(M / by)), (bx, by)](Y, C, bias)``: ``Y = relu(C + bias)`` (``C`` M x N, ``bias`` of
+    N) in one pass: each element of ``C`` read once, of ``Y`` written once and never read back, one value of the
+    bias per thread. That is 8 bytes per element plus the bias, where ``add_bias`` then ``relu`` move 16."""
+    __tracebackhide__ = True
+    rng = np.random.default_rng(5)
+
+    def launches():
+        for M, N in BIAS_RELU_SHAPES:
+            C = (rng.standard_normal((M, N)) * rng.uniform(0.5, 4, size=(M, 1))).astype(np.float32)
+            bias = rng.uniform(-2, 2, N).astype(np.float32)
+            C64, bias64 = C.astype(np.float64), bias.astype(np.float64)
+            expected = np.maximum(C64 + bias64, 0)
+            tolerance = np.broadcast_to(F32_EPS * (np.abs(C64) + np.abs(bias64)), (M, N))  # one float32 rounding
+            for bx, by in BIAS_RELU_BLOCKS:
+                yield RowLaunch((blocks_needed(N, bx), blocks_needed(M, by)), (bx, by),
+                                f"C of shape {(M, N)}, bias of {N}", [C, bias], expected, tolerance,
+                                diagnose=bias_relu_diagnosis(C, bias64, tolerance))
+
+    one_pass = [global_traffic("C", reads=1, writes=0, why="read each element once, into a register"),
+                global_traffic("Y", reads=0, writes=1, why="apply the bias and the ReLU in a register and store "
+                                                           "once: a second pass over Y moves it twice more"),
+                reads_per_thread("bias", 1, why="one element of Y per thread, one value of the bias")]
+    try:
+        check_launches(kernel, launches(), quiet=True, budget=one_pass)
+    except CheckFailed as failed:
+        message = str(failed)
+        if "out of bounds for `bias`" in message:
+            message = "\n".join(line for line in message.splitlines() if not line.startswith("  Either this thread"))
+            message += "\n  bias has one value per column of C (N values): index it by the column, bias[col]."
+        raise CheckFailed(message) from None
+    print(f"✓ {kernel_name(kernel)}: Y = relu(C + bias) on {len(BIAS_RELU_SHAPES) * len(BIAS_RELU_BLOCKS)} launches, "
+          "in one pass: C read once, Y written once, 8 bytes per element plus the bias (add_bias and relu: 16)")
+
 
 GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
 

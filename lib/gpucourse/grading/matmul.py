@@ -17,7 +17,8 @@ conflict-free or coarsened kernel does differently from a naive one that
 gives the same numbers.
 
 Lecture 3's puzzles: ``C = A.T @ B`` read in place, one thread per output, coalesced and in float32
-(`check_transposed_product`); one block's step of a register-tiled product (`check_block_step`).
+(`check_transposed_product`); the tile copies and barriers of a shared-memory product (`check_tile_copies`);
+one block's step of a register-tiled product (`check_block_step`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import numpy as np
 
 from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import Case, blocks_needed, case, kernel_name
+from .core import Case, CheckFailed, blocks_needed, case, kernel_name
 from .reduction import check_reduction, shared_arrays
+from .runner import Launch, check_launches, expected_of, random_values
 
 WARP = 32
 
@@ -87,6 +89,89 @@ def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16
         check_matrix_kernel(kernel, lambda a, b: a @ b, cases, seed=seed, quiet=True, budget=budget)
     print(f"✓ {kernel_name(kernel)}: C = A @ B; {(TM + TN) / (TM * TN):.2f} shared reads per multiply-add, no bank "
           "conflicts, coalesced writes, float32 only")
+
+
+TILE_COPY_SHAPES = ((40, 40, 40), (17, 70, 33), (48, 32, 64), (1, 5, 1))  # (M, K, N); the first square
+
+
+def _tile_copy_diagnosis(tile: int):
+    """A hint for a wrong product of the tile-copy puzzle: what ``C`` is instead of ``A @ B``."""
+
+    def hint(launch: Launch, got: np.ndarray, first) -> str:
+        A, B = (x.astype(np.float64) for x in launch.arguments)
+        K = A.shape[1]
+        full = K // tile * tile
+        tolerance = 1e-5 * (np.abs(A) @ np.abs(B)) + 1e-6
+
+        def matches(other):
+            return other.shape == got.shape and bool(np.all(np.abs(got - other) <= tolerance))
+
+        if not got.any():
+            return ("\n  C is all zeros: acc never grew (not written yet?). For every tile along K: copy, wait, "
+                    "multiply-add, wait.")
+        if A.shape[0] == K and matches(A.T @ B):
+            return ("\n  C is A.T @ B: A's indices are swapped. Thread (tx, ty) copies A[row, start + tx], row `row` "
+                    "and column start + tx (A is M x K, its second index runs along k).")
+        if K == B.shape[1] and matches(A @ B.T):
+            return "\n  C is A @ B.T: B's indices are swapped. Thread (tx, ty) copies B[start + ty, col]."
+        if full < K and matches(A[:, :full] @ B[:full]):
+            return (f"\n  C is the product over the first {full} values of k only: the loop skips the last tile, "
+                    f"which is partial (K = {K} is not a multiple of {tile}). Count it: ceil(K / {tile}) steps, "
+                    "(K + TILE - 1) // TILE, and let the zeros past the edge fill the rest of the last tile.")
+        if full < K:
+            return (f"\n  K = {K} is not a multiple of {tile}: the last tile along K is partial. At that step every "
+                    "cell of the tiles past K must hold a zero, not what the previous step left there: write "
+                    "float32(0) where the element lies past the edge.")
+        return ""
+
+    return hint
+
+
+def _tile_copy_fault_hint(message: str) -> str:
+    """A hint for a launch of the tile-copy puzzle that the simulator stopped: which part of the copy is missing."""
+    if "data race" in message:
+        return ("\n  Two barriers per step: one after the copies (both tiles complete before anyone reads them), one "
+                "after the multiply-adds (everyone done with the tiles before the next copy overwrites them).")
+    if "which nothing has written (shared memory" in message:
+        return ("\n  Every thread writes its cell of both tiles at every step, float32(0) where the element lies "
+                "past the edge (row >= M or k >= K for A, k >= K or col >= N for B), and every thread meets "
+                "both barriers.")
+    if "out of bounds for `A`" in message or "out of bounds for `B`" in message:
+        return ("\n  A thread whose element lies past the edge of A (row >= M or k >= K) or of B (k >= K or "
+                "col >= N) still has a cell of the tile to fill: it writes float32(0) there instead of reading.")
+    return ""
+
+
+def check_tile_copies(kernel, tile: int = 16) -> None:
+    """``kernel[(ceil(N / tile), ceil(M / tile)), (tile, tile)](C, A, B)`` computes ``C = A @ B`` (A is M x K, B is
+    K x N) through ``tile x tile`` shared tiles, and each thread reads A and B once per tile along K.
+
+    The shapes are not multiples of the tile, but for one; the first is square, so that swapped indices of A or B
+    give a wrong product instead of a read past the end. A wrong product or a stopped launch gets a hint: the
+    indices swapped, the last partial tile skipped, no zeros past the edges, a barrier missing.
+    """
+    __tracebackhide__ = True
+    rng = np.random.default_rng(3)
+
+    def launches():
+        for M, K, N in TILE_COPY_SHAPES:
+            A, B = random_values(rng, (M, K), np.float32), random_values(rng, (K, N), np.float32)
+            yield Launch((blocks_needed(N, tile), blocks_needed(M, tile)), (tile, tile),
+                         f"A of {(M, K)}, B of {(K, N)} -> C of {(M, N)}", [A, B], expected_of(np.matmul, np.float32, A, B),
+                         expected_of(np.matmul, np.float32, np.abs(A), np.abs(B)))
+
+    budget = [tiled_reads("A", tile=tile), tiled_reads("B", tile=tile, axis=-2)]
+    try:
+        check_launches(kernel, launches(), dtype=np.float32, name=None, quiet=True, budget=budget,
+                       hint=_tile_copy_diagnosis(tile))
+    except CheckFailed as failed:
+        message = str(failed)
+        hint = _tile_copy_fault_hint(message)
+        if hint:  # in place of the general hint about guards, which would mislead here
+            message = "\n".join(line for line in message.splitlines() if not line.startswith("  Either this thread"))
+        raise CheckFailed(message + hint) from None
+    print(f"✓ {kernel_name(kernel)}: C = A @ B on {len(TILE_COPY_SHAPES)} shapes, one of them a multiple of the "
+          f"{tile} x {tile} tile; A and B read once per tile along K")
 
 
 # ---------------------------------------------------------------- launch plans

@@ -335,6 +335,58 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
     report(name, count, quiet)
 
 
+# ---------------------------------------------------------------- lecture 6's puzzle: a scaled gradient in fp16
+
+SCALED_GRADIENT_CASES = ((1000, 2.0 ** 16, 128), (33, 2.0 ** 12, 32), (1, 2.0 ** 4, 32))  # (n, scale, threads)
+
+
+def _scaled_gradient_hint(got: np.ndarray, exact: np.ndarray, unscaled: np.ndarray, scale: float) -> str:
+    """What the wrong fp16 gradients are instead: rounded before the scale, divided by it, not divided by n."""
+    with np.errstate(over="ignore"):
+        if np.allclose(got, (exact / scale ** 2).astype(np.float16), rtol=2 * U16, atol=2.0 ** -24):
+            return "g is the gradient divided by the scale: loss scaling multiplies by it (and unscaling divides)."
+        lost = (got == 0) & (exact != 0) & (np.abs(unscaled) <= 2.0 ** -25)
+        if lost.any():
+            i = int(np.argmax(lost))
+            return (f"g[{i}] is 0: its unscaled value, {unscaled[i]:.3g}, is below half of fp16's smallest subnormal "
+                    "(2^-25) and rounds to zero before the scale can lift it. Compute in float32 and round to fp16 "
+                    "once, at the end: float32 difference, divided by n, times scale, then store.")
+        if len(exact) > 1 and np.allclose(got, (exact * len(exact)).astype(np.float16), rtol=2 * U16, atol=2.0 ** -24):
+            return f"g is n = {len(exact)} times too large: the loss is a mean, its gradient is divided by n."
+    return "each g[i] is float16(scale * (out[i] - y[i]) / n), computed in float32 and rounded once."
+
+
+def check_scaled_gradient(kernel, *, seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+    """``kernel[ceil(n / threads), threads](g, out, y, scale)``: ``g`` (float16) is ``scale * (out - y) / n``, the
+    scaled gradient of the loss ``sum((out - y)**2) / (2 n)``, with ``out`` and ``y`` float32 of ``n`` and
+    ``scale`` a float32 power of two; computed in float32 and rounded to fp16 once (within half an fp16 step, and
+    fp32's rounding), with no float64 in the PTX.
+
+    The differences range from 1e-7 to 1, so that many unscaled gradients lie below fp16's range.
+    """
+    __tracebackhide__ = True
+    name = name or kernel_name(kernel)
+    rng = np.random.default_rng(seed)
+    for n, scale, threads in SCALED_GRADIENT_CASES:
+        out = rng.standard_normal(n).astype(np.float32)
+        y = (out - rng.choice([-1, 1], n) * 10.0 ** rng.uniform(-7, 0, n)).astype(np.float32)
+        scale32 = np.float32(scale)
+        grid = math.ceil(n / threads)
+        described = f"grid={grid}, block={threads}, n={n}, scale 2^{int(math.log2(scale))}"
+        g, after = _launch(kernel, name, described, grid, threads, (n,), np.float16, [out, y, scale32], "g")
+        _unchanged(name, described, ["out", "y"], [out, y], after[:2])
+        unscaled = (out.astype(np.float64) - y) / n
+        exact = unscaled * scale
+        bound = np.maximum(U16 * np.abs(exact), 2.0 ** -25) * (1 + 2.0 ** -10)  # half a step, and fp32's rounding
+        try:
+            _compare_within(name, described, "g", g, exact, bound, np.float16)
+        except CheckFailed as failed:
+            raise CheckFailed(f"{failed}\n  {_scaled_gradient_hint(g, exact, unscaled, scale)}") from None
+        _float_budget(kernel, name, [g, out, y, scale32], [64],
+                      _NO_FLOAT64 + " So does a float32 divided by an int, such as n: divide by float32(n).")
+    report(name, len(SCALED_GRADIENT_CASES), quiet)
+
+
 # ---------------------------------------------------------------- exercise 4: dynamic loss scaling
 
 

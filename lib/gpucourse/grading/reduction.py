@@ -229,8 +229,8 @@ def check_axis_reduce(
     check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget)
 
 
-def _padding_hint(got, expected) -> str:
-    if got == 0 and expected != 0:
+def _padding_hint(launch, got, first) -> str:
+    if got[first] == 0 and launch.expected[first] != 0:
         return (
             "\n  Every input value of this test is negative, so a 0 can only come from padding: threads (or "
             "shared memory slots) with no element must hold the identity of the operation, the value that "

@@ -93,6 +93,8 @@ def wrong_indices(got: np.ndarray, expected: np.ndarray, tolerance) -> np.ndarra
 
 
 def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, budget, hint=None) -> None:
+    """Run each launch; the first wrong one fails, with ``hint(launch, got, first)`` added (``first``: the first
+    wrong index) when given."""
     __tracebackhide__ = True
     dtype = np.dtype(dtype)
     name = name or kernel_name(kernel)
@@ -114,7 +116,7 @@ def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, bu
                 if abs(float(got[first]) - float(launch.expected[first])) <= 100 * allowed:  # a near miss
                     message += f"\n  (that is more than the rounding of {dtype} sums allows there: ±{allowed:.2g})"
             if hint:
-                message += hint(got[first], expected[first])
+                message += hint(launch, got, first)
             raise CheckFailed(message)
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
         count += 1

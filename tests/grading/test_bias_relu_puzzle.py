@@ -1,0 +1,79 @@
+"""Lecture 5's bias-and-ReLU puzzle (`check_bias_relu`): one pass passes; the bias by row, the ReLU before the
+bias, a second pass over Y and a second read of C are each named."""
+
+import pytest
+from numba import cuda, float32
+
+from gpucourse.grading import CheckFailed, check_bias_relu
+
+
+@cuda.jit
+def bias_relu(Y, C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = max(C[row, col] + bias[col], float32(0))
+
+
+@cuda.jit
+def bias_by_row(Y, C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = max(C[row, col] + bias[row], float32(0))
+
+
+@cuda.jit
+def relu_first(Y, C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = max(C[row, col], float32(0)) + bias[col]
+
+
+@cuda.jit
+def two_passes(Y, C, bias):  # add_bias then relu, on Y
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = C[row, col] + bias[col]
+        Y[row, col] = max(Y[row, col], float32(0))
+
+
+@cuda.jit
+def rereads_c(Y, C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = C[row, col] + bias[col] if C[row, col] + bias[col] > 0 else float32(0)
+
+
+@cuda.jit
+def not_written(Y, C, bias):
+    col, row = cuda.grid(2)
+
+
+def test_one_pass_passes(capsys):
+    check_bias_relu(bias_relu)
+    assert capsys.readouterr().out.startswith("✓ bias_relu: Y = relu(C + bias) on 8 launches, in one pass")
+
+
+@pytest.mark.parametrize("kernel, said", [
+    (not_written, "no element of this row was written (not written yet?)"),
+    (bias_by_row, "the bias is indexed by the row"),
+    (relu_first, "the row is relu(C) + bias: the ReLU comes after the bias"),
+    (two_passes, "`Y` (2310 elements) was read 2310 times in global memory, more than 0"),
+    (rereads_c, "`C` (2310 elements) was read 3510 times in global memory, more than 2310 (1 per element)"),
+])
+def test_wrong_answers_are_named(kernel, said):
+    with pytest.raises(CheckFailed) as failed:
+        check_bias_relu(kernel)
+    assert said in str(failed.value)
+
+
+def test_bias_by_row_past_the_columns_is_named():
+    @cuda.jit
+    def bias_by_row_first(Y, C, bias):  # right on the first shape, more rows than columns in the second
+        col, row = cuda.grid(2)
+        if row < C.shape[0] and col < C.shape[1]:
+            Y[row, col] = max(C[row, col] + (bias[col] if C.shape[0] < C.shape[1] else bias[row]), float32(0))
+
+    with pytest.raises(CheckFailed) as failed:
+        check_bias_relu(bias_by_row_first)
+    assert "index it by the column, bias[col]" in str(failed.value)
+    assert "Either this thread" not in str(failed.value)

@@ -26,7 +26,7 @@ from ..kernels.conv import im2col_reference, output_size
 from ..run import ptx
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, case, check_budgets, check_kernel,
-                   explain_failure, kernel_name, parameter_names, report, run_checked)
+                   explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
 from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
@@ -487,7 +487,39 @@ def check_conv1d(kernel, stride: int = 2, padding: int = 1, sizes: Iterable[tupl
     for n, R in sizes:
         out = output_size(n, R, stride, padding)
         cases += [case(blocks_needed(out, t), t, [(n,), (R,)], out=(out,)) for t in threads]
-    check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)
+    try:
+        check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)
+    except CheckFailed as failed:
+        raise CheckFailed(str(failed) + _diagnose_conv1d(kernel, stride, padding)) from None
+
+
+def _conv1d_model(x, w, stride, padding, out, step=None, shift=True, taps=None) -> np.ndarray:
+    """``out`` outputs as a kernel's indexing makes them: windows ``step`` apart (the stride unless given), the
+    padding shift or not, the first ``taps`` taps only."""
+    step = stride if step is None else step
+    o, t = np.arange(out)[:, None], np.arange(w.size if taps is None else min(taps, w.size))[None, :]
+    i = o * step - padding * shift + t
+    return np.where((i >= 0) & (i < x.size), x[np.clip(i, 0, x.size - 1)], 0.0) @ w[:t.size].astype(np.float64)
+
+
+def _diagnose_conv1d(kernel, stride: int, padding: int) -> str:
+    """After a failed check: a launch on 70 inputs and 5 taps compared with the usual mistakes; a line or ""."""
+    rng = np.random.default_rng(1)
+    x, w = random_values(rng, (70,), np.float32), random_values(rng, (5,), np.float32)
+    out = output_size(x.size, w.size, stride, padding)
+    try:
+        got = launch_on_copies(kernel, blocks_needed(out, 32), 32, (out,), np.float32, [x, w])[0]
+    except Exception:  # the check's message already says why it cannot run
+        return ""
+    models = [(dict(step=1), f"the stride is missing: output o's window starts at x[o·{stride} − {padding}]"),
+              (dict(shift=False), f"the padding shift is missing: output o's window starts at x[o·{stride} − "
+                                  f"{padding}], not x[o·{stride}]"),
+              (dict(taps=3), "only 3 taps are summed: loop over all len(w) taps (w has 5 in this launch)")]
+    for changed, said in models:
+        model = _conv1d_model(x.astype(np.float64), w, stride, padding, out, **changed)
+        if np.allclose(got, model, rtol=1e-4, atol=1e-3):
+            return "\n  It looks as if " + said + "."
+    return ""
 
 
 # ---------------------------------------------------------------- lecture 4's puzzle: the NHWC loader's cells

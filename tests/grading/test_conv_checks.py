@@ -398,14 +398,14 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
         check_conv(returns_early, conv_spec, output_tiles([(1, 2, 7, 9, 2, 3, 3)], padding=1, tile=TILE))
 
 
-def make_conv1d(guard_taps, first_tap):
+def make_conv1d(guard_taps, first_tap, step=2, taps=99):
     @cuda.jit
     def conv1d(y, x, w):
         o = cuda.grid(1)
         if o < y.size:
             total = float32(0)
-            for t in range(w.size):
-                i = 2 * o + first_tap + t
+            for t in range(min(w.size, taps)):
+                i = step * o + first_tap + t
                 if (0 <= i < x.size) or not guard_taps:
                     total += w[t] * x[min(max(i, 0), x.size - 1)]
             y[o] = total
@@ -422,6 +422,18 @@ def test_conv1d_puzzle_catches_padding_mistakes(capsys):
     for wrong in (make_conv1d(False, -1), make_conv1d(True, 0)):  # edge taps clamped instead of zero; no padding
         with pytest.raises(CheckFailed, match="conv1d gave a wrong result"):
             check_conv1d(wrong)
+
+
+@pytest.mark.parametrize("mistake, said", [
+    (dict(first_tap=-1, step=1), "It looks as if the stride is missing"),
+    (dict(first_tap=0), "It looks as if the padding shift is missing"),
+    (dict(first_tap=-1, taps=3), "It looks as if only 3 taps are summed"),
+])
+def test_conv1d_puzzle_names_the_mistake(mistake, said):
+    from gpucourse.grading.conv import check_conv1d
+
+    with pytest.raises(CheckFailed, match=said):
+        check_conv1d(make_conv1d(True, **mistake))
 
 
 def loader_tables(B, C, H, W, R, S, stride, padding):

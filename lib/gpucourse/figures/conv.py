@@ -56,7 +56,7 @@ def im2col_bytes(shape, R: int, S: int, stride: int = 1, padding: int = 0, items
     return B * C * H * W * itemsize, rows * C * R * S * itemsize
 
 
-def _grid(ax, values, origin, colours, labels=True, fontsize=6):
+def _grid(ax, values, origin, colours, labels=True, fontsize=8.5):
     """Cells of ``values`` (ints, -1 for padding) drawn at ``origin``, filled with ``colours`` (an RGB per cell)."""
     from matplotlib.patches import Rectangle
 
@@ -91,9 +91,14 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     pale, grey, patch, filters = (0.93, 0.93, 0.93), (0.82, 0.82, 0.82), (0.98, 0.62, 0.25), plt.get_cmap("tab10")
     patch_padding = (0.96, 0.84, 0.72)  # the part of the patch in the padding: zeros
 
-    fig, ax = plt.subplots(figsize=(12, 0.32 * max(Ho * Wo, C * (H + 2 * padding + 1)) + 1.6))
     # the input, one padded grid per channel, stacked
     Hp, Wp = H + 2 * padding, W + 2 * padding
+    x_cols = Wp + 3  # where the im2col matrix starts, then the filters and y
+    x_w = x_cols + K + 2
+    x_y = x_w + M + 2
+    height = max(Ho * Wo, C * (Hp + 1), K + 2) + 0.5
+    # a quarter inch a cell, so that the labels (in points) fit their cells at any size
+    fig, ax = plt.subplots(figsize=(0.25 * (x_y + M + 9.5), 0.25 * (height + 1.8) + 0.9))
     for c in range(C):
         h, w = np.mgrid[-padding:H + padding, -padding:W + padding]
         inside = (h >= 0) & (h < H) & (w >= 0) & (w < W)
@@ -105,41 +110,38 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
         top = c * (Hp + 1)
         _grid(ax, values, (0, top), colours)
         ax.add_patch(Rectangle((padding, top + padding), W, H, fill=False, edgecolor="0.3", lw=1))
-        ax.text(-0.4, top + Hp / 2, f"x[c={c}]", ha="right", va="center", fontsize=8)
+        ax.text(-0.4, top + Hp / 2, f"x[c={c}]", ha="right", va="center", fontsize=11)
     # im2col: Ho Wo x K
-    x_cols = Wp + 3
     colours = np.where((cols == PADDING)[..., None], grey, pale)
     colours[row] = np.where(cols[row, :, None] == PADDING, patch_padding, patch)
     _grid(ax, cols, (x_cols, 0), colours, labels=False)
     for k in range(K):
         value = cols[row, k]
         ax.text(x_cols + k + 0.5, row + 0.5, "0" if value == PADDING else str(value), ha="center", va="center",
-                fontsize=5.5)
+                fontsize=8.5)
     ax.add_patch(Rectangle((x_cols, row), K, 1, fill=False, edgecolor="black", lw=1.4))
     ax.text(x_cols + K / 2, -0.8, f"im2col ({Ho * Wo} x {K}): one row per output pixel, columns (c, p, q)",
-            ha="center", fontsize=8)
+            ha="center", fontsize=11)
     # the filters as columns: K x M, then the output Ho Wo x M
-    x_w = x_cols + K + 2
     w_colours = np.array([[np.array(filters(m)[:3]) * 0.45 + 0.55 for m in range(M)]] * K)
     _grid(ax, np.zeros((K, M), int), (x_w, 0), w_colours, labels=False)
-    ax.text(x_w + M / 2, K + 0.9, f"w as columns\n({K} x {M})", ha="center", va="top", fontsize=8)
-    x_y = x_w + M + 2
+    ax.text(x_w + M / 2, K + 0.9, f"w as columns\n({K} x {M})", ha="center", va="top", fontsize=11)
     y_colours = np.tile(np.array(pale), (Ho * Wo, M, 1))
     y_colours[row] = [filters(m)[:3] for m in range(M)]
     _grid(ax, np.zeros((Ho * Wo, M), int), (x_y, 0), y_colours, labels=False)
-    ax.text(x_y + M / 2, -0.8, f"y ({Ho * Wo} x {M})", ha="center", fontsize=8)
-    ax.text(x_w - 1, row + 0.5, "@", ha="center", va="center", fontsize=11)
-    ax.text(x_y - 1, row + 0.5, "=", ha="center", va="center", fontsize=11)
-    ax.text(x_y + M + 0.4, row + 0.5, f"row {row}: pixel ({ho}, {wo})", ha="left", va="center", fontsize=8)
+    ax.text(x_y + M / 2, -0.8, f"y ({Ho * Wo} x {M})", ha="center", fontsize=11)
+    ax.text(x_w - 1, row + 0.5, "@", ha="center", va="center", fontsize=14)
+    ax.text(x_y - 1, row + 0.5, "=", ha="center", va="center", fontsize=14)
+    ax.text(x_y + M + 0.4, row + 0.5, f"row {row}: pixel ({ho}, {wo})", ha="left", va="center", fontsize=11)
     ax.set_xlim(-3.5, x_y + M + 6)
-    ax.set_ylim(max(Ho * Wo, C * (Hp + 1), K + 2) + 0.5, -1.8)
+    ax.set_ylim(height, -1.8)
     ax.set_aspect("equal")
     ax.axis("off")
     copies = np.bincount(cols[cols != PADDING], minlength=C * H * W)
     ax.set_title("\n".join(textwrap.wrap(
         f"{R} x {S} filters, stride {stride}, padding {padding}: output pixel ({ho}, {wo}) is its patch (orange, "
         f"{R * S} taps x {C} channels) times each filter. The im2col matrix holds {cols.size} cells for "
-        f"{C * H * W} inputs: each input up to {copies.max()} times.", 100)), fontsize=9)
+        f"{C * H * W} inputs: each input up to {copies.max()} times.", 100)), fontsize=12)
     fig.tight_layout()
     return fig
 
@@ -231,14 +233,14 @@ def draw_layout_loads(shape, R: int, S: int, warps: dict, stride: int = 1, paddi
                       f"{layout}: {np.count_nonzero(offsets != PADDING)} lanes load {len(loaded)} distinct floats, "
                       f"{_plural(sectors(offsets), 'sector')}")
         ax.set_aspect("auto")
-        ax.set_ylabel("channel plane\n(b, c)" if layout == "NCHW" else "image row\n(b, h)", fontsize=8)
+        ax.set_ylabel("channel plane\n(b, c)" if layout == "NCHW" else "image row\n(b, h)", fontsize=11)
         ax.set_yticks(np.arange(rows) + 0.5, range(rows))
         ax.set_xticks(range(0, width + 1, W if layout == "NCHW" else C))
-        ax.set_xlabel("h W + w" if layout == "NCHW" else "w C + c", fontsize=8)
+        ax.set_xlabel("h W + w" if layout == "NCHW" else "w C + c", fontsize=11)
     fig.legend(handles=[Patch(color=(0.16, 0.38, 0.78), label="dark: floats the warp loads"),
                         Patch(color=(0.72, 0.82, 0.96), label="pale: the rest of their 32-byte sectors")],
-               loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"One warp loads 32 cells of an im2col tile straight from the input: {R} x {S} filters, "
-                 f"stride {stride}, padding {padding}, input (B, C, H, W) = {tuple(shape)}", fontsize=10)
+               loc="lower center", ncol=2, fontsize=11, frameon=False)
+    fig.suptitle(f"One warp loads 32 cells of an im2col tile straight from the input:\n{R} x {S} filters, "
+                 f"stride {stride}, padding {padding}, input (B, C, H, W) = {tuple(shape)}", fontsize=12)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig

@@ -11,8 +11,9 @@ May import: `gpucourse.run`,
 
 from .core import (TOLERANCES, Case, CheckFailed, blocks_1d, blocks_2d, blocks_needed, case, check_function,
                    check_kernel, one_block, one_block_2d, outer)
-from .conv import (check_conv, check_conv_function, check_conv1d, check_loader, depthwise_pixels, filter_gradients,
-                   gemm_tiles, halo_tile_reads, im2col_columns, input_gradients, output_tiles, pooled_tiles)
+from .conv import (check_conv, check_conv_function, check_conv1d, check_loader, check_nhwc_rows, depthwise_pixels,
+                   filter_gradients, gemm_tiles, halo_tile_reads, im2col_columns, input_gradients, nhwc_rows, output_tiles,
+                   pooled_tiles)
 from .elementwise import check_broadcast_zip, check_strided_map, tensor
 from .fusion import (block_rows, check_attention, check_bias_relu, check_cross_entropy, check_gemm_epilogue,
                      check_layernorm, check_registers_only, check_row_group_max, check_row_kernel, global_bytes,
@@ -44,7 +45,8 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
            "check_tile_copies",
-           "check_conv", "check_conv_function", "check_conv1d", "check_loader", "im2col_columns", "gemm_tiles",
+           "check_conv", "check_conv_function", "check_conv1d", "check_loader", "check_nhwc_rows", "nhwc_rows",
+           "im2col_columns", "gemm_tiles",
            "output_tiles", "pooled_tiles",
            "depthwise_pixels", "filter_gradients", "input_gradients", "halo_tile_reads",
            "check_gemm_epilogue", "check_bias_relu", "check_layernorm", "check_row_kernel", "check_row_group_max", "check_registers_only", "make_flash_exercise", "check_cross_entropy", "check_attention",

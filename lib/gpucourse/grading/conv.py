@@ -16,6 +16,7 @@ message says so.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -25,11 +26,12 @@ from ..kernels.conv import im2col_reference, output_size
 from ..run import ptx
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, case, check_budgets, check_kernel,
-                   explain_failure, kernel_name, parameter_names, report, run_checked)
+                   explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
 from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
 NCHW, NHWC, COLUMNS, FILTERS, INPUTS = "NCHW", "NHWC", "columns", "filters", "inputs"
+ROWS_NHWC = "rows of NHWC"  # an im2col matrix (B*Ho*Wo, R*S*C) of NHWC x, a row per output pixel, k = (p, q, c)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,8 @@ class ConvCase:
     scalars: tuple[int, ...]  # passed to the kernel after the arrays
     spec_scalars: tuple[int, ...]  # passed to the spec after the arrays
     out: tuple[int, ...]
-    kind: str  # NCHW, NHWC (outputs), COLUMNS (an im2col matrix (C*R*S, B*Ho*Wo)), FILTERS (M, C, R, S), INPUTS (B, C, H, W)
+    kind: str  # NCHW, NHWC (outputs), COLUMNS (an im2col matrix (C*R*S, B*Ho*Wo)), ROWS_NHWC (B*Ho*Wo, R*S*C),
+    # FILTERS (M, C, R, S), INPUTS (B, C, H, W)
     geometry: tuple[int, ...]  # (B, C, H, W, R, S, stride, padding, Ho, Wo) of the convolution behind it
     product: bool = False  # a plain matrix product (`gemm_tiles`): no filter, stride or padding to name
 
@@ -79,6 +82,23 @@ def im2col_columns(shapes: Iterable[Sequence[int]], stride: int = 1, padding: in
         cases.append(ConvCase((blocks_needed(cols, block[0]), blocks_needed(rows, block[1])), tuple(block),
                               ((B, C, H, W),), (R, S, stride, padding), (R, S, stride, padding), (rows, cols),
                               COLUMNS, g))
+    return cases
+
+
+def nhwc_rows(shapes: Iterable[Sequence[int]], stride: int = 1, padding: int = 0,
+              block: tuple[int, int] = (32, 4)) -> list[ConvCase]:
+    """im2col of NHWC ``x`` into ``X`` of (B*Ho*Wo, R*S*C): a row per output pixel, columns ``k = (p, q, c)``.
+
+    Each shape is ``(B, H, W, C, R, S)``; the kernel is ``kernel(X, x, R, S, stride, padding)``.
+    ``threadIdx.x`` runs along ``k`` (channels fastest): ``grid = (ceil(R*S*C / bx), ceil(B*Ho*Wo / by))``.
+    """
+    cases = []
+    for B, H, W, C, R, S in shapes:
+        g = _geometry(B, C, H, W, R, S, stride, padding)
+        rows, cols = B * g[8] * g[9], R * S * C
+        cases.append(ConvCase((blocks_needed(cols, block[0]), blocks_needed(rows, block[1])), tuple(block),
+                              ((B, H, W, C),), (R, S, stride, padding), (R, S, stride, padding), (rows, cols),
+                              ROWS_NHWC, g))
     return cases
 
 
@@ -201,6 +221,10 @@ def element_name(kase: ConvCase, index: tuple[int, ...]) -> str:
         k, n = index
         return (f"row k={k} (channel c={k // (R * S)}, filter tap p={k // S % R}, q={k % S}), column n={n} "
                 f"(image b={n // (Ho * Wo)}, output pixel h={n // Wo % Ho}, w={n % Wo})")
+    if kase.kind == ROWS_NHWC:
+        n, k = index
+        return (f"row n={n}: image {n // (Ho * Wo)}, output pixel ({n // Wo % Ho}, {n % Wo}); column k={k}: "
+                f"tap ({k // (S * C)}, {k // C % S}), channel {k % C}")
     if kase.kind == FILTERS:
         m, c, p, q = index
         return f"filter m={m}, channel c={c}, tap p={p}, q={q}"
@@ -233,6 +257,8 @@ def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, ba
 
 # What a guard alone does not fix, by what ``out`` holds: the index a thread computes from its flat position
 _INDEX_HINTS = {
+    ROWS_NHWC: "its (b, h, v) from n = (b·Ho + h)·Wo + v, with Ho and Wo from the formula for the stride and "
+               "padding, or its (p, q, c) from k = (p·S + q)·C + c",
     COLUMNS: "its (c, p, q) from k = (c·R + p)·S + q (p = k // S % R, q = k % S) or its (b, h, v) from "
              "n = (b·Ho + h)·Wo + v, with Ho and Wo from the formula for the stride and padding",
     FILTERS: "its (c, p, q) from k = (c·R + p)·S + q: p = k // S % R, q = k % S (a swap shows only when R ≠ S)",
@@ -249,6 +275,8 @@ def explain_launch_failure(message: str, kase: ConvCase, out_name: str) -> str:
     if message.endswith(f"A thread past the end of `{out_name}` needs a guard."):
         message += (f" If it has one, the index it computed is wrong: check {_INDEX_HINTS[kase.kind]}; "
                     f"the hidden tests use strides of 1 and 2, paddings of 0 to 2 and filters that are not square.")
+    if kase.kind == ROWS_NHWC:
+        message += _nhwc_read_hint(message, kase)
     if "which nothing has written (shared memory" in message:
         message += ("\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
                     "their share of the shared array is never written: every thread of the block copies its "
@@ -274,12 +302,14 @@ def check_conv(
     name: str | None = None,
     quiet: bool = False,
     budget=None,
+    diagnose: Callable[[ConvCase, list, np.ndarray], str] | None = None,
 ) -> None:
     """Check ``kernel[grid, block](out, *inputs, *scalars)`` against ``spec(*inputs, *spec_scalars)`` for every case.
 
-    Cases come from a launch plan (`im2col_columns`, `gemm_tiles`, `output_tiles`, `pooled_tiles`,
+    Cases come from a launch plan (`im2col_columns`, `nhwc_rows`, `gemm_tiles`, `output_tiles`, `pooled_tiles`,
     `depthwise_pixels`, `filter_gradients`, `input_gradients`); ``budget`` (one callable or a list) is called with the
-    launch's trace once the result is right.
+    launch's trace once the result is right; ``diagnose(case, inputs, got)``, given, says what a wrong ``got`` is
+    (a line, or empty).
     """
     __tracebackhide__ = True
     dtype = np.dtype(dtype)
@@ -303,7 +333,8 @@ def check_conv(
             raise CheckFailed(explain_launch_failure(str(failed), kase, labels[0])) from None
         bad = wrong_outputs(got, expected, scale, dtype)
         if len(bad):
-            raise CheckFailed(explain(name, kase, got, expected, bad))
+            found = diagnose(kase, inputs, got) if diagnose else ""
+            raise CheckFailed(explain(name, kase, got, expected, bad) + (f"\n  {found}" if found else ""))
         check_budgets(name, described, budgets, recorded, parameters)
     report(name, len(cases), quiet)
 
@@ -456,4 +487,122 @@ def check_conv1d(kernel, stride: int = 2, padding: int = 1, sizes: Iterable[tupl
     for n, R in sizes:
         out = output_size(n, R, stride, padding)
         cases += [case(blocks_needed(out, t), t, [(n,), (R,)], out=(out,)) for t in threads]
-    check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)
+    try:
+        check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)
+    except CheckFailed as failed:
+        raise CheckFailed(str(failed) + _diagnose_conv1d(kernel, stride, padding)) from None
+
+
+def _conv1d_model(x, w, stride, padding, out, step=None, shift=True, taps=None) -> np.ndarray:
+    """``out`` outputs as a kernel's indexing makes them: windows ``step`` apart (the stride unless given), the
+    padding shift or not, the first ``taps`` taps only."""
+    step = stride if step is None else step
+    o, t = np.arange(out)[:, None], np.arange(w.size if taps is None else min(taps, w.size))[None, :]
+    i = o * step - padding * shift + t
+    return np.where((i >= 0) & (i < x.size), x[np.clip(i, 0, x.size - 1)], 0.0) @ w[:t.size].astype(np.float64)
+
+
+def _diagnose_conv1d(kernel, stride: int, padding: int) -> str:
+    """After a failed check: a launch on 70 inputs and 5 taps compared with the usual mistakes; a line or ""."""
+    rng = np.random.default_rng(1)
+    x, w = random_values(rng, (70,), np.float32), random_values(rng, (5,), np.float32)
+    out = output_size(x.size, w.size, stride, padding)
+    try:
+        got = launch_on_copies(kernel, blocks_needed(out, 32), 32, (out,), np.float32, [x, w])[0]
+    except Exception:  # the check's message already says why it cannot run
+        return ""
+    models = [(dict(step=1), f"the stride is missing: output o's window starts at x[o·{stride} − {padding}]"),
+              (dict(shift=False), f"the padding shift is missing: output o's window starts at x[o·{stride} − "
+                                  f"{padding}], not x[o·{stride}]"),
+              (dict(taps=3), "only 3 taps are summed: loop over all len(w) taps (w has 5 in this launch)")]
+    for changed, said in models:
+        model = _conv1d_model(x.astype(np.float64), w, stride, padding, out, **changed)
+        if np.allclose(got, model, rtol=1e-4, atol=1e-3):
+            return "\n  It looks as if " + said + "."
+    return ""
+
+
+# ---------------------------------------------------------------- lecture 4's puzzle: the NHWC loader's cells
+
+
+def im2col_nhwc_reference(x: np.ndarray, R: int, S: int, stride: int, padding: int) -> np.ndarray:
+    """The im2col matrix of NHWC ``x`` (B, H, W, C) in float64: (B*Ho*Wo, R*S*C), a row per output pixel, columns
+    ``k = (p, q, c)`` with ``c`` fastest."""
+    return im2col_reference(np.transpose(x, (0, 3, 1, 2)), R, S, stride, padding).reshape(
+        -1, np.shape(x)[3], R * S).transpose(0, 2, 1).reshape(-1, R * S * np.shape(x)[3])
+
+
+def _nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="pqc", step=None, shift=True) -> np.ndarray:
+    """Cells of the im2col matrix of NHWC ``x`` as a kernel's index arithmetic makes them (float64, NaN where it would
+    read past the batch): rows split with ``Ho`` and ``Wo``, columns in ``order``, windows ``step`` apart (the
+    stride unless given), the padding shift or not."""
+    B, H, W, C = x.shape
+    n = np.arange(B * output_size(H, R, stride, padding) * output_size(W, S, stride, padding))[:, None]
+    k = np.arange(R * S * C)[None, :]
+    b, ho, wo = n // (Ho * Wo), n // Wo % Ho, n % Wo
+    p, q, c = (k // (S * C), k // C % S, k % C) if order == "pqc" else (k // S % R, k % S, k // (R * S))
+    step = stride if step is None else step
+    h, v = ho * step + p - padding * shift, wo * step + q - padding * shift
+    inside = (b < B) & (h >= 0) & (h < H) & (v >= 0) & (v < W)
+    cells = np.where(inside, x[np.minimum(b, B - 1), np.clip(h, 0, H - 1), np.clip(v, 0, W - 1), c], 0.0)
+    return np.where(b < B, cells, np.nan)
+
+
+def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
+    """What a wrong im2col matrix of NHWC ``x`` is: an index mistake the puzzle's learners make, named."""
+    x = inputs[0].astype(np.float64)
+    B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
+    if np.isnan(got).any():
+        return ("Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)` (threadIdx.x\n"
+                "  along the columns k), guarded by n < X.shape[0] and k < X.shape[1].")
+    formula = "Ho = (H + 2·padding − R) // stride + 1 and Wo = (W + 2·padding − S) // stride + 1"
+    models = [(_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="cpq"),
+               "The columns are in NCHW's order k = (c, p, q). In NHWC the channels run fastest,\n"
+               "  k = (p, q, c): c = k % C, q = k // C % S, p = k // (C·S)."),
+              (_nhwc_cells(x, R, S, stride, padding, Ho, Wo, step=1) if stride > 1 else None,
+               f"The stride ({stride}) is missing: the window of output pixel (h, w) starts at\n"
+               "  input row h·stride − padding, column w·stride − padding."),
+              (_nhwc_cells(x, R, S, stride, padding, Ho, Wo, shift=False) if padding else None,
+               f"The padding shift is missing: tap p of output row h reads input row\n"
+               f"  h·stride + p − padding (padding = {padding} here), and the same for columns.")]
+    for Ho_, Wo_ in sorted({(Ho + dh, Wo + dw) for dh in (-1, 0, 1) for dw in (-1, 0, 1)} | {(H, W), (Ho, W)}):
+        if (Ho_, Wo_) != (Ho, Wo) and min(Ho_, Wo_) > 0:
+            models.append((_nhwc_cells(x, R, S, stride, padding, Ho_, Wo_),
+                           f"The rows are split as if Ho = {Ho_}, Wo = {Wo_}; this layer has Ho = {Ho}, Wo = {Wo}:\n"
+                           f"  {formula}."))
+    for model, said in models:
+        if model is not None and np.array_equal(got, model.astype(got.dtype)):
+            return said
+    right = im2col_nhwc_reference(x, R, S, stride, padding)
+    in_padding = _nhwc_cells(np.ones_like(x), R, S, stride, padding, Ho, Wo) == 0
+    if np.all(in_padding[got != right.astype(got.dtype)]):
+        return "Every wrong cell is a tap in the padding: such a cell is 0 (and x is not read there)."
+    return ""
+
+
+def _nhwc_read_hint(message: str, kase: ConvCase) -> str:
+    """For a read of ``x`` out of bounds: a tap in the padding read, or NCHW's index order on NHWC ``x``."""
+    found = re.search(r"index (-?\d+), (-?\d+), (-?\d+), (-?\d+) is out of bounds for `x`", message)
+    if not found:
+        return ""
+    B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
+    b, h, v, c = (int(i) for i in found.groups())
+    if b >= B:
+        return (f"\n  Image b = {b} is past the batch of {B}: the rows are n = (b·Ho + h)·Wo + w, and this layer has\n"
+                f"  Ho = {Ho}, Wo = {Wo}: Ho = (H + 2·padding − R) // stride + 1, Wo = (W + 2·padding − S) // stride + 1.")
+    if -padding <= h < H + padding and -padding <= v < W + padding and 0 <= c < C:
+        return (f"\n  Row {h}, column {v} is in the padding of the {H}×{W} image: that cell of X is 0.\n"
+                "  Test 0 <= h < H and 0 <= v < W before reading x, as `conv.im2col` does.")
+    return (f"\n  x is NHWC, shape (B, H, W, C) = {(B, H, W, C)}: a cell reads x[b, h, v, c]\n"
+            "  with c = k % C (not x[b, c, h, v], NCHW's order).")
+
+
+def check_nhwc_rows(kernel, quiet: bool = False) -> None:
+    """Lecture 4's puzzle: ``kernel(X, x, R, S, stride, padding)`` writes the im2col matrix of NHWC ``x``, one thread
+    per cell (`nhwc_rows`), on odd sizes, filters that are not square, strides 1 to 3 and paddings 0 to 2. A wrong
+    ``X`` is named: NCHW's column order, the stride or the padding shift missing, Ho or Wo off, the padding read."""
+    __tracebackhide__ = True
+    cases = (nhwc_rows([(1, 5, 7, 3, 3, 3), (2, 6, 9, 5, 3, 2)], stride=1, padding=1)
+             + nhwc_rows([(2, 9, 7, 3, 3, 3), (1, 8, 11, 2, 2, 3)], stride=2, padding=1, block=(16, 8))
+             + nhwc_rows([(1, 10, 9, 4, 3, 3)], stride=3, padding=2) + nhwc_rows([(1, 7, 6, 3, 3, 2)], stride=2))
+    check_conv(kernel, im2col_nhwc_reference, cases, quiet=quiet, diagnose=_diagnose_nhwc_rows)

@@ -37,7 +37,8 @@ CSS = f"""
 .reveal .jp-OutputArea-output pre {{ max-height: {TEXT_BOX}px; overflow-y: auto; }}
 .reveal .jp-OutputArea-output img {{ max-height: {FIGURE_BOX}px; max-width: 100%; width: auto; height: auto; }}
 /* A line longer than the slide is wide (about 95 characters of code) wraps instead of being cut at its edge. */
-.reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{ white-space: pre-wrap; overflow-wrap: anywhere; }}
+.reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{
+    white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; }}
 """
 
 

@@ -26,6 +26,9 @@ $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	# jsonschema's optional IRI checker, pulled in by an extra of jupyter-events: importing it builds a grammar
+	# (about 1.5 s) in every process that loads nbformat or Jupyter's server. Nothing here checks IRIs.
+	$(PY) -m pip uninstall --quiet --yes rfc3987-syntax
 	rm -f $(VENV)/.installed-* && touch $@
 
 ## Open JupyterLab on the whole course, with the first lecture open (without nbgrader's instructor tools).

@@ -58,7 +58,8 @@ from numba.core.extending import intrinsic
 from numba.cuda.core import targetconfig
 
 from .bounds import launch_bounds
-from .vector import HALVES, WIDTH, ldmatrix4w, load4w, pack2h, store4w, transpose2h, vector_aligned
+from .vector import (HALVES, WIDTH, copy_async16, copy_async_commit, copy_async_wait, ldmatrix4w, ldmatrix4w_trans,
+                     load4w, pack2h, store4w, transpose2h, vector_aligned)
 
 # -- formats ---------------------------------------------------------------------------------------
 
@@ -594,7 +595,128 @@ def gemm_tensor_core_tiled(C, A, B):
                     C[r, c] = acc[i, j, e]
 
 
-GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled]
+TCA_STAGES = 2  # gemm_tensor_core_async: copies of the tiles, filled by cp.async (a third would pass 48 KiB)
+TCA_WAIT = TCA_STAGES - 2  # groups of copies that may still be on their way when a stage is read
+TCA_PITCH_B = TC_BN // 2 + 4  # B's tile rows: 64 words of halves and 4 of padding, so 8 rows start 4 banks apart
+TCA_ROWS_B = TC_BK  # B's tile: TC_BK rows of B per stage, as they are in B
+TCA_TILE_A, TCA_TILE_B = (TCA_STAGES * TC_BM, TC_PITCH_A), (TCA_STAGES * TCA_ROWS_B, TCA_PITCH_B)  # all stages
+
+
+@cuda.jit(device=True, inline="always")
+def _copy_chunk(tile, i, j, X, row, col, rows, cols, vectors, staged):
+    """``tile[i, j : j + 4]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``: one
+    `vector.copy_async16` where ``vectors`` (a chunk all inside or all outside; outside it reads nothing, and
+    names ``X[0, 0]`` to keep its address valid), else one half per load (`_fetch_halves` into ``staged``)."""
+    if vectors:
+        inside = row < rows and col < cols
+        copy_async16(tile, (i, j), X, (row if inside else uint64(0), col if inside else uint64(0)), inside)
+    else:
+        _fetch_halves(staged, 0, X, row, col, rows, cols)
+        store4w(tile, (i, j), (staged[0, 0], staged[0, 1], staged[0, 2], staged[0, 3]))
+
+
+@cuda.jit(device=True, inline="always")
+def _copy_step(tile_a, tile_b, A, B, stage, start, row0, col0, row_a, k_a, row_b, col_b, vectors, staged):
+    """Start the copies of the step at ``start`` along K into ``stage`` of the tiles: this thread's 2 chunks of
+    A (rows ``row_a`` and ``row_a + 64`` of the block's, halves ``k_a`` on) and 2 of B (rows ``row_b`` and
+    ``row_b + 16`` of the step's, columns ``col_b`` on)."""
+    M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
+    for v in range(TC_VECTORS):
+        r = row_a + uint64(v * TC_PASS)
+        _copy_chunk(tile_a, stage * uint64(TC_BM) + r, k_a // uint64(2), A, row0 + r, start + k_a, M, K,
+                    vectors, staged)
+        k = row_b + uint64(v * TCA_ROWS_B // TC_VECTORS)
+        _copy_chunk(tile_b, stage * uint64(TCA_ROWS_B) + k, col_b // uint64(2), B, start + k, col0 + col_b, K, N,
+                    vectors, staged)
+
+
+@cuda.jit(**TC_BOUNDS)
+def gemm_tensor_core_async(C, A, B):
+    """`gemm_tensor_core_tiled` as CUTLASS's Ampere GEMMs feed their tensor cores: the same block and warp tiles
+    and mma, but global memory goes straight to shared memory with ``cp.async`` (`vector.copy_async16`; SASS
+    LDGSTS: no registers, no byte permutations, no shared stores), and B's tile holds plain rows of B, its
+    fragments read with ``ldmatrix .trans`` (`vector.ldmatrix4w_trans`: one x4 gives b0 to b3 of two n8 tiles).
+
+    Pipeline: TCA_STAGES copies of the tiles. A step waits for its own copies (`vector.copy_async_wait`, at most
+    TCA_WAIT later groups still on their way) and meets the block at one barrier: everyone's copies have landed,
+    and every warp is done with the stage the next copies overwrite, which start at once and run during the mma.
+    One group of copies per step (`vector.copy_async_commit`; empty at the end, so that the counts hold).
+
+    Shared memory (48 KiB of static shared memory a block may declare): per stage A's 128 rows of 20 words (16 of
+    halves, 4 of padding: 10 KiB) and B's 32 rows of 68 words (64 and 4: 8.5 KiB): 2 stages, 37 KiB; 3 would
+    need 55.5 KiB (dynamic shared memory) or tiles without padding and a swizzle (48 KiB). Bank conflicts: none.
+    An ldmatrix reads each 8 x 8 matrix (8 rows of 16 bytes) in one pass; A's rows start 20 words apart, banks
+    0, 20, 8, 28, 16, 4, 24, 12 (+ the column), B's 68 apart: 0, 4, ..., 28: 8 different 4-bank groups. A copy's
+    8 lanes of a pass write, of A, chunk l // 8 of 8 consecutive rows (the same 8 groups), of B, 8 consecutive
+    chunks of a row (128 bytes). Each warp's copy reads 512 bytes in 16 sectors.
+
+    Shapes where a 16-byte copy is not allowed (K or N not a multiple of 8, rows not 16-byte aligned): the same
+    pipeline with the chunks loaded one half at a time (`_fetch_halves`) and stored with one 16-byte store.
+    """
+    tile_a = cuda.shared.array(TCA_TILE_A, uint32, alignment=16)  # [stage * 128 + m, k // 2]
+    tile_b = cuda.shared.array(TCA_TILE_B, uint32, alignment=16)  # [stage * 32 + k, n // 2]
+    acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
+    b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
+    staged = cuda.local.array((1, WIDTH), uint32)  # the one-half-per-load path's chunk
+    thread = uint64(cuda.threadIdx.x)
+    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
+    group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
+    # ldmatrix: lane l names row l % 8 of matrix l // 8. A: matrices 1 and 3 8 rows on, 2 and 3 8 halves of k on.
+    # B (rows of k): matrices 1 and 3 8 rows of k on, 2 and 3 8 columns on: b0 b1, b2 b3 of n tile 2jj, then 2jj + 1
+    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
+    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
+    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
+    M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
+    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
+    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
+        and vector_aligned(A) and vector_aligned(B)
+    # This thread's chunks: of A, chunk l // 8 of row 8 w + l % 8 (warp w, lane l) and 64 rows on; of B, chunk
+    # t % 16 of rows t // 16 and t // 16 + 16
+    row_a, k_a = warp * uint64(8) + lane % uint64(8), lane // uint64(8) * uint64(HALVES)
+    row_b, col_b = thread // uint64(TC_CHUNKS_B), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                acc[i, j, e] = float32(0)
+    steps = (K + uint64(TC_BK - 1)) // uint64(TC_BK)
+    for s in range(TCA_STAGES - 1):  # the prologue: the first stages on their way, a group each
+        if uint64(s) < steps:
+            _copy_step(tile_a, tile_b, A, B, uint64(s), uint64(s * TC_BK), row0, col0, row_a, k_a, row_b, col_b,
+                       vectors, staged)
+        copy_async_commit()
+    for step in range(steps):
+        now = uint64(step) % uint64(TCA_STAGES)
+        copy_async_wait(TCA_WAIT)  # this thread's copies of this step have landed
+        cuda.syncthreads()  # and everyone's; every warp is done with the stage the next copies overwrite
+        ahead = uint64(step) + uint64(TCA_STAGES - 1)
+        if ahead < steps:  # start the copies of a later step: they run while the tensor cores work
+            _copy_step(tile_a, tile_b, A, B, ahead % uint64(TCA_STAGES), ahead * uint64(TC_BK), row0, col0, row_a,
+                       k_a, row_b, col_b, vectors, staged)
+        copy_async_commit()
+        for kk in range(0, TC_BK, MMA_K16):  # halves kk to kk + 15 along K
+            k = now * uint64(TCA_ROWS_B) + uint64(kk) + row_m  # the row of B's tile this lane names
+            for jj in range(TC_MMA_N // 2):  # B's fragments of n tiles 2 jj and 2 jj + 1: one ldmatrix .trans
+                n = (wn + uint64(jj * 2 * MMA_N)) // uint64(2) + word_m
+                b_frags[2 * jj, 0], b_frags[2 * jj, 1], b_frags[2 * jj + 1, 0], b_frags[2 * jj + 1, 1] = \
+                    ldmatrix4w_trans(tile_b, (k, n))
+            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
+                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
+                a = ldmatrix4w(tile_a, (r, uint64(kk // 2) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
+                for j in range(TC_MMA_N):
+                    d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
+                                     (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+                    for e in range(4):
+                        acc[i, j, e] = d[e]
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
+                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
+                if r < M and c < N:
+                    C[r, c] = acc[i, j, e]
+
+
+GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled, gemm_tensor_core_async]
 
 
 def _check_gemm(C, A, B) -> None:
@@ -613,7 +735,7 @@ def configuration(kernel, shape_c) -> tuple[tuple[int, int], tuple[int, ...]]:
     M, N = shape_c
     if kernel is gemm_tensor_core:
         return (-(-N // BLOCK_N), -(-M // BLOCK_M)), (THREADS,)
-    if kernel is gemm_tensor_core_tiled:
+    if kernel in (gemm_tensor_core_tiled, gemm_tensor_core_async):
         return (-(-N // TC_BN), -(-M // TC_BM)), (TC_THREADS,)
     return (-(-N // TILE), -(-M // TILE)), (TILE, TILE)
 
@@ -653,7 +775,7 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
 __all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "MMA_K16_PTX", "MMA_SHAPES", "fragment_layout",
            "matrix_of", "fragments_of", "emulate_mma_m16n8k8", "emulate_mma_m16n8k16", "mma_error_bound", "mma_m16n8k8",
            "mma_m16n8k16", "gemm_fp16_fp32acc", "gemm_tensor_core",
-           "gemm_tensor_core_tiled",
+           "gemm_tensor_core_tiled", "gemm_tensor_core_async",
            "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
            "launch_sum", "launch_map"]

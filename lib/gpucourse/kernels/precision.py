@@ -603,31 +603,37 @@ TCA_TILE_A, TCA_TILE_B = (TCA_STAGES * TC_BM, TC_PITCH_A), (TCA_STAGES * TCA_ROW
 
 
 @cuda.jit(device=True, inline="always")
-def _copy_chunk(tile, i, j, X, row, col, rows, cols, vectors, staged):
-    """``tile[i, j : j + 4]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``: one
-    `vector.copy_async16` where ``vectors`` (a chunk all inside or all outside; outside it reads nothing, and
-    names ``X[0, 0]`` to keep its address valid), else one half per load (`_fetch_halves` into ``staged``)."""
-    if vectors:
-        inside = row < rows and col < cols
-        copy_async16(tile, (i, j), X, (row if inside else uint64(0), col if inside else uint64(0)), inside)
-    else:
-        _fetch_halves(staged, 0, X, row, col, rows, cols)
-        store4w(tile, (i, j), (staged[0, 0], staged[0, 1], staged[0, 2], staged[0, 3]))
+def _store_halves(tile, i, j, X, row, col, rows, cols, staged):
+    """``tile[i, j : j + 4]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``, loaded one
+    half at a time (`_fetch_halves` into ``staged``) and stored with one 16-byte store: where cp.async may not go."""
+    _fetch_halves(staged, 0, X, row, col, rows, cols)
+    store4w(tile, (i, j), (staged[0, 0], staged[0, 1], staged[0, 2], staged[0, 3]))
 
 
 @cuda.jit(device=True, inline="always")
 def _copy_step(tile_a, tile_b, A, B, stage, start, row0, col0, row_a, k_a, row_b, col_b, vectors, staged):
     """Start the copies of the step at ``start`` along K into ``stage`` of the tiles: this thread's 2 chunks of
     A (rows ``row_a`` and ``row_a + 64`` of the block's, halves ``k_a`` on) and 2 of B (rows ``row_b`` and
-    ``row_b + 16`` of the step's, columns ``col_b`` on)."""
+    ``row_b + 16`` of the step's, columns ``col_b`` on). Where ``vectors`` (K and N multiples of 8: a chunk is all
+    inside or all outside), one `vector.copy_async16` each; one outside reads nothing but must name a place
+    inside: the nearest row and chunk (the row of A's then stays the same from step to step)."""
     M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
-    for v in range(TC_VECTORS):
-        r = row_a + uint64(v * TC_PASS)
-        _copy_chunk(tile_a, stage * uint64(TC_BM) + r, k_a // uint64(2), A, row0 + r, start + k_a, M, K,
-                    vectors, staged)
-        k = row_b + uint64(v * TCA_ROWS_B // TC_VECTORS)
-        _copy_chunk(tile_b, stage * uint64(TCA_ROWS_B) + k, col_b // uint64(2), B, start + k, col0 + col_b, K, N,
-                    vectors, staged)
+    one, chunk = uint64(1), uint64(HALVES)
+    if vectors:
+        for v in range(TC_VECTORS):
+            m, k = row0 + row_a + uint64(v * TC_PASS), start + k_a
+            copy_async16(tile_a, (stage * uint64(TC_BM) + row_a + uint64(v * TC_PASS), k_a // uint64(2)),
+                         A, (min(m, M - one), min(k, K - chunk)), m < M and k < K)
+            k, n = start + row_b + uint64(v * TCA_ROWS_B // TC_VECTORS), col0 + col_b
+            copy_async16(tile_b, (stage * uint64(TCA_ROWS_B) + row_b + uint64(v * TCA_ROWS_B // TC_VECTORS),
+                                  col_b // uint64(2)), B, (min(k, K - one), min(n, N - chunk)), k < K and n < N)
+    else:
+        for v in range(TC_VECTORS):
+            r, k = row_a + uint64(v * TC_PASS), row_b + uint64(v * TCA_ROWS_B // TC_VECTORS)
+            _store_halves(tile_a, stage * uint64(TC_BM) + r, k_a // uint64(2), A, row0 + r, start + k_a, M, K,
+                          staged)
+            _store_halves(tile_b, stage * uint64(TCA_ROWS_B) + k, col_b // uint64(2), B, start + k, col0 + col_b,
+                          K, N, staged)
 
 
 @cuda.jit(**TC_BOUNDS)

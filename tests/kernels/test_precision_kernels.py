@@ -10,6 +10,7 @@ from numba import cuda, float32, types
 from gpucourse import simulated, trace
 from gpucourse.kernels import precision as p
 from gpucourse.run.resources import kernel_resources, ptx_for, resources_problem
+from gpucourse.run.sass import disassemble, sass_problem
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -395,6 +396,17 @@ def test_the_async_tensor_core_gemm_copies_with_cp_async_into_two_stages(cc, mma
     assert step.index("cp.async.wait_group 0;") < step.index("bar.sync") < step.index("cp.async.cg") \
         < step.index("cp.async.commit_group;") < step.index(mma)
     assert ptx.count("cp.async.commit_group;") == 2 and ptx.count("cp.async.wait_group") == 1  # the prologue's too
+
+
+@pytest.mark.skipif(sass_problem() is not None or resources_problem() is not None,
+                    reason="needs nvdisasm (CUDA toolkit or Triton) and nvJitLink")
+def test_the_async_tensor_core_gemm_has_ldgsts_and_ldmatrix_trans_in_its_sm_90_sass():
+    """The SASS of the copies and B's fragment loads: LDGSTS (cp.async, 16 bytes, L1 bypassed: .cg) and
+    LDSM.16.MT88.4 (ldmatrix .x4 .trans), and no global load into registers on the 16-byte path."""
+    signature = (types.float32[:, ::1], types.float16[:, ::1], types.float16[:, ::1])
+    sass = disassemble(ptx_for(p.gemm_tensor_core_async, signature, "sm_90"), "sm_90")
+    assert "LDGSTS.E.BYPASS.128" in sass and "LDSM.16.MT88.4" in sass and "LDSM.16.M88.4" in sass
+    assert "LDG.E.128" not in sass and "DEPBAR" in sass
 
 
 def test_the_async_tensor_core_gemm_copies_coalesced_and_free_of_bank_conflicts():

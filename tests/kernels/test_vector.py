@@ -106,45 +106,65 @@ def test_the_word_family_compiles_to_16_byte_accesses_and_byte_permutations():
     assert ptx.count("ld.global.u16") == 2  # pack2h's halves: a load each, joined without a byte permutation
 
 
-@cuda.jit
-def ldmatrix_of(out, words, rows, starts):
-    """A warp copies ``words`` (16 x 16) into a shared tile with rows of 20 words; lane l names row rows[l] from
-    word starts[l] and keeps the 4 words ldmatrix4w gives it in out[l]."""
-    tile = cuda.shared.array((16, 20), uint32, alignment=16)
-    lane = cuda.threadIdx.x
-    for e in range(lane, 16 * 16, 32):
-        tile[e // 16, e % 16] = words[e // 16, e % 16]
-    cuda.syncthreads()
-    got = ldmatrix4w(tile, (rows[lane], starts[lane]))
-    for m in range(4):
-        out[lane, m] = got[m]
+def ldmatrix_kernels(load):
+    """Two kernels of ``load`` (ldmatrix4w or ldmatrix4w_trans). The first: a warp copies ``words`` (16 x 16) into
+    a shared tile with rows of 20 words; lane l names row rows[l] from word starts[l] and keeps the 4 words it gets
+    in out[l]. The second names rows of a global array."""
+    @cuda.jit
+    def of_shared(out, words, rows, starts):
+        tile = cuda.shared.array((16, 20), uint32, alignment=16)
+        lane = cuda.threadIdx.x
+        for e in range(lane, 16 * 16, 32):
+            tile[e // 16, e % 16] = words[e // 16, e % 16]
+        cuda.syncthreads()
+        got = load(tile, (rows[lane], starts[lane]))
+        for m in range(4):
+            out[lane, m] = got[m]
+
+    @cuda.jit
+    def of_global(out, words):
+        got = load(words, (cuda.threadIdx.x % 16, 0))
+        out[cuda.threadIdx.x, 0] = got[0]
+
+    return of_shared, of_global
 
 
-@cuda.jit
-def ldmatrix_of_global(out, words):
-    got = ldmatrix4w(words, (cuda.threadIdx.x % 16, 0))
-    out[cuda.threadIdx.x, 0] = got[0]
+ldmatrix_of, ldmatrix_of_global = ldmatrix_kernels(ldmatrix4w)
+ldmatrix_trans_of, ldmatrix_trans_of_global = ldmatrix_kernels(ldmatrix4w_trans)
 
 
-def test_ldmatrix4w_gives_each_lane_the_cells_the_ptx_isa_names():
+@pytest.mark.parametrize("name", ["ldmatrix4w", "ldmatrix4w_trans"])
+def test_ldmatrix4w_gives_each_lane_the_cells_the_ptx_isa_names(name):
     """PTX ISA, ldmatrix .m8n8.x4.b16: threads 8m to 8m + 7 give the addresses of rows 0 to 7 of matrix m; each
     thread receives, in its register m, row (laneid / 4) of matrix m, elements 2 (laneid % 4) and 2 (laneid % 4)
-    + 1. Rows named in a shuffled order, from word 0, 4, 8 or 12 (16-byte rows), halves of random bits."""
+    + 1; with .trans, of the transpose of matrix m (the matrix read column by column). Rows named in a shuffled
+    order, from word 0, 4, 8 or 12 (16-byte rows), halves of random bits."""
+    of_shared, of_global = (ldmatrix_of, ldmatrix_of_global) if name == "ldmatrix4w" else \
+        (ldmatrix_trans_of, ldmatrix_trans_of_global)
     halves = rng.standard_normal((16, 32)).astype(np.float16)
     words = halves.view(np.uint32)
     rows, starts = rng.permutation(32) % 16, rng.integers(0, 4, 32) * 4
     out = np.zeros((32, 4), np.uint32)
     with simulated():
-        ldmatrix_of[1, 32](out, words, rows, starts)
-        with pytest.raises(ValueError, match="reads shared memory only"):
-            ldmatrix_of_global[1, 32](out, words)
+        with trace() as t:
+            of_shared[1, 32](out, words, rows, starts)
+        with pytest.raises(ValueError, match=f"{name} reads shared memory only"):
+            of_global[1, 32](out, words)
     got = out.view(np.float16).reshape(32, 4, 2)  # lane, matrix, the two halves of a register
     for m in range(4):
         named = [(rows[8 * m + r], 2 * starts[8 * m + r]) for r in range(8)]  # lane 8m + r: row r of matrix m
         matrix = np.stack([halves[i, k:k + 8] for i, k in named])
+        matrix = matrix.T if name == "ldmatrix4w_trans" else matrix
         for lane in range(32):
             row, column = lane // 4, 2 * (lane % 4)
             np.testing.assert_array_equal(got[lane, m], matrix[row, column:column + 2], err_msg=f"lane {lane}, m {m}")
+    if name == "ldmatrix4w_trans":  # its stand-in reads as the hardware does: each lane the 16 bytes of its row,
+        # one matrix (8 lanes, 128 bytes) at a time, each as many wavefronts as its worst bank conflict
+        words_read = [{rows[8 * m + r] * 20 + starts[8 * m + r] + w for r in range(8) for w in range(4)}
+                      for m in range(4)]
+        wavefronts = sum(np.bincount(np.array(sorted(words)) % 32).max() for words in words_read)
+        reads = t.array("tile").instructions["read"]
+        assert (reads.requests, reads.lanes, reads.sectors) == (1, 32, wavefronts)
 
 
 def test_ldmatrix4w_compiles_to_one_ldmatrix_from_a_shared_address():
@@ -152,53 +172,6 @@ def test_ldmatrix4w_compiles_to_one_ldmatrix_from_a_shared_address():
     ptx, _ = cuda.compile_ptx(ldmatrix_of.py_func, signature, cc=(7, 5))
     found = re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \{(%r\d+, %r\d+, %r\d+, %r\d+)\}, \[%r\d+\]", ptx)
     assert len(found) == 1
-
-
-@cuda.jit
-def ldmatrix_trans_of(out, words, rows, starts):
-    """`ldmatrix_of` with ldmatrix4w_trans."""
-    tile = cuda.shared.array((16, 20), uint32, alignment=16)
-    lane = cuda.threadIdx.x
-    for e in range(lane, 16 * 16, 32):
-        tile[e // 16, e % 16] = words[e // 16, e % 16]
-    cuda.syncthreads()
-    got = ldmatrix4w_trans(tile, (rows[lane], starts[lane]))
-    for m in range(4):
-        out[lane, m] = got[m]
-
-
-@cuda.jit
-def ldmatrix_trans_of_global(out, words):
-    got = ldmatrix4w_trans(words, (cuda.threadIdx.x % 16, 0))
-    out[cuda.threadIdx.x, 0] = got[0]
-
-
-def test_ldmatrix4w_trans_gives_each_lane_the_cells_of_the_transposed_matrices():
-    """PTX ISA, ldmatrix with .trans: the matrices are read in column-major order, so lane l receives, in register
-    m, elements (2 (l % 4), l // 4) and (2 (l % 4) + 1, l // 4) of matrix m (row, column of the rows lanes 8m to
-    8m + 7 named): row l // 4 of the transpose. Rows named in a shuffled order, halves of random bits."""
-    halves = rng.standard_normal((16, 32)).astype(np.float16)
-    words = halves.view(np.uint32)
-    rows, starts = rng.permutation(32) % 16, rng.integers(0, 4, 32) * 4
-    out = np.zeros((32, 4), np.uint32)
-    with simulated():
-        with trace() as t:
-            ldmatrix_trans_of[1, 32](out, words, rows, starts)
-        with pytest.raises(ValueError, match="ldmatrix4w_trans reads shared memory only"):
-            ldmatrix_trans_of_global[1, 32](out, words)
-    got = out.view(np.float16).reshape(32, 4, 2)  # lane, matrix, the two halves of a register
-    for m in range(4):
-        named = [(rows[8 * m + r], 2 * starts[8 * m + r]) for r in range(8)]  # lane 8m + r: row r of matrix m
-        matrix = np.stack([halves[i, k:k + 8] for i, k in named])
-        for lane in range(32):
-            row, column = 2 * (lane % 4), lane // 4
-            np.testing.assert_array_equal(got[lane, m], matrix[row:row + 2, column], err_msg=f"lane {lane}, m {m}")
-    # the trace: one warp instruction, each lane reading the 16 bytes of the row it names; the hardware serves a
-    # matrix (8 lanes, 128 bytes) at a time, each as many wavefronts as its worst bank conflict
-    words_read = [{rows[8 * m + r] * 20 + starts[8 * m + r] + w for r in range(8) for w in range(4)} for m in range(4)]
-    wavefronts = sum(np.bincount(np.array(sorted(words)) % 32).max() for words in words_read)
-    reads = t.array("tile").instructions["read"]
-    assert (reads.requests, reads.lanes, reads.sectors) == (1, 32, wavefronts)
 
 
 def test_ldmatrix4w_trans_compiles_to_one_ldmatrix_trans_from_a_shared_address():

@@ -508,6 +508,58 @@ def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b
         store4w(tile_b, (pair, col_b + uint64(WIDTH * half)), (c0, c1, c2, c3))
 
 
+@cuda.jit(device=True, inline="always")
+def _warp_places(C, A, B):
+    """What the tiled tensor-core GEMMs' threads share: this thread's number, lane, the PTX layout's groupID
+    and threadID_in_group, the row and word it names for ldmatrix (lane l: row l % 8 of matrix l // 8, matrices
+    1 and 3 8 rows on, 2 and 3 4 words on), its warp's place in the block's tile of C, the block's place in C,
+    and whether every chunk may be copied in 16 bytes (K and N multiples of 8, 16-byte aligned rows)."""
+    thread = uint64(cuda.threadIdx.x)
+    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
+    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
+    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
+    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
+    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
+    K, N = uint64(A.shape[1]), uint64(C.shape[1])
+    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
+        and vector_aligned(A) and vector_aligned(B)
+    return (thread, lane, lane // uint64(4), lane % uint64(4), row_m, word_m, wm, wn, row0, col0, vectors)
+
+
+@cuda.jit(device=True, inline="always")
+def _zero(acc):
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                acc[i, j, e] = float32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def _multiply(acc, tile_a, row, word, b_frags):
+    """A warp's 16 `mma_m16n8k16` of a step of 16 along K: its 4 fragments of A, each 4 matrices of 8 x 8 halves
+    in rows of 16 bytes, one `vector.ldmatrix4w` from ``tile_a[row + 16 i, word]`` (``row``, ``word``: this
+    lane's), times its 4 fragments of B, ``b_frags``, added to ``acc``."""
+    for i in range(TC_MMA_M):
+        a = ldmatrix4w(tile_a, (row + uint64(i * MMA_M), word))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
+        for j in range(TC_MMA_N):
+            d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]), (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+            for e in range(4):
+                acc[i, j, e] = d[e]
+
+
+@cuda.jit(device=True, inline="always")
+def _store_tile(C, acc, row0, col0, wm, wn, group, quad):
+    """The warp's accumulators into C, as the PTX layout places D (c0, c1 in row group, c2, c3 8 rows on)."""
+    M, N = uint64(C.shape[0]), uint64(C.shape[1])
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
+                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
+                if r < M and c < N:
+                    C[r, c] = acc[i, j, e]
+
+
 @cuda.jit(**TC_BOUNDS)
 def gemm_tensor_core_tiled(C, A, B):
     """C = A @ B: a block of 8 warps computes 128 x 128 of C in steps of 32 along K, 16 `mma_m16n8k16` per warp
@@ -539,26 +591,13 @@ def gemm_tensor_core_tiled(C, A, B):
     b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
     next_a = cuda.local.array((TC_VECTORS, WIDTH), uint32)  # the next step's chunks, on their way
     next_b = cuda.local.array((TC_VECTORS, WIDTH), uint32)
-    thread = uint64(cuda.threadIdx.x)
-    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
-    group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
-    # the row this lane names for ldmatrix: row lane % 8 of matrix lane // 8 of A's fragment (matrices 1 and 3
-    # 8 rows on, 2 and 3 8 halves of k on)
-    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
-    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
-    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
-    M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
-    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
-    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
-        and vector_aligned(A) and vector_aligned(B)
+    thread, _, group, quad, row_m, word_m, wm, wn, row0, col0, vectors = _warp_places(C, A, B)
+    K = uint64(A.shape[1])
     # This thread's chunks: chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64 bytes), and a further
     # pass 64 rows on; chunk t % 16 of rows 2 (t // 16) and 2 (t // 16) + 1 of B's (a warp: 4 rows of 256 bytes).
     row_a, k_a = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
     k_b, col_b = thread // uint64(TC_CHUNKS_B) * uint64(2), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                acc[i, j, e] = float32(0)
+    _zero(acc)
     _fetch_chunks(next_a, next_b, A, B, uint64(0), row0 + row_a, col0 + col_b, k_a, k_b, vectors)
     _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(0), row_a, col_b, k_a, k_b)
     cuda.syncthreads()
@@ -575,24 +614,11 @@ def gemm_tensor_core_tiled(C, A, B):
                 n = wn + uint64(j * MMA_N) + group
                 b_frags[j, 0] = tile_b[now * uint64(TC_PAIRS) + w, n]  # b0, b1
                 b_frags[j, 1] = tile_b[now * uint64(TC_PAIRS) + w + uint64(4), n]  # b2, b3: 8 rows of K on
-            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
-                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
-                a = ldmatrix4w(tile_a, (r, uint64(kw) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
-                for j in range(TC_MMA_N):
-                    d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
-                                     (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
-                    for e in range(4):
-                        acc[i, j, e] = d[e]
+            _multiply(acc, tile_a, now * uint64(TC_BM) + wm + row_m, uint64(kw) + word_m, b_frags)
         if more:  # the other copy was last read before the previous barrier: free to fill
             _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(1) - now, row_a, col_b, k_a, k_b)
         cuda.syncthreads()
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
-                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
-                if r < M and c < N:
-                    C[r, c] = acc[i, j, e]
+    _store_tile(C, acc, row0, col0, wm, wn, group, quad)
 
 
 TCA_STAGES = 2  # gemm_tensor_core_async: copies of the tiles, filled by cp.async (a third would pass 48 KiB)
@@ -660,35 +686,24 @@ def gemm_tensor_core_async(C, A, B):
     pipeline with the chunks loaded one half at a time (`_fetch_halves`) and stored with one 16-byte store.
 
     sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 125 registers, no local memory; a step of 32
-    along K on the 16-byte path is about 237 instructions (`gemm_tensor_core_tiled`: 238): DEPBAR and BAR, 4
-    LDGSTS.128 in 113 (the rest: 64-bit address and bounds arithmetic), 2 passes of the mma loop (16 HMMA.16816,
-    4 LDSM.16.M88.4 and 2 LDSM.16.MT88.4 in 42), no LDG, PRMT or STS.
+    along K on the 16-byte path is about 238 instructions, as `gemm_tensor_core_tiled`'s: DEPBAR and BAR, 4
+    LDGSTS.128 in 115 (the rest: 64-bit address and bounds arithmetic), 2 passes of the mma loop (16 HMMA.16816,
+    4 LDSM.16.M88.4 and 2 LDSM.16.MT88.4 in 41), no LDG, PRMT or STS.
     """
     tile_a = cuda.shared.array(TCA_TILE_A, uint32, alignment=16)  # [stage * 128 + m, k // 2]
     tile_b = cuda.shared.array(TCA_TILE_B, uint32, alignment=16)  # [stage * 32 + k, n // 2]
     acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
     b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
     staged = cuda.local.array((1, WIDTH), uint32)  # the one-half-per-load path's chunk
-    thread = uint64(cuda.threadIdx.x)
-    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
-    group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
-    # ldmatrix: lane l names row l % 8 of matrix l // 8. A: matrices 1 and 3 8 rows on, 2 and 3 8 halves of k on.
-    # B (rows of k): matrices 1 and 3 8 rows of k on, 2 and 3 8 columns on: b0 b1, b2 b3 of n tile 2jj, then 2jj + 1
-    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
-    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
-    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
-    M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
-    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
-    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
-        and vector_aligned(A) and vector_aligned(B)
+    # ldmatrix: A's fragments as in gemm_tensor_core_tiled; B's rows of k: matrices 1 and 3 8 rows of k on, 2 and
+    # 3 8 columns (4 words) on, so an x4 .trans gives b0 b1, b2 b3 of n tile 2 jj, then of n tile 2 jj + 1
+    thread, lane, group, quad, row_m, word_m, wm, wn, row0, col0, vectors = _warp_places(C, A, B)
+    K = uint64(A.shape[1])
     # This thread's chunks: of A, chunk l // 8 of row 8 w + l % 8 (warp w, lane l) and 64 rows on; of B, chunk
     # t % 16 of rows t // 16 and t // 16 + 16
-    row_a, k_a = warp * uint64(8) + lane % uint64(8), lane // uint64(8) * uint64(HALVES)
+    row_a, k_a = thread // uint64(WARP) * uint64(8) + lane % uint64(8), lane // uint64(8) * uint64(HALVES)
     row_b, col_b = thread // uint64(TC_CHUNKS_B), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                acc[i, j, e] = float32(0)
+    _zero(acc)
     steps = (K + uint64(TC_BK - 1)) // uint64(TC_BK)
     for s in range(TCA_STAGES - 1):  # the prologue: the first stages on their way, a group each
         if uint64(s) < steps:
@@ -710,21 +725,8 @@ def gemm_tensor_core_async(C, A, B):
                 n = (wn + uint64(jj * 2 * MMA_N)) // uint64(2) + word_m
                 b_frags[2 * jj, 0], b_frags[2 * jj, 1], b_frags[2 * jj + 1, 0], b_frags[2 * jj + 1, 1] = \
                     ldmatrix4w_trans(tile_b, (k, n))
-            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
-                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
-                a = ldmatrix4w(tile_a, (r, uint64(kw) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
-                for j in range(TC_MMA_N):
-                    d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
-                                     (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
-                    for e in range(4):
-                        acc[i, j, e] = d[e]
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
-                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
-                if r < M and c < N:
-                    C[r, c] = acc[i, j, e]
+            _multiply(acc, tile_a, now * uint64(TC_BM) + wm + row_m, uint64(kw) + word_m, b_frags)
+    _store_tile(C, acc, row0, col0, wm, wn, group, quad)
 
 
 GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled, gemm_tensor_core_async]

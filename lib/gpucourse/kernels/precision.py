@@ -16,7 +16,10 @@ Kernels (A, B float16 2-D arrays, C float32):
    halves kept in pairs as uint32 words from global memory to the mma (16
    bytes per load, `vector.load4w`, where the rows allow it; A's fragments by
    `vector.ldmatrix4w`), double-buffered: the next step's loads are in flight
-   during the mma.
+   during the mma. `gemm_tensor_core_async`, the top rung, fills the same tiles
+   with cp.async (`vector.copy_async16`: global to shared memory without
+   registers) into 2 stages and reads B's fragments from plain rows of B with
+   ``ldmatrix .trans`` (`vector.ldmatrix4w_trans`).
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32

@@ -644,8 +644,8 @@ def _copy_step(tile_a, tile_b, A, B, stage, start, row0, col0, row_a, k_a, row_b
     """Start the copies of the step at ``start`` along K into ``stage`` of the tiles: this thread's 2 chunks of
     A (rows ``row_a`` and ``row_a + 64`` of the block's, halves ``k_a`` on) and 2 of B (rows ``row_b`` and
     ``row_b + 16`` of the step's, columns ``col_b`` on). Where ``vectors`` (K and N multiples of 8: a chunk is all
-    inside or all outside), one `vector.copy_async16` each; one outside reads nothing but must name a place
-    inside: the nearest row and chunk (the row of A's then stays the same from step to step)."""
+    inside or all outside), one `vector.copy_async16` each; one outside reads nothing and writes zeros, but must
+    name a place inside: the last row or chunk; else one half per load (`_store_halves`), done at once."""
     M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
     one, chunk = uint64(1), uint64(HALVES)
     if vectors:

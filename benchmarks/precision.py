@@ -10,12 +10,13 @@ prints one line saying so and exits with status 0.
 GEMM, ``C = A @ B`` of n x n matrices, in TFLOP/s (2 n^3 FLOPs over the time) and in error against float64:
 module 3's best, `matmul_warp_tiled`, in float32, `gemm_fp16_fp32acc` (fp16 tiles, fp32 accumulator),
 `gemm_tensor_core` (a warp per 16 x 16 of C through the course's `mma_m16n8k8`), `gemm_tensor_core_tiled`
-(128 x 128 per block, a warp per 64 x 32, 16 `mma_m16n8k16` per step of 16, double-buffered), and ``torch.matmul`` on
-float16 tensors (cuBLAS with tensor cores; its C is float16) when PyTorch is installed, on the same memory
-through ``__cuda_array_interface__``. The inputs are standard normal values rounded to fp16, so every path
-multiplies the same numbers and float64 gives one exact reference (32 rows of C). Goals, for an H100:
-`gemm_tensor_core_tiled` at 4096^3 at least 4x the best course float32 GEMM, its % of cuBLAS fp16 recorded
-(issue 22).
+(128 x 128 per block, a warp per 64 x 32, 16 `mma_m16n8k16` per step of 16, double-buffered through registers),
+`gemm_tensor_core_async` (the same tiles, filled by cp.async into 2 stages, B's fragments by ldmatrix .trans), and
+``torch.matmul`` on float16 tensors (cuBLAS with tensor cores; its C is float16) when PyTorch is installed, on the
+same memory through ``__cuda_array_interface__``. The inputs are standard normal values rounded to fp16, so every
+path multiplies the same numbers and float64 gives one exact reference (32 rows of C). Goals, for an H100: the
+faster of the two tiled tensor-core GEMMs at 4096^3 at least 4x the best course float32 GEMM, its % of cuBLAS
+fp16 recorded (issue 22).
 
 Bandwidth: `map_fp16` and `map_fp32` (``y = 2x + 1``, a grid-stride loop over 2^26 elements) in GB/s of
 one read and one write; fp16 moves half the bytes, so a memory-bound map should take about half the time.
@@ -71,6 +72,8 @@ FP32 = "`matmul_warp_tiled` (fp32)"  # the best course float32 GEMM
 FP16_FP32ACC = "`gemm_fp16_fp32acc`"
 TENSOR_CORE = "`gemm_tensor_core`"
 TENSOR_CORE_TILED = "`gemm_tensor_core_tiled`"
+TENSOR_CORE_ASYNC = "`gemm_tensor_core_async`"
+TOP_RUNGS = (TENSOR_CORE_TILED, TENSOR_CORE_ASYNC)  # the goal is the faster one's
 CUBLAS_FP16 = "cuBLAS fp16 via `torch.matmul`"
 
 
@@ -127,14 +130,15 @@ def map_table(measurements: list[Measurement]) -> str:
 
 
 def goal_line(measurements: list[Measurement]) -> str:
-    target = (f"Goal: {TENSOR_CORE_TILED} at {GOAL_SIZE}^3 >= {OVER_FP32:g}x the best course fp32 GEMM, "
-              "% of cuBLAS fp16 recorded")
-    mine, fp32 = find(measurements, TENSOR_CORE_TILED, GOAL_SIZE), find(measurements, FP32, GOAL_SIZE)
+    target = (f"Goal: the faster of {' and '.join(TOP_RUNGS)} at {GOAL_SIZE}^3 >= {OVER_FP32:g}x the best course "
+              "fp32 GEMM, % of cuBLAS fp16 recorded")
+    rungs = [m for m in (find(measurements, path, GOAL_SIZE) for path in TOP_RUNGS) if m]
+    mine, fp32 = min(rungs, key=lambda m: m.ms, default=None), find(measurements, FP32, GOAL_SIZE)
     if not (mine and fp32):
         return f"{target}: not measured."
     speedup = fp32.ms / mine.ms
     cublas = find(measurements, CUBLAS_FP16, GOAL_SIZE)
-    parts = [f"{speedup:.1f}x fp32"] + ([f"{cublas.ms / mine.ms:.0%} of cuBLAS fp16"] if cublas else [])
+    parts = [f"{mine.path} {speedup:.1f}x fp32"] + ([f"{cublas.ms / mine.ms:.0%} of cuBLAS fp16"] if cublas else [])
     met = speedup >= OVER_FP32
     if cublas is None:
         return f"{target}: partly measured (no PyTorch): {parts[0]}{'' if met else ', NOT met'}."

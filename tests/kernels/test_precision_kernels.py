@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from numba import cuda, float32, types
 
-from gpucourse import simulated
+from gpucourse import simulated, trace
 from gpucourse.kernels import precision as p
 from gpucourse.run.resources import kernel_resources, ptx_for, resources_problem
+from gpucourse.run.sass import disassemble, sass_problem
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault
 
@@ -366,6 +367,65 @@ def test_the_tiled_tensor_core_gemm_is_double_buffered_with_m16n8k16(cc, mma):
     assert mma_loops[0].count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == p.TC_MMA_M * passes
 
 
+@pytest.mark.parametrize("cc, mma", [((8, 0), p.MMA_K16_PTX), ((7, 5), p.MMA_PTX)], ids=["sm_80", "sm_75"])
+def test_the_async_tensor_core_gemm_copies_with_cp_async_into_two_stages(cc, mma):
+    signature = (types.float32[:, ::1], types.float16[:, ::1], types.float16[:, ::1])  # what gemm() passes
+    ptx = ptx_for(p.gemm_tensor_core_async, signature, f"sm_{cc[0]}{cc[1]}")  # with its launch bounds
+    assert set(re.findall(r"mma\.sync\.\S+", ptx)) == {mma} and "ld.local" not in ptx
+    if resources_problem() is None:  # launch bounds (256, 2): 2 blocks of 256 threads per SM, nothing spilled
+        used = kernel_resources(p.gemm_tensor_core_async, signature, f"sm_{cc[0]}{cc[1]}")
+        assert used.registers <= 128 and used.spilled_bytes == 0 and used.local_bytes == 0
+    # 2 stages of each tile: A's 2 x 128 rows of 20 words, B's 2 x 32 rows of B of 68 words (64 and 4 of padding)
+    assert re.findall(r"\.shared \.align 16 \.b8 \w+\[(\d+)\];", ptx) == [str(2 * 128 * 20 * 4), str(2 * 32 * 68 * 4)]
+    step = smallest_loop_with(ptx, mma, "bar.sync")
+    assert step.count("bar.sync") == 1
+    # the mma loop: A's fragments by ldmatrix, B's by ldmatrix .trans (one per two n tiles), no other shared load
+    mma_loops = [loop for loop in innermost_loops(ptx) if mma in loop]
+    assert len(mma_loops) == 1 and ptx_counts(mma_loops[0])["inner_loop_sign_tests"] == 0
+    passes = mma_loops[0].count(mma) // (p.TC_MMA_M * p.TC_MMA_N * (1 if cc >= (8, 0) else 2))
+    assert not re.findall(r"ld\.shared\.\S+", mma_loops[0])
+    assert mma_loops[0].count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == p.TC_MMA_M * passes
+    assert mma_loops[0].count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == p.TC_MMA_N // 2 * passes
+    if cc < (8, 0):  # no cp.async before sm_80: 16-byte loads and stores in its place
+        assert "cp.async" not in ptx and step.count("ld.global.v4.u32") == 2 * p.TC_VECTORS
+        return
+    # a step: wait for its own copies, one barrier, then the next step's 4 copies (one group), then the mma; the
+    # 16-byte path has no global load into registers (the other path: one half per load)
+    copies = re.findall(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16, %r\d+;", step)
+    assert len(copies) == 2 * p.TC_VECTORS and "ld.global.v4" not in ptx
+    assert step.index("cp.async.wait_group 0;") < step.index("bar.sync") < step.index("cp.async.cg") \
+        < step.index("cp.async.commit_group;") < step.index(mma)
+    assert ptx.count("cp.async.commit_group;") == 2 and ptx.count("cp.async.wait_group") == 1  # the prologue's too
+
+
+@pytest.mark.skipif(sass_problem() is not None or resources_problem() is not None,
+                    reason="needs nvdisasm (CUDA toolkit or Triton) and nvJitLink")
+def test_the_async_tensor_core_gemm_has_ldgsts_and_ldmatrix_trans_in_its_sm_90_sass():
+    """The SASS of the copies and B's fragment loads: LDGSTS (cp.async, 16 bytes, L1 bypassed: .cg) and
+    LDSM.16.MT88.4 (ldmatrix .x4 .trans), and no global load into registers on the 16-byte path."""
+    signature = (types.float32[:, ::1], types.float16[:, ::1], types.float16[:, ::1])
+    sass = disassemble(ptx_for(p.gemm_tensor_core_async, signature, "sm_90"), "sm_90")
+    assert "LDGSTS.E.BYPASS.128" in sass and "LDSM.16.MT88.4" in sass and "LDSM.16.M88.4" in sass
+    assert "LDG.E.128" not in sass and "DEPBAR" in sass
+
+
+def test_the_async_tensor_core_gemm_copies_coalesced_and_free_of_bank_conflicts():
+    """One block, 2 steps: each warp's copy reads 512 bytes of A or B in 16 sectors, writes its 16 bytes a lane
+    with no bank conflict, and B's fragments come by ldmatrix .trans free of conflicts (the simulator reads each
+    matrix's 8 rows as the hardware does). Every element of A and B is read once."""
+    M, K, N = 128, 64, 128
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    C = np.full((M, N), np.nan, np.float32)
+    with trace() as t:
+        p.launch_gemm(p.gemm_tensor_core_async, C, A, B)
+    np.testing.assert_array_equal(C, p.gemm(A, B, p.gemm_fp16_fp32acc))
+    for name in ("A", "B"):
+        t.assert_reads_per_element(name, exactly=1)
+        reads = t.array(name).instructions["read"]
+        assert reads.sectors == 16 * reads.requests and reads.lanes == 32 * reads.requests
+    t.assert_no_bank_conflicts("tile_b")
+    assert t.array("tile_a").instructions["write"].worst == 1
 def test_wrong_fragments_are_a_typing_error():
     def kernel(D, A):
         d = p.mma_m16n8k8((A[0], A[1]), (A[0], A[1]), (D[0], D[1], D[2], D[3]))
@@ -398,7 +458,8 @@ def test_gemms_are_within_the_fp32_accumulation_bound(kernel, shape):
     assert np.all(np.abs(C - A64 @ B64) <= bound)
 
 
-def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its_scalar_copies():
+@pytest.mark.parametrize("kernel", [p.gemm_tensor_core_tiled, p.gemm_tensor_core_async], ids=["tiled", "async"])
+def test_the_tiled_tensor_core_gemms_give_the_same_bits_from_their_16_byte_and_their_scalar_copies(kernel):
     """K and N multiples of 8 and 16-byte aligned rows: 16-byte copies (contiguous, and views of padded rows);
     a view one half off: the scalar copies. The same products in the same order: the same bits."""
     M, K, N = 37, 40, 136  # two blocks of 128 columns, the second 8 wide; a second step of K, 8 deep
@@ -411,7 +472,7 @@ def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its
     results = []
     for a, b in ((A, B), (padded_a[:, :K], padded_b[:, :N]), (shifted_a[:, 1:], shifted_b[:, 1:])):
         C = np.full((M, N), np.nan, np.float32)
-        p.launch_gemm(p.gemm_tensor_core_tiled, C, a, b)
+        p.launch_gemm(kernel, C, a, b)
         results.append(C)
     exact = A.astype(np.float64) @ B.astype(np.float64)
     bound = (K + 1) * 2.0 ** -24 * (np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)))
@@ -420,9 +481,10 @@ def test_the_tiled_tensor_core_gemm_gives_the_same_bits_from_its_16_byte_and_its
     np.testing.assert_array_equal(results[2], results[0])
 
 
+@pytest.mark.parametrize("kernel", [p.gemm_tensor_core_tiled, p.gemm_tensor_core_async], ids=["tiled", "async"])
 @pytest.mark.parametrize("path", ["16-byte", "one half per load"])
 @pytest.mark.parametrize("K", [8, 32, 40, 96, 77, 264], ids=lambda K: f"K{K}")
-def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K, path):
+def test_the_tiled_tensor_core_gemms_over_1_2_3_and_many_steps_of_k(K, path, kernel):
     """Steps of 32 along K through the two copies of the tiles: 1 (K = 8, 32), 2 (40), 3 (96, and 77: not a
     multiple of 8, the one-half-per-load chunks) and 9 (264); two blocks in each direction; each through the
     16-byte chunks where K allows, and through the one-half-per-load chunks (views one half off, N = 131: no row
@@ -436,7 +498,7 @@ def test_the_tiled_tensor_core_gemm_over_1_2_3_and_many_steps_of_k(K, path):
         a, b = np.full((M, K + 1), np.nan, np.float16)[:, 1:], np.full((K, N + 1), np.nan, np.float16)[:, 1:]
         a[...], b[...] = A, B
     C, reference = np.full((M, N), np.nan, np.float32), np.full((M, N), np.nan, np.float32)
-    p.launch_gemm(p.gemm_tensor_core_tiled, C, a, b)
+    p.launch_gemm(kernel, C, a, b)
     p.launch_gemm(p.gemm_fp16_fp32acc, reference, A, B)
     np.testing.assert_array_equal(C, reference)
     A64, B64 = A.astype(np.float64), B.astype(np.float64)
@@ -447,7 +509,7 @@ def test_the_gemms_add_in_the_same_order():
     A = rng.standard_normal((40, 72)).astype(np.float16)
     B = rng.standard_normal((72, 140)).astype(np.float16)
     first = p.gemm(A, B, p.gemm_fp16_fp32acc)
-    for kernel in (p.gemm_tensor_core, p.gemm_tensor_core_tiled):
+    for kernel in (p.gemm_tensor_core, p.gemm_tensor_core_tiled, p.gemm_tensor_core_async):
         np.testing.assert_array_equal(p.gemm(A, B, kernel), first)
 
 

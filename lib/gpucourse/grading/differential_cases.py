@@ -303,7 +303,7 @@ register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
          why="as attention_flash2, and flash2_combine's exp2 weights of the slices (ex2.approx on the GPU)")
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
-PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the 16-byte copies of gemm_tensor_core_tiled (70: 3 steps of 32)
+PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the tiled kernels' 16-byte copies (70: 3 steps of 32)
 MMA = ("a tensor core adds a few products at a time, aligned and truncated (Fasi et al. 2021), the simulator's "
        "model adds them in k order, each rounded to fp32: each within precision.mma_error_bound, 5 * 2^-23 of the "
        "sum of magnitudes per 4 of K, so with positive inputs the two differ by at most 20 ulps per 4 of K")
@@ -345,7 +345,7 @@ def _fp16_map_cases(kernel):
 
 register("precision.gemm_fp16_fp32acc", _precision_gemm_cases(precision.gemm_fp16_fp32acc), ulps=max(PRECISION_K),
          why=f"{FMA}: at most K ulps (K <= {max(PRECISION_K)} here, positive inputs); fp16 products exact in fp32")
-for _kernel in (precision.gemm_tensor_core, precision.gemm_tensor_core_tiled):
+for _kernel in (precision.gemm_tensor_core, precision.gemm_tensor_core_tiled, precision.gemm_tensor_core_async):
     register(f"precision.{_kernel.py_func.__name__}", _precision_gemm_cases(_kernel), ulps=MMA_ULPS, why=MMA)
 for _kernel in (precision.sum_fp16, precision.sum_fp16_fp32acc):
     register(f"precision.{_kernel.py_func.__name__}", _fp16_sum_cases(_kernel),

@@ -16,7 +16,10 @@ Kernels (A, B float16 2-D arrays, C float32):
    halves kept in pairs as uint32 words from global memory to the mma (16
    bytes per load, `vector.load4w`, where the rows allow it; A's fragments by
    `vector.ldmatrix4w`), double-buffered: the next step's loads are in flight
-   during the mma.
+   during the mma. `gemm_tensor_core_async`, the top rung, fills the same tiles
+   with cp.async (`vector.copy_async16`: global to shared memory without
+   registers) into 2 stages and reads B's fragments from plain rows of B with
+   ``ldmatrix .trans`` (`vector.ldmatrix4w_trans`).
 3. `sum_fp16` / `sum_fp16_fp32acc`: one thread adds up a vector, in fp16
    (a sum of ones stops at 2048) or in fp32.
 4. `map_fp16` / `map_fp32`: ``y = 2x + 1``, memory-bound, computed in fp32
@@ -58,7 +61,8 @@ from numba.core.extending import intrinsic
 from numba.cuda.core import targetconfig
 
 from .bounds import launch_bounds
-from .vector import HALVES, WIDTH, ldmatrix4w, load4w, pack2h, store4w, transpose2h, vector_aligned
+from .vector import (HALVES, WIDTH, copy_async16, copy_async_commit, copy_async_wait, ldmatrix4w, ldmatrix4w_trans,
+                     load4w, pack2h, store4w, transpose2h, vector_aligned)
 
 # -- formats ---------------------------------------------------------------------------------------
 
@@ -507,6 +511,58 @@ def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b
         store4w(tile_b, (pair, col_b + uint64(WIDTH * half)), (c0, c1, c2, c3))
 
 
+@cuda.jit(device=True, inline="always")
+def _warp_places(C, A, B):
+    """What the tiled tensor-core GEMMs' threads share: this thread's number, lane, the PTX layout's groupID
+    and threadID_in_group, the row and word it names for ldmatrix (lane l: row l % 8 of matrix l // 8, matrices
+    1 and 3 8 rows on, 2 and 3 4 words on), its warp's place in the block's tile of C, the block's place in C,
+    and whether every chunk may be copied in 16 bytes (K and N multiples of 8, 16-byte aligned rows)."""
+    thread = uint64(cuda.threadIdx.x)
+    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
+    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
+    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
+    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
+    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
+    K, N = uint64(A.shape[1]), uint64(C.shape[1])
+    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
+        and vector_aligned(A) and vector_aligned(B)
+    return (thread, lane, lane // uint64(4), lane % uint64(4), row_m, word_m, wm, wn, row0, col0, vectors)
+
+
+@cuda.jit(device=True, inline="always")
+def _zero(acc):
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                acc[i, j, e] = float32(0)
+
+
+@cuda.jit(device=True, inline="always")
+def _multiply(acc, tile_a, row, word, b_frags):
+    """A warp's 16 `mma_m16n8k16` of a step of 16 along K: its 4 fragments of A, each 4 matrices of 8 x 8 halves
+    in rows of 16 bytes, one `vector.ldmatrix4w` from ``tile_a[row + 16 i, word]`` (``row``, ``word``: this
+    lane's), times its 4 fragments of B, ``b_frags``, added to ``acc``."""
+    for i in range(TC_MMA_M):
+        a = ldmatrix4w(tile_a, (row + uint64(i * MMA_M), word))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
+        for j in range(TC_MMA_N):
+            d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]), (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
+            for e in range(4):
+                acc[i, j, e] = d[e]
+
+
+@cuda.jit(device=True, inline="always")
+def _store_tile(C, acc, row0, col0, wm, wn, group, quad):
+    """The warp's accumulators into C, as the PTX layout places D (c0, c1 in row group, c2, c3 8 rows on)."""
+    M, N = uint64(C.shape[0]), uint64(C.shape[1])
+    for i in range(TC_MMA_M):
+        for j in range(TC_MMA_N):
+            for e in range(4):
+                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
+                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
+                if r < M and c < N:
+                    C[r, c] = acc[i, j, e]
+
+
 @cuda.jit(**TC_BOUNDS)
 def gemm_tensor_core_tiled(C, A, B):
     """C = A @ B: a block of 8 warps computes 128 x 128 of C in steps of 32 along K, 16 `mma_m16n8k16` per warp
@@ -538,26 +594,13 @@ def gemm_tensor_core_tiled(C, A, B):
     b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
     next_a = cuda.local.array((TC_VECTORS, WIDTH), uint32)  # the next step's chunks, on their way
     next_b = cuda.local.array((TC_VECTORS, WIDTH), uint32)
-    thread = uint64(cuda.threadIdx.x)
-    lane, warp = thread % uint64(WARP), thread // uint64(WARP)
-    group, quad = lane // uint64(4), lane % uint64(4)  # the PTX layout's groupID and threadID_in_group
-    # the row this lane names for ldmatrix: row lane % 8 of matrix lane // 8 of A's fragment (matrices 1 and 3
-    # 8 rows on, 2 and 3 8 halves of k on)
-    row_m, word_m = lane % uint64(8) + lane // uint64(8) % uint64(2) * uint64(8), lane // uint64(16) * uint64(4)
-    wm = warp // uint64(TC_WARPS_N) * uint64(TC_MMA_M * MMA_M)
-    wn = warp % uint64(TC_WARPS_N) * uint64(TC_MMA_N * MMA_N)
-    M, N, K = uint64(C.shape[0]), uint64(C.shape[1]), uint64(A.shape[1])
-    row0, col0 = uint64(cuda.blockIdx.y) * uint64(TC_BM), uint64(cuda.blockIdx.x) * uint64(TC_BN)
-    vectors = K % uint64(HALVES) == uint64(0) and N % uint64(HALVES) == uint64(0) \
-        and vector_aligned(A) and vector_aligned(B)
+    thread, _, group, quad, row_m, word_m, wm, wn, row0, col0, vectors = _warp_places(C, A, B)
+    K = uint64(A.shape[1])
     # This thread's chunks: chunk t % 4 of row t // 4 of A's tile (a warp: 8 rows of 64 bytes), and a further
     # pass 64 rows on; chunk t % 16 of rows 2 (t // 16) and 2 (t // 16) + 1 of B's (a warp: 4 rows of 256 bytes).
     row_a, k_a = thread // uint64(TC_BK // HALVES), thread % uint64(TC_BK // HALVES) * uint64(HALVES)
     k_b, col_b = thread // uint64(TC_CHUNKS_B) * uint64(2), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                acc[i, j, e] = float32(0)
+    _zero(acc)
     _fetch_chunks(next_a, next_b, A, B, uint64(0), row0 + row_a, col0 + col_b, k_a, k_b, vectors)
     _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(0), row_a, col_b, k_a, k_b)
     cuda.syncthreads()
@@ -574,27 +617,122 @@ def gemm_tensor_core_tiled(C, A, B):
                 n = wn + uint64(j * MMA_N) + group
                 b_frags[j, 0] = tile_b[now * uint64(TC_PAIRS) + w, n]  # b0, b1
                 b_frags[j, 1] = tile_b[now * uint64(TC_PAIRS) + w + uint64(4), n]  # b2, b3: 8 rows of K on
-            for i in range(TC_MMA_M):  # A's fragment: 4 matrices of 8 x 8 halves, rows of 16 bytes, one ldmatrix
-                r = now * uint64(TC_BM) + wm + uint64(i * MMA_M) + row_m
-                a = ldmatrix4w(tile_a, (r, uint64(kw) + word_m))  # a0 a1, a2 a3 (8 rows on), a4 to a7 (8 k on)
-                for j in range(TC_MMA_N):
-                    d = mma_m16n8k16(a, (b_frags[j, 0], b_frags[j, 1]),
-                                     (acc[i, j, 0], acc[i, j, 1], acc[i, j, 2], acc[i, j, 3]))
-                    for e in range(4):
-                        acc[i, j, e] = d[e]
+            _multiply(acc, tile_a, now * uint64(TC_BM) + wm + row_m, uint64(kw) + word_m, b_frags)
         if more:  # the other copy was last read before the previous barrier: free to fill
             _stash_chunks(tile_a, tile_b, next_a, next_b, uint64(1) - now, row_a, col_b, k_a, k_b)
         cuda.syncthreads()
-    for i in range(TC_MMA_M):
-        for j in range(TC_MMA_N):
-            for e in range(4):
-                r = row0 + wm + uint64(i * MMA_M + 8 * (e // 2)) + group
-                c = col0 + wn + uint64(j * MMA_N + e % 2) + uint64(2) * quad
-                if r < M and c < N:
-                    C[r, c] = acc[i, j, e]
+    _store_tile(C, acc, row0, col0, wm, wn, group, quad)
 
 
-GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled]
+TCA_STAGES = 2  # gemm_tensor_core_async: copies of the tiles, filled by cp.async (a third would pass 48 KiB)
+TCA_WAIT = TCA_STAGES - 2  # groups of copies that may still be on their way when a stage is read
+TCA_PITCH_B = TC_BN // 2 + 4  # B's tile rows: 64 words of halves and 4 of padding, so 8 rows start 4 banks apart
+TCA_ROWS_B = TC_BK  # B's tile: TC_BK rows of B per stage, as they are in B
+TCA_TILE_A, TCA_TILE_B = (TCA_STAGES * TC_BM, TC_PITCH_A), (TCA_STAGES * TCA_ROWS_B, TCA_PITCH_B)  # all stages
+
+
+@cuda.jit(device=True, inline="always")
+def _store_halves(tile, i, j, X, row, col, rows, cols, staged):
+    """``tile[i, j : j + 4]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``, loaded one
+    half at a time (`_fetch_halves` into ``staged``) and stored with one 16-byte store: where cp.async may not go."""
+    _fetch_halves(staged, 0, X, row, col, rows, cols)
+    store4w(tile, (i, j), (staged[0, 0], staged[0, 1], staged[0, 2], staged[0, 3]))
+
+
+@cuda.jit(device=True, inline="always")
+def _copy_step(tile_a, tile_b, A, B, stage, start, row0, col0, row_a, k_a, row_b, col_b, vectors, staged):
+    """Start the copies of the step at ``start`` along K into ``stage`` of the tiles: this thread's 2 chunks of
+    A (rows ``row_a`` and ``row_a + 64`` of the block's, halves ``k_a`` on) and 2 of B (rows ``row_b`` and
+    ``row_b + 16`` of the step's, columns ``col_b`` on). Where ``vectors`` (K and N multiples of 8: a chunk is all
+    inside or all outside), one `vector.copy_async16` each; one outside reads nothing and writes zeros, but must
+    name a place inside: the last row or chunk; else one half per load (`_store_halves`), done at once."""
+    M, K, N = uint64(A.shape[0]), uint64(A.shape[1]), uint64(B.shape[1])
+    one, chunk = uint64(1), uint64(HALVES)
+    if vectors:
+        for v in range(TC_VECTORS):
+            m, k = row0 + row_a + uint64(v * TC_PASS), start + k_a
+            copy_async16(tile_a, (stage * uint64(TC_BM) + row_a + uint64(v * TC_PASS), k_a // uint64(2)),
+                         A, (min(m, M - one), min(k, K - chunk)), m < M and k < K)
+            k, n = start + row_b + uint64(v * TCA_ROWS_B // TC_VECTORS), col0 + col_b
+            copy_async16(tile_b, (stage * uint64(TCA_ROWS_B) + row_b + uint64(v * TCA_ROWS_B // TC_VECTORS),
+                                  col_b // uint64(2)), B, (min(k, K - one), min(n, N - chunk)), k < K and n < N)
+    else:
+        for v in range(TC_VECTORS):
+            r, k = row_a + uint64(v * TC_PASS), row_b + uint64(v * TCA_ROWS_B // TC_VECTORS)
+            _store_halves(tile_a, stage * uint64(TC_BM) + r, k_a // uint64(2), A, row0 + r, start + k_a, M, K,
+                          staged)
+            _store_halves(tile_b, stage * uint64(TCA_ROWS_B) + k, col_b // uint64(2), B, start + k, col0 + col_b,
+                          K, N, staged)
+
+
+@cuda.jit(**TC_BOUNDS)
+def gemm_tensor_core_async(C, A, B):
+    """`gemm_tensor_core_tiled` as CUTLASS's Ampere GEMMs feed their tensor cores: the same block and warp tiles
+    and mma, but global memory goes straight to shared memory with ``cp.async`` (`vector.copy_async16`; SASS
+    LDGSTS: no registers, no byte permutations, no shared stores), and B's tile holds plain rows of B, its
+    fragments read with ``ldmatrix .trans`` (`vector.ldmatrix4w_trans`: one x4 gives b0 to b3 of two n8 tiles).
+
+    Pipeline: TCA_STAGES copies of the tiles. A step waits for its own copies (`vector.copy_async_wait`, at most
+    TCA_WAIT later groups still on their way) and meets the block at one barrier: everyone's copies have landed,
+    and every warp is done with the stage the next copies overwrite, which start at once and run during the mma.
+    One group of copies per step (`vector.copy_async_commit`; empty at the end, so that the counts hold).
+
+    Shared memory (48 KiB of static shared memory a block may declare): per stage A's 128 rows of 20 words (16 of
+    halves, 4 of padding: 10 KiB) and B's 32 rows of 68 words (64 and 4: 8.5 KiB): 2 stages, 37 KiB; 3 would
+    need 55.5 KiB (dynamic shared memory) or tiles without padding and a swizzle (48 KiB). Bank conflicts: none.
+    An ldmatrix reads each 8 x 8 matrix (8 rows of 16 bytes) in one pass; A's rows start 20 words apart, banks
+    0, 20, 8, 28, 16, 4, 24, 12 (+ the column), B's 68 apart: 0, 4, ..., 28: 8 different 4-bank groups. A copy's
+    8 lanes of a pass write, of A, chunk l // 8 of 8 consecutive rows (the same 8 groups), of B, 8 consecutive
+    chunks of a row (128 bytes). Each warp's copy reads 512 bytes in 16 sectors.
+
+    Shapes where a 16-byte copy is not allowed (K or N not a multiple of 8, rows not 16-byte aligned): the same
+    pipeline with the chunks loaded one half at a time (`_fetch_halves`) and stored with one 16-byte store.
+
+    sm_90 SASS (nvJitLink 13.5, nvdisasm 13.1; counted, not timed): 125 registers, no local memory; a step of 32
+    along K on the 16-byte path is about 238 instructions, as `gemm_tensor_core_tiled`'s: DEPBAR and BAR, 4
+    LDGSTS.128 in 115 (the rest: 64-bit address and bounds arithmetic), 2 passes of the mma loop (16 HMMA.16816,
+    4 LDSM.16.M88.4 and 2 LDSM.16.MT88.4 in 41), no LDG, PRMT or STS.
+    """
+    tile_a = cuda.shared.array(TCA_TILE_A, uint32, alignment=16)  # [stage * 128 + m, k // 2]
+    tile_b = cuda.shared.array(TCA_TILE_B, uint32, alignment=16)  # [stage * 32 + k, n // 2]
+    acc = cuda.local.array((TC_MMA_M, TC_MMA_N, 4), float32)  # constant indices after unrolling: registers
+    b_frags = cuda.local.array((TC_MMA_N, 2), uint32)  # likewise
+    staged = cuda.local.array((1, WIDTH), uint32)  # the one-half-per-load path's chunk
+    # ldmatrix: A's fragments as in gemm_tensor_core_tiled; B's rows of k: matrices 1 and 3 8 rows of k on, 2 and
+    # 3 8 columns (4 words) on, so an x4 .trans gives b0 b1, b2 b3 of n tile 2 jj, then of n tile 2 jj + 1
+    thread, lane, group, quad, row_m, word_m, wm, wn, row0, col0, vectors = _warp_places(C, A, B)
+    K = uint64(A.shape[1])
+    # This thread's chunks: of A, chunk l // 8 of row 8 w + l % 8 (warp w, lane l) and 64 rows on; of B, chunk
+    # t % 16 of rows t // 16 and t // 16 + 16
+    row_a, k_a = thread // uint64(WARP) * uint64(8) + lane % uint64(8), lane // uint64(8) * uint64(HALVES)
+    row_b, col_b = thread // uint64(TC_CHUNKS_B), thread % uint64(TC_CHUNKS_B) * uint64(HALVES)
+    _zero(acc)
+    steps = (K + uint64(TC_BK - 1)) // uint64(TC_BK)
+    for s in range(TCA_STAGES - 1):  # the prologue: the first stages on their way, a group each
+        if uint64(s) < steps:
+            _copy_step(tile_a, tile_b, A, B, uint64(s), uint64(s * TC_BK), row0, col0, row_a, k_a, row_b, col_b,
+                       vectors, staged)
+        copy_async_commit()
+    for step in range(steps):
+        now = uint64(step) % uint64(TCA_STAGES)
+        copy_async_wait(TCA_WAIT)  # this thread's copies of this step have landed
+        cuda.syncthreads()  # and everyone's; every warp is done with the stage the next copies overwrite
+        ahead = uint64(step) + uint64(TCA_STAGES - 1)
+        if ahead < steps:  # start the copies of a later step: they run while the tensor cores work
+            _copy_step(tile_a, tile_b, A, B, ahead % uint64(TCA_STAGES), ahead * uint64(TC_BK), row0, col0, row_a,
+                       k_a, row_b, col_b, vectors, staged)
+        copy_async_commit()
+        for kw in range(0, TC_PAIRS, MMA_K16 // 2):  # words kw to kw + 7 of A's rows: halves 2 kw to 2 kw + 15
+            k = now * uint64(TCA_ROWS_B) + uint64(2 * kw) + row_m  # the row of B's tile this lane names
+            for jj in range(TC_MMA_N // 2):  # B's fragments of n tiles 2 jj and 2 jj + 1: one ldmatrix .trans
+                n = (wn + uint64(jj * 2 * MMA_N)) // uint64(2) + word_m
+                b_frags[2 * jj, 0], b_frags[2 * jj, 1], b_frags[2 * jj + 1, 0], b_frags[2 * jj + 1, 1] = \
+                    ldmatrix4w_trans(tile_b, (k, n))
+            _multiply(acc, tile_a, now * uint64(TC_BM) + wm + row_m, uint64(kw) + word_m, b_frags)
+    _store_tile(C, acc, row0, col0, wm, wn, group, quad)
+
+
+GEMM_KERNELS = [gemm_fp16_fp32acc, gemm_tensor_core, gemm_tensor_core_tiled, gemm_tensor_core_async]
 
 
 def _check_gemm(C, A, B) -> None:
@@ -613,7 +751,7 @@ def configuration(kernel, shape_c) -> tuple[tuple[int, int], tuple[int, ...]]:
     M, N = shape_c
     if kernel is gemm_tensor_core:
         return (-(-N // BLOCK_N), -(-M // BLOCK_M)), (THREADS,)
-    if kernel is gemm_tensor_core_tiled:
+    if kernel in (gemm_tensor_core_tiled, gemm_tensor_core_async):
         return (-(-N // TC_BN), -(-M // TC_BM)), (TC_THREADS,)
     return (-(-N // TILE), -(-M // TILE)), (TILE, TILE)
 
@@ -653,7 +791,7 @@ def launch_map(kernel, out, x, blocks: int = 64, threads: int = 256) -> None:
 __all__ = ["FORMATS", "Bits", "bits", "ulp", "round_to", "MMA_PTX", "MMA_K16_PTX", "MMA_SHAPES", "fragment_layout",
            "matrix_of", "fragments_of", "emulate_mma_m16n8k8", "emulate_mma_m16n8k16", "mma_error_bound", "mma_m16n8k8",
            "mma_m16n8k16", "gemm_fp16_fp32acc", "gemm_tensor_core",
-           "gemm_tensor_core_tiled",
+           "gemm_tensor_core_tiled", "gemm_tensor_core_async",
            "sum_fp16",
            "sum_fp16_fp32acc", "map_fp16", "map_fp32", "GEMM_KERNELS", "configuration", "launch_gemm", "gemm",
            "launch_sum", "launch_map"]

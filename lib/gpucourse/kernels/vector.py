@@ -21,9 +21,23 @@ the rows of a 2 x 2 matrix of halves, into its columns (``prmt.b32``: one byte
 permutation per word), and `ldmatrix4w(t, (i, j))`, called by a whole warp on a
 shared uint32 array, loads four 8 x 8 matrices of halves in the layout of an mma's
 A fragment (``ldmatrix.sync.aligned.m8n8.x4.shared.b16``: lanes 8m to 8m + 7 give
-the rows of matrix m, 16 bytes each; lane l gets word l % 4 of row l // 4 of each).
-The simulator gets the words' bits from the halves with NumPy (`halves_to_word`),
-and the rows other lanes name for `ldmatrix4w` by warp shuffles.
+the rows of matrix m, 16 bytes each; lane l gets word l % 4 of row l // 4 of each),
+and `ldmatrix4w_trans(t, (i, j))` the same rows transposed (``.trans``: lane l gets
+word l % 4 of row l // 4 of each matrix's transpose), the layout of an mma's B
+fragment read from plain rows of B. The simulator gets the words' bits from the
+halves with NumPy (`halves_to_word`), and the rows other lanes name for
+`ldmatrix4w` by warp shuffles.
+
+Asynchronous copies (sm_80 on): `copy_async16(t, (i, j), a, (r, k), inside)` starts one
+16-byte copy of ``a[r, k : k + 8]`` (float16) into ``t[i, j : j + 4]`` (a shared uint32
+array) without passing through registers (``cp.async.cg.shared.global``, SASS LDGSTS),
+16 zero bytes where ``inside`` is False; `copy_async_commit()` closes the group of
+the copies this thread started since the last commit, `copy_async_wait(n)` waits
+until at most the ``n`` latest groups are still on their way (``n`` a constant).
+A thread sees its own copies after the wait; other threads' after the wait and a
+barrier. Compiled for an older GPU they are a synchronous 16-byte load and store
+(commit and wait: nothing). On the simulator a copy is done at once: it cannot
+catch a missing wait (the GPU's differential test can).
 
 On the course simulator the functions' ``__simulation__`` (ordinary device code,
 scalar accesses) runs in their place, so the accesses are traced as usual.
@@ -37,6 +51,7 @@ from numba import cuda, types, uint32
 from numba.core import cgutils
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
+from numba.cuda.core import targetconfig
 
 WIDTH = 4  # float32 per vector: 16 bytes
 HALVES = 8  # float16 per vector: 16 bytes
@@ -157,16 +172,109 @@ def ldmatrix4w(typingctx, array, index):
     if array.ndim != 2:
         raise TypingError(f"ldmatrix4w: a 2-D array of rows, got {array}")
 
+    return types.UniTuple(types.uint32, WIDTH)(array, index), _ldmatrix_codegen("")
+
+
+def _ldmatrix_codegen(transpose: str):
+    """The codegen of an ``ldmatrix .x4`` (``transpose``: "" or ".trans") from a 32-bit shared address (PTX ISA,
+    "Warp-level matrix load instruction: ldmatrix", 9.7.14.5.15 in version 9.0)."""
     def codegen(context, builder, sig, args):
         generic = builder.bitcast(_vector_pointer(context, builder, *sig.args, *args, _I32, 1), _I32.as_pointer())
         shared = builder.addrspacecast(generic, _I32.as_pointer(3))  # a 32-bit shared address: LLVM folds offsets
         function = ir.FunctionType(ir.LiteralStructType([_I32] * WIDTH), [_I32])
-        asm = "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];"
+        asm = f"ldmatrix.sync.aligned.m8n8.x4{transpose}.shared.b16 {{$0, $1, $2, $3}}, [$4];"
         words = builder.call(ir.InlineAsm(function, asm, "=r,=r,=r,=r,r", side_effect=True),
                              [builder.ptrtoint(shared, _I32)])
         return context.make_tuple(builder, sig.return_type, [builder.extract_value(words, m) for m in range(WIDTH)])
 
-    return types.UniTuple(types.uint32, WIDTH)(array, index), codegen
+    return codegen
+
+
+@intrinsic
+def ldmatrix4w_trans(typingctx, array, index):
+    """`ldmatrix4w` of the transposed matrices: lane l gets, of each matrix m, the halves in column l // 4 of rows
+    2 (l % 4) and 2 (l % 4) + 1 (the low half from the upper row), of the rows lanes 8m to 8m + 7 named
+    (``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16``): an mma's B fragment (b0, b1 or b2, b3) of column l // 4
+    from a shared tile of plain rows of B."""
+    _check(array, index, "ldmatrix4w_trans", types.uint32, 2)
+    if array.ndim != 2:
+        raise TypingError(f"ldmatrix4w_trans: a 2-D array of rows, got {array}")
+    return types.UniTuple(types.uint32, WIDTH)(array, index), _ldmatrix_codegen(".trans")
+
+
+def _async_copies() -> bool:
+    """Whether numba-cuda compiles for sm_80 or newer (cp.async); unknown: the form every GPU runs."""
+    flags = targetconfig.ConfigStack.top_or_none()
+    return (getattr(flags, "compute_capability", None) or (0, 0)) >= (8, 0)
+
+
+def _asm(builder, text: str, operands=(), constraints: str = "") -> None:
+    """Inline PTX with no result that the compiler keeps in place: no memory access moves across it."""
+    function = ir.FunctionType(ir.VoidType(), [operand.type for operand in operands])
+    clobber = ",".join(filter(None, [constraints, "~{memory}"]))
+    builder.call(ir.InlineAsm(function, text, clobber, side_effect=True), list(operands))
+
+
+@intrinsic
+def copy_async16(typingctx, shared, index, source, source_index, inside):
+    """Start copying ``source[r, k : k + 8]`` (float16, ``source_index = (r, k)``, 16-byte aligned) into
+    ``shared[i, j : j + 4]`` (a shared uint32 array, ``index = (i, j)``, ``j`` a multiple of 4); where ``inside``
+    is False, 16 zero bytes and nothing read (``source_index`` must still be inside the array)."""
+    _check(shared, index, "copy_async16", types.uint32, 2)
+    _check(source, source_index, "copy_async16", types.float16, 2)
+    if inside != types.boolean:
+        raise TypingError(f"copy_async16: inside must be a bool, got {inside}")
+
+    def codegen(context, builder, sig, args):
+        shared_type, index_type, source_type, source_index_type, _ = sig.args
+        destination = _vector_pointer(context, builder, shared_type, index_type, args[0], args[1], _I32, WIDTH)
+        origin = _vector_pointer(context, builder, source_type, source_index_type, args[2], args[3], _I32, WIDTH)
+        if not _async_copies():  # before sm_80: a 16-byte load and store (zeros outside), done at once
+            with builder.if_else(args[4]) as (copy, fill):
+                with copy:
+                    builder.store(builder.load(origin, align=16), destination, align=16)
+                with fill:
+                    builder.store(ir.Constant(destination.type.pointee, None), destination, align=16)
+            return context.get_dummy_value()
+        # PTX ISA, "Data Movement and Conversion Instructions: cp.async": cp-size 16 (.cg: 16 only, L2 only),
+        # src-size bytes read and the rest of the 16 filled with zeros: src-size 0 reads nothing
+        to_shared = builder.addrspacecast(destination, destination.type.pointee.as_pointer(3))
+        to_global = builder.addrspacecast(origin, origin.type.pointee.as_pointer(1))
+        size = builder.select(args[4], ir.Constant(_I32, 16), ir.Constant(_I32, 0))
+        _asm(builder, "cp.async.cg.shared.global [$0], [$1], 16, $2;",
+             [builder.ptrtoint(to_shared, _I32), builder.ptrtoint(to_global, ir.IntType(64)), size], "r,l,r")
+        return context.get_dummy_value()
+
+    return types.void(shared, index, source, source_index, inside), codegen
+
+
+@intrinsic
+def copy_async_commit(typingctx):
+    """Close this thread's group of `copy_async16` started since the last commit (``cp.async.commit_group``: PTX
+    ISA, "cp.async.commit_group"; an empty group is allowed and completes at once)."""
+    def codegen(context, builder, sig, args):
+        if _async_copies():
+            _asm(builder, "cp.async.commit_group;")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@intrinsic(prefer_literal=True)
+def copy_async_wait(typingctx, n):
+    """Wait until at most the ``n`` latest of this thread's committed groups are still on their way, every older
+    copy done and visible to this thread (``cp.async.wait_group n``: PTX ISA, "cp.async.wait_group"; other threads
+    see them after a barrier). ``n``: a constant (a literal or a global), the instruction needs it written out."""
+    if not (isinstance(n, types.IntegerLiteral) and n.literal_value >= 0):
+        raise TypingError(f"copy_async_wait: n must be a constant integer >= 0 (a literal or a global), got {n}")
+    groups = n.literal_value
+
+    def codegen(context, builder, sig, args):
+        if _async_copies():
+            _asm(builder, f"cp.async.wait_group {groups};")
+        return context.get_dummy_value()
+
+    return types.void(n), codegen
 
 
 @intrinsic
@@ -276,13 +384,13 @@ def _shared(array) -> bool:
     return getattr(getattr(array, "base", array), "space", None) == "shared"
 
 
-_NOT_SHARED = "ldmatrix4w reads shared memory only: pass a cuda.shared.array"
+_NOT_SHARED = "{} reads shared memory only: pass a cuda.shared.array"
 _EVERY_LANE = 0xFFFFFFFF
 
 
 def _ldmatrix4w_simulated(array, index):  # each lane reads its words from the rows the other lanes name
     if not _shared(array):
-        raise ValueError(_NOT_SHARED)
+        raise ValueError(_NOT_SHARED.format("ldmatrix4w"))
     if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:
         raise ValueError(_MISALIGNED)
     i, j = index
@@ -295,6 +403,61 @@ def _ldmatrix4w_simulated(array, index):  # each lane reads its words from the r
     return array[i0, j0 + word], array[i1, j1 + word], array[i2, j2 + word], array[i3, j3 + word]
 
 
+def _column_halves(top, bottom, shift):
+    """The word of the halves ``shift`` bits up in words ``top`` (low half) and ``bottom`` (plain NumPy)."""
+    mask = np.uint32(0xFFFF)
+    top, bottom, shift = (np.asarray(x, np.uint32) for x in (top, bottom, shift))
+    return ((top >> shift) & mask) | (((bottom >> shift) & mask) << np.uint32(16))
+
+
+@cuda.jit(device=True)
+def _transposed_word(x0, x1, x2, x3, row, word, shift):
+    """The simulator's ``ldmatrix .trans``: of the 16-byte rows (4 words) lanes ``row`` and ``row + 1`` read, the
+    halves at word ``word``, ``shift`` bits up, as one word (row ``row``'s in the low half)."""
+    top0, top1 = cuda.shfl_sync(_EVERY_LANE, x0, row), cuda.shfl_sync(_EVERY_LANE, x1, row)
+    top2, top3 = cuda.shfl_sync(_EVERY_LANE, x2, row), cuda.shfl_sync(_EVERY_LANE, x3, row)
+    low0, low1 = cuda.shfl_sync(_EVERY_LANE, x0, row + 1), cuda.shfl_sync(_EVERY_LANE, x1, row + 1)
+    low2, low3 = cuda.shfl_sync(_EVERY_LANE, x2, row + 1), cuda.shfl_sync(_EVERY_LANE, x3, row + 1)
+    top = top0 if word == 0 else top1 if word == 1 else top2 if word == 2 else top3
+    bottom = low0 if word == 0 else low1 if word == 1 else low2 if word == 2 else low3
+    return _column_halves(top, bottom, shift)
+
+
+def _ldmatrix4w_trans_simulated(array, index):
+    """Each lane reads the 16-byte row it names, as the hardware does (a phase of 8 lanes: one matrix, so its bank
+    conflicts are counted as the GPU's); the halves then go to the lanes of their columns by shuffles."""
+    if not _shared(array):
+        raise ValueError(_NOT_SHARED.format("ldmatrix4w_trans"))
+    if not _vector_aligned_simulated(array) or index[-1] % WIDTH != 0:
+        raise ValueError(_MISALIGNED)
+    i, j = index
+    x0, x1, x2, x3 = array[i, j], array[i, j + 1], array[i, j + 2], array[i, j + 3]
+    lane = cuda.laneid
+    row, column = 2 * (lane % 4), lane // 4  # rows 2 (l % 4) and 2 (l % 4) + 1 of each matrix, column l // 4
+    word, shift = column // 2, column % 2 * 16
+    return (_transposed_word(x0, x1, x2, x3, row, word, shift), _transposed_word(x0, x1, x2, x3, row + 8, word, shift),
+            _transposed_word(x0, x1, x2, x3, row + 16, word, shift),
+            _transposed_word(x0, x1, x2, x3, row + 24, word, shift))
+
+
+def _copy_async16_simulated(shared, index, source, source_index, inside):
+    """Done at once: the source's 16 bytes (`load4w`: one global read) or zeros, into shared memory (one write)."""
+    if not _shared(shared):
+        raise ValueError("copy_async16 copies into shared memory only: pass a cuda.shared.array")
+    words = (uint32(0), uint32(0), uint32(0), uint32(0))
+    if inside:  # src-size 0: nothing read
+        words = load4w(source, source_index)
+    store4w(shared, index, words)
+
+
+def _copy_async_commit_simulated():
+    pass
+
+
+def _copy_async_wait_simulated(n):
+    pass
+
+
 vector_aligned.__simulation__ = _vector_aligned_simulated
 load4.__simulation__ = _load4_simulated
 store4.__simulation__ = _store4_simulated
@@ -303,6 +466,11 @@ store4w.__simulation__ = _store4_simulated  # the same scalar writes, of words
 pack2h.__simulation__ = _pack2h_simulated
 transpose2h.__simulation__ = _transpose2h_simulated
 ldmatrix4w.__simulation__ = _ldmatrix4w_simulated
+ldmatrix4w_trans.__simulation__ = _ldmatrix4w_trans_simulated
+copy_async16.__simulation__ = _copy_async16_simulated
+copy_async_commit.__simulation__ = _copy_async_commit_simulated  # the copies are done already: nothing to wait for
+copy_async_wait.__simulation__ = _copy_async_wait_simulated
 
 __all__ = ["WIDTH", "HALVES", "load4", "store4", "load4w", "store4w", "pack2h",
-           "transpose2h", "ldmatrix4w", "halves_to_word", "vector_aligned"]
+           "transpose2h", "ldmatrix4w", "ldmatrix4w_trans", "copy_async16", "copy_async_commit", "copy_async_wait",
+           "halves_to_word", "vector_aligned"]

@@ -121,3 +121,21 @@ def test_the_fragment_viewer_redraws_for_the_chosen_lane(monkeypatch):
     slider.value = 17
     assert drawn == [[0], [17]]
     plt.close("all")
+
+
+def test_the_copy_pipelines_show_what_each_kernel_issues():
+    tiled, pipelined = fp.draw_copy_pipelines()
+    labels = [[t.get_text() for t in ax.texts] for ax in (tiled, pipelined)]
+    assert any("STS" in text for text in labels[0]) and not any("STS" in text or "PRMT" in text for text in labels[1])
+    bars = {name: {row: [(start, width) for r, start, width, _ in rows if r == row] for row in fp.PIPELINE_ROWS}
+            for name, rows in fp.COPY_PIPELINES.items()}
+    (_, old), (_, new) = bars.items()
+    assert old["registers held"] and not new["registers held"]  # cp.async stages nothing in registers
+    assert new["copy in flight"][0][1] > old["copy in flight"][0][1]  # its copy may take longer to land
+    for rows in bars.values():  # the warp's issues tile the step: one after another, from 0 to the next step
+        ends = np.cumsum([0] + [width for _, width in rows["warp issues"]])
+        assert [start for start, _ in rows["warp issues"]] == pytest.approx(ends[:-1]) and ends[-1] == fp.STEP
+    assert len(tiled.patches) == 6 and len(pipelined.patches) == 4
+    with pytest.raises(ValueError, match="row 'cache'"):
+        fp.draw_copy_pipelines({"x": (("cache", 0, 1, "?"),)})
+    plt.close("all")

@@ -239,3 +239,52 @@ def fragment_viewer(layout: dict | None = None):
 
     lane = widgets.IntSlider(0, 0, 31, description="lane")
     return widgets.VBox([lane, figure_view(lambda: draw_fragments(layout, lanes=[lane.value])[0].figure, (lane,))])
+
+
+# -- feeding the tensor cores ------------------------------------------------------------------------------
+STEP = 10  # the width of one step of 32 along K in `draw_copy_pipelines`: a schematic, not a time
+COPY_PIPELINES = {  # (row, start, width, label) of one step, as the kernels' sm_90 SASS orders it (benchmarks/README.md)
+    "gemm_tensor_core_tiled: global -> registers -> shared": (
+        ("warp issues", 0.0, 1.2, "LDG.128 x4\n(step s+1)"),
+        ("warp issues", 1.2, 6.0, "mma loop on stage s: ldmatrix, LDS, HMMA"),
+        ("warp issues", 7.2, 2.2, "PRMT x8\nSTS.128 x4"),
+        ("warp issues", 9.4, 0.6, "BAR"),
+        ("copy in flight", 1.2, 6.0, "global -> registers: must land before the PRMT"),
+        ("registers held", 0.0, 9.4, "16 registers per thread hold the 4 chunks from LDG to STS"),
+    ),
+    "gemm_tensor_core_async: cp.async, global -> shared": (
+        ("warp issues", 0.0, 0.9, "wait\nBAR"),
+        ("warp issues", 0.9, 2.2, "cp.async x4\n(step s+1)"),
+        ("warp issues", 3.1, 6.9, "mma loop on stage s: ldmatrix, ldmatrix.trans, HMMA"),
+        ("copy in flight", 3.1, 6.9, "global -> shared: must land by the next step's wait"),
+    ),
+}
+PIPELINE_ROWS = ("warp issues", "copy in flight", "registers held")
+
+
+def draw_copy_pipelines(pipelines: dict | None = None, axes=None):
+    """One step of each kernel's pipeline (default `COPY_PIPELINES`) as bars in three rows: what the warp issues,
+    how long the next step's copy may stay in flight before its data is needed, and the registers it holds.
+    Widths are a schematic of the order, not of time (no step is timed); a dashed line marks the next step."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    pipelines = COPY_PIPELINES if pipelines is None else pipelines
+    if axes is None:
+        _, axes = plt.subplots(len(pipelines), 1, figsize=(10, 1.35 * len(pipelines) + 0.5), sharex=True)
+    axes = np.atleast_1d(axes)
+    colours = {"warp issues": "#9ecae1", "copy in flight": "#fdd0a2", "registers held": "#fcbba1"}
+    for ax, (name, bars) in zip(axes, pipelines.items()):
+        for row, start, width, label in bars:
+            if row not in colours:
+                raise ValueError(f"{name}: row {row!r} is not one of {PIPELINE_ROWS}")
+            y = PIPELINE_ROWS.index(row)
+            ax.add_patch(plt.Rectangle((start, y - 0.4), width, 0.8, facecolor=colours[row], edgecolor="0.3"))
+            ax.text(start + width / 2, y, label, ha="center", va="center", fontsize=7.5)
+        ax.axvline(STEP, color="0.3", ls="--", lw=1)
+        ax.text(STEP + 0.1, -0.45, "next step", fontsize=7.5, va="top", color="0.3")
+        ax.set_xlim(0, STEP + 1.2)
+        ax.set_ylim(len(PIPELINE_ROWS) - 0.5, -0.5)
+        ax.set_yticks(range(len(PIPELINE_ROWS)), PIPELINE_ROWS, fontsize=8)
+        ax.set_xticks([])
+        ax.set_title(name, fontsize=9, loc="left")
+    return axes

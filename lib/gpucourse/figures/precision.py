@@ -1,4 +1,5 @@
-"""Pictures of module 6, precision: formats bit by bit, spacing against magnitude, dot-product error, mma fragments.
+"""Pictures of module 6, precision: formats bit by bit, spacing against magnitude, dot-product error, mma fragments,
+tile copies.
 
 The formats and their arithmetic (`bits`, `ulp`, `round_to`) are the library's, in
 `gpucourse.kernels.precision`. `describe` writes one line for a number in one format (its bits, the value
@@ -12,7 +13,9 @@ accumulating, rounding with NumPy as the GPU's instructions do (`hfma`: ``round1
 smaller than the sum (then it is rounded twice, a negligible effect on these statistics). `draw_dot_errors`
 plots them. `draw_fragments` draws which lane of a warp holds
 which elements of A, B and C in one ``mma.sync`` (the library's `fragment_layout` by default), and
-`fragment_viewer` does so for one lane at a time, chosen with a slider.
+`fragment_viewer` does so for one lane at a time, chosen with a slider. `draw_copy_pipelines` draws one step
+of the tensor-core GEMM's tile copy through registers (`gemm_tensor_core_tiled`) beside its ``cp.async`` copy
+(`gemm_tensor_core_async`): what the warp issues, what is in flight, which registers wait.
 """
 
 from __future__ import annotations
@@ -243,13 +246,13 @@ def fragment_viewer(layout: dict | None = None):
 
 # -- feeding the tensor cores ------------------------------------------------------------------------------
 STEP = 10  # the width of one step of 32 along K in `draw_copy_pipelines`: a schematic, not a time
-COPY_PIPELINES = {  # (row, start, width, label) of one step, as the kernels' sm_90 SASS orders it (benchmarks/README.md)
+COPY_PIPELINES = {  # (row, start, width, label): one step, in the order of its sm_90 SASS (benchmarks/README.md)
     "gemm_tensor_core_tiled: global -> registers -> shared": (
         ("warp issues", 0.0, 1.2, "LDG.128 x4\n(step s+1)"),
         ("warp issues", 1.2, 6.0, "mma loop on stage s: ldmatrix, LDS, HMMA"),
         ("warp issues", 7.2, 2.2, "PRMT x8\nSTS.128 x4"),
         ("warp issues", 9.4, 0.6, "BAR"),
-        ("copy in flight", 1.2, 6.0, "global -> registers: must land before the PRMT"),
+        ("copy in flight", 1.2, 6.0, "global -> registers: must land by the PRMT and STS"),
         ("registers held", 0.0, 9.4, "16 registers per thread hold the 4 chunks from LDG to STS"),
     ),
     "gemm_tensor_core_async: cp.async, global -> shared": (

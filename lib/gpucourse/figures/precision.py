@@ -273,7 +273,7 @@ def draw_copy_pipelines(pipelines: dict | None = None, axes=None):
 
     pipelines = COPY_PIPELINES if pipelines is None else pipelines
     if axes is None:
-        _, axes = plt.subplots(len(pipelines), 1, figsize=(10, 1.35 * len(pipelines) + 0.5), sharex=True)
+        _, axes = plt.subplots(len(pipelines), 1, figsize=(11, 1.7 * len(pipelines) + 0.6), sharex=True)
     axes = np.atleast_1d(axes)
     colours = {"warp issues": "#9ecae1", "copy in flight": "#fdd0a2", "registers held": "#fcbba1"}
     for ax, (name, bars) in zip(axes, pipelines.items()):
@@ -282,12 +282,12 @@ def draw_copy_pipelines(pipelines: dict | None = None, axes=None):
                 raise ValueError(f"{name}: row {row!r} is not one of {PIPELINE_ROWS}")
             y = PIPELINE_ROWS.index(row)
             ax.add_patch(plt.Rectangle((start, y - 0.4), width, 0.8, facecolor=colours[row], edgecolor="0.3"))
-            ax.text(start + width / 2, y, label, ha="center", va="center", fontsize=7.5)
+            ax.text(start + width / 2, y, label, ha="center", va="center", fontsize=10)
         ax.axvline(STEP, color="0.3", ls="--", lw=1)
-        ax.text(STEP + 0.1, -0.45, "next step", fontsize=7.5, va="top", color="0.3")
+        ax.text(STEP + 0.1, -0.45, "next step", fontsize=10, va="top", color="0.3")
         ax.set_xlim(0, STEP + 1.2)
         ax.set_ylim(len(PIPELINE_ROWS) - 0.5, -0.5)
-        ax.set_yticks(range(len(PIPELINE_ROWS)), PIPELINE_ROWS, fontsize=8)
+        ax.set_yticks(range(len(PIPELINE_ROWS)), PIPELINE_ROWS, fontsize=11)
         ax.set_xticks([])
-        ax.set_title(name, fontsize=9, loc="left")
+        ax.set_title(name, fontsize=12, loc="left")
     return axes

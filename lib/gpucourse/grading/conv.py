@@ -548,6 +548,9 @@ def _nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="pqc", step=None, shift=
     return np.where(b < B, cells, np.nan)
 
 
+HO_WO = "Ho = (H + 2·padding − R) // stride + 1 and Wo = (W + 2·padding − S) // stride + 1"  # output size
+
+
 def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
     """What a wrong im2col matrix of NHWC ``x`` is: an index mistake the puzzle's learners make, named."""
     x = inputs[0].astype(np.float64)
@@ -555,7 +558,6 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
     if np.isnan(got).any():
         return ("Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)` (threadIdx.x\n"
                 "  along the columns k), guarded by n < X.shape[0] and k < X.shape[1].")
-    formula = "Ho = (H + 2·padding − R) // stride + 1 and Wo = (W + 2·padding − S) // stride + 1"
     models = [(_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="cpq"),
                "The columns are in NCHW's order k = (c, p, q). In NHWC the channels run fastest,\n"
                "  k = (p, q, c): c = k % C, q = k // C % S, p = k // (C·S)."),
@@ -569,7 +571,7 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
         if (Ho_, Wo_) != (Ho, Wo) and min(Ho_, Wo_) > 0:
             models.append((_nhwc_cells(x, R, S, stride, padding, Ho_, Wo_),
                            f"The rows are split as if Ho = {Ho_}, Wo = {Wo_}; this layer has Ho = {Ho}, Wo = {Wo}:\n"
-                           f"  {formula}."))
+                           f"  {HO_WO}."))
     for model, said in models:
         if model is not None and np.array_equal(got, model.astype(got.dtype)):
             return said
@@ -589,7 +591,7 @@ def _nhwc_read_hint(message: str, kase: ConvCase) -> str:
     b, h, v, c = (int(i) for i in found.groups())
     if b >= B:
         return (f"\n  Image b = {b} is past the batch of {B}: the rows are n = (b·Ho + h)·Wo + w, and this layer has\n"
-                f"  Ho = {Ho}, Wo = {Wo}: Ho = (H + 2·padding − R) // stride + 1, Wo = (W + 2·padding − S) // stride + 1.")
+                f"  Ho = {Ho}, Wo = {Wo}: {HO_WO}.")
     if -padding <= h < H + padding and -padding <= v < W + padding and 0 <= c < C:
         return (f"\n  Row {h}, column {v} is in the padding of the {H}×{W} image: that cell of X is 0.\n"
                 "  Test 0 <= h < H and 0 <= v < W before reading x, as `conv.im2col` does.")

@@ -198,6 +198,9 @@ def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[
     return buffer[:size].reshape(out_shape), buffer[size:], after
 
 
+GUARD_HINT = "Either this thread has no element"  # how `explain_failure`'s advice on a read out of bounds starts
+
+
 def explain_failure(name: str, described: str, exc: BaseException, out_name: str = "out") -> str:
     """Why a launch did not finish: not written yet, a fault the simulator found, or an error."""
     if isinstance(exc, NotImplementedError):
@@ -214,9 +217,15 @@ def explain_failure(name: str, described: str, exc: BaseException, out_name: str
         if array == out_name:
             hint = f"A thread past the end of `{out_name}` needs a guard."
         else:
-            hint = (f"Either this thread has no element of `{out_name}` and needs a guard, or the index it "
+            hint = (f"{GUARD_HINT} of `{out_name}` and needs a guard, or the index it "
                     f"computed into `{array}` is wrong: check it against the shape and strides.")
     return f"{name} failed with {described}:\n  {detail}" + (f"\n  {hint}" if hint else "")
+
+
+def in_place_of_guard_hint(message: str, hint: str) -> str:
+    """``message`` of a launch that read out of bounds (`explain_failure`) with its general advice, a guard or a
+    wrong index, replaced by ``hint``: a check that knows what the fault means in its exercise says that instead."""
+    return "\n".join(line for line in message.splitlines() if not line.startswith(f"  {GUARD_HINT}")) + hint
 
 
 def is_kernel(kernel) -> bool:

@@ -38,8 +38,8 @@ from ..kernels.fusion import LOG2E, attention_reference, make_micro_tile, recipr
 from ..run import compile_for_gpu
 from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
-from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, kernel_name, parameter_names, report,
-                   run_checked)
+from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint, kernel_name,
+                   parameter_names, report, run_checked)
 from .matmul import no_shared_memory, reads_per_thread
 
 WARP = 32
@@ -559,8 +559,8 @@ def check_bias_relu(kernel) -> None:
     except CheckFailed as failed:
         message = str(failed)
         if "out of bounds for `bias`" in message:
-            message = "\n".join(line for line in message.splitlines() if not line.startswith("  Either this thread"))
-            message += "\n  bias has one value per column of C (N values): index it by the column, bias[col]."
+            message = in_place_of_guard_hint(
+                message, "\n  bias has one value per column of C (N values): index it by the column, bias[col].")
         raise CheckFailed(message) from None
     print(f"✓ {kernel_name(kernel)}: Y = relu(C + bias) on {len(BIAS_RELU_SHAPES) * len(BIAS_RELU_BLOCKS)} launches, "
           "in one pass: C read once, Y written once, 8 bytes per element plus the bias (add_bias and relu: 16)")

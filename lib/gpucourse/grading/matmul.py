@@ -29,7 +29,7 @@ import numpy as np
 
 from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import Case, CheckFailed, blocks_needed, case, kernel_name
+from .core import Case, CheckFailed, blocks_needed, case, in_place_of_guard_hint, kernel_name
 from .reduction import check_reduction, shared_arrays
 from .runner import Launch, check_launches, expected_of, random_values
 
@@ -166,10 +166,8 @@ def check_tile_copies(kernel, tile: int = 16) -> None:
                        hint=_tile_copy_diagnosis(tile))
     except CheckFailed as failed:
         message = str(failed)
-        hint = _tile_copy_fault_hint(message)
-        if hint:  # in place of the general hint about guards, which would mislead here
-            message = "\n".join(line for line in message.splitlines() if not line.startswith("  Either this thread"))
-        raise CheckFailed(message + hint) from None
+        hint = _tile_copy_fault_hint(message)  # in place of the general advice about guards, which would mislead
+        raise CheckFailed(in_place_of_guard_hint(message, hint) if hint else message) from None
     print(f"✓ {kernel_name(kernel)}: C = A @ B on {len(TILE_COPY_SHAPES)} shapes, one of them a multiple of the "
           f"{tile} x {tile} tile; A and B read once per tile along K")
 

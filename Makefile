@@ -44,7 +44,7 @@ clean:
 
 # BEGIN INSTRUCTOR ONLY
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
-.PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels gpu-grade-wheels
+.PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels
 
 ## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
 lab-instructor: $(INSTALLED)
@@ -105,11 +105,8 @@ grade-one: $(INSTALLED) sandbox
 gpu-check:
 	$(PYTHON) benchmarks/gpu_check.py $(ARGS)
 
-## Download (online) the wheels gpu-check installs offline on the GPU machine, into wheels/gpu-check/.
+## Download (online) the wheels gpu-check installs offline on the GPU machine (notebooks, grading, bubblewrap's
+## .deb), into wheels/gpu-check/.
 gpu-wheels:
 	$(PYTHON) benchmarks/gpu_check.py --download-wheels $(ARGS)
-
-## Download (online) what grading needs on the GPU machine (gpu-check's part `grading`), into wheels/gpu-grade/.
-gpu-grade-wheels:
-	$(PYTHON) benchmarks/gpu_grading.py --download-wheels $(ARGS)
 # END INSTRUCTOR ONLY

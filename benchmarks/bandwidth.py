@@ -3,6 +3,7 @@
     python benchmarks/bandwidth.py            # 1 MiB to 1 GiB, writes its section of RESULTS.md
     python benchmarks/bandwidth.py --quick    # 1, 16 and 256 MiB, 3 samples, prints only
     python benchmarks/bandwidth.py --sizes 64 256 --no-write
+    python benchmarks/bandwidth.py --seconds 120   # the goals' sizes (256 MiB up) first, the rest while 120 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -59,6 +60,8 @@ from common import (  # noqa: E402, F401 (MAX_SETS: for the tests)
     L2_ROTATION,
     MAX_SETS,
     Device,
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     without_gpu,
@@ -138,6 +141,11 @@ def size_label(size: int) -> str:
     return f"{size / MIB:g}"
 
 
+def row_label(size: int) -> str:
+    """``"256 MiB"``: a size as the time budget names it."""
+    return f"{size_label(size)} MiB"
+
+
 def pivot_table(measurements: list[Measurement]) -> str:
     """One row per kernel, one column per size: % of copy (the copy's own row: its GB/s)."""
     sizes = sorted({m.size for m in measurements})
@@ -189,8 +197,8 @@ def verdict(measurements: list[Measurement]) -> list[str]:
     return lines
 
 
-def section(measurements: list[Measurement], device: Device, versions: str, samples: int) -> str:
-    """The Markdown recorded in RESULTS.md."""
+def section(measurements: list[Measurement], device: Device, versions: str, samples: int, note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the sizes the time budget left out."""
     return "\n".join([
         "## Bandwidth of map, zip and the reductions against a device copy",
         "",
@@ -218,6 +226,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "### Every measurement",
         "",
         full_table(measurements),
+        *(["", note] if note else []),
     ])
 
 
@@ -535,28 +544,32 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", metavar="MIB", help="sizes in MiB (prints only)")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("bandwidth.py"):
         return 0
 
-    sizes = options.sizes or (QUICK_SIZES_MIB if options.quick else SIZES_MIB)
+    sizes = [mib * MIB for mib in options.sizes or (QUICK_SIZES_MIB if options.quick else SIZES_MIB)]
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     full = not options.quick and not options.sizes
     device, libraries = current_device(), reference_libraries()
     print(f"{device.name}: {device.sms} SMs, {device.l2_bytes / MIB:g} MiB of L2; "
           f"references: {', '.join(['copy', *(f'{n}.sum' for n in libraries)])}", flush=True)
 
+    budget = TimeBudget(options.seconds)
+    goals = {row_label(size) for size in sizes if size >= GOAL_FROM_MIB * MIB}  # the sizes the goals are read from
     measurements, skipped = [], []
-    for size in (mib * MIB for mib in sizes):
+    for size in budget.rows(sizes, label=row_label, first=goals):
         reason = fits(size, device)
         if reason:
             skipped.append(size)
-            print(f"  {size_label(size)} MiB skipped: {reason}", flush=True)
+            print(f"  {row_label(size)} skipped: {reason}", flush=True)
             continue
         measurements += measure_size(size, device, samples, libraries)
+    measurements.sort(key=lambda m: sizes.index(m.size))  # measured goals first, tabled in the sizes' order
 
-    text = section(measurements, device, versions(libraries), samples)
+    text = section(measurements, device, versions(libraries), samples, budget.note("bandwidth.py"))
     return finish(NAME, text, measurements, write=full and not skipped and not options.no_write)
 
 

@@ -13,7 +13,9 @@ import datetime
 import math
 import os
 import platform
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
@@ -54,6 +56,54 @@ def markdown_table(header: list[str], rows: list[list[str]], right: set[int] = f
     rule = "|" + "|".join("---:" if k in right else "---" for k in range(len(header))) + "|"
     lines = ["| " + " | ".join(cells) + " |" for cells in [header, *rows]]
     return "\n".join([lines[0], rule, *lines[1:]])
+
+
+# -- a time budget: gpu-check's share of a device command --------------------------------------------------------
+@dataclass
+class TimeBudget:
+    """``--seconds``: a benchmark's rows (shapes, sizes, layers), the goals' first, measured while its time lasts.
+
+    A row is started only while the time left is at least what the longest row so far took (the first row always
+    is); the rows left out are named by `note`, which the section prints, so a table shows what was not measured
+    and why. ``seconds`` None: no limit, every row.
+    """
+
+    seconds: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    left_out: list = field(default_factory=list)  # the labels of the rows not measured
+    longest: float = 0.0
+    start: float | None = None
+
+    def rows(self, items: Iterable, label: Callable = str, first: Iterable = ()) -> Iterator:
+        """``items`` in their order, those whose label is in ``first`` moved to the front, while time lasts."""
+        wanted = set(first)
+        ordered = sorted(items, key=lambda item: label(item) not in wanted)  # stable: otherwise the given order
+        self.start = self.clock() if self.start is None else self.start
+        for k, item in enumerate(ordered):
+            if self.seconds is not None and self.clock() - self.start + self.longest > self.seconds:
+                self.left_out += [label(rest) for rest in ordered[k:]]
+                return
+            began = self.clock()
+            yield item
+            self.longest = max(self.longest, self.clock() - began)
+
+    @property
+    def complete(self) -> bool:
+        return not self.left_out
+
+    def note(self, script: str) -> str:
+        """One line naming the rows left out, or "" when every row was measured."""
+        if self.complete:
+            return ""
+        return (f"Not measured within this run's time budget ({self.seconds:.0f} s, `--seconds`): "
+                f"{', '.join(self.left_out)}. `python benchmarks/{script}` without `--seconds` measures every row.")
+
+
+def add_time_budget(parser) -> None:
+    """The ``--seconds`` option of a GPU benchmark (gpu-check gives each its share of a device command)."""
+    parser.add_argument("--seconds", type=float, default=None, metavar="S",
+                        help="measure the rows (the goals' first) while S seconds last, naming those left out "
+                             "(gpu-check's share of a device command; default: every row)")
 
 
 # -- GPU benchmarks: the device, its reference libraries and checks (timing: `gpucourse.run.timing`) ---------

@@ -3,6 +3,7 @@
     python benchmarks/compilers.py            # 1000^3, 1024^3 and 4096^3; writes RESULTS.md
     python benchmarks/compilers.py --quick    # 1000^3 only, 3 samples, prints only
     python benchmarks/compilers.py --no-write
+    python benchmarks/compilers.py --seconds 200   # 4096^3 (matmul.py's goal shape) first, the rest while 200 s last
 
 Needs a CUDA GPU, PyTorch and Triton; anywhere else it prints one line saying so and exits with status 0.
 
@@ -48,6 +49,8 @@ if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import (  # noqa: E402
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     finish,
@@ -261,8 +264,9 @@ def measure_shape(shape: mb.Shape, device, samples: int, libraries: dict) -> lis
     return measurements
 
 
-def section(measurements: list[mb.Measurement], device, versions: str, samples: int, references: str) -> str:
-    """The Markdown recorded in RESULTS.md."""
+def section(measurements: list[mb.Measurement], device, versions: str, samples: int, references: str,
+            note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the shapes the time budget left out."""
     peak = mb.fp32_peak(device.sms, device.compute_capability, device.clock_khz)
     return "\n".join([
         "## Compilers as baselines: Triton's autotuned matmul and torch.compile",
@@ -293,6 +297,7 @@ def section(measurements: list[mb.Measurement], device, versions: str, samples: 
         "### Every measurement (the config Triton picked, the kernels Inductor generated)",
         "",
         mb.full_table(measurements, peak),
+        *(["", note] if note else []),
     ])
 
 
@@ -301,6 +306,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="1000^3 only, 3 samples, prints only")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the tables only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("compilers.py"):
@@ -316,16 +322,19 @@ def main(argv=None) -> int:
     settings = ["NVIDIA_TF32_OVERRIDE=0", mb.tf32_off_torch(libraries["torch"])]
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     print(f"{device.name}: {device.sms} SMs; {mb.peak_note(device)}", flush=True)
+    shapes = [mb.square(n) for n in (QUICK_SHAPES if options.quick else SHAPES)]
+    budget = TimeBudget(options.seconds)
     measurements = []
     with tempfile.TemporaryDirectory() as cache:  # cold compiles: Triton's kernels and Inductor's graphs uncached
         os.environ["TRITON_CACHE_DIR"] = cache
         from torch._inductor import config  # noqa: PLC0415
 
         config.force_disable_caches = True
-        for n in QUICK_SHAPES if options.quick else SHAPES:
-            measurements += measure_shape(mb.square(n), device, samples, libraries)
+        for shape in budget.rows(shapes, label=lambda shape: shape.name, first={mb.square(mb.GOAL_SIZE).name}):
+            measurements += measure_shape(shape, device, samples, libraries)
+    measurements.sort(key=lambda m: shapes.index(m.shape))  # matmul.py's goal shape measured first, tabled in order
     versions = f"{mb.matmul_versions(libraries)}, triton {triton.__version__}"
-    text = section(measurements, device, versions, samples, "; ".join(settings))
+    text = section(measurements, device, versions, samples, "; ".join(settings), budget.note("compilers.py"))
     return finish(NAME, text, measurements, write=not options.quick and not options.no_write)
 
 

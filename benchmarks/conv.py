@@ -3,6 +3,7 @@
     python benchmarks/conv.py             # four ResNet-50 layers at batch 32; writes RESULTS.md
     python benchmarks/conv.py --quick     # the two 3x3 layers at batch 8, 3 samples, prints only
     python benchmarks/conv.py --no-write
+    python benchmarks/conv.py --seconds 120   # the goal's layer (conv2_x 3x3) first, the rest while 120 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -57,6 +58,8 @@ if str(ROOT / "benchmarks") not in sys.path:
 from common import (  # noqa: E402
     L2_ROTATION,
     Device,
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     finish,
@@ -229,8 +232,8 @@ def goal_line(measurements: list[Measurement]) -> str:
 
 
 def section(measurements: list[Measurement], device: Device, versions_text: str, samples: int,
-            references: str) -> str:
-    """The Markdown recorded in RESULTS.md."""
+            references: str, note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the layers the time budget left out."""
     peak = fp32_peak(device.sms, device.compute_capability, device.clock_khz)
     return "\n".join([
         "## Convolution against cuDNN float32",
@@ -260,6 +263,7 @@ def section(measurements: list[Measurement], device: Device, versions_text: str,
         "### Every measurement",
         "",
         full_table(measurements, peak),
+        *(["", note] if note else []),
     ])
 
 
@@ -453,6 +457,7 @@ def main(argv=None) -> int:
                         help=f"the two 3x3 layers at batch {QUICK_BATCH}, {QUICK_SAMPLES} samples, prints only")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("conv.py"):
@@ -470,13 +475,15 @@ def main(argv=None) -> int:
         references = "none (PyTorch is not usable)"
     print(f"{device.name}: {device.sms} SMs; {peak_note(device)}\nreference: {references}", flush=True)
 
+    budget = TimeBudget(options.seconds)
     measurements = []
-    for layer in layers:
+    for layer in budget.rows(layers, label=lambda layer: layer.name, first={GOAL_LAYER}):
         measurements += measure_layer(layer, device, samples, torch)
+    measurements.sort(key=lambda m: layers.index(m.layer))  # the goal's layer measured first, tabled in order
     found = versions({"torch": torch} if torch else {})
     if torch:
         found += f", cuDNN {torch.backends.cudnn.version()}"
-    text = section(measurements, device, found, samples, references)
+    text = section(measurements, device, found, samples, references, budget.note("conv.py"))
     return finish(NAME, text, measurements, write=not options.quick and not options.no_write)
 
 

@@ -3,6 +3,7 @@
     python benchmarks/fusion.py             # every size below; writes RESULTS.md
     python benchmarks/fusion.py --quick     # one softmax and two attention sizes, 3 samples, prints only
     python benchmarks/fusion.py --no-write
+    python benchmarks/fusion.py --seconds 150   # the goals' sizes first, the rest while 150 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -35,7 +36,8 @@ attention), relative error ``||got - want|| / ||want||`` under 1e-5 (softmax) an
 A wrong result is marked WRONG and nothing is recorded. Timing: `gpucourse.run.timing.measure` (CUDA events,
 warm-up, launches queued behind a sleeping kernel, the median of the samples); softmax launches rotate
 over enough copies of x and y to fill 4x the L2 cache. A path predicted to need more than a second
-per call (from its time at the largest N so far, growing as N^2) is skipped and said so.
+per call (from its time at the largest N so far, growing as N^2) is skipped and said so. With ``--seconds``, the
+goals' sizes (softmax 16384 x 4096, attention N = 4096) are measured first, then the others while time lasts.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ if str(ROOT / "benchmarks") not in sys.path:
 from common import (  # noqa: E402
     L2_ROTATION,
     Device,
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     finish,
@@ -213,8 +217,8 @@ def fast_goal_lines(measurements: list[Measurement]) -> list[str]:
     return lines
 
 
-def section(measurements: list[Measurement], device: Device, versions: str, samples: int) -> str:
-    """The Markdown recorded in RESULTS.md."""
+def section(measurements: list[Measurement], device: Device, versions: str, samples: int, note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the sizes the time budget left out."""
     return "\n".join([
         "## Fusion: row softmax and attention",
         "",
@@ -238,6 +242,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "### Attention, d = 64",
         "",
         attention_table(measurements),
+        *(["", note] if note else []),
     ])
 
 
@@ -459,6 +464,16 @@ def measure_attention(N: int, device: Device, samples: int, libraries: dict, ear
     return measurements
 
 
+def row_label(row) -> str:
+    """``"softmax 16384 x 4096"``, ``"attention N = 4096"``: a row ``(problem, size)`` as the time budget names it."""
+    problem, size = row
+    return f"softmax {size[0]} x {size[1]}" if problem == "softmax" else f"attention N = {size[0]}"
+
+
+# measured first: the sizes of the softmax goal (issue 22) and of the attention goals
+GOAL_ROWS = {row_label(("softmax", SOFTMAX_GOAL_SIZE)), row_label(("attention", (FLASH_GOAL_N, HEAD_DIM)))}
+
+
 def fits(N: int) -> str | None:
     """None when the naive attention's two N x N arrays (and the rest) fit in free device memory."""
     need = 2 * N * N * ITEM + 4 * N * HEAD_DIM * ITEM + 256 * 2**20
@@ -473,6 +488,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a few sizes, 3 samples, prints only")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the tables only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("fusion.py"):
@@ -481,17 +497,23 @@ def main(argv=None) -> int:
     device, libraries = current_device(), reference_libraries()
     libraries.pop("cupy", None)  # the references here are PyTorch's
     print(f"{device.name}: {device.sms} SMs; references: {', '.join(libraries) or 'none (no PyTorch)'}", flush=True)
+    # one list, so that both goals' sizes come before the other sizes of either problem
+    rows = [*(("softmax", shape) for shape in (QUICK_SOFTMAX if options.quick else SOFTMAX_SHAPES)),
+            *(("attention", (N, HEAD_DIM)) for N in (QUICK_ATTENTION if options.quick else ATTENTION_N))]
+    budget = TimeBudget(options.seconds)
     measurements, skipped = [], False
-    for shape in QUICK_SOFTMAX if options.quick else SOFTMAX_SHAPES:
-        measurements += measure_softmax(shape, device, samples, libraries)
-    for N in QUICK_ATTENTION if options.quick else ATTENTION_N:
-        reason = fits(N)
+    for problem, size in budget.rows(rows, label=row_label, first=GOAL_ROWS):
+        if problem == "softmax":
+            measurements += measure_softmax(size, device, samples, libraries)
+            continue
+        reason = fits(size[0])
         if reason:
             skipped = True
-            print(f"  attention N={N} skipped: {reason}", flush=True)
+            print(f"  attention N={size[0]} skipped: {reason}", flush=True)
             continue
-        measurements += measure_attention(N, device, samples, libraries, measurements)
-    text = section(measurements, device, versions(libraries), samples)
+        measurements += measure_attention(size[0], device, samples, libraries, measurements)
+    measurements.sort(key=lambda m: rows.index((m.problem, m.size)))  # the goals measured first, tabled in order
+    text = section(measurements, device, versions(libraries), samples, budget.note("fusion.py"))
     return finish(NAME, text, measurements, write=not options.quick and not skipped and not options.no_write)
 
 

@@ -1,48 +1,52 @@
-"""make gpu-check: the whole course on a real GPU, in parts that each fit one 10-minute command.
+"""make gpu-check: the whole course on a real GPU, in one or two commands of the device tool's 10 minutes.
 
     python benchmarks/gpu_check.py --download-wheels          # here, online: make gpu-wheels
     python benchmarks/gpu_check.py --out $OUT                 # on the GPU machine: every part
-    python benchmarks/gpu_check.py --part lectures --out $OUT # one part per command
+    python benchmarks/gpu_check.py --resume --limit 240 --out $OUT  # the next command: what is left
 
-Parts, in this order (``--part`` names one or more; the default runs them all):
+Parts (``--part`` names one or more; the default runs them all):
 
   lectures, solutions  every notebook of lectures/ (solutions/) run top to bottom on the GPU
                        (GPUCOURSE_DEVICE=gpu, so the simulator is never used); an error, output on
                        stderr or a backend other than the GPU fails it
-  <benchmark>          every GPU benchmark of benchmarks/ (each script but the helpers and the
-                       CPU-only ones), full size: it records its section of RESULTS.md
-                       (``--quick``: its quick mode, which records nothing)
   differential         `python -m gpucourse.grading.differential_cases`: every reference and solution
                        kernel on the GPU and on the simulator; its report becomes RESULTS.md's
                        `differential` section
+  simulator_fuzz       random small kernels on the GPU and on the simulator (2,000); the `fuzz` section
   grading              `benchmarks/gpu_grading.py`: a solution and an untouched release of assignment 07
-                       graded as `make grade` does, on a worker with GPU=1, kernels on the GPU; it needs
-                       nbgrader and Dask, carried in its own command (``--wheels wheels/gpu-grade``), so it
-                       runs only when named (``--part grading``), never by default
+                       graded as `make grade` does, on a worker with GPU=1, kernels on the GPU
+  <benchmark>          every other GPU benchmark of benchmarks/ (each script but the helpers and the
+                       CPU-only ones): it records its section of RESULTS.md (``--quick``: its quick mode,
+                       which records nothing)
+
+The device time is short (15 minutes a session, the machine's start included), so the parts that check
+results share the GPU and run side by side first: the notebooks, ``--jobs`` at a time (a third of the
+CPUs, at most 6), each in its own process, beside the differential test, the fuzzing and the grading. The
+benchmarks, which time the GPU, run after them one at a time, each with its share of the time left
+(``--seconds``, shared in proportion to how long each took when it last ran): a benchmark measures the
+goals' rows first and names in its section the rows it had no time for (the part is then `partial`).
 
 Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
 seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
-``--jobs`` notebooks (a third of the CPUs, at most 6) run side by side, each in its own process: they
-share the GPU, and the benchmarks, which time it, run alone after them.
 
 Limits (the device tool's): one command under 10 minutes, so nothing new is started once ``--limit``
-seconds (570) are spent, nor a benchmark that took longer than the time left when it last ran (the
-`gpu_check` section's seconds), and the summary is always printed. ``--resume`` skips what RESULTS.md's
-`gpu_check` section already records as passed for this same tree (notebook by notebook), so a second
-and a third command finish the run. 64 MiB carried: the wheels folder (``make gpu-wheels``, about
-47 MiB) plus the working tree (about 1.5 MiB).
+seconds (570) are spent, and the summary is always printed. ``--resume`` skips what RESULTS.md's
+`gpu_check` section already records as passed for this same tree (notebook by notebook; a partial
+benchmark runs again), so a second command finishes the run. 64 MiB carried: the wheels folder
+(``make gpu-wheels``, about 46 MiB) plus the working tree (about 2 MiB).
 
 What the GPU machine lacks comes as wheels (numpy<2.5, numba-cuda 0.30, nbclient, ipykernel,
-ipywidgets, matplotlib and their dependencies, Linux x86_64, CPython 3.12), installed offline
-(``pip --no-index``). Where this Python is itself a virtual environment with the GPU stack (the
+ipywidgets, nbgrader 0.9, Dask and their dependencies, Linux x86_64, CPython 3.12, minus what the device
+tool's image already has and what headless runs never import) and Debian's bubblewrap package, installed
+offline (``pip --no-index``). Where this Python is itself a virtual environment with the GPU stack (the
 device tool's machine: PyTorch, CuPy and numba live in /opt/torch/.venv), only the wheels it lacks go
 into a folder put first on PYTHONPATH (``--site``); elsewhere into a virtual environment that sees the
 machine's packages. ``--use-this-python`` skips both (Colab: install the course first).
 
 Writes to ``--out``: gpu-check.log (everything every part printed), RESULTS.md (benchmarks/RESULTS.md
 after the run, with its `gpu_check` section: device, date, versions, the parts, one line per notebook)
-and summary.md (the table printed last). Exit status 0 when every part passed. Without a GPU it says so
-in one line and exits with status 2.
+and summary.md (the table printed last). Exit status 0 when every part passed (or was partial). Without
+a GPU it says so in one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -55,21 +59,34 @@ import shutil
 import subprocess
 import sys
 import time
+import threading
 import venv
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def normalised(name: str) -> str:
+    """A distribution's name as pip compares them (``jupyter_server`` and ``Jupyter-Server`` are one)."""
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
 BENCHMARKS = ROOT / "benchmarks"
 WHEELS = ROOT / "wheels" / "gpu-check"
 PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environment lacks) or venv/
 LIMIT = 570  # seconds: the device tool stops a command at 600
-JOBS = max(1, min(6, (os.cpu_count() or 1) // 3))  # notebooks at a time: NVVM compiles on the CPU
+CPUS = os.cpu_count() or 1
+JOBS = max(1, min(6, CPUS // 3))  # notebooks at a time: NVVM compiles on the CPU
+FUZZ_WORKERS = max(1, min(8, CPUS - JOBS - 4))  # the fuzzing's processes beside them (the differential test, grading)
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
+BENCHMARK_AT_LEAST = 30  # seconds: nor a benchmark
+STARTUP = 15  # seconds of a benchmark's share kept for its imports and device set-up (outside its --seconds)
 NOTEBOOK_PARTS = ("lectures", "solutions")  # the parts that run notebooks, not a script
+SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, time nothing: beside the notebooks
+PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
-ON_REQUEST = {"grading"}  # parts run only when named: grading carries its own wheels, in its own command
 NOT_GPU_BENCHMARKS = {"common", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
@@ -77,10 +94,46 @@ PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--pla
             "--platform", "manylinux2014_x86_64", "--python-version", "3.12", "--implementation", "cp",
             "--abi", "cp312"]
 REQUIREMENTS = ["numpy<2.5", "nbclient>=0.10,<1", "nbformat", "ipykernel>=6.29,<7", "ipywidgets>=8,<9",
-                "matplotlib>=3.8"]
+                "matplotlib>=3.8", "nbgrader==0.9.*", "dask", "distributed"]
 WITHOUT_DEPENDENCIES = ["numba-cuda==0.30.*"]  # its numba and llvmlite (60 MB) are the machine's own
-# Dependencies nothing imports when notebooks run headless: the debugger, completion, widget front ends.
-LEFT_OUT = {"debugpy", "jedi", "parso", "widgetsnbextension", "jupyterlab_widgets"}
+# The device tool's image (KINDS.md, "Python packages already there", 2026-11-17): not carried.
+DEVICE_HAS = frozenset(normalised(n) for n in """
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
+formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx humanize hypothesis idna imageio iniconfig
+interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning
+lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson
+ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba
+numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13
+nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py
+nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
+opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft
+pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
+pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
+python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
+scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six sortedcontainers
+statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm
+tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope
+triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
+zipp""".split())
+# Carried although the machine has them: its numpy 2.5 breaks numba-cuda 0.30; numba-cuda at the course's version.
+CARRIED_ANYWAY = frozenset({"numpy", "numba-cuda"})
+# Dependencies that headless notebooks and grading never import (Jupyter's front ends and servers, the debugger,
+# the widgets' front ends); proven by grading and running the lectures with them absent (benchmarks/README.md).
+HEADLESS_UNUSED = {
+    **{n: "JupyterLab and Notebook's front ends (nbgrader's formgrader UI)" for n in (
+        "jupyterlab", "jupyterlab-server", "jupyter-lsp", "notebook", "notebook-shim", "babel", "json5",
+        "async-lru", "jupyter-builder")},
+    **{n: "the widgets' front ends (ipywidgets itself is carried: lectures build widgets)" for n in (
+        "widgetsnbextension", "jupyterlab-widgets")},
+    **{n: "the debugger and completion of an interactive kernel" for n in ("debugpy", "jedi", "parso")},
+    **{n: "jsonschema's optional IRI checker: its import builds a grammar for about 1.5 s in each process" for n in (
+        "rfc3987-syntax", "lark")},
+    **{n: "Jupyter server's terminals and password hashing" for n in (
+        "terminado", "jupyter-server-terminals", "argon2-cffi", "argon2-cffi-bindings", "cffi", "pycparser",
+        "send2trash", "websocket-client")},
+}
 BACKEND_MARK = "GPU_CHECK_BACKEND"
 DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")  # one folder per GPU the NVIDIA driver sees
 
@@ -101,15 +154,22 @@ def gpu_benchmarks(folder: Path = BENCHMARKS) -> list[str]:
 
 
 def all_parts(folder: Path = BENCHMARKS) -> list[str]:
-    return [*NOTEBOOK_PARTS, *gpu_benchmarks(folder), "differential", "grading"]
+    """Every part in the order they run: the notebooks and the other parts that check results side by side, then
+    the benchmarks that time the GPU."""
+    timed = [name for name in gpu_benchmarks(folder) if name not in SIDE_BY_SIDE]
+    return [*NOTEBOOK_PARTS, *SIDE_BY_SIDE, *timed]
+
+
+def is_timed(part: str) -> bool:
+    """Whether ``part`` times the GPU (a benchmark): it then runs alone, after the parts that share the GPU."""
+    return part not in NOTEBOOK_PARTS and part not in SIDE_BY_SIDE
 
 
 def select_parts(asked: list[str] | None, folder: Path = BENCHMARKS) -> list[str]:
-    """The parts to run, in their order (by default all but `ON_REQUEST`); a clear error for a name that is not
-    a part."""
+    """The parts to run, in their order (by default all); a clear error for a name that is not a part."""
     parts = all_parts(folder)
     if not asked or asked == ["all"]:
-        return [p for p in parts if p not in ON_REQUEST]
+        return parts
     unknown = [p for p in asked if p not in parts]
     if unknown:
         raise SystemExit(f"gpu_check: no part named {', '.join(unknown)}; the parts are: {', '.join(parts)}")
@@ -193,16 +253,38 @@ def pip_download(folder: Path, requirements: list[str], python: str, script: str
     return True
 
 
+def selection(names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Of the distributions ``names`` (a download's), those to carry, and why each other one is left out."""
+    carried, left_out = [], {}
+    for name in names:
+        key = normalised(name)
+        if key in HEADLESS_UNUSED:
+            left_out[name] = f"never imported headless: {HEADLESS_UNUSED[key]}"
+        elif key in DEVICE_HAS and key not in CARRIED_ANYWAY:
+            left_out[name] = "the GPU machine has it"
+        else:
+            carried.append(name)
+    return carried, left_out
+
+
 def download_wheels(folder: Path = WHEELS, python: str = sys.executable) -> int:
-    """``pip download`` what the GPU machine lacks into ``folder``; print its size."""
+    """``pip download`` what the GPU machine lacks, and bubblewrap's .deb (the grading's sandbox), into ``folder``;
+    print its size."""
     if not pip_download(folder, REQUIREMENTS, python, "gpu_check"):
         return 1
-    for wheel in folder.glob("*.whl"):
-        if wheel.name.split("-")[0].lower() in LEFT_OUT:
-            wheel.unlink()
-    size = sum(p.stat().st_size for p in folder.glob("*.whl"))
-    print(f"{len(list(folder.glob('*.whl')))} wheels in {folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder}: "
-          f"{size / 2**20:.1f} MiB (the working tree travels beside them: the device tool carries 64 MiB)")
+    wheels = {wheel.name.split("-")[0]: wheel for wheel in folder.glob("*.whl")}
+    carried, left_out = selection(sorted(wheels))
+    for name in left_out:
+        wheels[name].unlink()
+    if not list(folder.glob("bubblewrap_*.deb")):
+        if shutil.which("apt-get") is None or subprocess.run(["apt-get", "download", "bubblewrap"], cwd=folder).returncode:
+            print("gpu_check: could not `apt-get download bubblewrap` (a Debian or Ubuntu machine has it): the GPU "
+                  "machine grades unsandboxed if it has no bwrap", file=sys.stderr)
+    size = sum(p.stat().st_size for p in folder.iterdir() if p.suffix in (".whl", ".deb"))
+    shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+    print(f"{len(carried)} wheels in {shown}: {size / 2**20:.1f} MiB with bubblewrap's .deb; left out "
+          f"{len(left_out)}: {', '.join(sorted(left_out)) or 'none'} (the working tree travels beside them: the "
+          "device tool carries 64 MiB)")
     return 0
 
 
@@ -225,10 +307,6 @@ def installed_versions(python: str, path_first=()) -> dict[str, str]:
         if len(line.split()) == 2:
             found.setdefault(normalised(line.split()[0]), line.split()[1])
     return found
-
-
-def normalised(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
 
 
 def lacking(wheels: list[Path], installed: dict[str, str]) -> list[Path]:
@@ -294,7 +372,7 @@ def versions(python: str, path_first=()) -> str:
 SECTION = "gpu_check"
 TREE_FOLDERS = ("lib", "lectures", "solutions", "assignments", "benchmarks")
 NOTEBOOK_LINE = re.compile(r"^((?:lectures|solutions)/\S+\.ipynb): (.*)$", re.M)
-PART_ROW = re.compile(r"^\| (\S+) \| (passed|failed|not run) \| (\d+) \|", re.M)
+PART_ROW = re.compile(r"^\| (\S+) \| (passed|partial|failed|not run) \| (\d+) \|", re.M)
 
 
 def tree_fingerprint(root: Path = ROOT) -> str:
@@ -325,9 +403,13 @@ class Record:
                    {m[1]: m[2].rstrip() for m in NOTEBOOK_LINE.finditer(text)})  # "  ": a Markdown line break
 
     def durations(self) -> dict:
-        """{part: seconds} of the benchmark parts that ran to their end (on any tree): how long each will take.
-        The notebook parts are left out: they stop starting notebooks at the time limit themselves."""
+        """{part: seconds} of the parts that ran (on any tree): how long each will take, or what share a benchmark
+        had. The notebook parts are left out: they stop starting notebooks at the time limit themselves."""
         return {p: r.seconds for p, r in self.parts.items() if r.status != "not run" and p not in NOTEBOOK_PARTS}
+
+    def partial(self, tree: str) -> dict:
+        """{benchmark: seconds} of the benchmarks recorded as partial on ``tree``."""
+        return {p: r.seconds for p, r in self.parts.items() if r.status == "partial"} if self.tree == tree else {}
 
     def passed(self, tree: str) -> tuple[set, set]:
         """The parts and notebooks recorded as passed on ``tree``."""
@@ -369,44 +451,55 @@ class Settings:
     cell_timeout: float = 300
     path_first: list = field(default_factory=list)  # folders put first on PYTHONPATH (the installed wheels)
     skip_notebooks: set = field(default_factory=set)  # recorded as ok on this tree (--resume)
-    jobs: int = 1  # notebooks run at a time
+    jobs: int = 1  # notebooks run at a time, over both notebook parts
     expected: dict = field(default_factory=dict)  # part -> seconds it took when it last ran to its end
+    partial: dict = field(default_factory=dict)  # benchmark -> seconds of its partial run on this tree (--resume)
+    wheels: Path = WHEELS  # the carried wheels and bubblewrap's .deb (the grading's sandbox)
+    slots: threading.BoundedSemaphore | None = None  # the notebooks' turns, shared by both notebook parts
 
 
-def run_part(part: str, python: str, seconds_left: float, log, out: Path, settings: Settings) -> Result:
+def run_part(part: str, python: str, seconds_left: float, log, out: Path, settings: Settings,
+             share: float | None = None) -> Result:
+    """Run one part within ``seconds_left``; a benchmark is given ``share`` seconds for its rows (``--seconds``)."""
     env = {**os.environ, "GPUCOURSE_DEVICE": "gpu", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [*settings.path_first, str(ROOT / "lib"),
                                                        os.environ.get("PYTHONPATH")]))}
     start = time.monotonic()
+    quick = ["--quick"] if settings.quick else []
     if part in NOTEBOOK_PARTS:
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
         command = [python, __file__, "--repeat", str(settings.repeat), "--cell-timeout", str(settings.cell_timeout)]
         note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
         log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note})\n")
+        slots = settings.slots or threading.BoundedSemaphore(max(1, settings.jobs))
 
         def execute(path: Path) -> tuple[int, str]:  # in its own process and kernels, within what is left
-            left = seconds_left - (time.monotonic() - start)
-            unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/{settings.repeat} runs (time limit)\n"
-            if left < NOTEBOOK_AT_LEAST:
-                return 1, unfinished
-            code, output = run_command([*command, "--limit", str(left - 5), "--execute", str(path)], env, left)
-            return (1, output + unfinished) if code is None else (code, output)
+            with slots:
+                left = seconds_left - (time.monotonic() - start)
+                unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/{settings.repeat} runs (time limit)\n"
+                if left < NOTEBOOK_AT_LEAST:
+                    return 1, unfinished
+                code, output = run_command([*command, "--limit", str(left - 5), "--execute", str(path)], env, left)
+                return (1, output + unfinished) if code is None else (code, output)
 
-        with ThreadPoolExecutor(max(1, settings.jobs)) as pool:
+        with ThreadPoolExecutor(max(1, len(paths))) as pool:
             finished = list(pool.map(execute, paths))
         output = "".join(text for _, text in finished)
         returncode = next((code for code, _ in finished if code != 0), 0)
     else:
+        note = "quick: nothing recorded" if settings.quick else ""
         if part == "differential":
             command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
-            note = ""
         elif part == "grading":
-            command, note = [python, str(BENCHMARKS / "gpu_grading.py")], ""
+            command = [python, str(BENCHMARKS / "gpu_grading.py"), "--wheels", str(settings.wheels)]
+        elif part == "simulator_fuzz":
+            command = [python, str(BENCHMARKS / "simulator_fuzz.py"), "--workers", str(FUZZ_WORKERS), *quick]
         else:
-            command = [python, str(BENCHMARKS / f"{part}.py"), *(["--quick"] if settings.quick else [])]
-            note = "quick: nothing recorded" if settings.quick else ""
-        log.write(f"\n===== {part}: {' '.join(command)}\n")
+            budget = ["--seconds", f"{max(1.0, share - STARTUP):.0f}"] if share is not None else []
+            command = [python, str(BENCHMARKS / f"{part}.py"), *quick, *budget]
+        header = f"\n===== {part}: {' '.join(command)}\n"
         returncode, output = run_command(command, env, seconds_left)
+        output = header + output  # one write: the parts beside it write to the same log
     log.write(output)
     seconds = time.monotonic() - start
     if returncode is None:
@@ -424,6 +517,9 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
                                   env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         if recorded.returncode:
             return Result(part, "failed", seconds, "could not record its section of RESULTS.md")
+    if PARTIAL_MARK in output:
+        return Result(part, "partial", seconds, f"rows left out for time ({share:.0f} s): its section names them; "
+                      "--resume measures it again when more time is left", lines)
     return Result(part, "passed", seconds, note, lines)
 
 
@@ -442,36 +538,68 @@ def summary(results: list[Result]) -> str:
     """The table printed last: one row per part."""
     rows = ["| part | result | seconds | note |", "|---|---|---:|---|"]
     rows += [f"| {r.part} | {r.status} | {r.seconds:.0f} | {r.note} |" for r in results]
-    failed = sum(r.status != "passed" for r in results)
-    return "\n".join(rows + ["", f"gpu-check: {len(results) - failed} of {len(results)} parts passed."])
+    passed = sum(r.status in ("passed", "partial") for r in results)
+    partial = sum(r.status == "partial" for r in results)
+    rows += ["", f"gpu-check: {passed} of {len(results)} parts passed"
+                 + (f" ({partial} partial: rows left out for time)." if partial else ".")]
+    return "\n".join(rows)
+
+
+def shares(parts: list[str], seconds: float, expected: dict) -> dict:
+    """Each benchmark's share of ``seconds``, in proportion to how long it took when it last ran (a part never run
+    counts as the mean of the others, or all alike)."""
+    known = [expected[p] for p in parts if expected.get(p)]
+    usual = sum(known) / len(known) if known else 1.0
+    weights = {p: expected.get(p) or usual for p in parts}
+    return {p: seconds * weight / sum(weights.values()) for p, weight in weights.items()}
 
 
 def check(parts: list[str], python: str, out: Path, limit: float, settings: Settings, runner=run_part,
           record_as: tuple[Record, str, str] | None = None, results_file: Path = BENCHMARKS / "RESULTS.md") -> list[Result]:
-    """Run ``parts`` in order within ``limit`` seconds, logging to ``out``/gpu-check.log; write RESULTS.md and
-    summary.md there. ``record_as`` (the record so far, the device, the versions) adds the run to RESULTS.md's
+    """Run ``parts`` within ``limit`` seconds, logging to ``out``/gpu-check.log; write RESULTS.md and summary.md
+    there. The parts that share the GPU run side by side first; the benchmarks then run one at a time, each with its
+    share of the time left. ``record_as`` (the record so far, the device, the versions) adds the run to RESULTS.md's
     gpu_check section."""
     out.mkdir(parents=True, exist_ok=True)
-    start, results = time.monotonic(), []
+    start, results = time.monotonic(), {}
+    settings.slots = threading.BoundedSemaphore(max(1, settings.jobs))
     with open(out / "gpu-check.log", "a") as log:
         log.write(f"gpu-check {time.strftime('%Y-%m-%d %H:%M:%S')}: {versions(python, settings.path_first)}\n")
-        for part in parts:
+
+        def run(part: str) -> Result:  # a part that shares the GPU
             left = limit - (time.monotonic() - start)
-            expected = settings.expected.get(part, 0)
-            if left < 10 or (results and expected > left):  # a part that would be cut is not started
+            expected = settings.expected.get(part, 0) if part not in NOTEBOOK_PARTS else 0
+            if left < 10 or expected > left:  # a part that would be cut is not started
                 why = f"expected {expected:.0f} s, {left:.0f} s left" if expected > left else "time limit"
-                results.append(Result(part, "not run", 0, f"{why}: run `--part {part}` in another command"))
-                continue
-            results.append(runner(part, python, left, log, out, settings))
-            print(f"gpu-check: {part} {results[-1].status} ({results[-1].seconds:.0f} s)", flush=True)
+                return Result(part, "not run", 0, f"{why}: run `--part {part}` in another command")
+            return report(runner(part, python, left, log, out, settings))
+
+        def report(result: Result) -> Result:
+            print(f"gpu-check: {result.part} {result.status} ({result.seconds:.0f} s)", flush=True)
             log.flush()
+            return result
+
+        side_by_side = [p for p in parts if not is_timed(p)]
+        with ThreadPoolExecutor(max(1, len(side_by_side))) as pool:
+            results.update(zip(side_by_side, pool.map(run, side_by_side)))
+        timed = [p for p in parts if is_timed(p)]
+        for k, part in enumerate(timed):
+            left = limit - (time.monotonic() - start)
+            share = shares(timed[k:], left, settings.expected)[part]
+            if left < BENCHMARK_AT_LEAST:
+                results[part] = Result(part, "not run", 0, f"time limit: run `--part {part}` in another command")
+            elif share <= settings.partial.get(part, 0):
+                results[part] = Result(part, "not run", 0, f"kept its partial run of {settings.partial[part]:.0f} s: "
+                                       f"{share:.0f} s would measure fewer rows")
+            else:
+                results[part] = report(runner(part, python, left, log, out, settings, share=share))
+    ordered = [results[p] for p in parts]
     if record_as is not None:
-        record_run(results, *record_as, settings, results_file)
+        record_run(ordered, *record_as, settings, results_file)
     if results_file.exists():
         shutil.copy(results_file, out / "RESULTS.md")
-    table = summary(results)
-    (out / "summary.md").write_text(table + "\n")
-    return results
+    (out / "summary.md").write_text(summary(ordered) + "\n")
+    return ordered
 
 
 def record_run(results: list[Result], record: Record, device: str, versions_line: str, settings: Settings,
@@ -503,7 +631,8 @@ def main(argv=None) -> int:
     parser.add_argument("--part", nargs="+", metavar="PART",
                         help=f"run only these parts (default all): {', '.join(all_parts())}")
     parser.add_argument("--resume", action="store_true",
-                        help="skip the parts and notebooks RESULTS.md's gpu_check section records as passed on this tree")
+                        help="skip the parts and notebooks RESULTS.md's gpu_check section records as passed on this tree "
+                             "(a partial benchmark runs again when more time is left than it had)")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-check",
                         help="where the log, RESULTS.md and summary.md go (default build/gpu-check; $OUT on the device)")
     parser.add_argument("--limit", type=float, default=LIMIT, help=f"seconds for the whole command (default {LIMIT})")
@@ -550,7 +679,7 @@ def main(argv=None) -> int:
         return 2
     arguments.out.mkdir(parents=True, exist_ok=True)
     settings = Settings(arguments.notebooks, arguments.quick, arguments.repeat, arguments.cell_timeout,
-                        jobs=arguments.jobs)
+                        jobs=arguments.jobs, wheels=arguments.wheels)
     python = sys.executable
     if not arguments.use_this_python:
         with open(arguments.out / "gpu-check.log", "a") as log:
@@ -566,11 +695,12 @@ def main(argv=None) -> int:
     if arguments.resume:
         done_parts, settings.skip_notebooks = record.passed(tree)
         parts = [p for p in parts if p not in done_parts]
+        settings.partial = record.partial(tree)
     results = check(parts, python, arguments.out, arguments.limit, settings,
                     record_as=(record, device_name(), versions(python, settings.path_first)),
                     results_file=arguments.results)
     print((arguments.out / "summary.md").read_text(), end="")
-    return 0 if all(r.status == "passed" for r in results) else 1
+    return 0 if all(r.status in ("passed", "partial") for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,13 @@
 """gpu-check's part `grading`: a class of assignment 07 graded with its kernels on the GPU, as `make grade` does.
 
-    python benchmarks/gpu_grading.py --download-wheels  # here, online: make gpu-grade-wheels
-    python benchmarks/gpu_check.py --part grading --wheels wheels/gpu-grade --site build/gpu-grade-env --out $OUT
+    python benchmarks/gpu_check.py --part grading --out $OUT  # on the GPU machine, with wheels/gpu-check carried
 
 In a throw-away course, two students of ``07_tuning`` (``needs_gpu``: its timed exercise,
 ``test_row_sums_fast``, times the kernels on the GPU): one submits the solution notebook, one the
 untouched release. They are graded by `gpucourse.classroom.grade.grade` (what ``make grade`` runs) on a
 local Dask cluster whose one worker is started with ``resources={"GPU": 1}``; each student's kernel runs
 in the sandbox when bubblewrap works here (a carried ``bubblewrap_*.deb`` is unpacked into
-``build/gpu-grade-env/bubblewrap`` and put on PATH where the machine has no ``bwrap``), else unsandboxed,
+``build/gpu-check-env/bubblewrap`` and put on PATH where the machine has no ``bwrap``), else unsandboxed,
 and the line says so. Before grading, CUDA's start-up is tried as a student's kernel starts: in the
 sandbox, under its memory cap (``prlimit --data``, `Limits.memory_limit`).
 
@@ -19,11 +18,8 @@ get 0, a note says the GPU exercise was scored on the CPU simulator, the GPU exe
 say it was timed on the GPU, a kernel died, or a student got no feedback. It prints one summary line
 last. Without a GPU it says so in one line and exits with status 2.
 
-The wheels (``--download-wheels``, into ``wheels/gpu-grade``): everything this part needs on the GPU
-machine, carried alone (gpu-check's set beside it would pass the device tool's 64 MiB): gpu-check's
-requirements (numpy<2.5, numba-cuda, nbclient, ipykernel, ...) and nbgrader 0.9, dask and distributed,
-with their dependencies, minus what the machine's Python already has (`DEVICE_HAS`) and what headless
-grading never imports (`HEADLESS_UNUSED`), and Debian's bubblewrap package.
+The wheels: gpu-check's (``make gpu-wheels``), which carry nbgrader, Dask and bubblewrap's .deb beside what
+the notebooks need.
 """
 
 from __future__ import annotations
@@ -40,8 +36,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEELS = ROOT / "wheels" / "gpu-grade"
-PLACE = ROOT / "build" / "gpu-grade-env"
 ASSIGNMENT = "07_tuning"
 CLASS = {"solver": "solution", "untouched": "release"}
 GPU_EXERCISE = "test_row_sums_fast"
@@ -52,79 +46,7 @@ CUDA_START = "from numba import cuda; cuda.current_context(); print('CUDA starte
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpu_check import REQUIREMENTS, no_gpu, normalised, pip_download  # noqa: E402
-
-GRADING = ["nbgrader==0.9.*", "dask", "distributed"]
-# The device tool's image (KINDS.md, "Python packages already there", 2026-11-17): not carried.
-DEVICE_HAS = frozenset(normalised(n) for n in """
-absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
-charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
-cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
-formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx humanize hypothesis idna imageio iniconfig
-interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning
-lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson
-ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba
-numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13
-nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py
-nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
-opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft
-pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
-pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
-python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
-scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six sortedcontainers
-statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm
-tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope
-triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
-zipp""".split())
-# Carried although the machine has them: its numpy 2.5 breaks numba-cuda 0.30; numba-cuda at the course's version.
-CARRIED_ANYWAY = frozenset({"numpy", "numba-cuda"})
-# Dependencies that grading never imports (nbgrader's and Jupyter's front ends and servers, the debugger, widgets);
-# proven by grading with them absent (benchmarks/README.md, "Grading on the GPU").
-HEADLESS_UNUSED = {
-    **{n: "JupyterLab and Notebook's front ends (nbgrader's formgrader UI)" for n in (
-        "jupyterlab", "jupyterlab-server", "jupyter-lsp", "notebook", "notebook-shim", "babel", "json5",
-        "async-lru", "jupyter-builder")},
-    **{n: "widgets: no assignment shows one while graded" for n in (
-        "ipywidgets", "widgetsnbextension", "jupyterlab-widgets")},
-    **{n: "the debugger and completion of an interactive kernel" for n in ("debugpy", "jedi", "parso")},
-    **{n: "Jupyter server's terminals and password hashing" for n in (
-        "terminado", "jupyter-server-terminals", "argon2-cffi", "argon2-cffi-bindings", "cffi", "pycparser",
-        "send2trash", "websocket-client")},
-}
-
-
-# -- the wheels --------------------------------------------------------------------------------------------------
-def selection(names: list[str]) -> tuple[list[str], dict[str, str]]:
-    """Of the distributions ``names`` (a download's), those to carry, and why each other one is left out."""
-    carried, left_out = [], {}
-    for name in names:
-        key = normalised(name)
-        if key in HEADLESS_UNUSED:
-            left_out[name] = f"never imported by headless grading: {HEADLESS_UNUSED[key]}"
-        elif key in DEVICE_HAS and key not in CARRIED_ANYWAY:
-            left_out[name] = "the GPU machine has it"
-        else:
-            carried.append(name)
-    return carried, left_out
-
-
-def download_wheels(folder: Path = WHEELS, python: str = sys.executable) -> int:
-    """``pip download`` what grading lacks on the GPU machine, and bubblewrap's .deb, into ``folder``; print its size."""
-    if not pip_download(folder, [*REQUIREMENTS, *GRADING], python, "gpu_grading"):
-        return 1
-    wheels = {wheel.name.split("-")[0]: wheel for wheel in folder.glob("*.whl")}
-    carried, left_out = selection(sorted(wheels))
-    for name in left_out:
-        wheels[name].unlink()
-    if not list(folder.glob("bubblewrap_*.deb")):
-        if shutil.which("apt-get") is None or subprocess.run(["apt-get", "download", "bubblewrap"], cwd=folder).returncode:
-            print("gpu_grading: could not `apt-get download bubblewrap` (a Debian or Ubuntu machine has it): the GPU "
-                  "machine grades unsandboxed if it has no bwrap", file=sys.stderr)
-    size = sum(p.stat().st_size for p in folder.iterdir() if p.suffix in (".whl", ".deb"))
-    print(f"{len(carried)} wheels in {folder}: {size / 2**20:.1f} MiB with bubblewrap's .deb; left out "
-          f"{len(left_out)}: {', '.join(sorted(left_out))} (the working tree travels beside them: the device tool "
-          "carries 64 MiB)")
-    return 0
+from gpu_check import PLACE, WHEELS, no_gpu  # noqa: E402
 
 
 # -- the sandbox and CUDA's start-up ----------------------------------------------------------------------------------
@@ -270,13 +192,10 @@ def run(folder: Path, memory: int, on_gpu: bool = True, processes: bool = True) 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--download-wheels", action="store_true",
-                        help="download what grading lacks on the GPU machine into --wheels (online; make gpu-grade-wheels)")
-    parser.add_argument("--wheels", type=Path, default=WHEELS, help="the wheels folder (default wheels/gpu-grade)")
+    parser.add_argument("--wheels", type=Path, default=WHEELS,
+                        help="the carried wheels, with bubblewrap's .deb (default wheels/gpu-check: make gpu-wheels)")
     parser.add_argument("--memory-limit", type=int, help="the sandbox's memory cap in bytes (default: grade's)")
     arguments = parser.parse_args(argv)
-    if arguments.download_wheels:
-        return download_wheels(arguments.wheels)
     problem = no_gpu()
     if problem:
         print(f"gpu_grading needs an NVIDIA GPU and there is none here ({problem}): run it on the GPU machine "
@@ -284,9 +203,8 @@ def main(argv=None) -> int:
         return 2
     missing = [name for name in ("nbgrader", "distributed") if importlib.util.find_spec(name) is None]
     if missing:
-        print(f"gpu_grading: FAILED: no {' or '.join(missing)} here: carry wheels/gpu-grade (make gpu-grade-wheels) and "
-              "run `python3 benchmarks/gpu_check.py --part grading --wheels wheels/gpu-grade --site build/gpu-grade-env "
-              "--out $OUT` (benchmarks/README.md)")
+        print(f"gpu_grading: FAILED: no {' or '.join(missing)} here: carry wheels/gpu-check as `make gpu-wheels` "
+              "downloads it now, and run it through `python3 benchmarks/gpu_check.py` (benchmarks/README.md)")
         return 1
     os.environ.pop("GPUCOURSE_DEVICE", None)  # as under `make grade` (gpu-check sets it for its notebooks)
     from gpucourse.classroom import submission

@@ -3,6 +3,7 @@
     python benchmarks/matmul.py             # squares 512 to 8192 and the deep-learning shapes; writes RESULTS.md
     python benchmarks/matmul.py --quick     # squares 512 and 1024, 3 samples, prints only
     python benchmarks/matmul.py --sizes 4096 --no-write
+    python benchmarks/matmul.py --seconds 200   # 4096^3 (the goal's shape) first, the rest while 200 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -39,7 +40,7 @@ warm-up launches (JIT compilation and first touch excluded), queued behind a ker
 on the GPU while Python enqueues them; the median of the samples. Launches rotate over enough
 sets of arrays to fill 4x the L2 cache. A kernel is skipped at a shape where its rate at the
 largest shape measured so far predicts more than a second per launch (the naive kernels at
-8192^3, say), and said so.
+8192^3, say), and said so; at the first shape measured (4096^3 in a full run) nothing predicts it.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ from common import (  # noqa: E402
     finish,
     L2_ROTATION,
     Device,
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     without_gpu,
@@ -294,8 +297,8 @@ def goal_line(measurements: list[Measurement]) -> str:
 
 
 def section(measurements: list[Measurement], device: Device, versions: str, samples: int,
-            references: str) -> str:
-    """The Markdown recorded in RESULTS.md."""
+            references: str, note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the shapes the time budget left out."""
     peak = fp32_peak(device.sms, device.compute_capability, device.clock_khz)
     return "\n".join([
         "## Matrix multiplication against cuBLAS float32",
@@ -324,6 +327,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "### Every measurement",
         "",
         full_table(measurements, peak),
+        *(["", note] if note else []),
     ])
 
 
@@ -567,6 +571,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", metavar="N", help="squares N^3 only (prints only)")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("matmul.py"):
@@ -592,16 +597,18 @@ def main(argv=None) -> int:
                   + "; ".join(settings)) if libraries else "none (neither PyTorch nor CuPy is usable)"
     print(f"{device.name}: {device.sms} SMs; {peak_note(device)}\nreference: {references}", flush=True)
 
+    budget = TimeBudget(options.seconds)
     measurements, skipped = [], []
-    for shape in shapes:
+    for shape in budget.rows(shapes, label=lambda shape: shape.name, first={square(GOAL_SIZE).name}):
         reason = fits(shape, device)
         if reason:
             skipped.append(shape)
             print(f"  {shape.name} skipped: {reason}", flush=True)
             continue
         measurements += measure_shape(shape, device, samples, libraries, measurements)
+    measurements.sort(key=lambda m: shapes.index(m.shape))  # the goal's shape measured first, tabled in order
 
-    text = section(measurements, device, matmul_versions(libraries), samples, references)
+    text = section(measurements, device, matmul_versions(libraries), samples, references, budget.note("matmul.py"))
     return finish(NAME, text, measurements, write=full and not skipped and not options.no_write)
 
 

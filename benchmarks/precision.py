@@ -3,6 +3,7 @@
     python benchmarks/precision.py             # squares 1024 to 4096 and a map of 2^26 elements; writes RESULTS.md
     python benchmarks/precision.py --quick     # 1024^3 and a map of 2^24, 3 samples, prints only
     python benchmarks/precision.py --no-write
+    python benchmarks/precision.py --seconds 120   # the map, 4096^3 (the goal's), then the rest while 120 s last
 
 Needs a CUDA GPU of compute capability 7.5 or newer (the tensor-core GEMM's ``mma.sync``); anywhere else it
 prints one line saying so and exits with status 0.
@@ -48,6 +49,8 @@ if str(ROOT / "benchmarks") not in sys.path:
 from common import (  # noqa: E402
     L2_ROTATION,
     Device,
+    TimeBudget,
+    add_time_budget,
     buffer_sets,
     current_device,
     finish,
@@ -145,8 +148,8 @@ def goal_line(measurements: list[Measurement]) -> str:
     return f"{target}: {'met' if met else 'NOT met'} ({', '.join(parts)})."
 
 
-def section(measurements: list[Measurement], device: Device, versions: str, samples: int) -> str:
-    """The Markdown recorded in RESULTS.md."""
+def section(measurements: list[Measurement], device: Device, versions: str, samples: int, note: str = "") -> str:
+    """The Markdown recorded in RESULTS.md; ``note``, under the tables: the GEMM sizes the time budget left out."""
     return "\n".join([
         "## Precision: fp16 storage, fp32 accumulation, tensor cores",
         "",
@@ -168,6 +171,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "### Memory-bound map",
         "",
         map_table(measurements),
+        *(["", note] if note else []),
     ])
 
 
@@ -274,6 +278,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="1024^3 and a smaller map, 3 samples, prints only")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the tables only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("precision.py"):
@@ -286,11 +291,16 @@ def main(argv=None) -> int:
     libraries.pop("cupy", None)  # the reference here is PyTorch's
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     print(f"{device.name}: {device.sms} SMs; cuBLAS fp16 through: {', '.join(libraries) or 'none (no PyTorch)'}")
-    measurements = []
-    for n in QUICK_SQUARES if options.quick else SQUARES:
-        measurements += measure_gemm(n, samples, libraries)
-    measurements += measure_map(QUICK_MAP_SIZE if options.quick else MAP_SIZE, device, samples)
-    text = section(measurements, device, versions(libraries), samples)
+    # the map first, outside the time budget (its clock starts at the GEMMs): a few seconds, wanted in every run
+    maps = measure_map(QUICK_MAP_SIZE if options.quick else MAP_SIZE, device, samples)
+    squares = QUICK_SQUARES if options.quick else SQUARES
+    budget = TimeBudget(options.seconds)
+    gemms = []
+    for n in budget.rows(squares, label=lambda n: f"{n}^3", first={f"{GOAL_SIZE}^3"}):
+        gemms += measure_gemm(n, samples, libraries)
+    gemms.sort(key=lambda m: squares.index(m.size))  # the goal's size measured first, tabled in order
+    measurements = gemms + maps
+    text = section(measurements, device, versions(libraries), samples, budget.note("precision.py"))
     return finish(NAME, text, measurements, write=not options.quick and not options.no_write)
 
 

@@ -3,6 +3,7 @@
     python benchmarks/tuning.py              # SGEMM 1024^3 and 4096^3, ResNet conv2_x, softmax 4096 x 4096; writes RESULTS.md
     python benchmarks/tuning.py --quick      # smaller shapes, a budget of 8, 3 samples, prints only
     python benchmarks/tuning.py --no-write
+    python benchmarks/tuning.py --seconds 300   # the spaces in the order above while 300 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -30,7 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import current_device, finish, markdown_table, reference_libraries, today, versions, without_gpu  # noqa: E402,I001
+from common import (  # noqa: E402
+    TimeBudget,
+    add_time_budget,
+    current_device,
+    finish,
+    markdown_table,
+    reference_libraries,
+    today,
+    versions,
+    without_gpu,
+)
 
 NAME = "tuning"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation of the cost model's predictions with the measured times
@@ -44,6 +55,11 @@ class Case:
     family: str  # "sgemm", "conv", "softmax"
     label: str  # the shape, for the table
     reference: str  # the library it is compared with
+
+    @property
+    def name(self) -> str:
+        """``"sgemm 4096^3"``: the row's name, in the log and the time budget's note."""
+        return f"{self.family} {self.label}"
 
 
 CASES = [Case("sgemm", "1024^3", "cuBLAS fp32"), Case("sgemm", "4096^3", "cuBLAS fp32"),
@@ -68,7 +84,7 @@ class Row:
 
     @property
     def kernel(self) -> str:
-        return f"{self.case.family} {self.case.label}"
+        return self.case.name
 
     @property
     def wrong(self) -> bool:
@@ -138,8 +154,9 @@ def config_text(config: dict | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items()) if config else "none"
 
 
-def section(rows: list[Row], device, versions_: str, samples: int, model_device: str | None) -> str:
-    """The report: one row per space and shape, then the cost model's score against the goal."""
+def section(rows: list[Row], device, versions_: str, samples: int, model_device: str | None, note: str = "") -> str:
+    """The report: one row per space and shape, ``note`` (the rows the time budget left out), then the cost model's
+    score against the goal."""
     from gpucourse.figures import tuning as ft  # noqa: PLC0415
 
     table = markdown_table(
@@ -164,6 +181,7 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         f"{device.name}, {today()}; {versions_}; median of {samples} samples per time.",
         "",
         table,
+        *(["", note] if note else []),
         "",
         f"Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
         "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by FLOPs.",
@@ -176,6 +194,7 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--budget", type=int, default=None, help=f"SGEMM candidates to time (default {BUDGET})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    add_time_budget(parser)
     options = parser.parse_args(argv)
 
     if without_gpu("tuning.py"):
@@ -189,14 +208,16 @@ def main(argv=None) -> int:
     model = ft.cost_model(model_device) if model_device else None
     print(f"{device.name}: {device.sms} SMs; references through: {', '.join(libraries) or 'none (no PyTorch)'}; "
           f"cost model: {model_device or 'none for this GPU'}")
+    time_budget = TimeBudget(options.seconds)
     rows = []
-    for case in QUICK_CASES if options.quick else CASES:
+    # no goal row to put first: the goal is the rank correlation over every space, in the order given
+    for case in time_budget.rows(QUICK_CASES if options.quick else CASES, label=lambda case: case.name):
         rows.append(measure(case, samples, budget, libraries, model))
         print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
     for row in rows:
         for error in row.errors:
             print(f"  {row.kernel}: {error}")
-    text = section(rows, device, versions(libraries), samples, model_device)
+    text = section(rows, device, versions(libraries), samples, model_device, time_budget.note("tuning.py"))
     return finish(NAME, text, rows, write=not options.quick and not options.no_write)
 
 

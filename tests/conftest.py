@@ -5,11 +5,14 @@ skip in one line, except where ``GPUCOURSE_REQUIRE_BROWSER=1`` (CI) makes that a
 """
 
 import fcntl
+import functools
 import importlib.util
+import itertools
 import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -109,3 +112,46 @@ def load_benchmark(name: str, module_name: str):
     sys.modules[spec.name] = module  # its dataclasses look themselves up there
     spec.loader.exec_module(module)
     return module, lambda: sys.modules.pop(spec.name, None)
+
+
+class BenchmarkRun:
+    """A GPU benchmark's `main` run as on a GPU, for its tests: ``device`` stands for the GPU, no reference library
+    is found, what it would record is caught, and its time budget runs on a clock that only the rows move (the
+    test's stand-in for a row's measurement calls `row`: each row takes ROW_SECONDS)."""
+
+    ROW_SECONDS = 60.0
+    ONE_ROW = ("--seconds", "90")  # time for the first row only: a second would end at 120 s
+
+    def __init__(self, module, device, monkeypatch):
+        self.module, self.now, self.recorded = module, 0.0, None
+        stand_ins = {"without_gpu": lambda script: False, "current_device": lambda: device,
+                     "reference_libraries": dict, "finish": self.finish,
+                     "TimeBudget": functools.partial(module.TimeBudget, clock=lambda: self.now)}
+        for name, value in stand_ins.items():
+            monkeypatch.setattr(module, name, value)
+
+    def row(self) -> None:
+        self.now += self.ROW_SECONDS
+
+    def finish(self, name, text, measurements, write) -> int:
+        self.recorded = SimpleNamespace(text=text, measurements=measurements, write=write)
+        return 0
+
+    def __call__(self, *arguments: str) -> SimpleNamespace:
+        """`main` with ``arguments``: what it would record (``text``, ``measurements``, ``write``)."""
+        assert self.module.main(list(arguments)) == 0
+        return self.recorded
+
+
+@pytest.fixture
+def benchmark_run(monkeypatch):
+    """``benchmark_run(module, device)``: a `BenchmarkRun` of that benchmark module (its stand-ins undone after)."""
+    return lambda module, device: BenchmarkRun(module, device, monkeypatch)
+
+
+def table_rows(text: str, after: str = "") -> list[list[str]]:
+    """The cells of each row of the first Markdown table in ``text`` after ``after`` (its header and rule left out)."""
+    lines = text.split(after, 1)[1].splitlines() if after else text.splitlines()
+    table = itertools.takewhile(lambda line: line.startswith("|"),
+                                itertools.dropwhile(lambda line: not line.startswith("|"), lines))
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in list(table)[2:]]

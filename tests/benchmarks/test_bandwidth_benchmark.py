@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 from gpucourse.course import results
 
 SCRIPT = ROOT / "benchmarks" / "bandwidth.py"
@@ -161,3 +161,39 @@ def test_the_planned_sums_are_block_sums_to_total(bandwidth):
         np.testing.assert_allclose(want[0], a.sum(dtype=np.float64), rtol=1e-5)
         assert count == (1 if kernel is reduction.sum_grid_stride_atomic else 2)
 
+
+
+# -- main: the time budget (`--seconds`), each size's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bandwidth, benchmark_run, monkeypatch):
+    """`main` on every default size; ``run.measured``: the sizes measured, in order (each takes a minute)."""
+    run = benchmark_run(bandwidth, bandwidth.Device(**SIMULATED))
+    run.measured = []
+
+    def measure_size(size, device, samples, libraries):
+        run.row()
+        run.measured.append(size // MIB)
+        return [bandwidth.Measurement(bandwidth.COPY, size, 2 * size, 1.0),
+                bandwidth.Measurement("map: contiguous 1-D (benchmark only)", size, 2 * size, 1.1)]
+
+    monkeypatch.setattr(bandwidth, "measure_size", measure_size)
+    monkeypatch.setattr(bandwidth, "fits", lambda size, device: None)
+    return run
+
+
+def test_a_time_budget_measures_a_goal_size_first_and_names_the_others(bandwidth, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == [256]
+    assert recorded.write  # a full run's sizes, cut short by time: still recorded, and says so
+    assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == ["256", "256"]
+    note = recorded.text.splitlines()[-1]
+    assert "1024 MiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB" in note and "bandwidth.py" in note
+
+
+def test_a_full_run_tables_every_size_in_order_with_no_note(bandwidth, run):
+    recorded = run()
+    assert run.measured == [256, 1024, 1, 4, 16, 64]  # the goals' sizes first
+    sizes = [row[1] for row in table_rows(recorded.text, "### Every measurement")]
+    assert sizes == [size for mib in bandwidth.SIZES_MIB for size in [f"{mib:g}"] * 2]
+    assert "| kernel | 1 MiB | 4 MiB | 16 MiB | 64 MiB | 256 MiB | 1024 MiB |" in recorded.text
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the table

@@ -1,6 +1,6 @@
-"""benchmarks/compilers.py: its report, and its Triton kernel and compiled graph checked on the CPU.
+"""benchmarks/compilers.py: its report, its Triton kernel and compiled graph checked on the CPU, and its time budget.
 
-The GPU path needs a GPU (without one it says so: test_benchmarks_without_gpu.py). The last three tests need
+The GPU path needs a GPU (without one it says so: test_benchmarks_without_gpu.py). Three tests need
 PyTorch and Triton, which the course's environment and CI do not install: they skip there. With both installed they
 run the Triton kernel in Triton's interpreter (``TRITON_INTERPRET=1``, NumPy on the CPU) against NumPy in float64,
 ``torch.compile`` on the CPU against eager PyTorch, and the benchmark's GPU path end to end on the course simulator.
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 
 SCRIPT = ROOT / "benchmarks" / "compilers.py"
 # (M, N, K): none a multiple of the tiles (16 to 128) but one; a single element; more tiles than one GROUP_M group
@@ -164,3 +164,47 @@ def test_the_gpu_path_runs_end_to_end_on_the_cpu(interpreted, monkeypatch):
     assert not any(m.wrong for m in measurements), [m.note for m in measurements]
     text = bench.section(measurements, device, "versions", 1, "settings")
     assert "picked BLOCK_M=" in text and "; calls " in text
+
+
+# -- main: the time budget (`--seconds`), each shape's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on every shape, PyTorch, Triton and Inductor's settings stand-ins; ``run.measured``: the shapes
+    measured, in order (each takes a minute)."""
+    from types import SimpleNamespace
+
+    device = bench.mb.Device("CPU simulator", 2, 16 * 1024, real=False)
+    run = benchmark_run(bench, device)
+    run.measured = []
+
+    def measure_shape(shape, device, samples, libraries):
+        run.row()
+        run.measured.append(shape.name)
+        return [bench.mb.Measurement(bench.TRITON, shape, 1.0)]
+
+    monkeypatch.setattr(bench, "measure_shape", measure_shape)
+    monkeypatch.setattr(bench, "triton", SimpleNamespace(__version__="3.5"))
+    monkeypatch.setattr(bench, "reference_libraries", lambda: {"torch": SimpleNamespace()})
+    monkeypatch.setattr(bench.mb, "tf32_off_environment", lambda: None)
+    monkeypatch.setattr(bench.mb, "tf32_off_torch", lambda torch: "TF32 off")
+    monkeypatch.setattr(bench.mb, "matmul_versions", lambda libraries: "versions")
+    monkeypatch.setitem(sys.modules, "torch._inductor", SimpleNamespace(config=SimpleNamespace()))
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")  # `main` points it at a new folder: undone after the test
+    return run
+
+
+def test_a_time_budget_measures_4096_first_and_names_the_others(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["4096^3"]
+    assert recorded.write  # a full run's shapes, cut short by time: still recorded, and says so
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == ["4096^3"]
+    note = recorded.text.splitlines()[-1]
+    assert "1000^3, 1024^3" in note and "compilers.py" in note
+
+
+def test_a_full_run_tables_every_shape_in_order_with_no_note(bench, run):
+    recorded = run()
+    assert run.measured == ["4096^3", "1000^3", "1024^3"]
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == ["1000^3", "1024^3", "4096^3"]
+    assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == ["1000^3", "1024^3", "4096^3"]
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables

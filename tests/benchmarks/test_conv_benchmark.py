@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 from gpucourse.course import results
 from gpucourse.kernels import conv
 from test_matmul_benchmark import tf32
@@ -202,3 +202,41 @@ def test_a_tf32_cudnn_is_caught_and_another_stream_refused(bench, simulator_poin
     assert not right.wrong and "; relative error" in right.note
     with pytest.raises(RuntimeError, match="torch works on stream 0x1234"):
         bench.cudnn_case(FakeTorch(stream=0x1234), operands, True)
+
+
+# -- main: the time budget (`--seconds`), each layer's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on the four ResNet-50 layers; ``run.measured``: the layers measured, in order (each takes a minute)."""
+    run = benchmark_run(bench, bench.Device(**SIMULATED))
+    run.measured = []
+
+    def measure_layer(layer, device, samples, torch=None):
+        run.row()
+        run.measured.append(layer.name)
+        return [bench.Measurement("`conv_implicit_gemm_warp_tiled`", layer, 1.0, 0)]
+
+    monkeypatch.setattr(bench, "measure_layer", measure_layer)
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # as `main` sets it, undone after the test
+    return run
+
+
+LAYERS = ["conv2_x 3x3", "conv3_x 3x3", "conv4_x 3x3", "conv2_x 1x1 reduce"]
+
+
+def test_a_time_budget_measures_the_goal_layer_first_and_names_the_others(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["conv2_x 3x3"]
+    assert recorded.write  # a full run's layers, cut short by time: still recorded, and says so
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == ["conv2_x 3x3"]
+    note = recorded.text.splitlines()[-1]
+    assert "conv3_x 3x3, conv4_x 3x3, conv2_x 1x1 reduce" in note and "conv.py" in note
+
+
+def test_a_full_run_tables_every_layer_in_order_with_no_note(bench, run, monkeypatch):
+    monkeypatch.setattr(bench, "GOAL_LAYER", "conv4_x 3x3")  # a goal further down: measured first, tabled in place
+    recorded = run()
+    assert run.measured == ["conv4_x 3x3", "conv2_x 3x3", "conv3_x 3x3", "conv2_x 1x1 reduce"]
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == LAYERS
+    assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == LAYERS
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 from gpucourse.course import results
 
 SCRIPT = ROOT / "benchmarks" / "fusion.py"
@@ -165,3 +165,51 @@ def test_without_a_gpu_it_says_so_and_exits_0():
     assert run.returncode == 0, run.stderr
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1 and "benchmarks/fusion.py needs a CUDA GPU" in lines[0]
+
+
+# -- main: the time budget (`--seconds`), each size's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on every softmax shape and attention size; ``run.measured``: the rows measured, in order (each takes
+    a minute)."""
+    run = benchmark_run(bench, bench.Device(**SIMULATED))
+    run.measured = []
+
+    def measure_softmax(shape, device, samples, libraries):
+        run.row()
+        run.measured.append(f"softmax {shape[0]} x {shape[1]}")
+        return [bench.Measurement(bench.COPY, "softmax", shape, 1.0, reference=True),
+                bench.Measurement(bench.REGISTERS_SOFTMAX, "softmax", shape, 1.1)]
+
+    def measure_attention(N, device, samples, libraries, earlier=()):
+        run.row()
+        run.measured.append(f"attention N = {N}")
+        return [bench.Measurement("`attention_flash`", "attention", (N, bench.HEAD_DIM), 1.0, 0)]
+
+    monkeypatch.setattr(bench, "measure_softmax", measure_softmax)
+    monkeypatch.setattr(bench, "measure_attention", measure_attention)
+    monkeypatch.setattr(bench, "fits", lambda N: None)
+    return run
+
+
+def test_a_time_budget_measures_both_goals_sizes_first_and_names_the_others(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["softmax 16384 x 4096"]
+    assert recorded.write  # a full run's sizes, cut short by time: still recorded, and says so
+    assert [row[1] for row in table_rows(recorded.text, "### Row softmax")] == ["16384 x 4096"] * 2
+    assert table_rows(recorded.text, "### Attention") == []
+    note = recorded.text.splitlines()[-1]
+    assert ("attention N = 4096, softmax 4096 x 1024, softmax 4096 x 4096, attention N = 1024, attention N = 2048, "
+            "attention N = 8192, attention N = 16384") in note and "fusion.py" in note
+    run.measured.clear()
+    run(f"--seconds={2.5 * run.ROW_SECONDS}")  # two rows: both goals' sizes, before the other softmax shapes
+    assert run.measured == ["softmax 16384 x 4096", "attention N = 4096"]
+
+
+def test_a_full_run_tables_every_size_in_order_with_no_note(bench, run):
+    recorded = run()
+    assert run.measured[:2] == ["softmax 16384 x 4096", "attention N = 4096"] and len(run.measured) == 8
+    softmax = [row[1] for row in table_rows(recorded.text, "### Row softmax")]
+    assert softmax == [f"{rows} x {cols}" for rows, cols in bench.SOFTMAX_SHAPES for _ in range(2)]
+    assert [row[1] for row in table_rows(recorded.text, "### Attention")] == list(map(str, bench.ATTENTION_N))
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables

@@ -46,16 +46,18 @@ def test_the_usage_documents_every_part_and_the_limits():
 
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
-    assert gpu_check.all_parts() == ["lectures", "solutions", "bandwidth", "compilers", "conv", "fusion", "matmul",
-                                     "precision", "simulator_fuzz", "tuning", "differential", "grading"]
-    assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()[:-1]
-    assert gpu_check.select_parts(["grading"]) == ["grading"]  # its own command, with its own wheels
-    assert gpu_check.select_parts(["differential", "lectures"]) == ["lectures", "differential"]
+    # first those that share the GPU (they check results), then the benchmarks that time it
+    assert gpu_check.all_parts() == ["lectures", "solutions", "differential", "simulator_fuzz", "grading", "bandwidth",
+                                     "compilers", "conv", "fusion", "matmul", "precision", "tuning"]
+    assert [gpu_check.is_timed(p) for p in gpu_check.all_parts()] == [False] * 5 + [True] * 7
+    assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
+    assert gpu_check.select_parts(["grading"]) == ["grading"]
+    assert gpu_check.select_parts(["matmul", "differential", "lectures"]) == ["lectures", "differential", "matmul"]
     with pytest.raises(SystemExit, match="no part named transformer; the parts are: lectures, solutions"):
         gpu_check.select_parts(["transformer"])
     for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
         (tmp_path / f"{name}.py").write_text("")
-    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", "bandwidth", "conv", "differential", "grading"]
+    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", *gpu_check.SIDE_BY_SIDE, "bandwidth", "conv"]
 
 
 @pytest.mark.parametrize("nvidia_smi", [None, "echo 'NVIDIA-SMI has failed: no driver' >&2; exit 9"],
@@ -83,23 +85,43 @@ def test_without_nvidia_smi_the_drivers_list_of_gpus_decides(tmp_path, monkeypat
     assert gpu_check.no_gpu(tmp_path / "gpus") is None
 
 
-def test_the_wheels_are_downloaded_for_the_gpu_machine_and_the_unneeded_ones_left_out(tmp_path, capsys):
+def test_the_wheels_leave_out_what_the_gpu_machine_has_and_what_headless_runs_never_import():
+    names = ["nbgrader", "numpy", "numba_cuda", "jupyterlab", "notebook", "debugpy", "Jinja2", "tornado",
+             "SQLAlchemy", "PyYAML", "ipywidgets", "widgetsnbextension", "argon2_cffi", "distributed", "matplotlib"]
+    carried, left_out = gpu_check.selection(names)
+    assert carried == ["nbgrader", "numpy", "numba_cuda", "tornado", "SQLAlchemy", "ipywidgets", "distributed"]
+    assert {name for name, why in left_out.items() if why == "the GPU machine has it"} == {"Jinja2", "PyYAML",
+                                                                                            "matplotlib"}
+    for name in ("jupyterlab", "notebook", "debugpy", "widgetsnbextension", "argon2_cffi"):
+        assert left_out[name].startswith("never imported headless: "), name
+
+
+def test_one_download_has_the_notebooks_and_the_gradings_packages_for_the_gpu_machine_and_bubblewrap(
+        tmp_path, monkeypatch, capsys):
     calls = tmp_path / "calls"
     fake_python = executable(tmp_path / "python", textwrap.dedent(f"""\
         echo "$@" >> {calls}
         while [ "$1" != "-d" ]; do shift; done
-        for name in numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64 debugpy-1.8-py2.py3-none-any jedi-0.20-py3-none-any; do
-          head -c 2048 /dev/zero > "$2/$name.whl"
+        for name in nbgrader-0.9.6-py3-none-any jupyterlab-4.6.6-py3-none-any jinja2-3.1.6-py3-none-any \\
+                    ipywidgets-8.1.8-py3-none-any debugpy-1.8-py2.py3-none-any; do
+          head -c 1024 /dev/zero > "$2/$name.whl"
         done
         """))
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    executable(tools / "apt-get", 'head -c 1024 /dev/zero > "bubblewrap_0.8.0-2_amd64.deb"\n')
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     folder = tmp_path / "wheels"
     assert gpu_check.download_wheels(folder, str(fake_python)) == 0
-    assert sorted(p.name for p in folder.iterdir()) == ["numpy-2.4.6-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert sorted(p.name for p in folder.iterdir()) == ["bubblewrap_0.8.0-2_amd64.deb", "ipywidgets-8.1.8-py3-none-any.whl",
+                                                        "nbgrader-0.9.6-py3-none-any.whl"]
     pip_calls = calls.read_text().splitlines()
     assert len(pip_calls) == 2 and all("--python-version 3.12 " in c and "--abi cp312" in c and
                                        "--platform manylinux_2_28_x86_64" in c for c in pip_calls)
-    assert "numpy<2.5" in pip_calls[0] and "--no-deps numba-cuda==0.30.*" in pip_calls[1]
-    assert "1 wheels in" in capsys.readouterr().out
+    assert all(name in pip_calls[0] for name in ("numpy<2.5", "ipykernel", "ipywidgets", "nbgrader==0.9.*", "distributed"))
+    assert "--no-deps numba-cuda==0.30.*" in pip_calls[1]
+    printed = capsys.readouterr().out
+    assert "2 wheels in" in printed and "MiB with bubblewrap's .deb; left out 3: debugpy, jinja2, jupyterlab" in printed
 
 
 def fake_wheel(folder, name="gpucheckprobe"):
@@ -236,19 +258,71 @@ def test_a_notebook_is_not_started_without_time_for_it(tmp_path, monkeypatch):
 
 
 def test_a_part_expected_to_outlast_the_time_left_is_left_to_the_next_command(tmp_path):
-    settings = gpu_check.Settings(expected={"matmul": 400, "differential": 100})
-    results = gpu_check.check(["lectures", "matmul", "differential"], sys.executable, tmp_path / "out", 300, settings,
+    settings = gpu_check.Settings(expected={"differential": 400, "grading": 100})
+    results = gpu_check.check(["lectures", "differential", "grading"], sys.executable, tmp_path / "out", 300, settings,
                               runner=fake_runner)
-    assert [(r.part, r.status) for r in results] == [("lectures", "passed"), ("matmul", "not run"),
-                                                      ("differential", "passed")]
-    assert re.match(r"expected 400 s, \d+ s left: ", results[1].note) and "`--part matmul`" in results[1].note
-    alone = gpu_check.check(["matmul"], sys.executable, tmp_path / "out", 300, settings, runner=fake_runner)
-    assert alone[0].status == "failed"  # first in its command, it runs whatever was expected (fake: it fails)
-    record = gpu_check.Record.read("| matmul | passed | 412 |\n| lectures | passed | 900 |\n| tuning | not run | 0 |")
+    assert [(r.part, r.status) for r in results] == [("lectures", "passed"), ("differential", "not run"),
+                                                      ("grading", "passed")]
+    assert re.match(r"expected 400 s, \d+ s left: ", results[1].note) and "`--part differential`" in results[1].note
+    record = gpu_check.Record.read("| matmul | partial | 412 |\n| lectures | passed | 900 |\n| tuning | not run | 0 |")
     assert record.durations() == {"matmul": 412}
 
 
-def fake_runner(part, python, seconds_left, log, out, settings):
+def test_each_benchmark_gets_a_share_of_the_time_left_in_proportion_to_its_last_run():
+    assert gpu_check.shares(["matmul", "conv"], 300, {"matmul": 200, "conv": 100}) == pytest.approx(
+        {"matmul": 200, "conv": 100})
+    assert gpu_check.shares(["matmul", "conv", "tuning"], 300, {"matmul": 200, "conv": 100}) == pytest.approx(
+        {"matmul": 400 / 3, "conv": 200 / 3, "tuning": 100})  # never run: the mean of the others (150)
+    assert gpu_check.shares(["matmul", "conv"], 300, {}) == {"matmul": 150, "conv": 150}
+
+
+def test_the_parts_that_share_the_gpu_run_side_by_side_and_the_benchmarks_alone_after_them(tmp_path):
+    spans, lock = {}, __import__("threading").Lock()
+
+    def runner(part, python, seconds_left, log, out, settings, share=None):
+        began = time.monotonic()
+        time.sleep(0.3)
+        with lock:
+            spans[part] = (began, time.monotonic(), share)
+        return gpu_check.Result(part, "passed", 0.3)
+
+    settings = gpu_check.Settings(expected={"matmul": 300, "conv": 100})
+    parts = ["lectures", "differential", "grading", "matmul", "conv"]
+    results = gpu_check.check(parts, sys.executable, tmp_path / "out", 500, settings, runner=runner)
+    assert [r.part for r in results] == parts
+    shared, timed = parts[:3], parts[3:]
+    assert max(spans[p][0] for p in shared) < min(spans[p][1] for p in shared)  # all three at once
+    assert min(spans[p][0] for p in timed) >= max(spans[p][1] for p in shared)  # the benchmarks after them
+    assert spans["conv"][0] >= spans["matmul"][1]  # one at a time
+    assert all(spans[p][2] is None for p in shared)
+    assert 370 < spans["matmul"][2] < 375 and 495 < spans["conv"][2] < 500  # 3:1 of what was left; the last, the rest
+
+
+def test_a_benchmark_is_given_its_share_as_seconds_and_a_section_with_rows_left_out_is_partial(tmp_path, monkeypatch):
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    (folder / "matmul.py").write_text("import sys\nprint('arguments:', ' '.join(sys.argv[1:]))\n"
+                                      "print('Not measured within this run' + \"'s time budget (85 s): 512^3.\")\n")
+    monkeypatch.setattr(gpu_check, "BENCHMARKS", folder)
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("matmul", sys.executable, 500, log, tmp_path, gpu_check.Settings(), share=100)
+    assert "arguments: --seconds 85\n" in (tmp_path / "log").read_text()  # the share less its start-up
+    assert result.status == "partial" and result.note.startswith("rows left out for time (100 s)")
+    summary = gpu_check.summary([result, gpu_check.Result("conv", "passed", 3)])
+    assert summary.endswith("gpu-check: 2 of 2 parts passed (1 partial: rows left out for time).")
+
+
+def test_resume_measures_a_partial_benchmark_again_only_with_more_time_than_it_had(tmp_path):
+    record = gpu_check.Record.read("- Tree: abc\n| matmul | partial | 200 |\n| conv | partial | 50 |\n| fusion | passed | 9 |")
+    assert record.partial("abc") == {"matmul": 200, "conv": 50} and record.partial("another tree") == {}
+    assert record.passed("abc")[0] == {"fusion"}
+    settings = gpu_check.Settings(expected=record.durations(), partial=record.partial("abc"))
+    results = gpu_check.check(["matmul", "conv"], sys.executable, tmp_path / "out", 250, settings, runner=fake_runner)
+    assert [(r.part, r.status) for r in results] == [("matmul", "not run"), ("conv", "passed")]
+    assert results[0].note.startswith("kept its partial run of 200 s: ")
+
+
+def fake_runner(part, python, seconds_left, log, out, settings, share=None):
     log.write(f"ran {part}\n")
     if part == "lectures":
         lines = [(p.relative_to(ROOT).as_posix(), "ok, 3/3 runs, 9 s") for p in gpu_check.notebooks("lectures")]
@@ -267,7 +341,8 @@ def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_an
     assert [r.status for r in results] == ["passed", "failed", "passed"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]
     log = (tmp_path / "out" / "gpu-check.log").read_text()
-    assert "ran lectures\nran matmul\nran differential\n" in log and "Python 3." in log
+    assert log.index("ran matmul") > max(log.index("ran lectures"), log.index("ran differential"))
+    assert "Python 3." in log
     assert (tmp_path / "out" / "RESULTS.md").read_text() == (ROOT / "benchmarks" / "RESULTS.md").read_text()
     assert (tmp_path / "out" / "summary.md").read_text().splitlines() == [
         "| part | result | seconds | note |", "|---|---|---:|---|", "| lectures | passed | 30 |  |",

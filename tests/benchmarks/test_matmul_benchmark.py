@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 from gpucourse.course import results
 from gpucourse.figures import roofline
 
@@ -253,3 +253,53 @@ def test_a_kernel_predicted_too_slow_is_skipped(bench):
     assert m.skipped and m.ms is None and m.note.startswith("skipped: about 8e+03 s per launch at its")
     assert "of 8^3" in m.note
     assert bench.predicted_ms("`matmul_tiled`", bench.square(16), [slow]) is None
+
+
+def test_the_goal_shape_measured_first_predicts_the_smaller_shapes_too(bench):
+    """With a time budget 4096^3 comes first: nothing predicts it (every kernel runs there), and it predicts the
+    smaller squares measured after it, as the largest shape measured so far."""
+    goal = bench.Measurement("`matmul_naive`", bench.square(4096), 137.4)  # 1 TFLOP/s
+    assert bench.predicted_ms("`matmul_naive`", bench.square(4096), []) is None
+    ms, seen = bench.predicted_ms("`matmul_naive`", bench.square(512), [goal])
+    assert ms == pytest.approx(137.4 / 8**3, rel=1e-3) and seen is goal
+
+
+# -- main: the time budget (`--seconds`), each shape's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on every default shape; ``run.measured``: the shapes measured, in order (each takes a minute)."""
+    run = benchmark_run(bench, bench.Device(**SIMULATED))
+    run.measured = []
+
+    def measure_shape(shape, device, samples, libraries, earlier=()):
+        run.row()
+        run.measured.append(shape.name)
+        return [bench.Measurement("`matmul_warp_tiled`", shape, 1.0)]
+
+    monkeypatch.setattr(bench, "measure_shape", measure_shape)
+    monkeypatch.setattr(bench, "fits", lambda shape, device: None)
+    for variable in ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32"):  # as `main` sets them, undone after the test
+        monkeypatch.setenv(variable, "0")
+    return run
+
+
+def every_shape(bench) -> list[str]:
+    return [shape.name for shape in (*map(bench.square, bench.SQUARES), *bench.DL_SHAPES)]
+
+
+def test_a_time_budget_measures_the_goal_shape_first_and_names_the_others(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["4096^3"]
+    assert recorded.write  # a full run's shapes, cut short by time: still recorded, and says so
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == ["4096^3"]
+    note = recorded.text.splitlines()[-1]
+    others = [name for name in every_shape(bench) if name != "4096^3"]
+    assert ", ".join(others) in note and "matmul.py" in note
+
+
+def test_a_full_run_tables_every_shape_in_order_with_no_note(bench, run):
+    recorded = run()
+    assert run.measured[0] == "4096^3" and sorted(run.measured) == sorted(every_shape(bench))
+    assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == every_shape(bench)
+    assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == every_shape(bench)
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 from gpucourse.course import results
 
 SCRIPT = ROOT / "benchmarks" / "precision.py"
@@ -112,3 +112,46 @@ def test_a_wrong_gemm_is_flagged(bench, monkeypatch):
     run = bench.measure_gemm(24, 1, {})
     assert [m.wrong for m in run] == [False, True, True, True, True] and all(math.isinf(m.error) for m in run[1:])
     assert "error over" in run[1].note
+
+
+# -- main: the time budget (`--seconds`), each size's measurement a stand-in --------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on every GEMM size and the map; ``run.measured``: what was measured, in order (each GEMM size takes
+    a minute; the map, outside the time budget, none)."""
+    run = benchmark_run(bench, bench.Device(**SIMULATED, compute_capability=(9, 0)))
+    run.measured = []
+
+    def measure_gemm(n, samples, libraries):
+        run.row()
+        run.measured.append(f"{n}^3")
+        return [bench.Measurement(bench.FP32, "gemm", n, 1.0),
+                bench.Measurement(bench.TENSOR_CORE_TILED, "gemm", n, 0.2)]
+
+    def measure_map(size, device, samples):
+        run.measured.append("map")
+        return [bench.Measurement("`map_fp32`", "map", size, 0.2),
+                bench.Measurement("`map_fp16`", "map", size, 0.1, item=2)]
+
+    monkeypatch.setattr(bench, "measure_gemm", measure_gemm)
+    monkeypatch.setattr(bench, "measure_map", measure_map)
+    return run
+
+
+def test_a_time_budget_measures_the_map_and_the_goal_size_and_names_the_others(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["map", "4096^3"]
+    assert recorded.write  # a full run's sizes, cut short by time: still recorded, and says so
+    assert [row[1] for row in table_rows(recorded.text, "### GEMM")] == ["4096^3"] * 2
+    assert [row[0] for row in table_rows(recorded.text, "### Memory-bound map")] == ["`map_fp32`", "`map_fp16`"]
+    note = recorded.text.splitlines()[-1]
+    assert "1024^3, 2048^3" in note and "precision.py" in note
+
+
+def test_a_full_run_tables_every_size_in_order_with_no_note(bench, run):
+    recorded = run()
+    assert run.measured == ["map", "4096^3", "1024^3", "2048^3"]
+    gemms = [row[1] for row in table_rows(recorded.text, "### GEMM")]
+    assert gemms == [f"{n}^3" for n in bench.SQUARES for _ in range(2)]
+    assert "`map_fp16`" in recorded.text
+    assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables

@@ -1,10 +1,11 @@
-"""benchmarks/tuning.py: its report and goal (the GPU path needs a GPU; without one it says so, tested elsewhere)."""
+"""benchmarks/tuning.py: its report, goal and time budget (the GPU path needs a GPU; without one it says so, tested
+elsewhere)."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, load_benchmark
+from conftest import ROOT, load_benchmark, table_rows
 
 SCRIPT = ROOT / "benchmarks" / "tuning.py"
 DEVICE = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
@@ -40,3 +41,35 @@ def test_every_case_builds_its_problem_with_a_traced_proxy(bench):
     for case in bench.QUICK_CASES:
         problem = bench.problem_of(case)
         assert problem.proxy is not None and problem.proxy.flops < problem.flops
+
+
+# -- main: the time budget (`--seconds`), each space's tuning a stand-in ----------------------------------------
+@pytest.fixture
+def run(bench, benchmark_run, monkeypatch):
+    """`main` on every case; ``run.measured``: the cases tuned, in order (each takes a minute)."""
+    run = benchmark_run(bench, SimpleNamespace(name="CPU simulator", sms=2))  # no cost model for it
+    run.measured = []
+
+    def measure(case, samples, budget, libraries, model):
+        run.row()
+        run.measured.append(case.name)
+        return bench.Row(case, 10, 5, {"BM": 64}, 1.0, None, 2.0)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    return run
+
+
+def test_a_time_budget_tunes_the_cases_in_order_and_names_those_left_out(bench, run):
+    recorded = run(*run.ONE_ROW)
+    assert run.measured == ["sgemm 1024^3"]
+    assert recorded.write  # a full run's cases, cut short by time: still recorded, and says so
+    assert [row[:2] for row in table_rows(recorded.text)] == [["sgemm", "1024^3"]]
+    note = recorded.text.split("\n\n")[2]  # under the table, above the goal
+    assert "sgemm 4096^3, conv ResNet conv2_x 3x3, batch 32, softmax 4096 x 4096" in note and "tuning.py" in note
+
+
+def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
+    recorded = run()
+    assert run.measured == [case.name for case in bench.CASES]
+    assert [row[1] for row in table_rows(recorded.text)] == [case.label for case in bench.CASES]
+    assert recorded.write and recorded.text.split("\n\n")[2].startswith("Goal: ")  # nothing between table and goal

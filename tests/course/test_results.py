@@ -20,3 +20,24 @@ def test_lectures_show_the_table_or_say_why_not(tmp_path):
     results.record("bandwidth", "the table", path)
     assert "No `matmul` results recorded yet" in results.show_recorded("matmul", path).data
     assert results.show_recorded("bandwidth", path).data == "the table"
+
+
+def _record_many(path, name, times):
+    for k in range(times):
+        results.record(name, f"{name} {k}\n" + "x" * 20_000, path)
+
+
+def test_scripts_recording_side_by_side_lose_no_section(tmp_path):
+    """gpu-check runs the differential test and the fuzzing at once: each rewrites its own section of one file."""
+    import multiprocessing
+
+    path = tmp_path / "RESULTS.md"
+    names = [f"part{k}" for k in range(4)]
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_record_many, args=(path, name, 40)) for name in names]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+    assert all(writer.exitcode == 0 for writer in writers)
+    assert [results.recorded(name, path).splitlines()[0] for name in names] == [f"{name} 39" for name in names]

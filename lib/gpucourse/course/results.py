@@ -1,13 +1,19 @@
 """Benchmark results recorded in ``benchmarks/RESULTS.md``, for lectures to show without a GPU.
 
 Each benchmark script owns one section of the file, between the markers
-``<!-- NAME: begin -->`` and ``<!-- NAME: end -->``, and rewrites only that.
+``<!-- NAME: begin -->`` and ``<!-- NAME: end -->``, and rewrites only that. Scripts that run side by side
+(gpu-check's differential test and fuzzing) each rewrite theirs under a lock, so neither loses the other's.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: nothing runs gpu-check's parts side by side there
+    fcntl = None
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "RESULTS.md"
 
@@ -29,13 +35,16 @@ def record(name: str, text: str, path: Path = RESULTS) -> None:
     """Replace (or append) section ``name`` of the results file with ``text``."""
     begin, end = markers(name)
     block = f"{begin}\n{text.strip()}\n{end}"
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
     pattern = re.escape(begin) + r".*?" + re.escape(end)
-    if re.search(pattern, current, re.S):
-        updated = re.sub(pattern, lambda _: block, current, flags=re.S)
-    else:
-        updated = current.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(updated)
+    with open(path, "a") as held:  # one read-modify-write at a time: the lock is released when it closes
+        if fcntl is not None:
+            fcntl.flock(held, fcntl.LOCK_EX)
+        current = path.read_text() or "# Benchmark results\n"
+        if re.search(pattern, current, re.S):
+            updated = re.sub(pattern, lambda _: block, current, flags=re.S)
+        else:
+            updated = current.rstrip("\n") + "\n\n" + block + "\n"
+        path.write_text(updated)
 
 
 def measured_on(text: str) -> str | None:

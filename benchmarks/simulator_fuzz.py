@@ -377,12 +377,11 @@ def main() -> None:
     if arguments.quick:
         arguments.kernels = 100
     sys.path.insert(0, str(Path(__file__).parent))
-    import gpucourse  # noqa: PLC0415
-
     from common import without_gpu  # noqa: PLC0415 (the benchmarks' one line when no GPU is here)
 
-    if not arguments.cpu_only and without_gpu("simulator_fuzz.py"):
+    if not arguments.cpu_only and without_gpu("simulator_fuzz.py"):  # before gpucourse, which refuses a missing GPU
         return
+    import gpucourse  # noqa: PLC0415
     on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
     if arguments.shard:
         shard = tuple(map(int, arguments.shard.split("/")))

@@ -40,3 +40,15 @@ def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(name, environment
     lines = run.stdout.strip().splitlines()
     assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], run.stdout
     assert (results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns) == before
+
+
+def test_told_to_use_a_gpu_that_is_not_there_the_fuzzing_says_so_in_one_line():
+    """What gpu-check sets (GPUCOURSE_DEVICE=gpu) on a machine whose GPU is not usable: one line, no traceback."""
+    if gpu_usable():
+        pytest.skip("a GPU is usable here: the script would run")
+    env = {**os.environ, "GPUCOURSE_DEVICE": "gpu"}
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulator_fuzz.py"), "--quick"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    [line] = run.stdout.strip().splitlines()
+    assert "needs a CUDA GPU" in line and "GPUCOURSE_DEVICE=gpu" in line

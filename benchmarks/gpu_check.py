@@ -358,6 +358,22 @@ def prepare(wheels: Path, place: Path, log, python: str = sys.executable, route:
     return str(venv_python), []
 
 
+MISSING = re.compile(r"^(\S+) \S+ requires (\S+), which is not installed", re.M)
+CONFLICT = re.compile(r"^(\S+) \S+ has requirement (.+), but you have", re.M)
+
+
+def unmet_requirements(python: str, path_first: list[str], wheels: Path) -> list[str]:
+    """What ``pip check`` finds missing or in conflict for the carried wheels' packages, less what is left out on
+    purpose (`HEADLESS_UNUSED`): a set that no longer fits the machine's image, said before any part runs."""
+    carried = {normalised(w.name.split("-")[0]) for w in wheels.glob("*.whl")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path_first, os.environ.get("PYTHONPATH", "")])}
+    found = subprocess.run([python, "-m", "pip", "check", "--disable-pip-version-check"], capture_output=True,
+                           text=True, env=env).stdout
+    missing = [f"{m[1]} needs {m[2]}" for m in MISSING.finditer(found)
+               if normalised(m[1]) in carried and normalised(m[2]) not in HEADLESS_UNUSED]
+    return missing + [f"{m[1]} needs {m[2]}" for m in CONFLICT.finditer(found) if normalised(m[1]) in carried]
+
+
 def versions(python: str, path_first=()) -> str:
     """One line of the versions that ``python`` imports (with ``path_first`` first on its path)."""
     script = ("from importlib import metadata as m\nimport platform\nnames = ['numpy', 'numba', 'numba-cuda', "
@@ -684,6 +700,12 @@ def main(argv=None) -> int:
     if not arguments.use_this_python:
         with open(arguments.out / "gpu-check.log", "a") as log:
             python, settings.path_first = prepare(arguments.wheels, arguments.site, log)
+            unmet = unmet_requirements(python, settings.path_first, arguments.wheels)
+            if unmet:  # the parts would fail one by one on an import: say once what the carried set lacks
+                line = (f"gpu-check: the carried wheels do not fit this machine ({'; '.join(unmet)}): add them to "
+                        "REQUIREMENTS or take them out of DEVICE_HAS, `make gpu-wheels` again, and carry the folder")
+                print(line, flush=True)
+                log.write(line + "\n")
     sys.path[:0] = [*settings.path_first, str(ROOT / "lib")]
     from gpucourse.course import recorded  # noqa: PLC0415 (after the course is importable)
 

@@ -164,6 +164,21 @@ def test_only_the_wheels_the_machine_lacks_or_pins_otherwise_are_installed(tmp_p
     assert [w.name.split("-")[0] for w in gpu_check.lacking(wheels, installed)] == ["numpy", "nbclient", "tornado"]
 
 
+def test_requirements_the_carried_set_leaves_unmet_are_named_except_those_left_out_on_purpose(tmp_path):
+    """pip check on the device: a package the image no longer has is said once, before the parts fail on it."""
+    for name in ("nbgrader-0.9.6", "distributed-2026.1.0", "ipykernel-6.31.0"):
+        (tmp_path / f"{name}-py3-none-any.whl").write_bytes(b"")
+    python = executable(tmp_path / "python", textwrap.dedent("""\
+        echo "nbgrader 0.9.6 requires jupyterlab, which is not installed."
+        echo "distributed 2026.1.0 requires tornado, which is not installed."
+        echo "ipykernel 6.31.0 requires debugpy, which is not installed."
+        echo "torch 2.11.0 requires sympy, which is not installed."
+        echo "ipykernel 6.31.0 has requirement pyzmq>=25, but you have pyzmq 24.0."
+        """))
+    assert gpu_check.unmet_requirements(str(python), [], tmp_path) == ["distributed needs tornado",
+                                                                       "ipykernel needs pyzmq>=25"]
+
+
 def test_without_a_gpu_stack_in_a_venv_the_wheels_go_into_a_venv_that_sees_the_machines_packages(tmp_path):
     fake_wheel(tmp_path / "wheels")
     with open(tmp_path / "log", "w") as log:

@@ -534,7 +534,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         if recorded.returncode:
             return Result(part, "failed", seconds, "could not record its section of RESULTS.md")
     if PARTIAL_MARK in output:
-        return Result(part, "partial", seconds, f"rows left out for time ({share:.0f} s): its section names them; "
+        return Result(part, "partial", seconds, f"rows left out for time ({share or 0:.0f} s): its section names them; "
                       "--resume measures it again when more time is left", lines)
     return Result(part, "passed", seconds, note, lines)
 

@@ -3,7 +3,7 @@
     python benchmarks/tuning.py              # SGEMM 1024^3 and 4096^3, ResNet conv2_x, softmax 4096 x 4096; writes RESULTS.md
     python benchmarks/tuning.py --quick      # smaller shapes, a budget of 8, 3 samples, prints only
     python benchmarks/tuning.py --no-write
-    python benchmarks/tuning.py --seconds 300   # the spaces in the order above while 300 s last
+    python benchmarks/tuning.py --seconds 300   # each space's largest shape first, the rest while 300 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -209,11 +209,13 @@ def main(argv=None) -> int:
     print(f"{device.name}: {device.sms} SMs; references through: {', '.join(libraries) or 'none (no PyTorch)'}; "
           f"cost model: {model_device or 'none for this GPU'}")
     time_budget = TimeBudget(options.seconds)
-    rows = []
-    # no goal row to put first: the goal is the rank correlation over every space, in the order given
-    for case in time_budget.rows(QUICK_CASES if options.quick else CASES, label=lambda case: case.name):
+    cases, rows = QUICK_CASES if options.quick else CASES, []
+    # the goal is the rank correlation in every space: the largest shape of each space first, then the others
+    first = {[c for c in cases if c.family == family][-1].name for family in {c.family for c in cases}}
+    for case in time_budget.rows(cases, label=lambda case: case.name, first=first):
         rows.append(measure(case, samples, budget, libraries, model))
         print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
+    rows.sort(key=lambda row: cases.index(row.case))  # tabled in the order of the cases
     for row in rows:
         for error in row.errors:
             print(f"  {row.kernel}: {error}")

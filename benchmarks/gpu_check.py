@@ -33,7 +33,7 @@ Limits (the device tool's): one command under 10 minutes, so nothing new is star
 seconds (570) are spent, and the summary is always printed. ``--resume`` skips what RESULTS.md's
 `gpu_check` section already records as passed for this same tree (notebook by notebook; a partial
 benchmark runs again), so a second command finishes the run. 64 MiB carried: the wheels folder
-(``make gpu-wheels``, about 46 MiB) plus the working tree (about 2 MiB).
+(``make gpu-wheels``, about 45 MiB) plus the working tree (about 3 MiB).
 
 What the GPU machine lacks comes as wheels (numpy<2.5, numba-cuda 0.30, nbclient, ipykernel,
 ipywidgets, nbgrader 0.9, Dask and their dependencies, Linux x86_64, CPython 3.12, minus what the device

@@ -24,6 +24,13 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser")  # Debian's package, and Ubunt
 VIEWPORT = {"width": 1280, "height": 720}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache_of_this_run(tmp_path_factory):
+    """Compilations kept for this test run only (all its workers and the notebooks they start), never the user's."""
+    if "GPUCOURSE_COMPILE_CACHE" not in os.environ:
+        os.environ["GPUCOURSE_COMPILE_CACHE"] = str(shared_folder(tmp_path_factory, "compile-cache"))
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

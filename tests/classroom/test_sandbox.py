@@ -29,3 +29,4 @@ def test_the_kernel_sees_its_folder_and_not_the_course(tmp_path):
     assert ("--bind", str(workdir)) in pairs and ("--chdir", str(workdir)) in pairs
     assert argv.index("--tmpfs") < argv.index("--bind")  # the hidden folders first, then the kernel's own
     assert "--data=1073741824" in argv and argv[-2:] == ["-f", "{connection_file}"]
+    assert ("GPUCOURSE_COMPILE_CACHE", "off") in pairs  # students' kernels share no compile cache

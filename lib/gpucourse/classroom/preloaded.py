@@ -39,6 +39,7 @@ READY = b"ready\n"
 def environment(device: str | None = None) -> dict:
     # nbgrader runs `alembic` for its database: this environment's bin/ must be on PATH.
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    env["GPUCOURSE_COMPILE_CACHE"] = "off"  # students' code shares no compile cache, sandboxed or not
     if device:
         env["GPUCOURSE_DEVICE"] = device
     return env

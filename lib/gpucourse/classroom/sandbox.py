@@ -64,7 +64,7 @@ def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int) -> l
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
              "--ro-bind", "{connection_file}", "{connection_file}"]  # jupyter_client fills in the path
     for variable, value in {"HOME": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/matplotlib",
-                            "NUMBA_CACHE_DIR": "/tmp/numba"}.items():
+                            "NUMBA_CACHE_DIR": "/tmp/numba", "GPUCOURSE_COMPILE_CACHE": "off"}.items():
         argv += ["--setenv", variable, value]
     argv += ["--unsetenv", "JPY_PARENT_PID"]  # its parent is the sandbox's init: ipykernel would think it orphaned
     return argv + ["--", "prlimit", f"--data={memory_bytes}", "--",

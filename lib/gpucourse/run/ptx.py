@@ -13,6 +13,9 @@ Each compilation also keeps the types numba gives the variables of the kernel
 and of its device functions (`variable_types`), which the simulator uses: numba
 types a variable once over the whole function (``x = a[i]`` is float64 if a loop
 later assigns ``x = x * 0.5``), where a value alone would keep its own type.
+
+A compilation is kept (`compile_cache`), its PTX and those types, so the same kernel
+is not compiled again: in this process, or in another one on this machine.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from numba.cuda import compiler
 from numba.cuda.core import ir
 from numba.cuda.core.errors import TypingError
 
+from . import compile_cache
+
 MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
 
@@ -36,6 +41,7 @@ _compiled: dict = {}  # (py_func, argument types) -> PTX
 _compiled_functions: set = set()  # every py_func compile_for_gpu compiled, for any compute capability
 _kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
 _device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
+_signatures: dict = {}  # (py_func, argument types) -> ({variable: dtype}, [(py_func, argument types) it calls])
 _toolchain_error: str | None = None
 
 
@@ -139,12 +145,31 @@ def _unified_variables(annotation) -> dict:
     return {name: found.pop() for name, found in dtypes.items() if len(found) == 1 and None not in found}
 
 
-def _keep_variable_types(py_func, argtypes, annotation) -> None:
-    variables = _unified_variables(annotation)
-    _kernel_variables[(py_func, tuple(argtypes))] = variables
+def _calls(annotation) -> list:
+    """(py_func, argument types) of each device function a compiled function calls."""
+    calls = []
+    for block in annotation.blocks.values():
+        for statement in block.body:
+            value = getattr(statement, "value", None)
+            if isinstance(statement, ir.Assign) and isinstance(value, ir.Expr) and value.op == "call":
+                callee = annotation.typemap[value.func.name]
+                if isinstance(callee, types.Dispatcher):
+                    calls.append((callee.dispatcher.py_func, tuple(annotation.calltypes[value].args)))
+    return calls
+
+
+def _merge_variables(py_func, variables: dict) -> None:
     known = _device_variables.setdefault(py_func, dict(variables))
     for name in [n for n in known if variables.get(n) != known[n]]:
         del known[name]  # several signatures that type it differently
+    _compiled_functions.add(py_func)
+
+
+def _keep_variable_types(py_func, argtypes, annotation) -> None:
+    variables = _unified_variables(annotation)
+    _signatures[(py_func, tuple(argtypes))] = (variables, _calls(annotation))
+    _kernel_variables[(py_func, tuple(argtypes))] = variables
+    _merge_variables(py_func, variables)
 
 
 @contextlib.contextmanager
@@ -184,10 +209,56 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
     course runs on; code may depend on it, as `kernels.precision.mma_m16n8k16` does); raises numba's error when
     it does not compile."""
     bounds = getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
+    py_func, argtypes = dispatcher.py_func, tuple(argtypes)
+    key = compile_cache.key(py_func, argtypes, cc, bounds)
+    kept = key and compile_cache.load(key)
+    if kept and _restore(kept, key, argtypes):
+        return kept["ptx"]
     with target_device(cc):
-        ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, launch_bounds=bounds)
-    _compiled_functions.add(dispatcher.py_func)
+        ptx, _ = cuda.compile_ptx(py_func, argtypes, cc=cc, launch_bounds=bounds)
+    _compiled_functions.add(py_func)
+    signatures = key and _reached(py_func, argtypes, key)
+    if signatures:
+        compile_cache.store(key, {"ptx": ptx, "signatures": signatures})
     return ptx
+
+
+def _reached(py_func, argtypes, key) -> list | None:
+    """[digest, variables] of the kernel compiled for ``argtypes`` and of each device function it reaches, the
+    kernel first; None when one of them was not seen compiled or is not among the key's functions."""
+    found, todo, seen = [], [(py_func, argtypes)], set()
+    while todo:
+        signature = todo.pop(0)
+        digest = key.digest_of(signature[0])
+        if signature not in _signatures or digest is None:
+            return None
+        variables, calls = _signatures[signature]
+        found.append([digest, {name: str(dtype) for name, dtype in variables.items()}])
+        todo += [c for c in calls if c not in seen]
+        seen.update(calls)
+    return found
+
+
+def _dtype(name: str):
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16: NumPy knows it only through numba-cuda's type
+        from numba.cuda import types as cuda_types  # noqa: PLC0415
+
+        return _number_dtype(getattr(cuda_types, name))
+
+
+def _restore(kept: dict, key, argtypes) -> bool:
+    """Keep the variable types of a kept compilation as if it had been compiled here; False when one of its
+    functions is not among the key's."""
+    functions = [(key.functions.get(digest), {name: _dtype(dtype) for name, dtype in variables.items()})
+                 for digest, variables in kept["signatures"]]
+    if any(function is None for function, _ in functions):
+        return False
+    for function, variables in functions:
+        _merge_variables(function, variables)
+    _kernel_variables[(functions[0][0], argtypes)] = functions[0][1]
+    return True
 
 
 _SPECIFIC = re.compile(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)")  # a function's own typing message
@@ -291,7 +362,7 @@ def unchecked_kernels(namespace: dict) -> list[str]:
         if not isinstance(value, CUDADispatcher):
             continue
         if value.targetoptions.get("device"):
-            if not value.overloads:
+            if not value.overloads and value.py_func not in _compiled_functions:
                 missing.append(name)
         elif value.py_func not in _compiled_functions:
             missing.append(name)

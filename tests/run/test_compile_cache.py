@@ -161,3 +161,13 @@ def test_off_keeps_nothing_on_disk_and_a_folder_that_cannot_be_written_costs_not
 
 def test_students_code_is_graded_without_a_shared_cache():
     assert environment()[compile_cache.ENV] == "off"
+
+
+def test_a_damaged_record_is_compiled_again_and_rewritten(cache, monkeypatch):
+    ptx.compile_for_gpu(fresh()["kernel"], argtypes())
+    [record] = cache.rglob("*.json")  # one record: the kernel's, its device functions' types in it
+    record.write_text("{ not json")
+    monkeypatch.setattr(compile_cache, "_memory", {})
+    seen = compiles(monkeypatch)
+    ptx.compile_for_gpu(fresh()["kernel"], argtypes())
+    assert seen == ["kernel"] and record.read_text().startswith('{"ptx"')

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ENV = "GPUCOURSE_COMPILE_CACHE"
+FORMAT = 1  # of the records `ptx.compile_for_gpu` keeps: part of every key, so another format is never read
 TRUSTED_PACKAGES = ("gpucourse", "numba", "numpy", "llvmlite", "math", "cmath", "operator", "builtins", "ml_dtypes")
 
 _memory: dict[str, dict] = {}
@@ -70,7 +71,7 @@ def environment() -> str:
         from numba.cuda.cudadrv import nvvm
 
         settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_"))
-        _environment = repr((sys.version, numba.__version__, numba_cuda.__version__, llvmlite.__version__,
+        _environment = repr((FORMAT, sys.version, numba.__version__, numba_cuda.__version__, llvmlite.__version__,
                              np.__version__, nvvm.NVVM().get_version(), _package_digest(), settings))
     return _environment
 
@@ -169,7 +170,11 @@ def key(py_func, argtypes, cc: tuple, bounds) -> Key | None:
         digest = walk.function(py_func)
     except Untrusted:
         return None
-    text = repr((environment(), digest, [repr(t) for t in argtypes], tuple(cc), repr(bounds)))
+    try:
+        shared = environment()
+    except Exception:  # no NVVM to ask its version: the compilation itself then says what is missing
+        return None
+    text = repr((shared, digest, [repr(t) for t in argtypes], tuple(cc), repr(bounds)))
     return Key(hashlib.sha256(text.encode()).hexdigest(), walk.functions)
 
 

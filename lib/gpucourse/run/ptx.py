@@ -226,7 +226,7 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
 def _reached(py_func, argtypes, key) -> list | None:
     """[digest, variables] of the kernel compiled for ``argtypes`` and of each device function it reaches, the
     kernel first; None when one of them was not seen compiled or is not among the key's functions."""
-    found, todo, seen = [], [(py_func, argtypes)], set()
+    found, todo, seen = [], [(py_func, argtypes)], {(py_func, argtypes)}
     while todo:
         signature = todo.pop(0)
         digest = key.digest_of(signature[0])
@@ -234,8 +234,10 @@ def _reached(py_func, argtypes, key) -> list | None:
             return None
         variables, calls = _signatures[signature]
         found.append([digest, {name: str(dtype) for name, dtype in variables.items()}])
-        todo += [c for c in calls if c not in seen]
-        seen.update(calls)
+        for call in calls:
+            if call not in seen:
+                seen.add(call)
+                todo.append(call)
     return found
 
 

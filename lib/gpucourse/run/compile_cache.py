@@ -186,8 +186,7 @@ def _path(name: str) -> Path | None:
 def load(key: Key) -> dict | None:
     """The record kept under ``key``, from memory or disk; None when there is none (or it cannot be read)."""
     record = _memory.get(key.name)
-    path = _path(key.name)
-    if record is None and path is not None:
+    if record is None and (path := _path(key.name)) is not None:
         try:
             record = _memory[key.name] = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -217,3 +217,44 @@ def test_trace_labels_are_readable_on_a_slide():
         for text in axis.texts:
             assert text.get_window_extent(renderer).width < cell, text.get_text()
             assert text.get_fontsize() * figure.dpi / 72 * scale >= 11, (text.get_text(), text.get_fontsize(), scale)
+
+
+@cuda.jit
+def gather_through_shared(out, a, b, where, n):
+    """Thread i adds a[where[i]] (any order) and word where[i] % 256 of a shared copy of b."""
+    tile = cuda.shared.array(256, float32)
+    for k in range(cuda.threadIdx.x, 256, cuda.blockDim.x):
+        tile[k] = b[k]
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = a[where[i]] + tile[where[i] % 256]
+
+
+def per_warp(warps, places, banks: int) -> tuple[list[int], list[int]]:
+    """The oracle for the trace: per warp, how many distinct ``places`` its active lanes touch, and the most of
+    those that fall in one of ``banks`` banks."""
+    distinct = [np.unique(places[warps == w]) for w in np.unique(warps)]
+    return [len(d) for d in distinct], [int(np.bincount(d % banks, minlength=banks).max()) for d in distinct]
+
+
+@pytest.mark.parametrize("seed, n, threads", [(0, 300, 64), (1, 97, 96), (2, 1000, 128)])
+def test_random_gathers_count_each_warps_sectors_and_bank_conflicts(seed, n, threads):
+    """Random addresses, in order for some warps and scattered for the others, and a last warp partly idle:
+    each warp's sectors and shared-memory bank-conflict degree as counted by hand."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((2, 2048)).astype(np.float32)
+    where = rng.integers(0, a.size, n)
+    where[: n // 3] = np.sort(where[: n // 3])
+    out = np.full(n, np.nan, np.float32)
+    with trace() as t:
+        gather_through_shared[-(-n // threads), threads](out, a, b, where, n)
+    np.testing.assert_array_equal(out, a[where] + b[where % 256])  # one float32 addition each: exact
+    lane = np.arange(n)
+    warps = lane // threads * (threads // 32) + lane % threads // 32
+    sectors, _ = per_warp(warps, where * 4 // 32, banks=1)
+    _, degree = per_warp(warps, where % 256, banks=32)
+    reads = t.array("a").instructions["read"]
+    assert (reads.requests, reads.sectors) == (len(sectors), sum(sectors))
+    shared = t.array("tile").instructions["read"]
+    assert (shared.requests, shared.sectors, shared.worst) == (len(degree), sum(degree), max(degree))

@@ -34,6 +34,22 @@ BANKS = 32
 BANK_BYTES = 4
 
 
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for int64s, without its hashing: a warp's addresses mostly come in order already."""
+    if len(values) > 1 and (values[1:] < values[:-1]).any():
+        values = np.sort(values)
+    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) > 1 else values
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many different int64s ``values`` holds (``len(np.unique(values))``)."""
+    if len(values) < 2:
+        return len(values)
+    if (values[1:] < values[:-1]).any():
+        values = np.sort(values)
+    return 1 + int(np.count_nonzero(values[1:] != values[:-1]))
+
+
 @dataclass
 class Instructions:
     """Warp memory instructions of one kind on one array."""
@@ -100,7 +116,10 @@ class LaunchTrace:
     # -- recording (called by the runtime) ----------------------------------------------------------
     def record(self, runtime, array, kind: str, lanes, elements, components, site: int) -> None:
         entry = self._register(array)
-        entry.per_thread[kind][lanes] += 1
+        if len(lanes) == self.geometry.lanes:  # every lane: no gather
+            entry.per_thread[kind] += 1
+        else:
+            entry.per_thread[kind][lanes] += 1
         np.add.at(entry.per_element[kind], elements, 1)
         if array.space == "global":
             address = array.byte_offset + sum(
@@ -109,12 +128,12 @@ class LaunchTrace:
             places = np.broadcast_to(address, lanes.shape) // SECTOR_BYTES
         else:
             places = (elements % array.size) * array.dtype.itemsize // BANK_BYTES  # shared: words
+        _, block, warps, phase, _ = runtime.who(lanes)  # kept from the access before while the lanes are the same
         if self._vector is not None:  # part of one vector access: counted when it ends
             self._vector.setdefault((entry.name, kind), []).append((array, lanes, places))
         else:
-            self._count(entry, array, kind, lanes, places, site, 1, len(lanes))
-        block = self.geometry.block_of[lanes]
-        entry.events.append((kind, lanes, elements % array.size, block, runtime.block_phase[block], site))
+            self._count(entry, array, kind, lanes, places, site, 1, len(lanes), warps)
+        entry.events.append((kind, lanes, elements if array.copies == 1 else elements % array.size, block, phase, site))
 
     @contextlib.contextmanager
     def vector_access(self, site: int):
@@ -137,29 +156,29 @@ class LaunchTrace:
                 self._count(self.arrays[name], array, kind, lanes, places, site,
                             len(pieces) * array.dtype.itemsize // BANK_BYTES or 1, len(pieces[0][1]))
 
-    def _count(self, entry, array, kind: str, lanes, places, site: int, words_per_lane: int, threads: int) -> None:
+    def _count(self, entry, array, kind: str, lanes, places, site: int, words_per_lane: int, threads: int,
+               warps=None) -> None:
         """One warp instruction per warp among ``lanes`` (``threads`` of them taking part): global ``places`` are
         sectors, shared ones words."""
         g = self.geometry
-        warps = g.warp_of[lanes]
+        warps = g.warp_of[lanes] if warps is None else warps
         stats = entry.instructions[kind]
         requests, sectors, worst = stats.requests, stats.sectors, 0
         stats.lanes += threads
         if array.space == "global":
-            keys = np.unique(warps * (1 << 40) + places)
-            stats.requests += len(np.unique(keys >> 40))
-            stats.sectors += len(keys)
+            stats.requests += _distinct(warps)
+            stats.sectors += _distinct(warps * (1 << 40) + places)
         elif array.space == "shared":
             phases = warps * BANKS  # lanes served together: 128 bytes (all 32 for 4 bytes each, 8 for 16 bytes)
             if words_per_lane > 1:
                 phases = phases + g.laneid[lanes] // max(1, BANKS // words_per_lane)
-            distinct = np.unique(phases * (1 << 40) + places)
-            phase, word = distinct >> 40, distinct & ((1 << 40) - 1)
-            banks, per_bank = np.unique(phase * BANKS + word % BANKS, return_counts=True)
-            bank_phase = banks // BANKS
-            starts = np.flatnonzero(np.r_[True, bank_phase[1:] != bank_phase[:-1]])
-            degree = np.maximum.reduceat(per_bank, starts)
-            stats.requests += len(starts) if words_per_lane == 1 else len(np.unique(bank_phase[starts] // BANKS))
+            words = _sorted_distinct(phases * (1 << 40) + places)  # each word a phase touches, once
+            phase, word = words >> 40, words & ((1 << 40) - 1)
+            new_phase = np.r_[True, phase[1:] != phase[:-1]]
+            row = np.cumsum(new_phase) - 1  # the phase's number among those here
+            degree = np.bincount(row * BANKS + word % BANKS, minlength=(row[-1] + 1) * BANKS)
+            degree = degree.reshape(-1, BANKS).max(axis=1)  # per phase: the most words wanted from one bank
+            stats.requests += len(degree) if words_per_lane == 1 else _distinct(phase[new_phase] // BANKS)
             stats.sectors += int(degree.sum())
             worst = int(degree.max())
             stats.worst = max(stats.worst, worst)

@@ -1,6 +1,11 @@
 """What the clean room keeps of an answer cell: definitions, never a patch of the checks."""
 
-from gpucourse.classroom.clean_room import bound_names, definitions_only
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+import mini_course as mini
+from gpucourse.classroom.clean_room import bound_names, clean_notebook, definitions_only, same_code
 
 PROTECTED = {"np", "cuda", "check_kernel", "one_block", "add_one_spec"}
 
@@ -49,3 +54,30 @@ def test_printing_to_stderr_is_kept_and_the_rest_of_sys_is_not():
               "MODULES = sys.modules\n")
     kept = definitions_only(answer, PROTECTED)
     assert bound_names(kept) == {"sys", "blocks_for"}
+
+
+def graded_pair(tmp_path, **plant):
+    """(the notebook as the autograder ran it, the clean room's notebook) for a mini submission."""
+    path = tmp_path / "source.ipynb"
+    nbformat.write(mini.source_notebook(), path)
+    submitted = mini.submission(path, **plant)
+    return submitted, clean_notebook(mini.source_notebook(), submitted)
+
+
+def test_answers_that_are_definitions_kept_whole_are_not_run_again(tmp_path):
+    assert same_code(*graded_pair(tmp_path))
+    commented = "# rounds up\ndef blocks_for(n, threads):\n    return (n + threads - 1) // threads  # ceil"
+    assert same_code(*graded_pair(tmp_path, function=commented))
+
+
+@pytest.mark.parametrize("plant", [
+    dict(function="%time\n" + mini.FUNCTION),  # a magic: the clean room leaves it out
+    dict(function=mini.FUNCTION + "\nprint(blocks_for(10, 4))"),  # a call
+    dict(kernel=mini.KERNEL + "\ncheck_kernel = lambda *a, **k: None"),  # a patch of a checker
+    dict(function="import numpy as np\n" + mini.FUNCTION),  # an import the instructor's cells already make
+    dict(kernel=mini.STUB),  # not written: `raise NotImplementedError()`
+    dict(extra_cells=[(3, new_code_cell("x = 1"))]),
+    dict(copy_kernel_cell=mini.KERNEL),
+], ids=["magic", "call", "patch", "import", "stub", "extra cell", "copied cell"])
+def test_anything_the_clean_room_would_change_runs_it_again(tmp_path, plant):
+    assert not same_code(*graded_pair(tmp_path, **plant))

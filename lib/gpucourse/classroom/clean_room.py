@@ -5,6 +5,8 @@ ones), with each answer cell replaced by the *definitions* of the student's answ
 (plain, or decorated with ``@cuda.jit``) whose bodies import nothing and touch no dunder names,
 imports of numeric modules, and constants. Anything else in an answer cell (a call, a class, a
 patch of a checker) is left out, so a test passes here only on the merit of the definitions.
+A notebook whose answers are all such definitions, kept whole, ran in the autograder exactly the code the clean
+room would run: its scores stand and it is not run again (most of a class, so grading takes half the time).
 `python -m gpucourse.classroom.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
 score in the autograded notebook and in the clean room.
 """
@@ -160,6 +162,21 @@ def clean_notebook(source, submitted):
     return notebook
 
 
+def _same_statements(ran: str, kept: str) -> bool:
+    try:
+        return ast.dump(ast.parse(ran)) == ast.dump(ast.parse(kept))  # positions and comments aside
+    except SyntaxError:  # a magic or shell line (`%time`, `!pip`), which the clean room leaves out
+        return False
+
+
+def same_code(autograded, clean) -> bool:
+    """Whether the clean room would run the code cells the autograded notebook ran: the same cells in the same
+    order, each the same statements (so every answer cell was definitions the clean room keeps whole)."""
+    ran = [c.source for c in autograded.cells if c.cell_type == "code"]
+    kept = [c.source for c in clean.cells if c.cell_type == "code"]
+    return len(ran) == len(kept) and all(a == b or _same_statements(a, b) for a, b in zip(ran, kept))
+
+
 def test_scores(notebook) -> dict[str, float]:
     """Points of every test cell of an executed notebook, as nbgrader scores them."""
     return {_grade_id(c): determine_grade(c)[0] for c in notebook.cells
@@ -171,17 +188,22 @@ def _notebook_names(course: Path, assignment: str) -> list[str]:
 
 
 def run(course: Path, assignment: str, student: str, **limits) -> dict:
-    """Scores of each test in the autograded notebook and in the clean room, per notebook."""
+    """Scores of each test in the autograded notebook and in the clean room, per notebook, and whether the
+    clean room ran it (`same_code`: not)."""
     report = {}
     for name in _notebook_names(course, assignment):
         source = nbformat.read(course / "solutions" / assignment / f"{name}.ipynb", as_version=4)
         submitted = nbformat.read(course / "submitted" / student / assignment / f"{name}.ipynb", as_version=4)
         autograded = nbformat.read(course / "autograded" / student / assignment / f"{name}.ipynb", as_version=4)
+        clean, scores = clean_notebook(source, submitted), test_scores(autograded)
+        report[name] = {"autograded": scores, "clean_room": scores, "ran": False}
+        if same_code(autograded, clean):
+            continue
         with tempfile.TemporaryDirectory(prefix="clean-room-") as workdir:
             executor = SafeExecute(course_root=str(course), **limits)
-            executed, _ = executor.preprocess(clean_notebook(source, submitted), {"metadata": {"path": workdir}})
+            executed, _ = executor.preprocess(clean, {"metadata": {"path": workdir}})
             StderrIsOutput().preprocess(executed, {})
-        report[name] = {"autograded": test_scores(autograded), "clean_room": test_scores(executed)}
+        report[name].update(clean_room=test_scores(executed), ran=True)
     return report
 
 

@@ -188,22 +188,22 @@ def _notebook_names(course: Path, assignment: str) -> list[str]:
 
 
 def run(course: Path, assignment: str, student: str, **limits) -> dict:
-    """Scores of each test in the autograded notebook and in the clean room, per notebook, and whether the
-    clean room ran it (`same_code`: not)."""
+    """Scores of each test in the autograded notebook and in the clean room, per notebook (the same scores where
+    the clean room would run the same code: `same_code`)."""
     report = {}
     for name in _notebook_names(course, assignment):
         source = nbformat.read(course / "solutions" / assignment / f"{name}.ipynb", as_version=4)
         submitted = nbformat.read(course / "submitted" / student / assignment / f"{name}.ipynb", as_version=4)
         autograded = nbformat.read(course / "autograded" / student / assignment / f"{name}.ipynb", as_version=4)
         clean, scores = clean_notebook(source, submitted), test_scores(autograded)
-        report[name] = {"autograded": scores, "clean_room": scores, "ran": False}
+        report[name] = {"autograded": scores, "clean_room": scores}
         if same_code(autograded, clean):
             continue
         with tempfile.TemporaryDirectory(prefix="clean-room-") as workdir:
             executor = SafeExecute(course_root=str(course), **limits)
             executed, _ = executor.preprocess(clean, {"metadata": {"path": workdir}})
             StderrIsOutput().preprocess(executed, {})
-        report[name].update(clean_room=test_scores(executed), ran=True)
+        report[name]["clean_room"] = test_scores(executed)
     return report
 
 

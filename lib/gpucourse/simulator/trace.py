@@ -34,11 +34,19 @@ BANKS = 32
 BANK_BYTES = 4
 
 
+def _starts(values: np.ndarray) -> np.ndarray:
+    """True where a value differs from the one before it (and at the first)."""
+    starts = np.empty(len(values), bool)
+    starts[:1] = True
+    np.not_equal(values[1:], values[:-1], out=starts[1:])
+    return starts
+
+
 def _sorted_distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` for int64s, without its hashing: a warp's addresses mostly come in order already."""
     if len(values) > 1 and (values[1:] < values[:-1]).any():
         values = np.sort(values)
-    return values[np.r_[True, values[1:] != values[:-1]]] if len(values) > 1 else values
+    return values[_starts(values)]
 
 
 def _distinct(values: np.ndarray) -> int:
@@ -174,7 +182,7 @@ class LaunchTrace:
                 phases = phases + g.laneid[lanes] // max(1, BANKS // words_per_lane)
             words = _sorted_distinct(phases * (1 << 40) + places)  # each word a phase touches, once
             phase, word = words >> 40, words & ((1 << 40) - 1)
-            new_phase = np.r_[True, phase[1:] != phase[:-1]]
+            new_phase = _starts(phase)
             row = np.cumsum(new_phase) - 1  # the phase's number among those here
             degree = np.bincount(row * BANKS + word % BANKS, minlength=(row[-1] + 1) * BANKS)
             degree = degree.reshape(-1, BANKS).max(axis=1)  # per phase: the most words wanted from one bank

@@ -6,7 +6,7 @@ ones), with each answer cell replaced by the *definitions* of the student's answ
 imports of numeric modules, and constants. Anything else in an answer cell (a call, a class, a
 patch of a checker) is left out, so a test passes here only on the merit of the definitions.
 A notebook whose answers are all such definitions, kept whole, ran in the autograder exactly the code the clean
-room would run: its scores stand and it is not run again (most of a class, so grading takes half the time).
+room would run: its scores stand and it is not run again (one run instead of two for most of a class).
 `python -m gpucourse.classroom.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
 score in the autograded notebook and in the clean room.
 """

@@ -49,15 +49,6 @@ def _sorted_distinct(values: np.ndarray) -> np.ndarray:
     return values[_starts(values)]
 
 
-def _distinct(values: np.ndarray) -> int:
-    """How many different int64s ``values`` holds (``len(np.unique(values))``)."""
-    if len(values) < 2:
-        return len(values)
-    if (values[1:] < values[:-1]).any():
-        values = np.sort(values)
-    return 1 + int(np.count_nonzero(values[1:] != values[:-1]))
-
-
 @dataclass
 class Instructions:
     """Warp memory instructions of one kind on one array."""
@@ -174,8 +165,8 @@ class LaunchTrace:
         requests, sectors, worst = stats.requests, stats.sectors, 0
         stats.lanes += threads
         if array.space == "global":
-            stats.requests += _distinct(warps)
-            stats.sectors += _distinct(warps * (1 << 40) + places)
+            stats.requests += len(_sorted_distinct(warps))
+            stats.sectors += len(_sorted_distinct(warps * (1 << 40) + places))
         elif array.space == "shared":
             phases = warps * BANKS  # lanes served together: 128 bytes (all 32 for 4 bytes each, 8 for 16 bytes)
             if words_per_lane > 1:
@@ -186,7 +177,7 @@ class LaunchTrace:
             row = np.cumsum(new_phase) - 1  # the phase's number among those here
             degree = np.bincount(row * BANKS + word % BANKS, minlength=(row[-1] + 1) * BANKS)
             degree = degree.reshape(-1, BANKS).max(axis=1)  # per phase: the most words wanted from one bank
-            stats.requests += len(degree) if words_per_lane == 1 else _distinct(phase[new_phase] // BANKS)
+            stats.requests += len(degree) if words_per_lane == 1 else len(_sorted_distinct(phase[new_phase] // BANKS))
             stats.sectors += int(degree.sum())
             worst = int(degree.max())
             stats.worst = max(stats.worst, worst)

@@ -590,7 +590,7 @@ def make_fragment(count: int, vector: bool):
     """``fragment(out, M, k, first, step)``: ``out[n] = M[k, first + n * step]`` for ``n < count`` (uint64 indices),
     or with ``vector`` ``M[k, first + (n // 4) * step + n % 4]``, one 16-byte load per 4 neighbours."""
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True)
     def fragment(out, M, k, first, step):
         if vector:
             for g in range(count // WIDTH):
@@ -613,7 +613,10 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
     thread's rows ``row + i * row_step`` and columns ``col + j * col_step``: per step of ``k`` it
     loads TM values of A and TN of B from shared memory and does TM x TN multiply-adds on them.
     Every local index is a constant once the loops over ``i`` and ``j`` are unrolled, so ``acc`` and
-    the two fragments stay in registers. The shared-memory indices are unsigned: read on the sm_90 SASS of
+    the two fragments stay in registers. Its helpers (`make_fragment`, ``step``) are plain device functions that
+    NVVM inlines: with numba's ``inline="always"``, which copies a helper's IR into every call, the sm_90 SASS of
+    `attention_flash2` had the same main loops and 6 more registers, and it compiled in 7 s instead of 3 (numba-cuda
+    0.30, 2026-11-28). The shared-memory indices are unsigned: read on the sm_90 SASS of
     `attention_flash2` (`run.tuning.inspect_compiled`), instructions per step of ``O += P V`` (32 FFMA)
     90 -> 58, per two steps of ``S = Q K^T`` 92 -> 76, the same 128 registers. The loop over ``k`` has
     ``K_STEPS`` = 4 steps written out per pass (then the last ``depth % 4`` one by one): numba's counter of a
@@ -633,7 +636,7 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
         if vector and size % WIDTH:
             raise ValueError(f"make_micro_tile({TM}, {TN}, {option}=True): {name} must be a multiple of {WIDTH}")
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True)
     def column(col, col_step, j):
         """The column of ``B`` (and of the result) that this thread's column ``j`` is."""
         if vector_b:
@@ -642,7 +645,7 @@ def make_micro_tile(TM: int, TN: int, vector_b: bool = False, vector_a: bool = F
 
     a_fragment, b_fragment = make_fragment(TM, vector_a), make_fragment(TN, vector_b)
 
-    @cuda.jit(device=True, inline="always")
+    @cuda.jit(device=True)
     def step(acc, a, b, A, row, row_step, B, col, col_step, k):
         """Step ``k``: this thread's TM values of column k of A and TN of row k of B, TM x TN multiply-adds."""
         if vector_a:

@@ -537,6 +537,8 @@ def _zero(acc):
                 acc[i, j, e] = float32(0)
 
 
+# inline="always" is needed here: compiled as a device function of its own, `mma_m16n8k16` finds no compute
+# capability in numba's flags and takes the pre-sm_80 form (sm_90 SASS: 32 HMMA per step instead of 16)
 @cuda.jit(device=True, inline="always")
 def _multiply(acc, tile_a, row, word, b_frags):
     """A warp's 16 `mma_m16n8k16` of a step of 16 along K: its 4 fragments of A, each 4 matrices of 8 x 8 halves

@@ -167,13 +167,13 @@ class _CountingModel:
         return 1e-6 * launch.block[0] / 32 + 1e-6 * (trace.array("x").instructions["read"].sectors > 0)
 
 
-def _copy_problem():
+def _copy_problem(kernel=_shifted_copy):
     x = np.random.default_rng(1).standard_normal(100).astype(np.float32)
     d_x, out = cuda.to_device(x), {}
 
     def build(config):
         out["y"] = cuda.to_device(np.full(100, np.nan, np.float32))
-        return rt.Launch(_shifted_copy, (-(-100 // config["threads"]),), (config["threads"],),
+        return rt.Launch(kernel, (-(-100 // config["threads"]),), (config["threads"],),
                          (out["y"], d_x, config["shift"]))
 
     def wrong():
@@ -193,6 +193,30 @@ def test_tune_drops_wrong_candidates_ranks_by_the_model_and_caches(tmp_path):
     assert model.calls == 2  # only the correct candidates are priced
     again = rt.tune(problem, model=model, cache=tmp_path / "cache.json", measure=False)
     assert again.from_cache and again.best == result.best and model.calls == 2  # a hit costs no timing
+
+
+def test_the_model_s_candidates_are_compiled_for_its_gpu_only(monkeypatch):
+    """A candidate's PTX check is its compilation for the GPU the model predicts, not a second one for the oldest
+    GPU (lecture 7's search over 8 SGEMM tiles: 14.6 s with both, 8.4 s with one)."""
+    from gpucourse.run import compile_cache, ptx
+
+    @cuda.jit
+    def copy_never_compiled_before(out, x, shift):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[(i + shift) % x.size]
+
+    asked, compile_ptx = [], cuda.compile_ptx
+    monkeypatch.setattr(compile_cache, "_memory", {})
+    monkeypatch.setenv(compile_cache.ENV, "off")
+    monkeypatch.setattr(cuda, "compile_ptx", lambda *a, **k: asked.append(k["cc"]) or compile_ptx(*a, **k))
+    problem = _copy_problem(copy_never_compiled_before)
+    result = rt.tune(problem, model=_CountingModel(), measure=False)
+    assert result.best == {"shift": 0, "threads": 32} and set(asked) == {(9, 0)}, asked
+    launch = problem.build(result.best)
+    launch()  # a later launch takes that check too, with the variable types the simulator needs
+    assert problem.wrong() is None and set(asked) == {(9, 0)}, asked
+    assert ptx.variable_types(copy_never_compiled_before.py_func, tuple(map(ptx.argument_type, launch.args)))
 
 
 def test_tune_without_a_gpu_or_a_model_says_what_to_pass():

@@ -38,6 +38,7 @@ MODE_ENV = "GPUCOURSE_PTX_CHECK"
 COMPUTE_CAPABILITY = (7, 5)
 
 _compiled: dict = {}  # (py_func, argument types) -> PTX
+_checked_for_another_gpu: set = set()  # (py_func, argument types) checked at another compute capability
 _compiled_functions: set = set()  # every py_func compile_for_gpu compiled, for any compute capability
 _kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
 _device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
@@ -277,8 +278,12 @@ def _short(message: str, limit: int = 40) -> str:
     return "\n".join(lines[:limit])
 
 
-def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
+def check_compiles(dispatcher, args, argtypes: tuple | None = None, cc: tuple = COMPUTE_CAPABILITY) -> dict:
     """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``).
+
+    ``cc``: the compute capability to compile for. A check for another than the default (the tuner's, for the
+    GPU its cost model predicts: `run.tuning`) stands for the kernel's later launches with these types, so that
+    a candidate is compiled once, for that GPU, not also for the oldest.
 
     Returns the `variable_types` of the compiled kernel (empty when it was not compiled).
     """
@@ -294,17 +299,20 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
         return {}
     argtypes = argtypes or tuple(argument_type(a) for a in args)
     key = (dispatcher.py_func, argtypes)
-    if key in _compiled:
+    if key in _compiled or key in _checked_for_another_gpu:
         return variable_types(*key)
     try:
-        ptx = compile_for_gpu(dispatcher, argtypes)
+        ptx = compile_for_gpu(dispatcher, argtypes, cc)
     except Exception as exc:
         name = dispatcher.py_func.__name__
         raise (KernelTypingError if isinstance(exc, TypingError) else KernelCompileError)(
             f"kernel `{name}` runs on the CPU simulator but would not compile for a real GPU "
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None
-    _compiled[key] = ptx
+    if cc == COMPUTE_CAPABILITY:
+        _compiled[key] = ptx
+    else:
+        _checked_for_another_gpu.add(key)
     return variable_types(*key)
 
 

@@ -39,6 +39,7 @@ COMPUTE_CAPABILITY = (7, 5)
 
 _compiled: dict = {}  # (py_func, argument types) -> PTX
 _checked_for_another_gpu: set = set()  # (py_func, argument types) checked at another compute capability
+_check_cc = COMPUTE_CAPABILITY  # what check_compiles compiles for (`checked_for`)
 _compiled_functions: set = set()  # every py_func compile_for_gpu compiled, for any compute capability
 _kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
 _device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
@@ -278,12 +279,22 @@ def _short(message: str, limit: int = 40) -> str:
     return "\n".join(lines[:limit])
 
 
-def check_compiles(dispatcher, args, argtypes: tuple | None = None, cc: tuple = COMPUTE_CAPABILITY) -> dict:
-    """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``).
+@contextlib.contextmanager
+def checked_for(cc: tuple):
+    """Inside, launches check that kernels compile for compute capability ``cc`` instead of the oldest the course
+    runs on (the tuner's, for the GPU its cost model predicts: `run.tuning`). Such a check stands for the kernel's
+    later launches with the same types, so that a candidate is compiled once, for that GPU."""
+    global _check_cc
+    before, _check_cc = _check_cc, cc
+    try:
+        yield
+    finally:
+        _check_cc = before
 
-    ``cc``: the compute capability to compile for. A check for another than the default (the tuner's, for the
-    GPU its cost model predicts: `run.tuning`) stands for the kernel's later launches with these types, so that
-    a candidate is compiled once, for that GPU, not also for the oldest.
+
+def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
+    """Raise `KernelCompileError` if the kernel would not compile for these arguments (or ``argtypes``), for the
+    compute capability of `checked_for` (by default the oldest the course runs on).
 
     Returns the `variable_types` of the compiled kernel (empty when it was not compiled).
     """
@@ -302,14 +313,14 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None, cc: tuple = 
     if key in _compiled or key in _checked_for_another_gpu:
         return variable_types(*key)
     try:
-        ptx = compile_for_gpu(dispatcher, argtypes, cc)
+        ptx = compile_for_gpu(dispatcher, argtypes, _check_cc)
     except Exception as exc:
         name = dispatcher.py_func.__name__
         raise (KernelTypingError if isinstance(exc, TypingError) else KernelCompileError)(
             f"kernel `{name}` runs on the CPU simulator but would not compile for a real GPU "
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None
-    if cc == COMPUTE_CAPABILITY:
+    if _check_cc == COMPUTE_CAPABILITY:
         _compiled[key] = ptx
     else:
         _checked_for_another_gpu.add(key)

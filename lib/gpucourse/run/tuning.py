@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .device import chosen_backend
-from .ptx import argument_type, check_compiles
+from .ptx import argument_type, checked_for
 from .resources import Resources, compute_capability, kernel_resources, max_registers, ptx_for
 from .sass import disassemble, innermost, sass_counts, sass_findings, sass_problem  # noqa: F401 - sass_problem: lecture 07
 from .timing import median_seconds
@@ -238,14 +238,13 @@ def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
 
     The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
     is checked first: a wrong result raises `WrongResult`. Its PTX check compiles it for ``architecture``, the
-    compilation that gives its resources (`ptx.check_compiles` with ``cc``), not also for the oldest GPU.
+    compilation that gives its resources (`ptx.checked_for`), not also for the oldest GPU.
     """
     from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
 
     traced = problem.proxy or problem
     launch = traced.build(config)
-    check_compiles(launch.kernel, launch.args, cc=compute_capability(architecture))
-    with trace() as t:
+    with trace() as t, checked_for(compute_capability(architecture)):
         launch()
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)

@@ -457,7 +457,7 @@ TC_ROWS_A, TC_ROWS_B = 2 * TC_BM, 2 * TC_PAIRS  # the shared tiles hold two copi
 TC_BOUNDS = launch_bounds(TC_THREADS, 2)  # <= 128 registers
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _fetch_halves(staged, v, X, row, col, rows, cols):
     """``staged[v]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``: one half per load,
     packed in pairs (`vector.pack2h`), for rows that a 16-byte load may not read."""
@@ -468,7 +468,7 @@ def _fetch_halves(staged, v, X, row, col, rows, cols):
         staged[v, w] = pack2h(low, high)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _fetch_chunks(next_a, next_b, A, B, start, row_a, col_b, k_a, k_b, vectors):
     """Into registers, as words of two halves: this thread's 16-byte chunks of the step at ``start`` along K, rows
     ``row_a`` and ``row_a + 64`` of A (halves ``k_a`` on) and rows ``k_b`` and ``k_b + 1`` of B (columns ``col_b``
@@ -495,7 +495,7 @@ def _fetch_chunks(next_a, next_b, A, B, start, row_a, col_b, k_a, k_b, vectors):
             _fetch_halves(next_b, v, B, k + uint64(v), col_b, K, N)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b):
     """The fetched chunks into ``buffer`` (0 or 1) of the shared tiles, 16 bytes per store: A's words as they came,
     B's two rows turned into words of k pairs by `vector.transpose2h` (a word of row k, B[k, n] and B[k, n + 1],
@@ -511,7 +511,7 @@ def _stash_chunks(tile_a, tile_b, next_a, next_b, buffer, row_a, col_b, k_a, k_b
         store4w(tile_b, (pair, col_b + uint64(WIDTH * half)), (c0, c1, c2, c3))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _warp_places(C, A, B):
     """What the tiled tensor-core GEMMs' threads share: this thread's number, lane, the PTX layout's groupID
     and threadID_in_group, the row and word it names for ldmatrix (lane l: row l % 8 of matrix l // 8, matrices
@@ -529,7 +529,7 @@ def _warp_places(C, A, B):
     return (thread, lane, lane // uint64(4), lane % uint64(4), row_m, word_m, wm, wn, row0, col0, vectors)
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _zero(acc):
     for i in range(TC_MMA_M):
         for j in range(TC_MMA_N):
@@ -537,8 +537,11 @@ def _zero(acc):
                 acc[i, j, e] = float32(0)
 
 
-# inline="always" is needed here: compiled as a device function of its own, `mma_m16n8k16` finds no compute
-# capability in numba's flags and takes the pre-sm_80 form (sm_90 SASS: 32 HMMA per step instead of 16)
+# inline="always" only where a helper holds an intrinsic whose code depends on the GPU (`mma_m16n8k16` here,
+# `vector.copy_async16` in `_copy_step`): compiled as a device function of its own, it finds no compute capability
+# in numba's flags and takes the pre-sm_80 form (sm_90 SASS: 32 HMMA per step instead of 16, LDG + STS instead of
+# LDGSTS). The other helpers are plain device functions, which NVVM inlines to the same SASS; numba's inlining
+# copies a helper's IR into every call and made each of these GEMMs take about 4 s to compile instead of 1 to 2.
 @cuda.jit(device=True, inline="always")
 def _multiply(acc, tile_a, row, word, b_frags):
     """A warp's 16 `mma_m16n8k16` of a step of 16 along K: its 4 fragments of A, each 4 matrices of 8 x 8 halves
@@ -552,7 +555,7 @@ def _multiply(acc, tile_a, row, word, b_frags):
                 acc[i, j, e] = d[e]
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _store_tile(C, acc, row0, col0, wm, wn, group, quad):
     """The warp's accumulators into C, as the PTX layout places D (c0, c1 in row group, c2, c3 8 rows on)."""
     M, N = uint64(C.shape[0]), uint64(C.shape[1])
@@ -633,7 +636,7 @@ TCA_ROWS_B = TC_BK  # B's tile: TC_BK rows of B per stage, as they are in B
 TCA_TILE_A, TCA_TILE_B = (TCA_STAGES * TC_BM, TC_PITCH_A), (TCA_STAGES * TCA_ROWS_B, TCA_PITCH_B)  # all stages
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True)
 def _store_halves(tile, i, j, X, row, col, rows, cols, staged):
     """``tile[i, j : j + 4]`` = ``X[row, col : col + 8]`` as 4 words, zeros past ``rows`` and ``cols``, loaded one
     half at a time (`_fetch_halves` into ``staged``) and stored with one 16-byte store: where cp.async may not go."""
@@ -641,7 +644,7 @@ def _store_halves(tile, i, j, X, row, col, rows, cols, staged):
     store4w(tile, (i, j), (staged[0, 0], staged[0, 1], staged[0, 2], staged[0, 3]))
 
 
-@cuda.jit(device=True, inline="always")
+@cuda.jit(device=True, inline="always")  # cp.async from sm_80 on: see `_multiply`
 def _copy_step(tile_a, tile_b, A, B, stage, start, row0, col0, row_a, k_a, row_b, col_b, vectors, staged):
     """Start the copies of the step at ``start`` along K into ``stage`` of the tiles: this thread's 2 chunks of
     A (rows ``row_a`` and ``row_a + 64`` of the block's, halves ``k_a`` on) and 2 of B (rows ``row_b`` and

@@ -50,10 +50,11 @@ ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
 lab-instructor: $(INSTALLED)
 	$(LAB)
 
-## The whole test suite (what CI runs), on TEST_WORKERS processes (each test file stays in one).
+## The whole test suite (what CI runs), on TEST_WORKERS processes (each test file stays in one; the longest files
+## first, in the order of tests/conftest.py's LONGEST_FIRST).
 TEST_WORKERS ?= 2
 test: $(INSTALLED) browser sandbox
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Every lecture 5 times in a row in fresh kernels, each cell within a time limit (a stall names its cell).
 soak: $(INSTALLED)

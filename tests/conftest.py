@@ -24,6 +24,36 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser")  # Debian's package, and Ubunt
 VIEWPORT = {"width": 1280, "height": 720}
 
 
+# The test files that take longest, by their seconds of test time in `make test` (2 cores of an AMD EPYC,
+# 2026-11-28), longest first. `make test` hands whole files to its workers (`--dist loadfile`) in collection order
+# (`--no-loadscope-reorder`), which this puts them in: a long file started last would leave the other worker idle.
+LONGEST_FIRST = (
+    "classroom/test_classroom.py",  # 170
+    "test_notebooks.py",  # 162
+    "test_nbgrader.py",  # 142
+    "course/test_colab_first_run.py",  # 76
+    "kernels/test_fusion_kernels.py",  # 68
+    "benchmarks/test_benchmarks_without_gpu.py",  # 66
+    "test_assignments_run_all.py",  # 58
+    "browser/test_lab_in_browser.py",  # 58
+    "benchmarks/test_gpu_check.py",  # 55
+    "classroom/test_exchange.py",  # 55
+    "gpu/test_differential.py",  # 54
+    "kernels/test_precision_kernels.py",  # 43
+    "grading/test_fusion_checks.py",  # 42
+    "browser/test_slides_in_browser.py",  # 34
+    "benchmarks/test_matmul_benchmark.py",  # 30
+    "kernels/test_conv_kernels.py",  # 28
+    "browser/test_exchange_in_browser.py",  # 27
+)
+
+
+def pytest_collection_modifyitems(items):
+    """The files of `LONGEST_FIRST` first, in its order; the others after them, as collected."""
+    rank = {f"tests/{name}": place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def compile_cache_of_this_run(tmp_path_factory):
     """Compilations kept for this test run only (all its workers and the notebooks they start), never the user's."""

@@ -110,3 +110,11 @@ def test_environment_yml_has_the_same_pins_as_pyproject():
             assert name in conda, f"environment.yml lacks {name}"
             assert conda[name] == requirement.specifier, f"{name}: {conda[name]} != {requirement.specifier}"
     assert set(conda) | set(pip) <= set(pyproject_requirements()), "environment.yml pins a package pyproject does not"
+
+
+def test_the_files_scheduled_first_exist():
+    """`make test` starts the files of `conftest.LONGEST_FIRST` first: a name there that no longer exists is dropped
+    from that order without a word, so the suite would quietly end with a long file on one worker."""
+    from conftest import LONGEST_FIRST
+
+    assert [name for name in LONGEST_FIRST if not (ROOT / "tests" / name).is_file()] == []

@@ -1,5 +1,6 @@
 """Every GPU benchmark, on a machine without a GPU: one line saying so, exit 0, results untouched."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,29 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_check  # noqa: E402
 
 GPU_BENCHMARKS = gpu_check.gpu_benchmarks()  # every GPU benchmark, found as gpu-check finds its parts
-# each way of being without a GPU, and the arguments it runs with (both a full and a quick run are covered)
-NO_GPU = {"auto": ({}, []), "GPUCOURSE_DEVICE=cpu": ({"GPUCOURSE_DEVICE": "cpu"}, ["--quick"]),
-          "NUMBA_ENABLE_CUDASIM=1": ({"NUMBA_ENABLE_CUDASIM": "1"}, [])}
+# the other ways of being without a GPU than a laptop's, and the arguments each runs with (a full and a quick run)
+OTHER_WAYS = {"GPUCOURSE_DEVICE=cpu": ({"GPUCOURSE_DEVICE": "cpu"}, ["--quick"]),
+              "NUMBA_ENABLE_CUDASIM=1": ({"NUMBA_ENABLE_CUDASIM": "1"}, [])}
+# Each benchmark of `names` as ``python benchmarks/NAME.py ARGS`` would run it, one after the other in one process
+# (numba and the course imported once): prints {name: [exit status, what it printed]} as JSON.
+ONE_PROCESS = """
+import contextlib, io, json, runpy, sys, traceback
+folder, names, results = sys.argv[1], sys.argv[2:], {}
+for name in names:
+    path, printed = f"{folder}/{name}.py", io.StringIO()
+    sys.argv[:] = [path, *ARGUMENTS]
+    try:
+        with contextlib.redirect_stdout(printed):
+            runpy.run_path(path, run_name="__main__")
+        status = 0
+    except SystemExit as exit:
+        status = exit.code if isinstance(exit.code, int) else 1
+    except Exception:
+        status = 1
+        printed.write(traceback.format_exc())
+    results[name] = [status, printed.getvalue()]
+print(json.dumps(results))
+"""
 
 
 def gpu_usable() -> bool:
@@ -27,19 +48,55 @@ def gpu_usable() -> bool:
         return False
 
 
-@pytest.mark.parametrize("environment, arguments", NO_GPU.values(), ids=NO_GPU.keys())
-@pytest.mark.parametrize("name", GPU_BENCHMARKS)
-def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(name, environment, arguments):
-    if not environment and gpu_usable():
-        pytest.skip("a GPU is usable here: the script would measure")
-    before = results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns
+def without_gpu_environment(environment: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("GPUCOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM")}
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *arguments],
-                         env={**env, **environment}, capture_output=True, text=True, timeout=300)
+    return {**env, **environment}
+
+
+def results_file():
+    return results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns
+
+
+def says_it_needs_a_gpu(status: int, printed: str) -> None:
+    assert status == 0, printed
+    lines = printed.strip().splitlines()
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], printed
+
+
+@pytest.mark.parametrize("name", GPU_BENCHMARKS)
+def test_without_a_gpu_it_says_so_and_leaves_the_results_alone(name):
+    """On a laptop: the script run as a student runs it."""
+    if gpu_usable():
+        pytest.skip("a GPU is usable here: the script would measure")
+    before = results_file()
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py")],
+                         env=without_gpu_environment({}), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    lines = run.stdout.strip().splitlines()
-    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0], run.stdout
-    assert (results.RESULTS.read_bytes(), results.RESULTS.stat().st_mtime_ns) == before
+    says_it_needs_a_gpu(run.returncode, run.stdout)
+    assert results_file() == before
+
+
+@pytest.fixture(scope="module")
+def other_ways():
+    """{way: (what the results file was before, after, {name: [status, printed]})}: every benchmark run each other
+    way in one process per way."""
+    runs = {}
+    for way, (environment, arguments) in OTHER_WAYS.items():
+        before = results_file()
+        run = subprocess.run([sys.executable, "-c", ONE_PROCESS.replace("ARGUMENTS", repr(arguments)),
+                              str(ROOT / "benchmarks"), *GPU_BENCHMARKS], env=without_gpu_environment(environment),
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        runs[way] = before, results_file(), json.loads(run.stdout.strip().splitlines()[-1])
+    return runs
+
+
+@pytest.mark.parametrize("way", OTHER_WAYS)
+@pytest.mark.parametrize("name", GPU_BENCHMARKS)
+def test_any_other_way_without_a_gpu_it_says_so_and_leaves_the_results_alone(other_ways, name, way):
+    before, after, printed = other_ways[way]
+    says_it_needs_a_gpu(*printed[name])
+    assert after == before
 
 
 def test_told_to_use_a_gpu_that_is_not_there_the_fuzzing_says_so_in_one_line():

@@ -53,12 +53,15 @@ lab-instructor: $(INSTALLED)
 ## The whole test suite (what CI runs), on TEST_WORKERS processes (each test file stays in one; the longest files
 ## first, in the order of tests/conftest.py's LONGEST_FIRST).
 TEST_WORKERS ?= 2
+# Bytecode kept (in __pycache__, ignored by git) even where PYTHONDONTWRITEBYTECODE is set: about 150 Python
+# processes of a run (kernels, nbgrader, graders) import the course, 0.3 s each compiling its sources again.
+KEEP_BYTECODE := PYTHONDONTWRITEBYTECODE=
 test: $(INSTALLED) browser sandbox
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(KEEP_BYTECODE) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 ## Every lecture 5 times in a row in fresh kernels, each cell within a time limit (a stall names its cell).
 soak: $(INSTALLED)
-	GPUCOURSE_SOAK=1 $(PY) -m pytest -n $(TEST_WORKERS) tests/test_soak.py
+	$(KEEP_BYTECODE) GPUCOURSE_SOAK=1 $(PY) -m pytest -n $(TEST_WORKERS) tests/test_soak.py
 
 ## Debian's chromium for the browser tests (Playwright drives it; it downloads no browser of its own).
 ## Installed only as root with apt-get; elsewhere one line says so and those tests skip.

@@ -186,14 +186,19 @@ def summary(assignment: str, results: list[Result], timings: list[Graded], wall:
 
 @contextlib.contextmanager
 def connect(scheduler: str | None, workers: int):
-    """A client of the cluster at ``scheduler``, or of a local cluster of ``workers`` processes."""
+    """A client of the cluster at ``scheduler``, or of a local cluster of ``workers`` threads in this process.
+
+    Threads suffice on one machine: a task only waits on the processes it starts (nbgrader, the clean room, each
+    in a fresh fork; students' code in sandboxed kernels), so nothing of a student's runs in a worker. Worker
+    processes would cost each a Python with Dask and the course imported, and a preloaded process of its own.
+    """
     from distributed import Client, LocalCluster
 
     if scheduler:
         with Client(scheduler, timeout="60s") as client:
             yield client
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None,
                       memory_limit=0) as cluster, Client(cluster) as client:  # the sandbox caps each kernel
         yield client
 

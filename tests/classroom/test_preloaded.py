@@ -18,6 +18,10 @@ if sys.argv[1] == "nap":
     sys.exit(0)
 if sys.argv[1] == "raise":
     raise ValueError("a bug in the command")
+if sys.argv[1] == "warm":  # what this fork finds built: nbformat's validators, nbgrader's gradebook version
+    import nbformat.validator, nbgrader.api
+    print(sorted(key[-1] for key in nbformat.validator.validators), nbgrader.api.get_alembic_version())
+    sys.exit(0)
 sys.exit(int(sys.argv[1]))
 '''
 
@@ -81,6 +85,13 @@ def test_a_dead_preloaded_process_is_started_again(probe):
     preloaded._Server._current.process.kill()
     assert preloaded.run_module(probe, "probe_module", "5", timeout=60).returncode == 5
 
+
+
+def test_a_command_finds_the_schema_validators_and_the_gradebook_version_built(probe):
+    """Built once in the preloaded process, not in each fork (about half a second each)."""
+    done = preloaded.run_module(probe, "probe_module", "warm", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"[False, True] {preloaded.alembic_head()}"
 
 
 def test_the_gradebook_version_is_what_alembic_heads_says(monkeypatch):

@@ -2,11 +2,12 @@
 
 Starting ``python -m nbgrader`` costs about 3 s of imports (nbgrader, nbconvert, jsonschema's format
 checkers), more than grading a small notebook takes. So a process that runs commands (a Dask worker,
-the driver) starts one *preloaded* process on first use (`run_module`): it imports the pipeline once,
-then forks a child per command, which runs as ``python -m MODULE ARGS`` would, in the command's folder
-and environment, its output in files. Commands from several threads run side by side. A child past its
-time limit is killed, and with it its kernels (the sandbox's ``--die-with-parent``). When the process
-that started it ends, its pipe closes and the preloaded process kills its children and exits.
+the driver) starts one *preloaded* process on first use (`run_module`): it imports the pipeline once and
+builds what each command would build again (`warm_caches`), then forks a child per command, which runs as
+``python -m MODULE ARGS`` would, in the command's folder and environment, its output in files. Commands from
+several threads run side by side. A child past its time limit is killed, and with it its kernels (the
+sandbox's ``--die-with-parent``). When the process that started it ends, its pipe closes and the preloaded
+process kills its children and exits.
 
 ``python -m gpucourse.classroom.preloaded`` is that process: one JSON request per line on stdin, one
 JSON reply per line on stdout as each command ends (matched by ``id``).
@@ -183,14 +184,37 @@ def alembic_head() -> str:
         return ScriptDirectory.from_config(Config(ini)).get_current_head()
 
 
+def warm_caches() -> None:
+    """Build once, before the first fork, what every command would otherwise build again in its own (0.5 s each):
+    the notebook schema's validators (nbconvert checks a notebook after each of its preprocessors), an HTML
+    export's compiled CSS selectors, lexers and Markdown rules (feedback), the gradebook's SQLite driver and the
+    addresses a kernel's connection is checked against."""
+    import nbformat
+    import sqlalchemy
+    from jupyter_client.localinterfaces import localhost
+    from nbconvert import HTMLExporter
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    notebook = new_notebook(
+        cells=[new_markdown_cell("# A *title*"), new_code_cell("print(1)", outputs=[new_output("stream", text="1")])],
+        metadata={"language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    for relaxed in (False, True):
+        nbformat.validate(notebook, relax_add_props=relaxed)
+    HTMLExporter().from_notebook_node(notebook)
+    sqlalchemy.create_engine("sqlite://").connect().close()
+    localhost()
+
+
 def serve() -> None:
     """Fork a child per request line; reply as each ends or reaches its time limit; at end of input, stop them."""
     replies = os.dup(1)
     os.dup2(2, 1)  # nothing but replies on the pipe: a stray print goes to stderr
     for module in PRELOAD:
         importlib.import_module(module)
-    # nbgrader runs `alembic heads` in a new Python (2.5 s) for every new gradebook; the same answer in 0.1 s:
-    importlib.import_module("nbgrader.api").get_alembic_version = alembic_head
+    # nbgrader runs `alembic heads` in a new Python (2.5 s) for every new gradebook; the same answer, found once:
+    head = alembic_head()
+    importlib.import_module("nbgrader.api").get_alembic_version = lambda: head
+    warm_caches()
     os.write(replies, READY)
     running: dict[int, tuple[int, int, float]] = {}  # a child's pipe -> (request id, pid, deadline)
     pending = b""

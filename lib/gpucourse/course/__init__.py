@@ -2,8 +2,8 @@
 the setup cell, the student edition.
 
 Holds: `results`, `source`, `prediction`, `execution` (a notebook run cell by cell within a time limit),
-`slide_layout` (cells laid out to fit a slide), `wheel` (the course package as a wheel, offline), and three
-commands, `python -m gpucourse.course.slides`,
+`slide_layout` (cells laid out to fit a slide), `inline_figures` (a notebook's figures drawn once less),
+`wheel` (the course package as a wheel, offline), and three commands, `python -m gpucourse.course.slides`,
 `python -m gpucourse.course.setup_cell` and `python -m gpucourse.course.student_edition`. May import:
 nothing of gpucourse.
 """

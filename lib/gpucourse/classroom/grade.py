@@ -111,8 +111,10 @@ def record(course: Path, assignment: str, graded: Graded) -> Result:
     for name, data in graded.autograded.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook, warnings.catch_warnings():
-        warnings.simplefilter("ignore", SAWarning)  # nbgrader's own, on every new submission
+    # nbgrader's own, on every new submission; a filter, not `catch_warnings`, which is not thread-safe (grading
+    # several assignments at once records from several threads)
+    warnings.filterwarnings("ignore", category=SAWarning)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         gradebook.update_or_create_student(graded.student)
         extra = {"timestamp": graded.timestamp} if graded.timestamp else {}
         gradebook.update_or_create_submission(assignment, graded.student, **extra)

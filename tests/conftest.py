@@ -74,38 +74,49 @@ def shared_folder(tmp_path_factory, name: str) -> Path:
     return folder
 
 
+def made_once(target: Path, make) -> Path:
+    """``target``, made by ``make(part)`` (which writes the file ``part``) once per test run, by whichever worker
+    asks first (the others wait for it). A make that fails leaves nothing: the next to ask makes it again."""
+    with open(target.with_name(f"{target.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            part = target.with_name(f"{target.name}.part")
+            make(part)
+            part.rename(target)
+    return target
+
+
 @pytest.fixture(scope="session")
 def executed_lecture(tmp_path_factory):
     """``executed_lecture(path)``: the lecture run top to bottom (`notebook_runner.execute`) once per test run,
-    by whichever worker asks first (the others wait for it), so the lecture tests and the slides share one run."""
+    so the lecture tests and the slides share one run."""
     from notebook_runner import execute
 
     folder = shared_folder(tmp_path_factory, "executed-lectures")
 
     def executed(path: Path):
-        target = folder / path.name
-        with open(folder / f"{path.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not target.exists():  # a run that fails leaves nothing: the next test runs it again
-                nbformat.write(execute(path), folder / f"{path.name}.part")
-                (folder / f"{path.name}.part").rename(target)
-        return nbformat.read(target, as_version=4)
+        made = made_once(folder / path.name, lambda part: nbformat.write(execute(path), part))
+        return nbformat.read(made, as_version=4)
     return executed
 
 
 @pytest.fixture(scope="session")
 def built_decks(tmp_path_factory, executed_lecture) -> Path:
-    """Every lecture executed and exported as a slide deck (what `make slides` does), built once."""
+    """Every lecture executed and exported as a slide deck (what `make slides` does), built once per test run."""
     from gpucourse.course.slides import copy_assets, write_deck
 
-    out_dir = tmp_path_factory.mktemp("slides")
-    copy_assets(out_dir)
-    # from the last: beside `test_notebooks.py` on another worker, each runs the lectures the other has not reached
-    for path in sorted((ROOT / "lectures").glob("*.ipynb"), reverse=True):
+    folder, staging = shared_folder(tmp_path_factory, "slides"), tmp_path_factory.mktemp("deck")
+    made_once(folder / "assets", lambda part: (copy_assets(folder), part.touch()))
+
+    def deck(path: Path, part: Path):
         notebook = executed_lecture(path)
         notebook.cells.pop()  # the PTX coverage cell `execute` appends
-        write_deck(notebook, path.stem, out_dir)
-    return out_dir
+        write_deck(notebook, path.stem, staging).rename(part)
+
+    # from the last: beside `test_notebooks.py` on another worker, each runs the lectures the other has not reached
+    for path in sorted((ROOT / "lectures").glob("*.ipynb"), reverse=True):
+        made_once(folder / f"{path.stem}.slides.html", functools.partial(deck, path))
+    return folder
 
 
 def browser_unavailable(reason: str):

@@ -312,6 +312,19 @@ def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
     with pytest.raises(CheckFailed, match="calls H100"):
         gt.check_occupancy(occupancy_from_the_reference, OCCUPANCY_CASES, H100)
 
+    def pair_swapped(threads, registers, shared_bytes):
+        return tuple(reversed(occupancy_with()(threads, registers, shared_bytes)))
+
+    with pytest.raises(CheckFailed, match=r"the blocks come first, return \(blocks, limit\)"):
+        gt.check_occupancy(pair_swapped, OCCUPANCY_CASES, H100)
+
+    def divides_by_the_shared_bytes(threads, registers, shared_bytes):
+        return 233472 // shared_bytes, "shared memory"
+
+    with pytest.raises(CheckFailed, match=r"raised ZeroDivisionError: .* \(a block with no shared memory of its own "
+                                          r"still takes the 1024 bytes the runtime reserves\)"):
+        gt.check_occupancy(divides_by_the_shared_bytes, [(256, 32, 0)], H100)
+
 
 def H100(threads, registers, shared_bytes):
     return blocks_per_sm(SMS["H100"], threads, registers, shared_bytes)
@@ -344,6 +357,14 @@ def test_tuning_with_the_model_needs_the_whole_grid_and_the_picks_own_numbers():
         return tune_and_explain
 
     gt.check_tuned(answer(), problem, model)
+
+    def model_only_for_want_of_a_gpu(problem, model):  # on a GPU, rt.tune would time the candidates
+        result = rt.tune(problem, model=model)
+        picked = rt.prediction(problem, result.best, model)
+        return result, picked.bound_by, picked.waves
+
+    with pytest.raises(CheckFailed, match=r"no GPU here to time it\): pass measure=False"):
+        gt.check_tuned(model_only_for_want_of_a_gpu, problem, model)
     for message, wrong in {"waves": answer(waves=1), "bound_by": answer(bound_by="FLOPs"),
                            "whole grid": answer(budget=2),
                            r"the H100's\), not another": answer(own_model=ft.cost_model("A100"))}.items():
@@ -373,6 +394,42 @@ def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored
         gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
     with pytest.raises(CheckFailed, match="ROW_THREADS"):
         gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
+@cuda.jit
+def row_sums_halving_96(out, x):  # a halving tree over 96 threads: partial[32:48] never reach partial[0]
+    partial = cuda.shared.array(96, float32)
+    t = cuda.threadIdx.x
+    total = float32(0)
+    for col in range(t, x.shape[1], 96):
+        total += x[cuda.blockIdx.x, col]
+    partial[t] = total
+    cuda.syncthreads()
+    step = 48
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = partial[0]
+
+
+@cuda.jit
+def row_sums_shared_sized_at_run_time(out, x):
+    partial = cuda.shared.array(cuda.blockDim.x, float32)
+    partial[cuda.threadIdx.x] = x[cuda.blockIdx.x, cuda.threadIdx.x]
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        out[cuda.blockIdx.x] = partial[0]
+
+
+def test_a_row_sum_is_told_about_a_block_not_a_power_of_two_and_a_shared_array_sized_at_run_time():
+    with pytest.raises(CheckFailed, match=r"96 threads is not a power of two, and halving it leaves partial sums out"):
+        gt.check_row_sums_speed(row_sums_halving_96, 96, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+    with pytest.raises(CheckFailed, match=r"cuda\.shared\.array needs a shape the compiler knows"):
+        gt.check_row_sums_speed(row_sums_shared_sized_at_run_time, 128, [(5, 128)], at_least=1.5,
+                                model=ft.cost_model("H100"))
 
 
 @cuda.jit

@@ -1,4 +1,4 @@
-"""Assignments 1 to 3: plausible wrong answers lose marks in the solution notebook's own test cells.
+"""Assignments 1 to 3 and 7: plausible wrong answers lose marks in the solution notebook's own test cells.
 
 Each wrong answer is the solution's answer with a change a student makes, one that used to get full marks.
 It is run against the test cell that must now take a mark away, as nbgrader runs it (visible and hidden
@@ -21,6 +21,7 @@ NOTEBOOKS = {
     "01": ROOT / "solutions" / "01_threads_blocks_grids" / "threads_blocks_grids.ipynb",
     "02": ROOT / "solutions" / "02_map_zip_reduce" / "map_zip_reduce.ipynb",
     "03": ROOT / "solutions" / "03_matmul" / "matmul.ipynb",
+    "07": ROOT / "solutions" / "07_tuning" / "tuning.ipynb",
 }
 
 FLOAT64 = r"computes in float64 on the GPU \(.*\.f64.* in its PTX\)"
@@ -90,6 +91,17 @@ WRONG_ANSWERS = {
          ("tile_b[tx + j * THREADS, k]", "tile_b[tx * TM + j, k]"),
          ("row0 + ty + i * THREADS, col0 + tx + j * THREADS", "row0 + ty * TM + i, col0 + tx * TM + j")],
         r"warp writes of `C` touch [0-9.]+ sectors of 32 bytes each on average, more than 4"),
+    "a constraint without the register file's limit": (
+        "07", "constraint", "test_constraint_boundaries", [(" or registers * threads > 65536", "")],
+        r"allowed a config that cannot run: 68 registers per thread"),
+    "a cache lookup that takes an empty result for a miss": (
+        "07", "cache_key", "test_cached_tune", [("if hit is not None:", "if hit:")], r"called tune\(\) again"),
+    "occupancy with registers not rounded up to 256 a warp": (
+        "07", "occupancy", "test_occupancy", [("-(-registers * 32 // 256) * 256", "registers * 32")],
+        r"occupancy\(96, 33, 0\) gave 20 blocks per SM, expected 17"),
+    "tuning by the cost model only for want of a GPU": (
+        "07", "tune_and_explain", "test_tune_softmax",
+        [("rt.tune(problem, model=model, measure=False)", "rt.tune(problem, model=model)")], r"pass measure=False"),
 }
 
 

@@ -164,6 +164,11 @@ def _index(ix) -> str:
 CANARY = 64
 
 
+def plural(count: int, word: str) -> str:
+    """"1 shape", "3 shapes": a count for a message."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def kernel_name(kernel) -> str:
     return getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
 

@@ -27,7 +27,7 @@ from ..kernels import conv as cv
 from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..run.tuning import Launch, Problem, Space
-from .core import CheckFailed
+from .core import CheckFailed, plural
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
@@ -258,7 +258,7 @@ def check_cache_key(key) -> None:
         for value in values:
             if _call(key, "cache_key", *dict(KEY_FIELDS, **{field: value}).values()) == base:
                 raise CheckFailed(f"cache_key gave the same key when only {field} changed ({KEY_FIELDS[field]!r} -> "
-                                  f"{value!r}): a result tuned for one {field} would be reused for another")
+                                  f"{value!r}): a result tuned for the old {field} would be reused for the new")
     print(f"✓ cache_key: the same for the same fields, different when any of {len(KEY_CHANGES)} changes")
 
 
@@ -295,8 +295,8 @@ def _check_cached_tune(cached_tune, path: Path, results) -> None:
     keys = [cache_key(*dict(KEY_FIELDS, kernel=kernel).values()) for kernel in ("a", "b")]
     first = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[0]))
     if len(calls) != 1 or first != results[0]:
-        raise CheckFailed(f"on a miss cached_tune should call tune() once and return its result: {len(calls)} calls, "
-                          f"returned {first!r}")
+        raise CheckFailed(f"on a miss cached_tune should call tune() once and return its result: it called tune() "
+                          f"{plural(len(calls), 'time')} and returned {first!r}")
     if Cache(cache.path).get(keys[0]) != first:
         raise CheckFailed("on a miss cached_tune should store the result in the cache (cache.put(key, result))")
     again = _call(cached_tune, "cached_tune", cache, keys[0], tune(results[1]))
@@ -372,7 +372,8 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
         raise CheckFailed(f"moving_sum is correct but still uses local memory: a {compiled.local_bytes}-byte stack "
                           f"frame, {compiled.local_loads} ld.local and {compiled.local_stores} st.local. An array "
                           "indexed at run time lives there: keep the window in scalar variables instead")
-    print(f"✓ moving_sum: correct on {len(sizes)} sizes, no local memory ({compiled.registers} registers per thread)")
+    print(f"✓ moving_sum: correct on {plural(len(sizes), 'size')}, no local memory "
+          f"({compiled.registers} registers per thread)")
 
 
 
@@ -411,8 +412,9 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
         raise CheckFailed(f"transpose_fast did not compile for the GPU: {type(exc).__name__}: {exc}") from None
     if compiled.inner_loop_divisions64:
         raise CheckFailed(f"transpose_fast is correct but its innermost loop still divides 64-bit integers: "
-                          f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX. numba computes // and "
-                          "% of two int32 in int64 too: divide uint32 values, or move the division out of the loop")
+                          f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX (the compiler unrolls the loop: each "
+                          "division of your code appears once per copy). numba computes // and % of two int32 in "
+                          "int64 too: divide uint32 values, or move the division out of the loop")
     float_divisions = _inner_loop_float_divisions(kernel, arguments)
     if float_divisions:
         raise CheckFailed(f"transpose_fast divides in floating point in its innermost loop "
@@ -420,7 +422,7 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
                           "integers exactly only up to 2**24, so the row and column go wrong on large matrices, and "
                           "a float64 division is a long routine too. Divide uint32 values, or move the division out "
                           "of the loop")
-    print(f"✓ transpose_fast: correct on {len(shapes)} shapes, no 64-bit division in its innermost loop")
+    print(f"✓ transpose_fast: correct on {plural(len(shapes), 'shape')}, no 64-bit division in its innermost loop")
 
 
 @cuda.jit
@@ -471,10 +473,19 @@ def check_occupancy(occupancy, cases, reference) -> None:
             raise CheckFailed(f"occupancy calls {name}: compute the four limits yourself")
     for threads, registers, shared in cases:
         want = reference(threads, registers, shared)
-        got = _call(occupancy, "occupancy", threads, registers, shared)
+        try:
+            got = _call(occupancy, "occupancy", threads, registers, shared)
+        except CheckFailed as failed:
+            if shared == 0 and "ZeroDivisionError" in str(failed):
+                raise CheckFailed(f"{failed} (a block with no shared memory of its own still takes the 1024 bytes "
+                                  "the runtime reserves)") from None
+            raise
         if not (isinstance(got, tuple) and len(got) == 2):
             raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) returned {got!r}: return a pair "
                               "(blocks, limiting resource)")
+        if isinstance(got[0], str) and not isinstance(got[1], str):
+            raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) returned {got!r}: the blocks come first, "
+                              "return (blocks, limit)")
         blocks, limit = got
         if blocks != want.blocks:
             raise CheckFailed(f"occupancy({threads}, {registers}, {shared}) gave {blocks!r} blocks per SM, expected "
@@ -500,6 +511,9 @@ def check_tuned(tune_and_explain, problem: Problem, model) -> None:
         raise CheckFailed(f"result should be what rt.tune returns, not a {type(result).__name__}")
     if "cost model" not in result.how:
         raise CheckFailed(f"result was {result.how}: tune with the cost model (model=..., measure=False)")
+    if "measure=False" not in result.how:
+        raise CheckFailed(f"result was {result.how}: pass measure=False, so that the cost model ranks the "
+                          "candidates on a GPU too (there, without it, rt.tune times them)")
     if f"for {model.device} " not in result.how:
         raise CheckFailed(f"result was {result.how}: tune with the model tune_and_explain is given (the "
                           f"{model.device}'s), not another")
@@ -555,8 +569,11 @@ def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: 
     bad = np.flatnonzero(~(np.abs(got - want) <= bound))
     if bad.size:
         i = int(bad[0])
+        halving = "" if threads & (threads - 1) == 0 else (
+            f" (if a tree halves the block: {threads} threads is not a power of two, and halving it leaves partial sums "
+            "out)")
         raise CheckFailed(f"{name}[{rows}, {threads}] on a {rows} x {cols} matrix: out[{i}] is {_value(got[i])}, "
-                          f"expected {want[i]:.6g}")
+                          f"expected {want[i]:.6g}{halving}")
 
 
 def _row_sums_problem(kernel, threads: int, rows: int, cols: int, on_device: bool, proxy=None) -> Problem:
@@ -604,4 +621,5 @@ def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) ->
     if ratio < at_least:
         raise CheckFailed(f"row_sums_fast is {ratio:.2f}x as fast as row_sums_chunked ({how}); this test asks for "
                           f"{at_least}x")
-    print(f"✓ row_sums_fast: correct on {len(sizes)} shapes, {ratio:.2f}x as fast as row_sums_chunked ({how})")
+    print(f"✓ row_sums_fast: correct on {plural(len(sizes), 'shape')}, {ratio:.2f}x as fast as row_sums_chunked "
+          f"({how})")

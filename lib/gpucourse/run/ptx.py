@@ -268,14 +268,23 @@ def _restore(kept: dict, key, argtypes) -> bool:
 _SPECIFIC = re.compile(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)")  # a function's own typing message
 
 
+# a shared or local array whose shape numba sees as a run-time integer (``cuda.blockDim.x``, an argument)
+_RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found for signature:\s*>>> array\((u?int\d+),")
+
+
 def _short(message: str, limit: int = 40) -> str:
     """numba's message, at most ``limit`` lines; only the message of the function a call was refused by, where
     it gave one (a course intrinsic's, such as a fragment of the wrong size): numba's list of candidates adds
-    nothing to it."""
+    nothing to it. A shared or local array sized at run time gets one plain line first."""
     specific = _SPECIFIC.search(str(message))
     if specific:
         return specific.group(1).strip()
     lines = [line for line in str(message).splitlines() if line.strip()]
+    shape = _RUN_TIME_SHAPE.search(str(message))
+    if shape:
+        lines.insert(0, f"cuda.{shape.group(1)}.array needs a shape the compiler knows: an integer literal, a global "
+                        "constant or a tuple of them, not a value known only at run time (cuda.blockDim.x, an "
+                        "argument, a variable). numba says:")
     return "\n".join(lines[:limit])
 
 

@@ -314,7 +314,7 @@ class Result:
     kernel: str
     best: dict | None
     seconds: float | None  # the best config's time (measured or predicted)
-    how: str  # "measured on <GPU>" or "predicted for <GPU> by the cost model (no GPU here)"
+    how: str  # "measured on <GPU>", or "predicted for <GPU> by the cost model (measure=False)" or "(no GPU here ...)"
     trials: list  # [{"config": ..., "seconds": ...} or {"config": ..., "error": ...}]
     from_cache: bool = False
 
@@ -349,7 +349,8 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
     if device is not None:
         how, cc = f"measured on {device[0]}", device[1]
     else:
-        how, cc = f"predicted for {model.device} by the cost model (no GPU timed it)", model.compute_capability
+        why = "measure=False" if measure is False else "no GPU here to time it"
+        how, cc = f"predicted for {model.device} by the cost model ({why})", model.compute_capability
     cache = Cache(cache) if isinstance(cache, (str, Path)) else cache
     search = {"parameters": problem.space.parameters, "strategy": strategy, "budget": budget, "seed": seed}
     key = cache_key(problem.kernel, problem.shapes, problem.dtypes, device[0] if device else f"model:{model.device}",

@@ -250,6 +250,33 @@ def test_a_stencil_reading_its_right_neighbour_at_the_end_is_out_of_bounds():
 
 
 @cuda.jit
+def window_sums(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        w, x, y, z = a[i:i + 4]  # numba unpacks a 1-D array, checking its length at run time
+        out[i] = w + x + y + z
+
+
+@cuda.jit
+def window_sums_one_short(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        x, y, z = a[i:i + 4]
+        out[i] = x + y + z
+
+
+def test_unpacking_a_slice_reads_its_elements_and_a_length_that_differs_is_reported():
+    a = data(N + 3)
+    out = np.full(N, np.nan, np.float32)
+    with simulated():
+        window_sums[3, 32](out, a)
+    np.testing.assert_array_equal(out, ((a[:-3] + a[1:-2]) + a[2:-1]) + a[3:])  # float32, numba's order
+    ptx.compile_for_gpu(window_sums, (types.float32[::1], types.float32[::1]))  # and numba-cuda compiles it
+    with simulated(), pytest.raises(OutOfBounds, match=r"unpacks 4 elements of a view of `a` into 3 names"):
+        window_sums_one_short[3, 32](np.zeros(N, np.float32), a)
+
+
+@cuda.jit
 def doubled_grid_stride(out, a):
     start, stride = cuda.grid(1), cuda.gridsize(1)
     for i in range(start, out.size, stride):

@@ -639,6 +639,32 @@ class Runtime(Arithmetic):
             return bound.astype(np.int64)
         return int(values.flat[0]) if values.size else 0
 
+    def unpacked(self, value, count: int, site: int):
+        """``value`` about to be unpacked into ``count`` names: a tuple as it is, or a 1-D array (or view) of
+        exactly ``count`` elements in every active lane, as numba unpacks one (a length it checks at run time)."""
+        if type(value) not in (SimArray, SimView):
+            return value
+        if value.ndim != 1:
+            raise fault(UnsupportedInKernel, self.where(site),
+                        f"`{SITES[site].expression}` unpacks `{value.name}`, which has {value.ndim} dimensions: "
+                        "numba unpacks only a 1-D array")
+        lanes = self.active_lanes()
+        extents = np.broadcast_to(value.shape[0], (self.geometry.lanes,))[lanes]
+        named = f"a view of `{value.base.name}`" if type(value) is SimView else f"`{value.name}`"
+        wrong = np.flatnonzero(extents != count)
+        if wrong.size:
+            lane = int(lanes[wrong[0]])
+            raise fault(OutOfBounds, self.where(site),
+                        f"{self.geometry.thread_name(lane)}: `{SITES[site].expression}` unpacks "
+                        f"{int(extents[wrong[0]])} elements of {named} into {count} names: numba checks the "
+                        "length at run time and raises ValueError (on a GPU without debug=True, the thread just stops "
+                        "there)")
+        return value
+
+    def item(self, value, k: int, site: int):
+        """Item ``k`` of what `unpacked` returned: a tuple's, or an array's element (a load)."""
+        return self.load(value, k, site) if type(value) in (SimArray, SimView) else value[k]
+
     def load(self, array, index, site: int):
         if not self.any:  # no lane reads (`_without_lanes`): a value of the element type only
             return np.zeros(self.geometry.lanes, array.dtype)

@@ -252,10 +252,13 @@ class KernelRewriter:
             store = _call("store", self.expr(target.value), ast.Constant(target.attr), value, self.site(target))
             return [ast.Expr(store)]
         if isinstance(target, (ast.Tuple, ast.List)):
-            temp = self.fresh("t")
-            out = [ast.Assign([ast.Name(temp, ast.Store())], value)]
+            temp, count = self.fresh("t"), len(target.elts)
+            literal = isinstance(value, (ast.Tuple, ast.List))  # `a, b = b, a`: a tuple, no runtime needed
+            unpacked = value if literal else _call("unpacked", value, ast.Constant(count), self.site(node))
+            out = [ast.Assign([ast.Name(temp, ast.Store())], unpacked)]
             for k, element in enumerate(target.elts):
-                item = ast.Subscript(ast.Name(temp, ast.Load()), ast.Constant(k), ast.Load())
+                item = (ast.Subscript(ast.Name(temp, ast.Load()), ast.Constant(k), ast.Load()) if literal
+                        else _call("item", ast.Name(temp, ast.Load()), ast.Constant(k), self.site(node)))
                 out.extend(self.assign(element, item, nested, node))
             return out
         raise self.unsupported(node, f"assigning to `{ast.unparse(target)}`")

@@ -424,6 +424,33 @@ def row_sums_shared_sized_at_run_time(out, x):
         out[cuda.blockIdx.x] = partial[0]
 
 
+@cuda.jit
+def row_sums_small_chunks(out, x):  # the reference's contiguous chunks, 1024 threads: 4 floats each at 4096
+    partial = cuda.shared.array(1024, float32)
+    t = cuda.threadIdx.x
+    chunk = (x.shape[1] + 1023) // 1024
+    total = float32(0)
+    for col in range(t * chunk, min((t + 1) * chunk, x.shape[1])):
+        total += x[cuda.blockIdx.x, col]
+    partial[t] = total
+    cuda.syncthreads()
+    step = 512
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = partial[0]
+
+
+def test_a_row_sum_faster_by_more_threads_but_uncoalesced_loses_the_mark():
+    assert gt.row_sums_speedup(row_sums_small_chunks, 1024, ft.cost_model("H100"))[0] > 1.5  # the speed alone passes
+    with pytest.raises(CheckFailed, match=r"warp reads of `x` touch 16\.0 sectors of 32 bytes each on average, more "
+                                          r"than 4"):
+        gt.check_row_sums_speed(row_sums_small_chunks, 1024, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
 def test_a_row_sum_is_told_about_a_block_not_a_power_of_two_and_a_shared_array_sized_at_run_time():
     with pytest.raises(CheckFailed, match=r"96 threads is not a power of two, and halving it leaves partial sums out"):
         gt.check_row_sums_speed(row_sums_halving_96, 96, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))

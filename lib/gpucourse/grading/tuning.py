@@ -576,6 +576,23 @@ def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: 
                           f"expected {want[i]:.6g}{halving}")
 
 
+def _check_row_reads_coalesce(kernel, threads: int) -> None:
+    """A warp's load of ``x`` touches at most 4 sectors of 32 bytes on average (32 neighbouring floats), in a traced
+    launch over 2 rows of the GPU's length; 16-byte vector loads (which the trace counts as four 4-byte ones) pass."""
+    from ..run.ptx import argument_type, compile_for_gpu  # noqa: PLC0415
+    from .core import check_budgets, run_checked  # noqa: PLC0415
+
+    rows, cols = 2, ROW_SUMS_TRACED[1]
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    described = f"grid={rows}, block={threads} on a {rows} x {cols} matrix"
+    if "ld.global.v4.f32" in compile_for_gpu(kernel, (argument_type(np.zeros(rows, np.float32)), argument_type(x))):
+        return
+    budgets = [lambda t: t.assert_sectors_per_request("x", 4)]
+    _, recorded = run_checked(kernel, "row_sums_fast", described, rows, threads, (rows,), np.float32, (x,),
+                              ("out", "x"), budgets)
+    check_budgets("row_sums_fast", described, budgets, recorded, ["out", "x"])
+
+
 def _row_sums_problem(kernel, threads: int, rows: int, cols: int, on_device: bool, proxy=None) -> Problem:
     """One launch of ``kernel`` over a ``rows x cols`` matrix, a block per row, as a `Problem` of one config (for
     `run.tuning.price`)."""
@@ -617,6 +634,7 @@ def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) ->
         raise CheckFailed(f"ROW_THREADS is {threads!r}: a multiple of 32 from 32 to 1024")
     for seed, (rows, cols) in enumerate(sizes):
         _row_sums_case(kernel, "row_sums_fast", rows, cols, threads, seed)
+    _check_row_reads_coalesce(kernel, threads)
     ratio, how = row_sums_speedup(kernel, threads, model)
     if ratio < at_least:
         raise CheckFailed(f"row_sums_fast is {ratio:.2f}x as fast as row_sums_chunked ({how}); this test asks for "

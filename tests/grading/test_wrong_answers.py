@@ -5,8 +5,11 @@ It is run against the test cell that must now take a mark away, as nbgrader runs
 tests together), and must fail it with the message that says what is wrong: a loop in one thread where the
 exercise asks for a tree, a tile read with no barrier after its copy, float64 arithmetic (a `0.`, a
 `-math.inf`, a division by an integer), copies or writes that do not coalesce.
+
+And in every assignment, a kernel that does nothing fails each check, visible or hidden, that launches it.
 """
 
+import ast
 import re
 
 import nbformat
@@ -147,3 +150,48 @@ def test_a_plausible_wrong_answer_loses_the_mark_with_a_reason(wrong, notebooks,
         run(source, namespace, tmp_path / "answer.py")
         with pytest.raises(CheckFailed, match=message):
             run(tests[test], namespace, tmp_path / "test.py")
+
+
+EMPTY_KERNEL_ASSIGNMENTS = {**NOTEBOOKS, "04": ROOT / "solutions" / "04_conv_as_gemm" / "conv_as_gemm.ipynb",
+                            "05": ROOT / "solutions" / "05_fusion" / "fusion.ipynb",
+                            "06": ROOT / "solutions" / "06_precision" / "precision.ipynb"}
+
+
+def emptied(source: str) -> tuple[str, list[str]]:
+    """``source`` with the body of each ``@cuda.jit`` kernel (not a device function) replaced by ``pass``."""
+    tree = ast.parse(source)
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(ast.unparse(d) in ("cuda.jit", "jit") for d in node.decorator_list):
+            node.body, _ = [ast.Pass()], names.append(node.name)
+    return ast.unparse(tree), names
+
+
+def empty_kernel_cases():
+    for assignment, path in EMPTY_KERNEL_ASSIGNMENTS.items():
+        _, answers, tests = cells_of(nbformat.read(path, as_version=4))
+        for answer, source in answers.items():
+            for kernel in emptied(source)[1]:
+                for test, test_source in tests.items():
+                    if re.search(rf"\b{kernel}\b", test_source):
+                        yield pytest.param(assignment, answer, kernel, test, id=f"{assignment}-{test}-{kernel}")
+
+
+@pytest.mark.parametrize("assignment, answer, kernel, test", list(empty_kernel_cases()))
+def test_a_kernel_that_writes_nothing_fails_every_check_that_launches_it(assignment, answer, kernel, test, tmp_path):
+    """No check in a test cell, visible or hidden, is passed by a kernel that does nothing (one whose expected
+    values were all NaN took the NaN poison of an unwritten output for a result)."""
+    setup, answers, tests = cells_of(nbformat.read(EMPTY_KERNEL_ASSIGNMENTS[assignment], as_version=4))
+    namespace = {}
+    with simulated():
+        for k, cell in enumerate(setup):
+            run(cell, namespace, tmp_path / f"setup_{k}.py")
+        for name, source in answers.items():  # every answer, so that a test cell finds what else it uses
+            run(emptied(source)[0] if name == answer else source, namespace, tmp_path / f"answer_{name}.py")
+        for k, statement in enumerate(ast.parse(tests[test]).body):
+            source = ast.get_source_segment(tests[test], statement)
+            if re.search(rf"\b{kernel}\b", source):
+                with pytest.raises(CheckFailed):
+                    run(source, namespace, tmp_path / f"test_{k}.py")
+            else:
+                run(source, namespace, tmp_path / f"test_{k}.py")

@@ -132,17 +132,23 @@ def random_array(rng: np.random.Generator, shape: Shape, dtype) -> np.ndarray:
     raise TypeError(f"random_array: unsupported dtype {dtype}")
 
 
+def _poison_value(dtype: np.dtype):
+    """NaN; the lowest signed integer; the highest unsigned one (0, the lowest, is what most outputs hold)."""
+    if dtype.kind == "f":
+        return np.nan
+    return np.iinfo(dtype).max if dtype.kind == "u" else np.iinfo(dtype).min
+
+
 def poison(shape: Shape, dtype) -> np.ndarray:
-    """An output full of a value no correct kernel writes: NaN, or the lowest integer."""
+    """An output full of a value no correct kernel writes (`_poison_value`)."""
     dtype = np.dtype(dtype)
-    value = np.nan if dtype.kind == "f" else np.iinfo(dtype).min
-    return np.full(shape, value, dtype=dtype)
+    return np.full(shape, _poison_value(dtype), dtype=dtype)
 
 
 def _is_poison(value) -> bool:
     if isinstance(value, (float, np.floating)):
         return bool(np.isnan(value))
-    return bool(value == np.iinfo(np.asarray(value).dtype).min)
+    return bool(value == _poison_value(np.asarray(value).dtype))
 
 
 def _mismatches(got: np.ndarray, expected: np.ndarray) -> np.ndarray:

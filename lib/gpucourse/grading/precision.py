@@ -107,9 +107,15 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
     bad = np.argwhere(~ok)
     if len(bad):
         first = tuple(bad[0])
-        why = ("" if special[first] else
-               f"the float64 result is {exact[first]:.9g}; rounding allows ±{float(np.asarray(bound)[first]):.3g} "
-               f"there{': ' + hint if hint else ''}")
+        if _is_poison(got[first], dtype):  # a guard or an index, not the arithmetic: the exercise's hint misleads
+            why = "a thread past a guard or a wrong index leaves it unwritten"
+        elif special[first]:
+            why = (f"the exact result is {exact[first]:.6g}, which is {float(stored[first])} in {np.dtype(dtype).name}: "
+                   "the kernel must give that too (inf - inf and 0 * inf give NaN; clamping gives the largest finite "
+                   "value)")
+        else:
+            why = (f"the float64 result is {exact[first]:.9g}; rounding allows ±{float(np.asarray(bound)[first]):.3g} "
+                   f"there{': ' + hint if hint else ''}")
         raise _mismatch(name, described, label, first, stored[first], got[first], dtype,
                         f"{len(bad)} of {got.size} elements are wrong. {why}")
 
@@ -165,7 +171,9 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
     rng = np.random.default_rng(seed)
     count = 0
     for M, K, N in shapes:
-        X = _special(rng, (M, K), np.float16, special)
+        # infinities and NaN: about one in every second row of X, so that most results stay finite (a NaN the
+        # kernel never wrote must not pass for a NaN it computed)
+        X = _special(rng, (M, K), np.float16, special, spot=min(0.1, 0.5 / K))
         W = _special(rng, (N, K), np.float16, [k for k in special if k in ("denormals", "large")])
         bias = (rng.standard_normal(N) * 2).astype(np.float32)
         grid = (math.ceil(N / block[0]), math.ceil(M / block[1]))
@@ -440,6 +448,9 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
             expected = ((scale / 2, 0, True) if found else
                         (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False))
             got = core.call_function(function, name, (scale, good, found))
+            if isinstance(got, (list, np.ndarray)) and len(got) == 3 and tuple(got) == expected:
+                raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) returned the right values as a "
+                                  f"{type(got).__name__}: return a tuple, (scale, good_steps, skip)")
             if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
                 history = "".join("x" if f else "." for f in flags[:step + 1])
                 raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) should return {expected!r}, got {got!r}\n"
@@ -485,6 +496,10 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
         exact = master.astype(np.float64) - float(lr32) * grads.astype(np.float64)
         step = np.abs(float(lr32) * grads.astype(np.float64))
         bound = (np.abs(exact) + step) * U32 * 1.001  # two roundings at most: the product and the difference
+        if np.isnan(new_master).any() and not np.isnan(exact).any():
+            raise CheckFailed(f"{name} gave a wrong result with {described}: master holds NaN where the update has "
+                              "none. `weights` is an output only: the check fills it with NaN before the launch, so "
+                              "read the master, update it, then store its fp16 rounding in weights.")
         _compare_within(name, described, "master", new_master, exact, bound, np.float32,
                         "is the update computed in float32 on the float32 master?")
         with np.errstate(over="ignore"):
@@ -527,7 +542,9 @@ def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Se
         exact = e / e.sum(axis=1, keepdims=True)
         bound = 0.5 * ulp(exact, "fp16") + (n + 16) * 2.0 ** -23 * exact
         _compare_within(name, described, "out", out, exact, bound, np.float16,
-                        "is the row's maximum subtracted first, and are the exponentials and their sum float32?")
+                        "is the row's maximum subtracted first, are the exponentials and their sum float32, and "
+                        "does every lane get the row's maximum and sum (shfl_xor_sync; shfl_down_sync leaves them in "
+                        "lane 0 only)?")
         _float_budget(kernel, name, [out, x], [64], "write float32(0) and float32(-inf) (math.inf is a float64).")
         count += 1
     report(name, count, quiet)
@@ -586,7 +603,8 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
     tile of C with `mma_m16n8k8`: ``grid = (ceil(N / (8 * warps)), ceil(M / 16))``.
 
     Within `mma_error_bound` of the float64 product (a tensor core's truncated fp32 sums, or the model's),
-    and, run on the course simulator, with ``ceil(K / 8)`` calls of `mma_m16n8k8` per warp.
+    and, run on the course simulator, with ``ceil(K / 8)`` calls of `mma_m16n8k8` per warp (a warp whose tile lies
+    wholly past N may make none).
     ``special``: "denormals" (products far below fp16's range), "large" (products above it).
     ``shared_a``: a budget, each element of A read from global memory once per block that needs it (the block's
     warps share its 16 rows of A through shared memory), ``grid[0]`` times in all.
@@ -605,12 +623,16 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
         _unchanged(name, described, ["A", "B"], [A, B], after)
         A64, B64 = A.astype(np.float64), B.astype(np.float64)
         _compare_within(name, described, "C", C, A64 @ B64, mma_error_bound(K, np.abs(A64) @ np.abs(B64)), np.float32,
-                        "are the products and sums in fp32 (the tensor cores' fp16 x fp16 + fp32)?")
-        expected_calls = grid[0] * grid[1] * warps * math.ceil(K / 8)
-        if sum(calls) != expected_calls:
+                        "check the fragments' layout (a B fragment is (B[p, g], B[p + 1, g])), that the loop over K "
+                        "covers its last partial step, and that products and sums are fp32 (the tensor cores' fp16 x "
+                        "fp16 + fp32)")
+        steps, launched = math.ceil(K / 8), grid[0] * grid[1] * warps
+        needed = grid[1] * math.ceil(N / 8)  # warps with a tile that overlaps C; the others may return at once
+        if sum(calls) % steps or not needed * steps <= sum(calls) <= launched * steps:
             raise CheckFailed(f"{name} is correct with {described}, but its warps call mma_m16n8k8 {sum(calls)} "
-                              f"times in all, not {expected_calls}: once per warp and step of 8 along K "
-                              f"({grid[0] * grid[1] * warps} warps, {math.ceil(K / 8)} steps)")
+                              f"times in all, not {needed * steps}: once per step of 8 along K ({steps}) in every "
+                              f"warp whose 16 x 8 tile overlaps C ({needed} of the {launched} warps; a warp whose "
+                              "tile lies wholly past N may skip them all)")
         reads = recorded.last.reads_per_element("A").max()
         if shared_a and reads > grid[0]:
             raise CheckFailed(f"{name} is correct but over its budget with {described}: an element of A is read "

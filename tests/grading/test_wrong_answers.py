@@ -1,4 +1,4 @@
-"""Assignments 1 to 3 and 7: plausible wrong answers lose marks in the solution notebook's own test cells.
+"""Assignments 1 to 3, 5 and 7: plausible wrong answers lose marks in the solution notebook's own test cells.
 
 Each wrong answer is the solution's answer with a change a student makes, one that used to get full marks.
 It is run against the test cell that must now take a mark away, as nbgrader runs it (visible and hidden
@@ -24,6 +24,7 @@ NOTEBOOKS = {
     "01": ROOT / "solutions" / "01_threads_blocks_grids" / "threads_blocks_grids.ipynb",
     "02": ROOT / "solutions" / "02_map_zip_reduce" / "map_zip_reduce.ipynb",
     "03": ROOT / "solutions" / "03_matmul" / "matmul.ipynb",
+    "05": ROOT / "solutions" / "05_fusion" / "fusion.ipynb",
     "07": ROOT / "solutions" / "07_tuning" / "tuning.ipynb",
 }
 
@@ -94,6 +95,18 @@ WRONG_ANSWERS = {
          ("tile_b[tx + j * THREADS, k]", "tile_b[tx * TM + j, k]"),
          ("row0 + ty + i * THREADS, col0 + tx + j * THREADS", "row0 + ty * TM + i, col0 + tx * TM + j")],
         r"warp writes of `C` touch [0-9.]+ sectors of 32 bytes each on average, more than 4"),
+    "a LayerNorm whose counts are Python numbers": (
+        "05", "layernorm_kernel", "test_layernorm_one_pass",
+        [("n, mean, m2 = float32(0), float32(0), float32(0)", "n, mean, m2 = 0, float32(0), float32(0)"),
+         ("welford_merge(n, mean, m2, float32(1), x[row, c], float32(0))", "welford_merge(n, mean, m2, 1, x[row, c], 0)")],
+        FLOAT64),
+    "an online softmax started from -math.inf": (
+        "05", "softmax_online_kernel", "test_softmax_online_passes",
+        [("m, l = float32(-math.inf), float32(0)", "m, l = -math.inf, 0.0")], FLOAT64),
+    "a cross-entropy summed from 0.0": (
+        "05", "cross_entropy_kernel", "test_cross_entropy_one_pass",
+        [("m, l, picked = float32(-math.inf), float32(0), float32(0)", "m, l, picked = -math.inf, 0.0, 0.0")],
+        FLOAT64),
     "a constraint without the register file's limit": (
         "07", "constraint", "test_constraint_boundaries", [(" or registers * threads > 65536", "")],
         r"allowed a config that cannot run: 68 registers per thread"),
@@ -153,7 +166,6 @@ def test_a_plausible_wrong_answer_loses_the_mark_with_a_reason(wrong, notebooks,
 
 
 EMPTY_KERNEL_ASSIGNMENTS = {**NOTEBOOKS, "04": ROOT / "solutions" / "04_conv_as_gemm" / "conv_as_gemm.ipynb",
-                            "05": ROOT / "solutions" / "05_fusion" / "fusion.ipynb",
                             "06": ROOT / "solutions" / "06_precision" / "precision.ipynb"}
 
 

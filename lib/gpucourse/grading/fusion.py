@@ -89,8 +89,12 @@ def logits(rng: np.random.Generator, rows: int, cols: int, special: bool = True)
         x[0] = -np.inf
         x[1, rng.random(cols) < 0.5] = -np.inf
         x[2] = x[2] * 100 + 3e4
-        notes = {0: "a fully masked row: every value is -inf", 1: "a partly masked row: some values are -inf",
+        masked = int(np.isneginf(x[1]).sum())  # a short row may get none, or all
+        notes = {0: "a fully masked row: every value is -inf",
                  2: "a row of large values, about 3e4: exp overflows unless the max is subtracted first"}
+        if masked:
+            notes[1] = ("a fully masked row: every value is -inf" if masked == cols
+                        else "a partly masked row: some values are -inf")
     return x.astype(np.float32), notes
 
 

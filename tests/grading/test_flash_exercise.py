@@ -1,6 +1,6 @@
 """Assignment 5's flash attention: `make_flash_exercise` around an online-softmax update, and the checks that
 take marks from plausible wrong updates (no rescale, the whole warp's max, half the group's max, exp for exp2, no mask,
-a loop bound known only at run time, a float64 constant)."""
+a loop bound known only at run time, a float64 constant, the diagonal masked, a row of p not stored)."""
 
 import math
 
@@ -25,7 +25,8 @@ def on_the_simulator():
         yield
 
 
-def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=False, float64_base=False):
+def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=False, float64_base=False,
+                diagonal=False, stored_rows=ROWS):
     """The online-softmax update of one tile, or a broken variant of it."""
 
     @cuda.jit(device=True)
@@ -36,7 +37,7 @@ def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=
             keys = min(KEYS, (N - start - col + LANES - 1) // LANES) if trimmed else KEYS
             for j in range(keys):
                 key = start + col + j * LANES
-                if mask and (key >= N or key > query):
+                if mask and (key >= N or key > query or (diagonal and key == query)):
                     s[i, j] = float32(-math.inf)
                 top = max(top, s[i, j])
             for offset in offsets:
@@ -51,7 +52,8 @@ def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=
             for j in range(KEYS):
                 p = exp(s[i, j] - base) if j < keys else float32(0)
                 l[i] += p
-                p_tile[row + i * ROW_STEP, col + j * LANES] = p
+                if i < stored_rows:
+                    p_tile[row + i * ROW_STEP, col + j * LANES] = p
 
     return gf.make_flash_exercise(update)
 
@@ -75,6 +77,14 @@ def test_the_right_update_passes_every_check(capsys):
 def test_a_wrong_update_fails_the_attention_check(wrong):
     with pytest.raises(CheckFailed, match="is wrong"):
         check(make_update(**wrong))
+
+
+def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():
+    with pytest.raises(CheckFailed, match=r"query 0 sees key 0 too; mask a key after the query \(key > query\)"):
+        check(make_update(diagonal=True))
+    with pytest.raises(CheckFailed, match=r"online_softmax_tile stores every p it computes, 0 for a masked key, in "
+                                          r"p_tile\[row \+ ROW_STEP \* i, col \+ LANES \* j\]"):
+        check(make_update(stored_rows=1))
 
 
 def test_a_run_time_loop_bound_puts_the_scores_in_local_memory():

@@ -372,3 +372,9 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
                     [(20, 16)], block_rows=BQ, key_block=BKEYS)
     assert "every thread of the block copies its elements and meets every barrier; guard only the final store" \
         in message
+
+
+def test_a_softmax_row_of_zeros_is_told_its_sum_was_zero_or_nan():
+    diagnose = gf.proportional_diagnosis(np.array([[0.25, 0.75], [0.5, 0.5]]))
+    assert diagnose(1, np.zeros(2, np.float32)).startswith("the whole row is 0: the sum l it is divided by was 0 or NaN")
+    assert "times 2" in diagnose(0, np.array([0.5, 1.5], np.float32))

@@ -183,7 +183,11 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
                                         launch.expected.shape, np.float32, launch.arguments, labels, budgets)
         except CheckFailed as failed:
             message = str(failed)
-            if "which nothing has written (shared memory" in message:
+            if "reads `p_tile[" in message and "which nothing has written" in message:  # the flash exercise
+                message += ("\n  online_softmax_tile stores every p it computes, 0 for a masked key, in "
+                            "p_tile[row + ROW_STEP * i, col + LANES * j] for every i < ROWS and j < KEYS: the "
+                            "kernel multiplies the whole tile by V.")
+            elif "which nothing has written (shared memory" in message:
                 message += ("\n  If threads without a row or query (past the end) return before the barrier, their "
                             "share of the shared array is never written: every thread of the block copies its "
                             "elements and meets every barrier; guard only the final store.")
@@ -207,6 +211,9 @@ def proportional_diagnosis(expected: np.ndarray) -> Callable:
         shown = wanted > 1e-6
         if shown.sum() < 2 or not np.all(np.isfinite(got[shown])):
             return ""
+        if not np.any(got):  # every value 0 where the softmax is not: the sum l was 0 or NaN (NaN fails l > 0)
+            return ("the whole row is 0: the sum l it is divided by was 0 or NaN. Merging two empty states (-inf, 0) "
+                    "gives exp(-inf - -inf) = NaN: skip the rescale when the new max is -inf")
         ratio = got[shown].astype(np.float64) / wanted[shown]
         factor = float(np.median(ratio))
         if factor > 1e-6 and abs(factor - 1) > 1e-3 and np.allclose(ratio, factor, rtol=1e-3):  # 0: a row lost
@@ -382,6 +389,11 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
                 if np.allclose(got, unmasked, atol=1e-4 * scale):
                     return (f"its output is attention over keys 0 to {stop - 1}, but query {row} sees only keys "
                             f"0 to {row}: the causal mask is missing; give a key j > {row} the score -inf")
+        if causal:  # the diagonal masked too: query `row` sees keys 0 to row - 1 (none for row 0)
+            strict = (attention_reference(Q[row:row + 1], K[:row], V[:row])[0] if row else np.zeros_like(got))
+            if np.allclose(got, strict, atol=1e-4 * scale):
+                return (f"its output is attention over keys 0 to {row - 1} (0 when there are none): query {row} sees "
+                        f"key {row} too; mask a key after the query (key > query), not key >= query")
         for b in range(1, blocks):  # a block of keys alone
             keys = slice(b * key_block, min(last, (b + 1) * key_block))
             alone = attention_reference(Q[row:row + 1], K[keys], V[keys])[0]

@@ -108,6 +108,40 @@ def test_simulator_only_python_is_rejected_with_the_gpu_compilers_reason():
 
 
 @cuda.jit
+def copies_an_element(out, w):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = w[i]
+
+
+@cuda.jit
+def sums_a_run_time_sized_shared_array(out):
+    partial = cuda.shared.array(cuda.blockDim.x, float32)
+    partial[cuda.threadIdx.x] = 1
+    out[0] = partial[0]
+
+
+TILE = 32
+
+
+@cuda.jit
+def pads_a_tile_in_the_call(out):
+    tile = cuda.shared.array((TILE, TILE + 1), float32)
+    tile[0, cuda.threadIdx.x] = 1
+    out[0] = tile[0, 0]
+
+
+def test_an_array_stored_into_an_element_and_a_shared_array_sized_at_run_time_are_said_in_plain_words():
+    with pytest.raises(ptx.KernelCompileError, match="the value stored is an array, not a number: an array indexed "
+                                                     "with fewer indices than it has dimensions gives an array"):
+        copies_an_element[1, 32](np.zeros(4, np.float32), np.ones((4, 3), np.float32))
+    with pytest.raises(ptx.KernelCompileError, match=r"cuda\.shared\.array needs a shape the compiler knows"):
+        sums_a_run_time_sized_shared_array[1, 32](np.zeros(1, np.float32))
+    with pytest.raises(ptx.KernelCompileError, match=r"arithmetic such as TILE \+ 1 in the call"):
+        pads_a_tile_in_the_call[1, 32](np.zeros(1, np.float32))
+
+
+@cuda.jit
 def calls_an_undefined_name(out):
     out[0] = floor(out[0])  # noqa: F821 (the point of the test)
 

@@ -269,22 +269,33 @@ _SPECIFIC = re.compile(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)")  
 
 
 # a shared or local array whose shape numba sees as a run-time integer (``cuda.blockDim.x``, an argument)
-_RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found for signature:\s*>>> array\((u?int\d+),")
+_RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found for signature:\s*>>> array\("
+                            r"(u?int\d+,|(?:Uni)?Tuple\([^\n]*?\bu?int\d+\b)")  # a number, or a tuple holding one
+
+
+# storing an array into an element: `out[i, j] = w[m, k]` with a 4-D `w`
+_ARRAY_STORED = re.compile(r">>> setitem\(array\([^)]*\), [^\n]*?, array\(")
 
 
 def _short(message: str, limit: int = 40) -> str:
     """numba's message, at most ``limit`` lines; only the message of the function a call was refused by, where
     it gave one (a course intrinsic's, such as a fragment of the wrong size): numba's list of candidates adds
-    nothing to it. A shared or local array sized at run time gets one plain line first."""
+    nothing to it. A shared or local array sized at run time, or an array stored into an element, gets one plain
+    line first."""
     specific = _SPECIFIC.search(str(message))
     if specific:
         return specific.group(1).strip()
     lines = [line for line in str(message).splitlines() if line.strip()]
+    if _ARRAY_STORED.search(str(message)):
+        lines.insert(0, "the value stored is an array, not a number: an array indexed with fewer indices than it has "
+                        "dimensions gives an array (an argument with more dimensions than the kernel indexes, such "
+                        "as 4-D filters where the kernel reads w[m, k]? flatten it, w.reshape(M, -1)). numba says:")
     shape = _RUN_TIME_SHAPE.search(str(message))
     if shape:
         lines.insert(0, f"cuda.{shape.group(1)}.array needs a shape the compiler knows: an integer literal, a global "
                         "constant or a tuple of them, not a value known only at run time (cuda.blockDim.x, an "
-                        "argument, a variable). numba says:")
+                        "argument, a variable, or arithmetic such as TILE + 1 in the call: name it at module level, "
+                        "PADDED = TILE + 1). numba says:")
     return "\n".join(lines[:limit])
 
 

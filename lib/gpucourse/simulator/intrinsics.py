@@ -175,7 +175,8 @@ def _check_warp_mask(mask, what: str) -> np.ndarray:
         state = "has returned" if rt.exited[lane] else "is not executing this call (it took another branch)"
         raise fault(WarpFault, rt.where(rt.site),
                     f"{what} names lane {g.laneid[lane]} in its mask, but {g.thread_name(lane)} {state}; "
-                    "every lane in the mask must take part (use cuda.activemask() or keep all lanes in)")
+                    "every lane in the mask must take part: keep every lane in the call (a lane with nothing to "
+                    "combine takes part with float32(0)), or name only the lanes that take part")
     return named
 
 

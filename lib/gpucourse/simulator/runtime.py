@@ -779,7 +779,8 @@ class Runtime(Arithmetic):
                 f"{g.thread_name(b)} write it in the same instruction; "
                 + ("threads of different blocks cannot wait for each other: use an atomic, or give each block "
                    "its own part of the output" if g.block_of[a] != g.block_of[b]
-                   else "use an atomic, or let one thread write"),
+                   else "let one thread write it (say lane 0, when every lane holds the same value), or use an "
+                        "atomic when each thread adds its own part"),
             )
 
     def atomic(self, operation, array, index, value, site: int, compare=None):

@@ -291,12 +291,13 @@ def report(name: str, count: int, quiet: bool, unit: str = "launch") -> None:
         print(f"✓ {name}: correct on {count} {unit}{plural if count != 1 else ''}")
 
 
-def explain_mismatch(name, kase, got, expected, bad) -> str:
+def explain_mismatch(name, kase, got, expected, bad, out_name: str = "out") -> str:
+    """The first wrong element of ``out_name`` (the kernel's own name for its output), expected against got."""
     first = tuple(bad[0])
     value = got[first]
     lines = [
         f"{name} gave a wrong result with {kase.describe()}:",
-        f"  out{_index(first)} should be {expected[first].item()!r}, got {value.item()!r}"
+        f"  {out_name}{_index(first)} should be {expected[first].item()!r}, got {value.item()!r}"
         + (" (never written: it still holds the poison value)" if _is_poison(value) else ""),
         f"  {len(bad)} of {got.size} elements are wrong; the first: "
         + ", ".join(_index(ix) for ix in bad[:5]),
@@ -338,7 +339,7 @@ def check_kernel(
                                     labels, budgets)
         bad = _mismatches(got, expected)
         if len(bad):
-            raise CheckFailed(explain_mismatch(name, kase, got, expected, bad))
+            raise CheckFailed(explain_mismatch(name, kase, got, expected, bad, parameters[0] if parameters else "out"))
         check_budgets(name, described, budgets, recorded, parameters)
     report(name, len(cases), quiet)
 

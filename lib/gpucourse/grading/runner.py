@@ -109,7 +109,7 @@ def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, bu
         tolerance = tolerance_of(launch, dtype)
         bad = wrong_indices(got, launch.expected if dtype.kind == "f" else expected, tolerance)
         if len(bad):
-            message = explain_mismatch(name, launch, got, expected, bad)
+            message = explain_mismatch(name, launch, got, expected, bad, labels[0])
             first = tuple(bad[0])
             if launch.scale is not None and tolerance is not None:
                 allowed = float(np.asarray(tolerance)[first])

@@ -160,34 +160,41 @@ def blelloch(out, a):
         out[t + T] = s[t + T]
 
 
-@cuda.jit
-def hillis_steele(out, a):
-    """Right numbers, two elements per thread, n log2(n) additions."""
-    s = cuda.shared.array(SCAN_SIZE, float32)
-    t, T = cuda.threadIdx.x, cuda.blockDim.x
-    n = a.size
-    for e in range(t, 2 * T, T):
-        s[e] = a[e - 1] if 0 < e <= n else float32(0)  # shifted by one: an exclusive scan
-    cuda.syncthreads()
-    d = 1
-    while d < n:
-        b0 = float32(0)
-        b1 = float32(0)
-        if d <= t < n:
-            b0 = s[t - d]
-        if d <= t + T < n:
-            b1 = s[t + T - d]
+def make_hillis_steele(shift):
+    """Two elements per thread, n log2(n) additions; an exclusive scan with ``shift`` 1, inclusive with 0."""
+
+    @cuda.jit
+    def hillis_steele(out, a):
+        s = cuda.shared.array(SCAN_SIZE, float32)
+        t, T = cuda.threadIdx.x, cuda.blockDim.x
+        n = a.size
+        for e in range(t, 2 * T, T):
+            s[e] = a[e - shift] if shift <= e < n + shift else float32(0)
         cuda.syncthreads()
-        if d <= t < n:
-            s[t] += b0
-        if d <= t + T < n:
-            s[t + T] += b1
-        cuda.syncthreads()
-        d *= 2
-    if t < n:
-        out[t] = s[t]
-    if t + T < n:
-        out[t + T] = s[t + T]
+        d = 1
+        while d < n:
+            b0 = float32(0)
+            b1 = float32(0)
+            if d <= t < n:
+                b0 = s[t - d]
+            if d <= t + T < n:
+                b1 = s[t + T - d]
+            cuda.syncthreads()
+            if d <= t < n:
+                s[t] += b0
+            if d <= t + T < n:
+                s[t + T] += b1
+            cuda.syncthreads()
+            d *= 2
+        if t < n:
+            out[t] = s[t]
+        if t + T < n:
+            out[t + T] = s[t + T]
+
+    return hillis_steele
+
+
+hillis_steele = make_hillis_steele(1)
 
 
 def test_pairs_per_thread_needs_two_elements_per_thread_at_most():
@@ -205,3 +212,8 @@ def test_shared_reads_per_element_passes_blelloch_and_rejects_hillis_steele():
                                           r"1\d\.\d per element, more than 8: a work-efficient scan"):
         check_reduction(hillis_steele, exclusive_scan_spec, plan, budget=shared_reads_per_element(8))
 
+
+
+def test_an_inclusive_scan_for_an_exclusive_one_is_told_to_shift_by_one():
+    with pytest.raises(CheckFailed, match=r"This is the inclusive scan \(out\[i\] includes a\[i\]\)"):
+        check_reduction(make_hillis_steele(0), exclusive_scan_spec, pairs_per_thread([50], threads=[32]))

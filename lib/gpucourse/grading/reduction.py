@@ -239,6 +239,24 @@ def _padding_hint(launch, got, first) -> str:
     return ""
 
 
+def _inclusive_scan_hint(launch, got, first) -> str:
+    """A hint for an exclusive scan that came out inclusive: out[i] holds a[0] + ... + a[i]."""
+    a = np.asarray(launch.arguments[0], np.float64) if launch.arguments else None
+    if a is None or a.ndim != 1 or got.shape != a.shape:
+        return ""
+    inclusive = np.cumsum(a)
+    exclusive = inclusive - a
+    close = np.cumsum(np.abs(a)) * 1e-4 + 1e-6  # float32 sums, far looser than a shift by one element
+    if np.all(np.abs(launch.expected - exclusive) <= close) and np.all(np.abs(got - inclusive) <= close):
+        return ("\n  This is the inclusive scan (out[i] includes a[i]); the exclusive scan starts with out[0] = 0 and "
+                "leaves a[i] out of out[i]: shift by one.")
+    return ""
+
+
+def _reduction_hint(launch, got, first) -> str:
+    return _padding_hint(launch, got, first) + _inclusive_scan_hint(launch, got, first)
+
+
 def check_reduction(
     kernel,
     spec: Callable[..., np.ndarray],
@@ -274,4 +292,4 @@ def check_reduction(
                           inputs, expected, scale)
 
     check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget,
-                    hint=_padding_hint if values == "negative" else None)
+                    hint=_reduction_hint if values == "negative" else _inclusive_scan_hint)

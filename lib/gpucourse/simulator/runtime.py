@@ -776,7 +776,9 @@ class Runtime(Arithmetic):
             raise fault(
                 DataRace, self.where(site),
                 f"data race on `{array.name}{_element_name(array, int(ordered[same[0]]))}`: {g.thread_name(a)} and "
-                f"{g.thread_name(b)} write it in the same instruction; "
+                f"{g.thread_name(b)} write it in the same instruction. If each thread should write its own "
+                "element, they computed the same index: check it (threadIdx against blockIdx, the blockIdx.x * "
+                "blockDim.x offset); if they share one result, "
                 + ("threads of different blocks cannot wait for each other: use an atomic, or give each block "
                    "its own part of the output" if g.block_of[a] != g.block_of[b]
                    else "let one thread write it (say lane 0, when every lane holds the same value), or use an "

@@ -102,7 +102,7 @@ def test_correct_kernels_pass_and_say_so(capsys):
     check_kernel(add_ten_2d, lambda a: a + 10, blocks_2d([(5, 7), (17, 3)], [(4, 4), (8, 2)]))
     check_kernel(outer_sum, add, outer([(5, 7)], (4, 4), extra=(3, 2)))
     out = capsys.readouterr()
-    assert "✓ zip_guarded: correct on 3 launches" in out.out and out.err == ""
+    assert "✓ zip_guarded: correct on 3 launches\n" in out.out and out.err == ""  # no budget, none said
 
 
 def test_missing_guard_names_the_launch_and_the_index():
@@ -204,9 +204,10 @@ def sum_pairs_twice(out, a):
         out[i] = (a[i] + a[i]) / 2 + a[i]
 
 
-def test_budget_failures_say_correct_but_over_budget():
+def test_budget_failures_say_correct_but_over_budget(capsys):
     one_read = lambda t: t.assert_reads_per_element("a", exactly=1)  # noqa: E731
-    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read, quiet=True)
+    check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=one_read)
+    assert capsys.readouterr().out == "✓ scale_one_read: correct on 1 launch, within its budget\n"
     one_write = lambda t: t.assert_writes_per_element("out", exactly=1)  # noqa: E731
     check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_read, one_write], quiet=True)
     with pytest.raises(CheckFailed) as failure:

@@ -284,11 +284,12 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
             ) from None
 
 
-def report(name: str, count: int, quiet: bool, unit: str = "launch") -> None:
-    """The success line: ``✓ name: correct on 3 launches``."""
+def report(name: str, count: int, quiet: bool, unit: str = "launch", budgeted: bool = False) -> None:
+    """The success line: ``✓ name: correct on 3 launches``, and ``, within its budget`` when one was checked."""
     if not quiet:
         plural = "es" if unit.endswith("h") else "s"
-        print(f"✓ {name}: correct on {count} {unit}{plural if count != 1 else ''}")
+        within = ", within its budget" if budgeted else ""
+        print(f"✓ {name}: correct on {count} {unit}{plural if count != 1 else ''}{within}")
 
 
 def explain_mismatch(name, kase, got, expected, bad, out_name: str = "out") -> str:
@@ -341,7 +342,7 @@ def check_kernel(
         if len(bad):
             raise CheckFailed(explain_mismatch(name, kase, got, expected, bad, parameters[0] if parameters else "out"))
         check_budgets(name, described, budgets, recorded, parameters)
-    report(name, len(cases), quiet)
+    report(name, len(cases), quiet, budgeted=bool(budgets))
 
 
 def call_function(function: Callable, name: str, args: tuple):

@@ -200,7 +200,7 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
             raise CheckFailed(explain_rows(name, launch, got, bad, out_name))
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
         count += 1
-    report(name, count, quiet)
+    report(name, count, quiet, budgeted=bool(budgets))
 
 
 def proportional_diagnosis(expected: np.ndarray) -> Callable:

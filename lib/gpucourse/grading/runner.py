@@ -120,5 +120,5 @@ def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, bu
             raise CheckFailed(message)
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
         count += 1
-    report(name, count, quiet)
+    report(name, count, quiet, budgeted=bool(budgets))
 

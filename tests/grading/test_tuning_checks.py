@@ -396,23 +396,35 @@ def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored
         gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
 
 
-@cuda.jit
-def row_sums_halving_96(out, x):  # a halving tree over 96 threads: partial[32:48] never reach partial[0]
-    partial = cuda.shared.array(96, float32)
-    t = cuda.threadIdx.x
-    total = float32(0)
-    for col in range(t, x.shape[1], 96):
-        total += x[cuda.blockIdx.x, col]
-    partial[t] = total
-    cuda.syncthreads()
-    step = 48
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
+def make_row_sums(threads: int, chunked: bool):
+    """A block per row, a halving tree over ``threads`` slots; each thread adds a contiguous chunk of the row
+    (``chunked``, the reference's way) or every ``threads``-th value from its own (coalesced)."""
+
+    @cuda.jit
+    def row_sums(out, x):
+        partial = cuda.shared.array(threads, float32)
+        t = cuda.threadIdx.x
+        chunk = (x.shape[1] + threads - 1) // threads
+        first, stop, stride = (t * chunk, min((t + 1) * chunk, x.shape[1]), 1) if chunked else (t, x.shape[1], threads)
+        total = float32(0)
+        for col in range(first, stop, stride):
+            total += x[cuda.blockIdx.x, col]
+        partial[t] = total
         cuda.syncthreads()
-        step //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = partial[0]
+        step = threads // 2
+        while step > 0:
+            if t < step:
+                partial[t] += partial[t + step]
+            cuda.syncthreads()
+            step //= 2
+        if t == 0:
+            out[cuda.blockIdx.x] = partial[0]
+
+    return row_sums
+
+
+row_sums_halving_96 = make_row_sums(96, chunked=False)  # partial[32:48] never reach partial[0]
+row_sums_small_chunks = make_row_sums(1024, chunked=True)  # 1024 threads: 4 floats each at 4096, uncoalesced
 
 
 @cuda.jit
@@ -421,26 +433,6 @@ def row_sums_shared_sized_at_run_time(out, x):
     partial[cuda.threadIdx.x] = x[cuda.blockIdx.x, cuda.threadIdx.x]
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        out[cuda.blockIdx.x] = partial[0]
-
-
-@cuda.jit
-def row_sums_small_chunks(out, x):  # the reference's contiguous chunks, 1024 threads: 4 floats each at 4096
-    partial = cuda.shared.array(1024, float32)
-    t = cuda.threadIdx.x
-    chunk = (x.shape[1] + 1023) // 1024
-    total = float32(0)
-    for col in range(t * chunk, min((t + 1) * chunk, x.shape[1])):
-        total += x[cuda.blockIdx.x, col]
-    partial[t] = total
-    cuda.syncthreads()
-    step = 512
-    while step > 0:
-        if t < step:
-            partial[t] += partial[t + step]
-        cuda.syncthreads()
-        step //= 2
-    if t == 0:
         out[cuda.blockIdx.x] = partial[0]
 
 

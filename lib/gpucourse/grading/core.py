@@ -171,8 +171,8 @@ CANARY = 64
 
 
 def plural(count: int, word: str) -> str:
-    """"1 shape", "3 shapes": a count for a message."""
-    return f"{count} {word}" + ("" if count == 1 else "s")
+    """"1 shape", "3 shapes", "2 launches": a count for a message."""
+    return f"{count} {word}" + ("" if count == 1 else "es" if word.endswith("h") else "s")
 
 
 def kernel_name(kernel) -> str:
@@ -287,9 +287,7 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
 def report(name: str, count: int, quiet: bool, unit: str = "launch", budgeted: bool = False) -> None:
     """The success line: ``✓ name: correct on 3 launches``, and ``, within its budget`` when one was checked."""
     if not quiet:
-        plural = "es" if unit.endswith("h") else "s"
-        within = ", within its budget" if budgeted else ""
-        print(f"✓ {name}: correct on {count} {unit}{plural if count != 1 else ''}{within}")
+        print(f"✓ {name}: correct on {plural(count, unit)}{', within its budget' if budgeted else ''}")
 
 
 def explain_mismatch(name, kase, got, expected, bad, out_name: str = "out") -> str:

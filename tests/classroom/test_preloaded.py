@@ -32,6 +32,10 @@ def stop_preloaded() -> None:
     if server is not None:
         server.process.stdin.close()
         server.process.wait(timeout=60)
+        deadline = time.monotonic() + 10  # its reply thread marks it closed when it reads the pipe's end
+        while not server.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.closed, "the preloaded process ended but its reply thread did not see it"
 
 
 @pytest.fixture(scope="module")

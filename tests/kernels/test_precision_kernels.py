@@ -399,7 +399,7 @@ def test_the_async_tensor_core_gemm_copies_with_cp_async_into_two_stages(cc, mma
 
 
 @pytest.mark.skipif(sass_problem() is not None or resources_problem() is not None,
-                    reason="needs nvdisasm (CUDA toolkit or Triton) and nvJitLink")
+                    reason="needs nvdisasm (the cu13 extra installs it) and nvJitLink")
 def test_the_async_tensor_core_gemm_has_ldgsts_and_ldmatrix_trans_in_its_sm_90_sass():
     """The SASS of the copies and B's fragment loads: LDGSTS (cp.async, 16 bytes, L1 bypassed: .cg) and
     LDSM.16.MT88.4 (ldmatrix .x4 .trans), and no global load into registers on the 16-byte path."""

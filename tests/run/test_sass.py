@@ -1,4 +1,4 @@
-"""SASS without a GPU: finding nvdisasm (PATH or an installed Triton) and what `run.sass` counts in its output.
+"""SASS without a GPU: finding nvdisasm (PATH, NVIDIA's wheel or Triton) and what `run.sass` counts in its output.
 
 The saved samples under ``sass/`` are nvdisasm 13.1's output for nvJitLink 13.5's sm_90 cubins of the kernels
 below (the kernels' long mangled names shortened), so the parser is checked where no nvdisasm is installed.
@@ -101,29 +101,32 @@ def test_the_main_loop_is_the_innermost_with_the_most_ffma():
     assert not any(line.startswith("SASS main loop") for line in rs.sass_findings(rs.sass_counts("")))
 
 
-def _stand_in_triton(folder: Path) -> Path:
-    """A package ``triton`` whose import fails (it must not be imported) carrying an executable nvdisasm."""
-    package = folder / "triton"
-    tool = package.joinpath(*rs.TRITON_NVDISASM)
+def _stand_in(site: Path, package: str) -> Path:
+    """An installed ``package`` carrying an executable nvdisasm where `rs.PACKAGED_NVDISASM` looks; Triton's import
+    fails (it must not be imported), NVIDIA's is a namespace package as the wheel installs it."""
+    tool = site.joinpath(package, *dict(rs.PACKAGED_NVDISASM)[package])
     tool.parent.mkdir(parents=True)
-    (package / "__init__.py").write_text("raise RuntimeError('imported triton')\n")
+    if package == "triton":
+        (site / package / "__init__.py").write_text("raise RuntimeError('imported triton')\n")
     tool.write_text("#!/bin/sh\nexit 0\n")
     tool.chmod(0o755)
     return tool
 
 
-def test_nvdisasm_found_in_an_installed_triton_without_importing_it(tmp_path, monkeypatch):
-    empty = tmp_path / "bin"
+def test_nvdisasm_found_in_nvidias_wheel_then_in_triton_without_importing_either(tmp_path, monkeypatch):
+    empty, site = tmp_path / "bin", tmp_path / "site"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.delitem(sys.modules, "triton", raising=False)
-    assert rs.nvdisasm() is None or "triton" in rs.nvdisasm()  # the real Triton, where one is installed
-    tool = _stand_in_triton(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    assert rs.nvdisasm() == str(tool) and rs.sass_problem() is None
-    assert "triton" not in sys.modules
-    tool.chmod(0o644)  # not executable: not a tool
-    assert rs.nvdisasm() != str(tool)
+    nvidia, triton = _stand_in(site, "nvidia"), _stand_in(site, "triton")
+    monkeypatch.setattr(sys, "path", [str(site)])  # only the stand-ins, not the packages installed here
+    for package in ("nvidia", "triton"):
+        monkeypatch.delitem(sys.modules, package, raising=False)
+    assert rs.nvdisasm() == str(nvidia) and rs.sass_problem() is None
+    nvidia.chmod(0o644)  # not executable: not a tool
+    assert rs.nvdisasm() == str(triton)
+    triton.chmod(0o644)
+    assert rs.nvdisasm() is None and "nvidia-cuda-nvdisasm" in rs.sass_problem()
+    assert "triton" not in sys.modules and "nvidia" not in sys.modules
 
 
 def test_nvdisasm_on_the_path_comes_first_and_none_says_why(tmp_path, monkeypatch):
@@ -138,7 +141,7 @@ def test_nvdisasm_on_the_path_comes_first_and_none_says_why(tmp_path, monkeypatc
 
 
 @pytest.mark.skipif(rs.sass_problem() is not None or resources_problem() is not None,
-                    reason="needs nvdisasm (CUDA toolkit or Triton) and nvJitLink")
+                    reason="needs nvdisasm (the cu13 extra installs it) and nvJitLink")
 def test_inspect_compiled_reads_the_real_sass():
     x, out = np.arange(128, dtype=np.float32), np.zeros(32, np.float32)
     c = rt.inspect_compiled(_shared_product, (out, x, 3))

@@ -1,8 +1,9 @@
 """Read a kernel's SASS (the GPU's own instructions) without a GPU: nvJitLink assembles the PTX for an
 architecture and NVIDIA's ``nvdisasm`` prints the cubin.
 
-`nvdisasm` finds the disassembler on the PATH (the CUDA toolkit) or inside an installed Triton package (its
-wheels carry one), without importing Triton. `sass_counts` counts, in the printed text, what
+`nvdisasm` finds the disassembler on the PATH (the CUDA toolkit), else inside an installed package that carries
+one: NVIDIA's wheel ``nvidia-cuda-nvdisasm`` (the course's ``cu13`` extra installs it) or Triton, without importing
+either. `sass_counts` counts, in the printed text, what
 `tuning.inspect_compiled` reports: global and shared loads by width, local memory traffic (LDL/STL) and, for the
 main loop (the innermost loop, found by its backward branch, with the most FFMAs or tensor-core HMMAs), its
 FFMAs, its instructions and its 64-bit integer instructions.
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from .resources import assemble
 
-TRITON_NVDISASM = ("backends", "nvidia", "bin", "nvdisasm")  # inside the triton package's folder
+# (package, where its folder holds an nvdisasm): NVIDIA's wheel for CUDA 13 (`nvidia` is a namespace package), Triton
+PACKAGED_NVDISASM = (("nvidia", ("cu13", "bin", "nvdisasm")), ("triton", ("backends", "nvidia", "bin", "nvdisasm")))
 
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P[T\d]+\s+)?)([A-Z][A-Z0-9_.]*)([^;]*);")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):", re.M)
@@ -31,18 +33,20 @@ _INT64 = re.compile(r"^U?(?:IMAD\.WIDE|IMAD\.X|IADD3\.X|IADD\.64|LEA\.HI\.X|ISET
 
 
 def nvdisasm() -> str | None:
-    """The path of an ``nvdisasm`` that runs here: on the PATH, else the one in an installed Triton, else None."""
+    """The path of an ``nvdisasm`` that runs here: on the PATH, else one in an installed package
+    (`PACKAGED_NVDISASM`, in that order), else None."""
     found = shutil.which("nvdisasm")
     if found:
         return found
-    try:
-        spec = importlib.util.find_spec("triton")  # finds the package's folder; does not import it
-    except (ImportError, ValueError):
-        return None
-    for folder in (spec and spec.submodule_search_locations) or ():
-        candidate = Path(folder).joinpath(*TRITON_NVDISASM)
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
+    for package, place in PACKAGED_NVDISASM:
+        try:
+            spec = importlib.util.find_spec(package)  # finds the package's folders; does not import it
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec and spec.submodule_search_locations) or ():
+            candidate = Path(folder).joinpath(*place)
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
     return None
 
 
@@ -50,8 +54,8 @@ def sass_problem() -> str | None:
     """None when SASS can be read here, else why not."""
     if nvdisasm():
         return None
-    return ("no nvdisasm: neither on the PATH (the CUDA toolkit has it) nor in an installed Triton "
-            "(triton/backends/nvidia/bin/nvdisasm)")
+    return ("no nvdisasm: not on the PATH (the CUDA toolkit has it), nor from NVIDIA's wheel "
+            "(`pip install nvidia-cuda-nvdisasm`; the course's cu13 extra installs it) or an installed Triton")
 
 
 def disassemble(ptx: str, architecture: str, max_registers: int | None = None) -> str | None:

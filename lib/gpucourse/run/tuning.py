@@ -141,9 +141,10 @@ def findings(c: Compiled) -> list[str]:
     return lines
 
 
-def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
+def inspect_compiled(dispatcher, args, architecture: str = "sm_90", read_sass: bool = True) -> Compiled:
     """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`), under
-    the kernel's own cap on registers (``@cuda.jit(max_registers=...)``)."""
+    the kernel's own cap on registers (``@cuda.jit(max_registers=...)``); ``read_sass=False`` leaves the SASS unread
+    (nvdisasm takes most of a second, and its findings depend on whether this machine has one)."""
     argtypes = tuple(argument_type(a) for a in args)
     ptx = ptx_for(dispatcher, argtypes, architecture)  # compiled for the architecture's compute capability
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
@@ -151,7 +152,7 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90") -> Compiled:
     counts = ptx_counts(ptx)
     if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
         counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)
-    sass = disassemble(ptx, architecture, max_registers(dispatcher)) if resources is not None else None
+    sass = disassemble(ptx, architecture, max_registers(dispatcher)) if read_sass and resources is not None else None
     c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
                  resources and resources.spilled_bytes, shared, **counts,
                  sass=sass_counts(sass) if sass is not None else None)

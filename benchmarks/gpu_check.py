@@ -87,7 +87,7 @@ NOTEBOOK_PARTS = ("lectures", "solutions")  # the parts that run notebooks, not 
 SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, time nothing: beside the notebooks
 PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
-NOT_GPU_BENCHMARKS = {"common", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
+NOT_GPU_BENCHMARKS = {"common", "compiled_code", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
 PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",

@@ -127,16 +127,19 @@ def sass_counts(sass: str) -> dict:
             counts[f"{kind}.{_width(opcode)}"] += 1
         elif kind in ("LDL", "STL"):
             counts[kind] += 1
-    loops = [body for body in innermost_loops(code) if len(body) > 1]  # not the BRA-to-itself after EXIT
-
-    def count(body, kind):
-        return sum(op.split(".")[0] == kind for _, op, _, _ in body)
-
-    main = max(loops, key=lambda body: (count(body, "FFMA") + count(body, "HMMA"), len(body)), default=[])
-    counts.update(loop_instructions=len(main), loop_ffmas=count(main, "FFMA"), loop_mmas=count(main, "HMMA"),
-                  loop_int64=sum(bool(_INT64.match(op)) for _, op, _, _ in main),
-                  loop_global_loads=count(main, "LDG"))
+    loops = [loop_counts(body) for body in innermost_loops(code) if len(body) > 1]  # not the BRA-to-itself after EXIT
+    main = max(loops, key=lambda c: (c["loop_ffmas"] + c["loop_mmas"], c["loop_instructions"]), default=loop_counts([]))
+    counts.update(main)
     return counts
+
+
+def loop_counts(body: list) -> dict:
+    """Of one loop's ``body`` (a list of `instructions`): ``loop_instructions``, ``loop_ffmas``, ``loop_mmas``
+    (HMMA), ``loop_int64`` (64-bit integer instructions) and ``loop_global_loads``."""
+    kinds = [opcode.split(".")[0] for _, opcode, _, _ in body]
+    return dict(loop_instructions=len(body), loop_ffmas=kinds.count("FFMA"), loop_mmas=kinds.count("HMMA"),
+                loop_int64=sum(bool(_INT64.match(opcode)) for _, opcode, _, _ in body),
+                loop_global_loads=kinds.count("LDG"))
 
 
 def sass_findings(counts: dict) -> list[str]:

@@ -118,19 +118,16 @@ def _kernels() -> list[Kernel]:
 
 def problem() -> str | None:
     """Why the compiled code cannot be read here, or None."""
-    from gpucourse.run import resources_problem  # noqa: PLC0415
-    from gpucourse.run.sass import sass_problem  # noqa: PLC0415
+    from gpucourse.run import resources_problem, tuning  # noqa: PLC0415
 
-    return resources_problem() or sass_problem()
+    return resources_problem() or tuning.sass_problem()
 
 
-def product_loops(sass: str) -> list[str]:
-    """``FFMA / instructions (share), N 64-bit`` for each innermost loop of ``sass`` with `PRODUCT_LOOP` or more
-    FFMA or HMMA, in code order."""
-    from gpucourse.run.sass import innermost_loops, instructions, loop_counts  # noqa: PLC0415
-
+def product_loops(loops: list[dict]) -> list[str]:
+    """``FFMA / instructions (share), N 64-bit`` for each of ``loops`` (`sass_counts`' ``loops``) with `PRODUCT_LOOP`
+    or more FFMA or HMMA."""
     found = []
-    for c in map(loop_counts, innermost_loops(instructions(sass))):
+    for c in loops:
         work = c["loop_ffmas"] + c["loop_mmas"]
         if work >= PRODUCT_LOOP:
             kind = f"{c['loop_mmas']} HMMA" if c["loop_mmas"] else f"{c['loop_ffmas']} FFMA"
@@ -141,29 +138,24 @@ def product_loops(sass: str) -> list[str]:
 
 def measure(kernel: Kernel) -> list[str]:
     """The row of ``kernel``'s table."""
-    from gpucourse.figures.occupancy import SMS, blocks_per_sm  # noqa: PLC0415
-    from gpucourse.run.ptx import argument_type  # noqa: PLC0415
-    from gpucourse.run.resources import kernel_resources, max_registers, ptx_for  # noqa: PLC0415
-    from gpucourse.run.sass import disassemble, sass_counts  # noqa: PLC0415
+    from gpucourse.figures import SMS, blocks_per_sm  # noqa: PLC0415
+    from gpucourse.run import tuning  # noqa: PLC0415
 
     dispatcher, arguments, threads = kernel.make()
-    argtypes = tuple(argument_type(a) for a in arguments)
-    used = kernel_resources(dispatcher, argtypes, ARCHITECTURE)
-    sass = disassemble(ptx_for(dispatcher, argtypes, ARCHITECTURE), ARCHITECTURE, max_registers(dispatcher))
-    counts = sass_counts(sass)
-    fit = blocks_per_sm(SMS[GPU], int(threads), used.registers, used.shared_bytes)
-    loads = lambda kind: "/".join(str(counts[f"{kind}.{w}"]) for w in ("128", "64", "32"))  # noqa: E731
-    return [kernel.label, str(int(threads)), str(used.registers), str(used.spilled_bytes), str(used.local_bytes),
-            f"{used.shared_bytes / 1024:.1f}", str(fit.blocks), loads("LDG"), loads("LDS"),
-            f"{counts['LDL']}/{counts['STL']}", "; ".join(product_loops(sass)) or "none"]
+    c = tuning.inspect_compiled(dispatcher, arguments, ARCHITECTURE)
+    fit = blocks_per_sm(SMS[GPU], int(threads), c.registers, c.shared_bytes)
+    loads = lambda kind: "/".join(str(c.sass[f"{kind}.{w}"]) for w in ("128", "64", "32"))  # noqa: E731
+    return [kernel.label, str(int(threads)), str(c.registers), str(c.spilled_bytes), str(c.local_bytes),
+            f"{c.shared_bytes / 1024:.1f}", str(fit.blocks), loads("LDG"), loads("LDS"),
+            f"{c.sass['LDL']}/{c.sass['STL']}", "; ".join(product_loops(c.sass["loops"])) or "none"]
 
 
 def tool_versions() -> str:
     from cuda.bindings import nvjitlink  # noqa: PLC0415
 
-    from gpucourse.run.sass import nvdisasm  # noqa: PLC0415
+    from gpucourse.run import tuning  # noqa: PLC0415
 
-    printed = subprocess.run([nvdisasm(), "--version"], capture_output=True, text=True).stdout
+    printed = subprocess.run([tuning.nvdisasm(), "--version"], capture_output=True, text=True).stdout
     disassembler = re.search(r"release ([\d.]+)", printed)
     return (f"{package_versions('numba', 'numba-cuda')}, nvJitLink {'.'.join(map(str, nvjitlink.version()))}, "
             f"nvdisasm {disassembler.group(1) if disassembler else '(version not printed)'}")

@@ -20,15 +20,17 @@ def test_every_top_rung_is_listed_once():
 
 
 def test_product_loops_are_the_innermost_loops_with_eight_ffma_or_more():
-    sample = SAMPLE.read_text()
-    assert compiled_code.product_loops(sample) == []  # its only loop has 4 FFMA: not a product loop
+    from gpucourse.run import tuning
+
+    sample = tuning.sass_counts(SAMPLE.read_text())["loops"]
+    assert len(sample) == 1 and compiled_code.product_loops(sample) == []  # 4 FFMA: not a product loop
     ffma = "".join(f"        /*{0x20 + 16 * k:04x}*/                   FFMA R{k}, R20, R21, R{k} ;\n" for k in range(8))
     loop = (".L_x_0:\n" + ffma +
             "        /*00a0*/                   IADD3 R12, P0, R12, 0x4, RZ ;\n"
             "        /*00b0*/                   IMAD.X R13, RZ, RZ, R13, P0 ;\n"
             "        /*00c0*/                   ISETP.GE.U32.AND P1, PT, R12, R14, PT ;\n"
             "        /*00d0*/               @!P1 BRA `(.L_x_0) ;\n")
-    assert compiled_code.product_loops(loop) == ["8 FFMA / 12 (67%), 1 64-bit"]  # IMAD.X: a 64-bit add's high half
+    assert compiled_code.product_loops(tuning.sass_counts(loop)["loops"]) == ["8 FFMA / 12 (67%), 1 64-bit"]  # IMAD.X: a 64-bit add's high half
 
 
 @pytest.mark.skipif(compiled_code.problem() is not None, reason="needs nvJitLink and nvdisasm (the cu13 extra)")

@@ -117,7 +117,8 @@ def _width(opcode: str) -> str:
 def sass_counts(sass: str) -> dict:
     """What `inspect_compiled` reports from SASS: ``LDG.128/64/32`` and ``LDS.128/64/32`` (32: a word or less),
     ``LDL``, ``STL``, and the main loop's ``loop_instructions``, ``loop_ffmas``, ``loop_mmas`` (HMMA: tensor-core
-    instructions), ``loop_int64`` (64-bit integer instructions) and ``loop_global_loads`` (all 0 without a loop)."""
+    instructions), ``loop_int64`` (64-bit integer instructions) and ``loop_global_loads`` (all 0 without a loop);
+    ``loops``: those counts (`loop_counts`) of every innermost loop, in code order."""
     code = instructions(sass)
     counts = {f"{kind}.{w}": 0 for kind in ("LDG", "LDS") for w in ("128", "64", "32")}
     counts.update(LDL=0, STL=0)
@@ -129,7 +130,7 @@ def sass_counts(sass: str) -> dict:
             counts[kind] += 1
     loops = [loop_counts(body) for body in innermost_loops(code) if len(body) > 1]  # not the BRA-to-itself after EXIT
     main = max(loops, key=lambda c: (c["loop_ffmas"] + c["loop_mmas"], c["loop_instructions"]), default=loop_counts([]))
-    counts.update(main)
+    counts.update(main, loops=loops)
     return counts
 
 

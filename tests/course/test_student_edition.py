@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from nbclient import NotebookClient
 from conftest import ROOT
 from gpucourse.course.setup_cell import PLACEHOLDER
 from gpucourse.course.student_edition import build, main, without_instructor_parts
+from gpucourse.course.wheel import metadata
 from gpucourse.classroom.regions import lines_by_region
 from run_all import run_each_exercise_alone
 
@@ -117,3 +119,19 @@ def test_an_install_source_that_is_the_placeholder_or_this_repository_is_refused
     error = capsys.readouterr().err
     assert ("placeholder" if source == PLACEHOLDER else "this repository, which holds the solutions") in error
     assert not (tmp_path / "out").exists()
+
+
+def test_the_wheels_requirements_parse_as_pip_reads_them_and_keep_their_markers():
+    """Each ``Requires-Dist`` of the edition's wheel is one requirement; one with a marker of its own (nvdisasm: no
+    macOS wheel) keeps it beside its extra's (pip refused the whole wheel when the two were simply joined)."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = [line.split(": ", 1)[1] for line in metadata(project).splitlines() if line.startswith("Requires-Dist: ")]
+    requirements = [Requirement(line) for line in lines]
+    nvdisasm = next(r for r in requirements if r.name == "nvidia-cuda-nvdisasm")
+    assert nvdisasm.marker.evaluate({"extra": "cu13", "sys_platform": "linux"})
+    assert not nvdisasm.marker.evaluate({"extra": "cu12", "sys_platform": "linux"})
+    assert not nvdisasm.marker.evaluate({"extra": "cu13", "sys_platform": "darwin"})
+    numba = next(r for r in requirements if r.name == "numba")
+    assert numba.marker is None

@@ -28,8 +28,15 @@ def metadata(project: dict) -> str:
     lines += [f"Requires-Dist: {requirement}" for requirement in project.get("dependencies", [])]
     for extra, requirements in project.get("optional-dependencies", {}).items():
         lines.append(f"Provides-Extra: {extra}")
-        lines += [f'Requires-Dist: {requirement}; extra == "{extra}"' for requirement in requirements]
+        lines += [f"Requires-Dist: {in_extra(requirement, extra)}" for requirement in requirements]
     return "\n".join(lines) + "\n"
+
+
+def in_extra(requirement: str, extra: str) -> str:
+    """``requirement`` asked for by ``extra`` only: its own environment marker, if any, and ``extra == ...``."""
+    required, _, marker = requirement.partition(";")
+    condition = f'extra == "{extra}"'
+    return f"{required.strip()}; ({marker.strip()}) and {condition}" if marker.strip() else f"{required}; {condition}"
 
 
 def record_line(name: str, data: bytes) -> str:

@@ -4,7 +4,7 @@
     python benchmarks/compiled_code.py --print    # prints only
     python benchmarks/compiled_code.py --print flash   # the kernels whose label holds "flash"
 
-For each kernel the benchmarks time at the top of a ladder (`KERNELS`), numba-cuda compiles PTX for the argument
+For each kernel the benchmarks time at the top of a ladder (`_kernels`), numba-cuda compiles PTX for the argument
 types the benchmarks launch it with; nvJitLink assembles it for sm_90 (registers, spills, stack frame and static
 shared memory: its ``ptxas -v`` report), and nvdisasm prints the SASS that `gpucourse.run.sass` counts: global and
 shared loads by width, local memory (LDL/STL), and each innermost loop that does 8 or more FFMA or HMMA (the

@@ -27,10 +27,10 @@ def test_product_loops_are_the_innermost_loops_with_eight_ffma_or_more():
     ffma = "".join(f"        /*{0x20 + 16 * k:04x}*/                   FFMA R{k}, R20, R21, R{k} ;\n" for k in range(8))
     loop = (".L_x_0:\n" + ffma +
             "        /*00a0*/                   IADD3 R12, P0, R12, 0x4, RZ ;\n"
-            "        /*00b0*/                   IMAD.X R13, RZ, RZ, R13, P0 ;\n"
+            "        /*00b0*/                   IMAD.X R13, RZ, RZ, R13, P0 ;\n"  # a 64-bit add's high half
             "        /*00c0*/                   ISETP.GE.U32.AND P1, PT, R12, R14, PT ;\n"
             "        /*00d0*/               @!P1 BRA `(.L_x_0) ;\n")
-    assert compiled_code.product_loops(tuning.sass_counts(loop)["loops"]) == ["8 FFMA / 12 (67%), 1 64-bit"]  # IMAD.X: a 64-bit add's high half
+    assert compiled_code.product_loops(tuning.sass_counts(loop)["loops"]) == ["8 FFMA / 12 (67%), 1 64-bit"]
 
 
 @pytest.mark.skipif(compiled_code.problem() is not None, reason="needs nvJitLink and nvdisasm (the cu13 extra)")

@@ -9,9 +9,14 @@ EXTRAS ?= cu13,course
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
 # Jupyter refuses to start as root (containers, Codespaces) without --allow-root.
 USER_ID ?= $(shell id -u)
+# numba-cuda 0.30 is built for Linux and Windows only: on macOS the install stops with one line (README, "On a Mac").
+PLATFORM ?= $(shell uname -s)
+# In a container started with `-p 8888:8888`: LAB_IP=0.0.0.0, so that the host's browser reaches the server.
+LAB_IP ?=
 # It opens on lecture 1: the page Jupyter prints, `/` and the browser it starts (a file argument would open
 # only in that browser, and a printed link would show the Launcher).
-LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) --ServerApp.root_dir="$(CURDIR)" \
+LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) $(if $(LAB_IP),--ServerApp.ip=$(LAB_IP)) \
+	--ServerApp.root_dir="$(CURDIR)" \
 	--LabApp.default_url=/lab/tree/lectures/01_threads_blocks_grids.ipynb
 # Jupyter configuration that switches off nbgrader's instructor tools for students (Fetch, Submit, Validate stay).
 STUDENT_CONFIG := $(CURDIR)/.jupyter/student
@@ -22,6 +27,8 @@ EXCHANGE ?= /srv/nbgrader/exchange
 
 ## The virtual environment with the pinned dependencies and gpucourse (editable).
 $(INSTALLED): pyproject.toml
+	@if [ "$(PLATFORM)" = Darwin ]; then echo "numba-cuda, which the course runs on, has no build for macOS (only Linux" \
+		"and Windows): on a Mac, take the course in Colab or in a Linux container (README, \"On a Mac\")." >&2; exit 1; fi
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11 or newer is needed; set PYTHON=python3.11")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -21,9 +21,9 @@ INSTRUCTOR_PLUGINS = ["@jupyter/nbgrader:course-list", "@jupyter/nbgrader:create
 TOKEN = "course-test"
 
 
-def lab_command(target: str, user_id: int) -> str:
-    """The line `make <target>` runs to start JupyterLab, for a user with that id."""
-    dry_run = subprocess.run(["make", "-n", target, f"USER_ID={user_id}"], cwd=ROOT,
+def lab_command(target: str, user_id: int, *settings: str) -> str:
+    """The line `make <target>` runs to start JupyterLab, for a user with that id (and make's ``settings``)."""
+    dry_run = subprocess.run(["make", "-n", target, f"USER_ID={user_id}", *settings], cwd=ROOT,
                              capture_output=True, text=True, check=True)
     return next(line for line in dry_run.stdout.splitlines() if "jupyter lab" in line)
 
@@ -69,8 +69,10 @@ def lab_options(target: str) -> list[str]:
     return [word for word in shlex.split(lab_command(target, os.geteuid())) if word.startswith("--LabApp.")]
 
 
-def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader", "courses"), options=()) -> dict:
-    """Start JupyterLab with that JUPYTER_CONFIG_PATH and options; the status and body of each page."""
+def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader", "courses"), options=(),
+              address: str = "127.0.0.1") -> dict:
+    """Start JupyterLab with that JUPYTER_CONFIG_PATH and options; the status and body of each page, asked at
+    ``address``."""
     env = {k: v for k, v in os.environ.items() if k != "JUPYTER_CONFIG_PATH"}
     env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
     env["NBGRADER_EXCHANGE"] = str(tmp_path / "exchange")
@@ -90,7 +92,7 @@ def lab_pages(config_path: str | None, tmp_path, pages=("lab", "formgrader", "co
         while get(f"{base}/api?token={TOKEN}")[0] != 200:
             assert server.poll() is None and time.monotonic() < deadline, "JupyterLab did not start"
             time.sleep(0.5)
-        return {page: get(f"{base}/{page}?token={TOKEN}") for page in pages}
+        return {page: get(f"http://{address}:{port}/{page}?token={TOKEN}") for page in pages}
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -121,3 +123,25 @@ def test_lab_opens_lecture_one(tmp_path):
     pages = lab_pages(student_config(), tmp_path, pages=("", f"lab/tree/{lecture}"), options=lab_options("lab"))
     assert pages[""] == (302, f"/lab/tree/{lecture}?token={TOKEN}")
     assert pages[f"lab/tree/{lecture}"][0] == 200 and (ROOT / lecture).is_file()
+
+
+def test_lab_ip_lets_a_containers_published_port_reach_jupyter(tmp_path):
+    """README, "On a Mac": `docker run -p 8888:8888 ... make lab LAB_IP=0.0.0.0`. Jupyter listens on localhost
+    alone by default, which a published port does not reach; LAB_IP widens it (seen here at 127.0.0.2, a
+    loopback address that a server on 127.0.0.1 alone does not answer)."""
+    assert "--ServerApp.ip" not in lab_command("lab", 0)
+    wide = [w for w in shlex.split(lab_command("lab", 0, "LAB_IP=0.0.0.0")) if w.startswith("--ServerApp.ip")]
+    assert wide == ["--ServerApp.ip=0.0.0.0"]
+    assert lab_pages(None, tmp_path, pages=("api",), options=wide, address="127.0.0.2")["api"][0] == 200
+    assert lab_pages(None, tmp_path, pages=("api",), address="127.0.0.2")["api"][0] == 0
+
+
+def test_on_macos_the_install_stops_with_one_line_that_says_where_to_go(tmp_path):
+    """numba-cuda has no macOS build: `make lab` says so before it makes a virtual environment, not pip's
+    resolver error after it."""
+    venv = tmp_path / "venv"
+    made = subprocess.run(["make", "lab", "PLATFORM=Darwin", f"VENV={venv}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert made.returncode != 0 and not venv.exists()
+    said = made.stderr.splitlines()[0]
+    assert "no build for macOS" in said and "Colab" in said and "Linux container" in said, made.stderr

@@ -232,3 +232,100 @@ def test_partial_indexing_gives_views_like_numba():
     out = np.zeros((7, 3), np.int32)
     row_sums_through_views[1, 8](out, a)
     np.testing.assert_array_equal(out, np.stack([a.sum(1), a[:, -1], np.full(7, 5)], axis=1))
+
+
+@cuda.jit
+def minima_and_maxima(out, x, y, n):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i, 0] = min(x[i], y[i])  # two float64: PTX's min.f64
+        out[i, 1] = max(x[i], y[i])
+        out[i, 2] = min(n[i], y[i])  # an integer and a float: Python's order
+        out[i, 3] = max(n[i], y[i])
+        out[i, 4] = min(x[i], y[i], x[i])  # three values: Python's order
+        out[i, 5] = max(x[i], y[i], x[i])
+
+
+def test_min_and_max_give_what_numba_cuda_compiles():
+    """Of two float32 or float64 values, numba-cuda calls libdevice's fmin/fmax (`max.f64` in the PTX): a NaN
+    loses to a number and -0.0 < +0.0 in either order. Anything else is numba's do_minmax, Python's order: the
+    first of equal values stays, a NaN only in first place (NumPy's minimum gets every one of these wrong)."""
+    nan = np.nan
+    x = np.array([0.0, -0.0, nan, 1.0, nan, 2.0, -0.0])
+    y = np.array([-0.0, 0.0, 1.0, nan, nan, 2.0, -0.0])
+    n = np.array([0, 0, 1, 1, 0, 2, 0])
+    out = np.full((x.size, 6), 99.0)
+    minima_and_maxima[1, 32](out, x, y, n)
+
+    def ptx(a, b, smaller):
+        if np.isnan(a) or np.isnan(b):
+            return b if np.isnan(a) else a
+        if a == b == 0:  # -0.0 < +0.0
+            negative = (np.signbit(a) or np.signbit(b)) if smaller else (np.signbit(a) and np.signbit(b))
+            return -0.0 if negative else 0.0
+        return min(a, b) if smaller else max(a, b)
+
+    def python(values, smaller):
+        best = values[0]
+        for v in values[1:]:
+            best = v if (v < best if smaller else v > best) else best
+        return best
+
+    rows = [[ptx(a, b, True), ptx(a, b, False), python([float(k), b], True), python([float(k), b], False),
+             python([a, b, a], True), python([a, b, a], False)] for a, b, k in zip(x, y, n)]
+    expected = np.array(rows)
+    same = (out.view(np.int64) == expected.view(np.int64)) | (np.isnan(out) & np.isnan(expected))
+    assert same.all(), f"rows {np.flatnonzero(~same.all(axis=1)).tolist()}:\n{out}\nexpected\n{expected}"
+
+
+@cuda.jit
+def atomic_extrema(out, values):
+    i = cuda.grid(1)
+    if i < values.size:
+        cuda.atomic.max(out, (i, 0), values[i])
+        cuda.atomic.min(out, (i, 1), values[i])
+        cuda.atomic.nanmax(out, (i, 2), values[i])
+        cuda.atomic.nanmin(out, (i, 3), values[i])
+
+
+def test_float_atomic_extrema_replace_only_a_strictly_better_value_as_numba_cudas_loops_do():
+    """numba-cuda's float atomic max/min (a compare-and-swap loop, `cudadrv/nvvm.py`) store ``val`` only where it
+    is strictly larger (smaller), and leave the element as it is when either is a NaN; nanmax/nanmin skip a
+    NaN ``val`` and replace a NaN element. NumPy's maximum would spread the NaN and pick between signed zeros."""
+    nan = np.nan
+    old = np.array([1.0, 1.0, nan, nan, 0.0, -0.0, 1.0, 3.0])
+    val = np.array([nan, 2.0, 5.0, nan, -0.0, 0.0, 0.5, 3.0])
+    out = np.repeat(old[:, None], 4, axis=1)
+    atomic_extrema[1, 32](out, val)
+    expected = np.array([
+        [1.0, 1.0, 1.0, 1.0],  # a NaN val: max and min keep 1, nanmax and nanmin skip it
+        [2.0, 1.0, 2.0, 1.0],
+        [nan, nan, 5.0, 5.0],  # a NaN element: max and min keep it, nanmax and nanmin replace it
+        [nan, nan, nan, nan],
+        [0.0, 0.0, 0.0, 0.0],  # equal values: the element stays, sign of zero included
+        [-0.0, -0.0, -0.0, -0.0],
+        [1.0, 0.5, 1.0, 0.5],
+        [3.0, 3.0, 3.0, 3.0],
+    ])
+    same = (out.view(np.int64) == expected.view(np.int64)) | (np.isnan(out) & np.isnan(expected))
+    assert same.all(), f"rows {np.flatnonzero(~same.all(axis=1)).tolist()}:\n{out}"
+
+
+@cuda.jit
+def half_extrema(out, a, b):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i, 0] = cuda.fp16.hmax(a[i], b[i])
+        out[i, 1] = cuda.fp16.hmin(a[i], b[i])
+
+
+def test_half_extrema_are_cudas_hmax_and_hmin():
+    """cuda_fp16.h: "If either of inputs is NaN, the other input is returned ... If values of both inputs are
+    0.0, then +0.0 > -0.0"."""
+    a = np.array([np.nan, 1.0, -0.0, 0.0, np.nan, 2.0], np.float16)
+    b = np.array([1.0, np.nan, 0.0, -0.0, np.nan, -3.0], np.float16)
+    out = np.zeros((a.size, 2), np.float16)
+    half_extrema[1, 32](out, a, b)
+    expected = np.array([[1, 1], [1, 1], [0.0, -0.0], [0.0, -0.0], [np.nan, np.nan], [2, -3]], np.float16)
+    same = (out.view(np.int16) == expected.view(np.int16)) | (np.isnan(out) & np.isnan(expected))
+    assert same.all(), out

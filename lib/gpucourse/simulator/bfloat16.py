@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from .extrema import extremum
+
 try:
     import ml_dtypes
 
@@ -190,8 +192,9 @@ def _operations() -> dict:
         "hequ": _compare(np.equal, True), "hneu": _compare(np.not_equal, True),
         "hgeu": _compare(np.greater_equal, True), "hgtu": _compare(np.greater, True),
         "hleu": _compare(np.less_equal, True), "hltu": _compare(np.less, True),
-        "hmax": _rounded(np.fmax), "hmin": _rounded(np.fmin), "hmax_nan": _rounded(np.maximum),
-        "hmin_nan": _rounded(np.minimum), "hisnan": lambda v: np.isnan(np.asarray(v).astype(np.float32)),
+        "hmax": _rounded(lambda a, b: extremum(a, b, True)), "hmin": _rounded(lambda a, b: extremum(a, b, False)),
+        "hmax_nan": _rounded(lambda a, b: extremum(a, b, True, nan_wins=True)),
+        "hmin_nan": _rounded(lambda a, b: extremum(a, b, False, nan_wins=True)), "hisnan": lambda v: np.isnan(np.asarray(v).astype(np.float32)),
         "hisinf": _is_infinite,
         "bfloat162float": lambda v: np.asarray(v).astype(np.float32) if isinstance(v, np.ndarray)
         else np.float32(v),

@@ -11,21 +11,41 @@ import builtins
 import cmath
 import functools
 import math
+import operator
 
 import numpy as np
 
 from .arithmetic import complex_quotient, dtype_of, strong, typed
+from .extrema import extremum
 
 
-def _fold(numpy_function, builtin):
-    def folded(*args):
-        if len(args) == 1:  # min(a_tuple)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _min_max(name: str):
+    """numba-cuda's ``min`` or ``max``. Of two float32 or float64 values it calls libdevice's ``fmin``/``fmax``,
+    PTX's ``min``/``max``: a NaN loses to a number, and -0.0 < +0.0. Of anything else (integers, float16, a
+    mix of an integer and a float, three values, a tuple) it runs Python's order (numba's ``do_minmax``): the
+    first of equal values stays, and so does a NaN in first place only; in the type numba unifies them to."""
+    beats = operator.lt if name == "min" else operator.gt
+    builtin = getattr(builtins, name)
+
+    def min_max(*args):
+        tupled = len(args) == 1
+        if tupled:  # min(a_tuple)
             args = tuple(args[0])
-        if any(isinstance(a, np.ndarray) for a in args):
-            return functools.reduce(numpy_function, map(strong, args))
-        return builtin(*args)
+        if all(type(a) is int for a in args):
+            return builtin(*args)
+        values = [strong(a) for a in args]
+        if not tupled and len(values) == 2 and all(dtype_of(v) in _FLOATS for v in values):
+            result = extremum(*values, larger=name == "max")
+        else:
+            result = values[0]
+            for value in values[1:]:
+                result = np.where(beats(value, result), value, result)
+        return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
 
-    return folded
+    return min_max
 
 
 def cast_to(dtype, python_type):
@@ -186,8 +206,8 @@ MATH = {function: _numba_typed(function, implementation) for function, implement
 }.items()}
 
 BUILTINS = {
-    builtins.min: _fold(np.minimum, builtins.min),
-    builtins.max: _fold(np.maximum, builtins.max),
+    builtins.min: _min_max("min"),
+    builtins.max: _min_max("max"),
     builtins.abs: lambda x: np.abs(x) if isinstance(x, np.ndarray) else abs(x),
     builtins.int: _converted(builtins.int, lambda v: np.trunc(v) if np.result_type(v).kind == "f" else v),
     builtins.float: _converted(builtins.float, lambda v: v),

@@ -15,6 +15,7 @@ from numba.cuda import config as numba_config
 from .arithmetic import as_dtype, cast
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
+from .extrema import extremum
 from .geometry import WARP_SIZE
 from .memory import SimArray
 from .runtime import RUNTIME as rt, atomic_add, atomic_sub
@@ -276,13 +277,27 @@ def _replaced(old, value):
     return new
 
 
+def _atomic_extremum(larger: bool, nan_loses: bool):
+    """numba-cuda's atomic max/min (``nan_loses``: nanmax/nanmin): ``val`` replaces ``old`` only where it is
+    strictly larger (smaller), so equal values (+0.0 and -0.0) keep ``old``. max/min leave ``old`` as it is
+    when either is a NaN; nanmax/nanmin skip a NaN ``val`` and replace a NaN ``old`` (numba-cuda's CAS loops
+    in ``cudadrv/nvvm.py``)."""
+    def extremum(old, val):
+        beaten = (old < val) if larger else (old > val)
+        if nan_loses and np.asarray(old).dtype.kind == "f":
+            beaten = (beaten | np.isnan(old)) & ~np.isnan(val)
+        return np.where(beaten, val, old).astype(np.asarray(old).dtype)
+
+    return extremum
+
+
 class Atomic:
     add = staticmethod(_atomic(atomic_add))
     sub = staticmethod(_atomic(atomic_sub))
-    max = staticmethod(_atomic(np.maximum))
-    min = staticmethod(_atomic(np.minimum))
-    nanmax = staticmethod(_atomic(np.fmax))
-    nanmin = staticmethod(_atomic(np.fmin))
+    max = staticmethod(_atomic(_atomic_extremum(larger=True, nan_loses=False)))
+    min = staticmethod(_atomic(_atomic_extremum(larger=False, nan_loses=False)))
+    nanmax = staticmethod(_atomic(_atomic_extremum(larger=True, nan_loses=True)))
+    nanmin = staticmethod(_atomic(_atomic_extremum(larger=False, nan_loses=True)))
     exch = staticmethod(_atomic(_replaced))
     and_ = staticmethod(_atomic(np.bitwise_and))
     or_ = staticmethod(_atomic(np.bitwise_or))
@@ -322,8 +337,8 @@ class FP16:
     hneg = staticmethod(_half(np.negative))
     habs = staticmethod(_half(np.abs))
     hfma = staticmethod(_half(lambda a, b, c: a * b + c))
-    hmax = staticmethod(_half(np.maximum))
-    hmin = staticmethod(_half(np.minimum))
+    hmax = staticmethod(_half(lambda a, b: extremum(a, b, larger=True)))  # __hmax: a NaN loses, -0.0 < +0.0
+    hmin = staticmethod(_half(lambda a, b: extremum(a, b, larger=False)))
     hsqrt = staticmethod(_half(np.sqrt))
     hrsqrt = staticmethod(_half(lambda a: 1 / np.sqrt(a)))
     hrcp = staticmethod(_half(lambda a: 1 / a))

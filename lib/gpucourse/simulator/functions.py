@@ -22,6 +22,11 @@ from .extrema import extremum
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@functools.cache
+def _unified(dtypes: tuple) -> np.dtype:
+    return functools.reduce(np.promote_types, dtypes)
+
+
 def _min_max(name: str):
     """numba-cuda's ``min`` or ``max``. Of two float32 or float64 values it calls libdevice's ``fmin``/``fmax``,
     PTX's ``min``/``max``: a NaN loses to a number, and -0.0 < +0.0. Of anything else (integers, float16, a
@@ -37,7 +42,14 @@ def _min_max(name: str):
         if all(type(a) is int for a in args):
             return builtin(*args)
         values = [strong(a) for a in args]
-        if not tupled and len(values) == 2 and all(dtype_of(v) in _FLOATS for v in values):
+        ptx = not tupled and len(values) == 2 and all(dtype_of(v) in _FLOATS for v in values)
+        if not any(type(v) is np.ndarray for v in values):  # one value for all lanes: no arrays to build
+            if ptx and (values[0] != values[0] or values[1] != values[1] or values[0] == values[1] == 0):
+                best = extremum(*values, larger=name == "max")[()]
+            else:
+                best = builtin(*values)
+            return _unified(tuple(v.dtype for v in values)).type(best)
+        if ptx:
             result = extremum(*values, larger=name == "max")
         else:
             result = values[0]

@@ -8,7 +8,7 @@ process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-
 
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
-comparisons, ``min``/``max`` and conditional expressions; ``if``/``else``, loops of uniform and per-thread
+comparisons, ``min``/``max``, powers with a small integer exponent and conditional expressions; ``if``/``else``, loops of uniform and per-thread
 length and early returns; shared memory written by every thread, a barrier, then read at another thread's
 place; warp shuffles and votes over full warps; integer atomics into one total. Outputs go to a float64
 array (float results), an int64 array (integer results) and a float64 array (the running value); a final
@@ -119,8 +119,8 @@ class Generator:
         r = self.random
         if depth == 0 or r.random() < 0.25:
             return self.leaf(kind)
-        form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "min", "ternary", "neg", "cmp"])
-        if form == "*" and under_sum:
+        form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "**", "min", "ternary", "neg", "cmp"])
+        if form in ("*", "**") and under_sum:  # x ** 2 is the product x * x
             form = "min"
         if form in ("+", "-", "*"):
             left, lt = self.expression(depth - 1, kind, under_sum=form != "*")
@@ -138,6 +138,9 @@ class Generator:
             if operator_ == "&":
                 right, rt = self.expression(depth - 1, "int")
             return f"({left} {operator_} {right})", result_type(OPERATORS[operator_], lt, rt)
+        if form == "**":  # a small integer exponent: numba squares and multiplies (and inverts), as the simulator
+            base, bt = self.expression(depth - 1, kind)  # an integer to a negative literal is a float in numba
+            return f"({base} ** {r.randint(0 if bt.kind in 'iu' else -2, 3)})", result_type(operator.pow, bt, INT64)
         if form == "min":
             left, lt = self.expression(depth - 1, kind)
             right, rt = self.expression(depth - 1, kind)

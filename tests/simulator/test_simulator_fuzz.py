@@ -181,6 +181,10 @@ def test_simulator_computes_what_numba_compiles(body):
      "out[i, 2] = (u[i] - n[i]) % 5"],
     # 0.0 / 0.0 negated: a NaN of either sign (found by 600 random examples; x86's compiled code keeps its sign)
     ["t = 0.0", "out[i, 0] = (-((u[i] % 4) / (g[i] // 6)))", "out[i, 1] = -0.0 * f[i]", "out[i, 2] = t"],
+    # integer exponents by squaring and multiplying, as numba's int_power (NumPy's pow rounds x ** 3 once);
+    # an integer base with a negative exponent: 0, 1, -1 or (for 0) the lowest integer
+    ["t = g[i] ** 3", "out[i, 0] = t + f[i] ** -2", "out[i, 1] = m[i] ** -1 + (m[i] % 3 - 1) ** -3",
+     "out[i, 2] = g[i] ** (u[i] % 9) + 1.5 ** 3"],
 ])
 def test_a_known_kernel_agrees(body):
     """The fuzzing harness itself on a hand-written body."""

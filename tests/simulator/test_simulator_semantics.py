@@ -329,3 +329,29 @@ def test_half_extrema_are_cudas_hmax_and_hmin():
     expected = np.array([[1, 1], [1, 1], [0.0, -0.0], [0.0, -0.0], [np.nan, np.nan], [2, -3]], np.float16)
     same = (out.view(np.int16) == expected.view(np.int16)) | (np.isnan(out) & np.isnan(expected))
     assert same.all(), out
+
+
+@cuda.jit
+def float_to_integers(o32, ou32, o64, o8, ou8, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        o32[i] = a[i]  # cvt.rzi.s32.f64
+        ou32[i] = a[i]  # cvt.rzi.u32.f64
+        o64[i] = int(a[i])  # cvt.rzi.s64.f64
+        o8[i] = a[i]  # cvt.rzi.s16.f64, then the low byte
+        ou8[i] = a[i]  # cvt.rzi.u16.f64, then the low byte
+
+
+def test_floats_become_integers_as_ptx_converts_them():
+    """numba-cuda converts with `cvt.rzi` (read in its PTX): toward zero, NaN to 0, out-of-range values clamped
+    to the type's range, to 16 bits for an 8-bit type (whose low byte is stored). NumPy's cast gives x86's
+    lowest integer for all of them."""
+    a = np.array([np.inf, -np.inf, np.nan, 3e9, -3e9, 300.0, -300.0, 1e20, 2.7, -2.7])
+    outputs = [np.full(a.size, 7, dtype) for dtype in (np.int32, np.uint32, np.int64, np.int8, np.uint8)]
+    float_to_integers[1, 32](*outputs, a)
+    i32, u32, i64 = 2**31 - 1, 2**32 - 1, 2**63 - 1
+    assert outputs[0].tolist() == [i32, -i32 - 1, 0, i32, -i32 - 1, 300, -300, i32, 2, -2]
+    assert outputs[1].tolist() == [u32, 0, 0, 3_000_000_000, 0, 300, 0, u32, 2, 0]
+    assert outputs[2].tolist() == [i64, -i64 - 1, 0, 3_000_000_000, -3_000_000_000, 300, -300, i64, 2, -2]
+    assert outputs[3].tolist() == [-1, 0, 0, -1, 0, 44, -44, -1, 2, -2]  # 32767 -> 0xFF, -32768 -> 0x00
+    assert outputs[4].tolist() == [255, 0, 0, 255, 0, 44, 0, 255, 2, 0]

@@ -94,16 +94,35 @@ def range_dtype(dtypes: tuple) -> np.dtype:
 
 def cast(value, dtype: np.dtype):
     """``value`` (lane array or scalar) as ``dtype``; a Python int too wide for an integer dtype wraps, as in numba;
-    to bfloat16, rounded once (`bfloat16.round_to`)."""
+    a float to an integer as the GPU converts it (`float_to_integer`); to bfloat16, rounded once
+    (`bfloat16.round_to`)."""
     if dtype is BFLOAT16:
         return bfloat16.round_to(value)
     if type(value) is np.ndarray:
+        if value.dtype.kind == "f" and dtype.kind in "iu":
+            return float_to_integer(value, dtype)
         return value.astype(dtype, copy=False)
     if isinstance(value, np.generic) and value.dtype == dtype:
         return value
     if type(value) is int and dtype.kind in "iu":
         return _int_as(value, dtype)
+    if dtype.kind in "iu" and (type(value) is float or (isinstance(value, np.generic) and value.dtype.kind == "f")):
+        return float_to_integer(np.asarray(value, np.float64 if type(value) is float else value.dtype), dtype)[()]
     return dtype.type(value)
+
+
+def float_to_integer(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Floats as integers of ``dtype`` as PTX's ``cvt.rzi`` converts them (numba-cuda's conversions): toward
+    zero, NaN to 0, clamped to the range of the type, or of 16 bits for an 8-bit type (numba-cuda converts to
+    int8 with ``cvt.rzi.s16``, then keeps the low byte). NumPy's cast gives the lowest integer (x86's) instead."""
+    wide = dtype if dtype.itemsize > 1 else np.dtype(np.int16 if dtype.kind == "i" else np.uint16)
+    info = np.iinfo(wide)
+    with np.errstate(invalid="ignore"):
+        result = x.astype(wide)
+        high, low, nan = x >= info.max, x <= info.min, np.isnan(x)
+    if high.any() or low.any() or nan.any():
+        result = np.where(nan, 0, np.where(high, info.max, np.where(low, info.min, result))).astype(wide)
+    return result.astype(dtype, copy=False)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -188,6 +207,42 @@ def _true_divide(a, b):
     return operator.truediv(a, b)
 
 
+_POWER_CUTOFF = 0x10000  # numba's int_power: past it, math.pow
+
+
+def _power(a, b):
+    """``a ** b`` as numba-cuda computes it (its ``int_power``): an integer exponent by squaring and multiplying in
+    the base's type, so ``x ** 3`` is ``x * (x * x)``, rounded twice where NumPy's ``pow`` rounds once; a negative
+    one inverts (``1.0 / r``), and an integer base then gives 0, or itself for 1 and -1, or the lowest integer
+    for 0 (numba's error model on a GPU). A float exponent or a complex base: ``pow``."""
+    a, b = np.asarray(a), np.asarray(b)
+    if b.dtype.kind not in "iu" or a.dtype.kind not in "iuf":
+        return np.power(a, b)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    exponent = np.abs(b.astype(np.int64))
+    far = exponent > _POWER_CUTOFF
+    remaining = np.broadcast_to(np.where(far, 0, exponent), shape)
+    result, value = np.ones(shape, a.dtype), np.broadcast_to(a, shape)
+    with np.errstate(all="ignore"):
+        while remaining.any():
+            result = np.where(remaining & 1, result * value, result)
+            remaining, value = remaining >> 1, value * value
+        negative = b < 0
+        if a.dtype.kind == "f":
+            result = np.where(negative, 1 / result, result)
+            if far.any():
+                result = np.where(far, np.power(a, b.astype(a.dtype)), result)
+        else:
+            if negative.any():
+                inverted = np.where(a == 0, np.iinfo(a.dtype).min, np.where((a == 1) | (a == -1), result, 0))
+                result = np.where(negative, inverted, result)
+            if far.any():
+                result = np.where(far, float_to_integer(np.power(a.astype(np.float64), b.astype(np.float64)),
+                                                        a.dtype), result)
+    result = result.astype(a.dtype, copy=False)
+    return result if result.ndim else result[()]
+
+
 _UNPLANNED = object()
 
 
@@ -196,6 +251,7 @@ def _operator(function, implementation=None, arity: int = 2):
     of every statement of a simulated kernel)."""
     compute = implementation or function
     plans: dict = {}
+    python_computes = function is not operator.pow  # Python's ``**`` rounds once, as pow does
 
     def plan_of(operands, key):
         try:
@@ -206,7 +262,7 @@ def _operator(function, implementation=None, arity: int = 2):
 
     def apply2(a, b):
         ta, tb = type(a), type(b)
-        if (ta is int or ta is float) and (tb is int or tb is float):  # bool: ~True is False in numba
+        if (ta is int or ta is float) and (tb is int or tb is float) and python_computes:  # bool: ~True is False
             return _on_python_scalars(function, (a, b))
         key = (a.dtype if ta is np.ndarray or (ta not in _PYTHON_SCALARS and isinstance(a, np.generic)) else ta,
                b.dtype if tb is np.ndarray or (tb not in _PYTHON_SCALARS and isinstance(b, np.generic)) else tb)
@@ -277,7 +333,7 @@ class Arithmetic:
 
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name),
-            _operator(_function, _true_divide if _name == "Div" else None, 1 if _name in UNARY else 2))
+            _operator(_function, {"Div": _true_divide, "Pow": _power}.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
            "method_name", "select", "strong", "typed"]

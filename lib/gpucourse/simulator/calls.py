@@ -145,7 +145,7 @@ def _direct(function):
         return None
     if isinstance(function, numba_types.Number) or function is numba_types.boolean:
         dtype = as_dtype(function)
-        return None if dtype is bfloat16.BFLOAT16 else cast_to(dtype, dtype.type)
+        return None if dtype is bfloat16.BFLOAT16 else cast_to(dtype)
     if getattr(function, SIMULATION, None) is not None or collective.emulation(function) is not None:
         return None
     return _plain_call(function)

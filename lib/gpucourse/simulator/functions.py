@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from .arithmetic import complex_quotient, dtype_of, strong, typed
+from .arithmetic import cast, complex_quotient, dtype_of, strong, typed
 from .extrema import extremum
 
 
@@ -60,13 +60,9 @@ def _min_max(name: str):
     return min_max
 
 
-def cast_to(dtype, python_type):
-    def cast(value):
-        if isinstance(value, np.ndarray):
-            return value.astype(dtype)
-        return python_type(value)
-
-    return cast
+def cast_to(dtype):
+    """A kernel's ``int32(x)``, ``float32(x)``...: `arithmetic.cast` (integers wrap, floats convert as ``cvt.rzi``)."""
+    return lambda value: cast(value, dtype)
 
 
 def _elementwise(math_function, arity: int = 1):

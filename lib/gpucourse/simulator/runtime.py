@@ -744,6 +744,8 @@ class Runtime(Arithmetic):
             value = value if lanes is None else value[lanes]
         if array.dtype is BFLOAT16:
             value = round_to_bfloat16(value)  # NumPy's conversion from float64 rounds twice
+        elif array.dtype.kind in "iu" and getattr(dtype_of(value), "kind", "") == "f":
+            value = cast(value, array.dtype)  # as cvt.rzi: NaN to 0, out of range clamped (NumPy: the lowest int)
         array.assign(elements, components, value, field)
 
     def store_in_record(self, record, index, value, site: int) -> None:
@@ -937,7 +939,7 @@ def _atomic_in_lane_order(data, operation, elements, values, compares, old) -> N
 def _per_lane(value, lanes, n, dtype) -> np.ndarray:
     if isinstance(value, np.ndarray) and value.ndim:
         value = value if lanes is None else value[lanes]
-    return np.broadcast_to(np.asarray(value).astype(dtype, copy=False), (n,))
+    return np.broadcast_to(cast(np.asarray(value), dtype), (n,))
 
 
 def _element_name(array: SimArray, element: int) -> str:

@@ -13,8 +13,8 @@ from numba.cuda import float32, float64
 from gpucourse import simulated
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
-from numba.cuda.bf16 import (bfloat16, float32_to_bfloat16_rd, float32_to_bfloat16_ru,  # noqa: E402
-                             float32_to_bfloat16_rz, hdiv, hfma, hmax, hsqrt)
+from numba.cuda.bf16 import (bfloat16, bfloat162ll_rz, bfloat162ull_rz, float32_to_bfloat16_rd,  # noqa: E402
+                             float32_to_bfloat16_ru, float32_to_bfloat16_rz, hdiv, hfma, hmax, hsqrt)
 
 BF16 = ml_dtypes.bfloat16
 MAX = Fraction(2**8 - 1, 2**7) * 2**127  # the largest finite bfloat16
@@ -173,3 +173,24 @@ def test_cuda_bfloat16_of_a_float64_rounds_once():
     out = np.zeros(N, np.float32)
     constructed_through_cuda[(N + 63) // 64, 64](out, d)
     assert out.tolist() == [nearest(Fraction(v)) for v in d.tolist()]
+
+
+@cuda.jit
+def to_wide_integers(signed, unsigned, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        x = bfloat16(a[i])
+        signed[i] = bfloat162ll_rz(x)
+        unsigned[i] = bfloat162ull_rz(x)
+
+
+def test_conversions_to_64_bit_integers_clamp_at_the_types_range():
+    """cvt.rzi.s64.bf16 and .u64: NaN to 0, beyond the range the nearest end (2**63 - 1 as a float is 2**63, so
+    clamping in floats and then casting gave the lowest int64)."""
+    a = np.array([1e19, -1e19, 3e38, -3e38, np.nan, 2.5, -2.5], np.float32)
+    signed, unsigned = np.zeros(a.size, np.int64), np.zeros(a.size, np.uint64)
+    to_wide_integers[1, 32](signed, unsigned, a)
+    top, bottom = 2**63 - 1, -2**63
+    assert signed.tolist() == [top, bottom, top, bottom, 0, 2, -2]
+    assert unsigned.tolist()[1:] == [0, 2**64 - 1, 0, 0, 2, 0]
+    assert unsigned[0] == int(float(BF16(1e19)))  # below 2**64: converted, not clamped

@@ -149,8 +149,11 @@ def _to_integer(dtype, rounding):
     def apply(value):
         x, lanes = _lanes(value)
         x = rounding(x.astype(np.float64))
-        x = np.where(np.isnan(x), 0, np.clip(x, info.min, info.max))
-        return _shaped(x.astype(dtype), lanes)
+        with np.errstate(invalid="ignore"):  # the values out of range are replaced below
+            inside = np.where(np.isnan(x), 0, x).astype(dtype)
+        # clamped by comparison: 2**63 - 1 as a float is 2**63, which np.clip would turn into the lowest int64
+        return _shaped(np.where(x >= info.max, info.max, np.where(x <= info.min, info.min, inside)).astype(dtype),
+                       lanes)
 
     return apply
 

@@ -223,7 +223,8 @@ class Generator:
                 return [f"t = t + cuda.{operation}(0xFFFFFFFF, {self.comparison(1)})"]
             dtype = self.choice(["float32", "float64", "int32", "int64"])
             shuffled = f"{dtype}({value})" if dtype[0] == "f" else f"{dtype}({self.expression(2, 'int')[0]})"
-            return [f"t = t + cuda.{operation}(0xFFFFFFFF, {shuffled}, {r.randint(0, 31)})"]
+            # lanes and offsets past 0..31 too: shfl.sync reads their low 5 bits
+            return [f"t = t + cuda.{operation}(0xFFFFFFFF, {shuffled}, {r.randint(-4, 63)})"]
         if feature == "atomic":
             integer, _ = self.expression(2, "int")
             operation = self.choice(["add", "max", "min"])

@@ -25,6 +25,12 @@ def scale_shift(x):
     return x * 3 - 1
 
 
+def scaled_and_shifted(x: np.ndarray) -> np.ndarray:
+    """`scale_shift` as numba types it: float32 * 3 is float64 (the int literal is an int64), rounded to float32
+    once by the store; NumPy in float32 rounds twice, an ulp apart where x * 3 is close to 1."""
+    return (x.astype(np.float64) * 3 - 1).astype(np.float32)
+
+
 def multiply(x, y):
     return x * y
 
@@ -83,7 +89,7 @@ def test_a_contiguous_map_runs_one_dimensional():
         out = poisoned(view.shape)
         with trace() as t:
             elementwise.launch_elementwise(elementwise.make_map(scale_shift), out, view, threads=64)
-        np.testing.assert_allclose(out.numpy(), view.numpy() * 3 - 1, rtol=1e-6)
+        np.testing.assert_array_equal(out.numpy(), scaled_and_shifted(view.numpy()))
         reads[name] = int(t.reads_per_thread("index").max())
     assert reads == {"contiguous": 2, "transposed": 6}
 
@@ -100,7 +106,7 @@ def test_map_on_views(shape, view, grid_stride):
     kernel = elementwise.make_map(scale_shift, grid_stride=grid_stride)
     with trace() as t:
         elementwise.launch_elementwise(kernel, out, a, threads=32, blocks=2 if grid_stride else None)
-    np.testing.assert_allclose(out.numpy(), a.numpy() * 3 - 1, rtol=1e-6)
+    np.testing.assert_array_equal(out.numpy(), scaled_and_shifted(a.numpy()))
     t.assert_writes_per_element("out", exactly=1)
     reads = t.reads_per_element("a")  # the whole storage: only the view's elements, once each
     assert reads.sum() == a.size and reads.max() == 1
@@ -128,7 +134,8 @@ def test_a_map_on_device_tensors_is_the_same_launch():
     kernel = elementwise.make_map(scale_shift)
     with trace() as t:
         elementwise.launch_elementwise(kernel, d_out, on_device, threads=32)
-    np.testing.assert_allclose(d_out.storage.copy_to_host().reshape(view.shape), view.numpy() * 3 - 1, rtol=1e-6)
+    got = d_out.storage.copy_to_host().reshape(view.shape)
+    np.testing.assert_array_equal(got, scaled_and_shifted(view.numpy()))
     assert t.reads_per_element("a").sum() == view.size
 
 

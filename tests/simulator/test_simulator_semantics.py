@@ -355,3 +355,24 @@ def test_floats_become_integers_as_ptx_converts_them():
     assert outputs[2].tolist() == [i64, -i64 - 1, 0, 3_000_000_000, -3_000_000_000, 300, -300, i64, 2, -2]
     assert outputs[3].tolist() == [-1, 0, 0, -1, 0, 44, -44, -1, 2, -2]  # 32767 -> 0xFF, -32768 -> 0x00
     assert outputs[4].tolist() == [255, 0, 0, 255, 0, 44, 0, 255, 2, 0]
+
+
+@cuda.jit
+def shuffled(out, offset):
+    lane = cuda.threadIdx.x
+    out[0, lane] = cuda.shfl_down_sync(0xFFFFFFFF, lane, offset)
+    out[1, lane] = cuda.shfl_up_sync(0xFFFFFFFF, lane, offset)
+    out[2, lane] = cuda.shfl_xor_sync(0xFFFFFFFF, lane, offset)
+    out[3, lane] = cuda.shfl_sync(0xFFFFFFFF, lane, offset)
+
+
+@pytest.mark.parametrize("offset", [1, 32, 33, 40, -1])
+def test_shuffles_read_the_low_five_bits_of_their_lane_or_offset(offset):
+    """PTX's shfl.sync: ``bval[4:0] = b[4:0]``; down reads lane + bval where that is at most 31, up lane - bval
+    where that is at least 0, else the lane keeps its own value; xor reads lane ^ bval, idx lane bval."""
+    out = np.full((4, 32), -1, np.int64)
+    shuffled[1, 32](out, offset)
+    lane, b = np.arange(32), offset & 31
+    expected = [np.where(lane + b <= 31, lane + b, lane), np.where(lane - b >= 0, lane - b, lane), lane ^ b,
+                np.full(32, b)]
+    np.testing.assert_array_equal(out, np.array(expected))

@@ -204,20 +204,26 @@ def _shuffle(what: str, mask, value, source):
     return value[source_lane]
 
 
+def _five_bits(lane_or_offset):
+    """PTX's ``shfl.sync`` reads the low 5 bits of its lane or offset (``bval[4:0] = b[4:0]``): a delta of 33
+    is 1, of -1 is 31."""
+    return _lanes_of(lane_or_offset).astype(np.int64) & (WARP_SIZE - 1)
+
+
 def shfl_sync(mask, value, src_lane):
-    return _shuffle("cuda.shfl_sync()", mask, value, _lanes_of(src_lane) % WARP_SIZE)
+    return _shuffle("cuda.shfl_sync()", mask, value, _five_bits(src_lane))
 
 
 def shfl_up_sync(mask, value, delta):
-    return _shuffle("cuda.shfl_up_sync()", mask, value, rt.geometry.laneid - delta)
+    return _shuffle("cuda.shfl_up_sync()", mask, value, rt.geometry.laneid - _five_bits(delta))
 
 
 def shfl_down_sync(mask, value, delta):
-    return _shuffle("cuda.shfl_down_sync()", mask, value, rt.geometry.laneid + delta)
+    return _shuffle("cuda.shfl_down_sync()", mask, value, rt.geometry.laneid + _five_bits(delta))
 
 
 def shfl_xor_sync(mask, value, lane_mask):
-    return _shuffle("cuda.shfl_xor_sync()", mask, value, rt.geometry.laneid ^ lane_mask)
+    return _shuffle("cuda.shfl_xor_sync()", mask, value, rt.geometry.laneid ^ _five_bits(lane_mask))
 
 
 def _per_warp_bits(bits: np.ndarray) -> np.ndarray:

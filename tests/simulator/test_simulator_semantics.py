@@ -376,3 +376,36 @@ def test_shuffles_read_the_low_five_bits_of_their_lane_or_offset(offset):
     expected = [np.where(lane + b <= 31, lane + b, lane), np.where(lane - b >= 0, lane - b, lane), lane ^ b,
                 np.full(32, b)]
     np.testing.assert_array_equal(out, np.array(expected))
+
+
+@cuda.jit
+def fused(out, a, b, c):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = cuda.fma(a[i], b[i], c[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cuda_fma_rounds_once(dtype):
+    """PTX's fma.rn: ``a * b + c`` exactly, then one rounding (a * b + c in NumPy rounds twice: 0 for the first
+    case, NaN for the second). The reference: exact fractions, rounded to the nearest ``dtype``."""
+    from fractions import Fraction
+
+    eps = float(np.finfo(dtype).eps)
+    rng = np.random.default_rng(3)
+    a = np.r_[1 + eps, 1e30, 3.0, rng.standard_normal(97)].astype(dtype)
+    b = np.r_[1 - eps, 1e10, 1 / 3, rng.standard_normal(97)].astype(dtype)
+    c = np.r_[-1.0, -np.inf, -1.0, -(a[3:].astype(np.float64) * b[3:])].astype(dtype)  # cancellations
+    out = np.zeros(a.size, dtype)
+    fused[4, 32](out, a, b, c)
+    assert out[0] == -(eps * eps) and out[1] == -np.inf
+
+    def nearest(x: Fraction):  # of the float next to x and its neighbours, the nearest; on a tie, the even one
+        f = dtype(float(x))
+        even = f"u{np.dtype(dtype).itemsize}"
+        return min((f, np.nextafter(f, dtype(np.inf)), np.nextafter(f, dtype(-np.inf))),
+                   key=lambda y: (abs(Fraction(float(y)) - x), int(np.array(y).view(even)) & 1))
+
+    exact = [nearest(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))
+             for x, y, z in zip(a[2:], b[2:], c[2:])]
+    np.testing.assert_array_equal(out[2:], np.array(exact, dtype))

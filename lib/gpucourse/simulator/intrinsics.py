@@ -12,6 +12,7 @@ from numba import cuda as numba_cuda
 from numba.core import types as numba_types
 from numba.cuda import config as numba_config
 
+from . import fused
 from .arithmetic import as_dtype, cast
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
@@ -342,7 +343,7 @@ class FP16:
     hdiv = staticmethod(_half(np.divide))
     hneg = staticmethod(_half(np.negative))
     habs = staticmethod(_half(np.abs))
-    hfma = staticmethod(_half(lambda a, b, c: a * b + c))
+    hfma = staticmethod(_half(fused.fma))
     hmax = staticmethod(_half(lambda a, b: extremum(a, b, larger=True)))  # __hmax: a NaN loses, -0.0 < +0.0
     hmin = staticmethod(_half(lambda a, b: extremum(a, b, larger=False)))
     hsqrt = staticmethod(_half(np.sqrt))
@@ -466,7 +467,7 @@ class SimCuda(BitIntrinsics):
 
     @staticmethod
     def fma(a, b, c):
-        return a * b + c
+        return fused.fma(a, b, c)
 
     @staticmethod
     def cbrt(x):

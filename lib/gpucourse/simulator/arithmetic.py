@@ -207,6 +207,18 @@ def _true_divide(a, b):
     return operator.truediv(a, b)
 
 
+def _floor_divide(a, b):
+    """``a // b`` as numba computes it: Python's floor, 0 for a zero divisor (NumPy's too), and 0 for the one
+    signed quotient that overflows, ``MIN // -1`` (numba guards it: "We return 0, 0 instead"; NumPy wraps)."""
+    quotient = np.floor_divide(a, b)
+    if quotient.dtype.kind == "i":
+        overflow = (a == np.iinfo(quotient.dtype).min) & (b == -1)
+        if np.any(overflow):
+            quotient = np.where(overflow, 0, quotient).astype(quotient.dtype)
+            return quotient if quotient.ndim else quotient[()]
+    return quotient
+
+
 _POWER_CUTOFF = 0x10000  # numba's int_power: past it, math.pow
 
 
@@ -333,7 +345,7 @@ class Arithmetic:
 
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name),
-            _operator(_function, {"Div": _true_divide, "Pow": _power}.get(_name), 1 if _name in UNARY else 2))
+            _operator(_function, {"Div": _true_divide, "FloorDiv": _floor_divide, "Pow": _power}.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
            "method_name", "select", "strong", "typed"]

@@ -8,12 +8,12 @@ process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-
 
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
-comparisons, ``min``/``max``, powers with a small integer exponent and conditional expressions; ``if``/``else``, loops of uniform and per-thread
-length and early returns; shared memory written by every thread, a barrier, then read at another thread's
-place; warp shuffles and votes over full warps; integer atomics into one total. Outputs go to a float64
-array (float results), an int64 array (integer results) and a float64 array (the running value); a final
-math function (sqrt, exp, log, sin, cos,
-tanh) applies to some float outputs.
+comparisons, ``min``/``max``, powers with a small integer exponent and conditional expressions;
+``if``/``else``, loops of uniform and per-thread length and early returns; shared memory written by every
+thread, a barrier, then read at another thread's place; warp shuffles and votes over full warps; integer
+atomics into one total. Outputs go to a float64 array (float results), an int64 array (integer results) and a
+float64 array (the running value); a final math function (sqrt, exp, log, sin, cos, tanh) applies to some
+float outputs.
 
 The documented bounds, where a GPU and the simulator legitimately differ: results of math functions within
 `MATH_ULPS` units in the last place of their type, or both under its smallest normal number (libdevice

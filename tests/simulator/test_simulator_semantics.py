@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numba import cuda, int32
 
-from conformance_kernels import block_sums
+from conformance_kernels import block_sums, integer_ops
 from gpucourse import simulated, trace
 from gpucourse.simulator import UnsupportedInKernel
 
@@ -411,14 +411,6 @@ def test_cuda_fma_rounds_once(dtype):
     np.testing.assert_array_equal(out[2:], np.array(exact, dtype))
 
 
-@cuda.jit
-def divided(out, a, b):
-    i = cuda.grid(1)
-    if i < a.size:
-        out[i, 0] = a[i] // b[i]
-        out[i, 1] = a[i] % b[i]
-
-
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_division_follows_numba_where_numpy_and_a_gpu_would_differ(dtype):
     """numba's integer // and %: Python's floor, 0 and 0 for a zero divisor, and 0 and 0 for MIN // -1 of int64,
@@ -427,7 +419,7 @@ def test_integer_division_follows_numba_where_numpy_and_a_gpu_would_differ(dtype
     low = np.iinfo(dtype).min
     a = np.array([low, low, 7, -7, 7, -7], dtype)
     b = np.array([-1, 1, 0, 0, -2, 2], dtype)
-    out = np.full((a.size, 2), 99, np.int64)
-    divided[1, 32](out, a, b)
+    out = np.full((a.size, 5), 99, np.int64)
+    integer_ops[1, 32](out, a, b)  # its columns 0 and 1: a // b, a % b
     first = 0 if dtype is np.int64 else -low
-    assert out.tolist() == [[first, 0], [low, 0], [0, 0], [0, 0], [-4, -1], [-4, 1]]
+    assert out[:, :2].tolist() == [[first, 0], [low, 0], [0, 0], [0, 0], [-4, -1], [-4, 1]]

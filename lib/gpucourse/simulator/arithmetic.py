@@ -30,6 +30,7 @@ from numba.np.numpy_support import as_dtype as numba_as_dtype, from_dtype as num
 
 from . import bfloat16
 from .bfloat16 import BFLOAT16
+from .conversions import saturated
 
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 _INT64_RANGE = 1 << 64
@@ -116,13 +117,7 @@ def float_to_integer(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     zero, NaN to 0, clamped to the range of the type, or of 16 bits for an 8-bit type (numba-cuda converts to
     int8 with ``cvt.rzi.s16``, then keeps the low byte). NumPy's cast gives the lowest integer (x86's) instead."""
     wide = dtype if dtype.itemsize > 1 else np.dtype(np.int16 if dtype.kind == "i" else np.uint16)
-    info = np.iinfo(wide)
-    with np.errstate(invalid="ignore"):
-        result = x.astype(wide)
-        high, low, nan = x >= info.max, x <= info.min, np.isnan(x)
-    if high.any() or low.any() or nan.any():
-        result = np.where(nan, 0, np.where(high, info.max, np.where(low, info.min, result))).astype(wide)
-    return result.astype(dtype, copy=False)
+    return saturated(x, wide).astype(dtype, copy=False)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -343,9 +338,11 @@ class Arithmetic:
     """The operators as methods of the runtime: ``_g_rt.op_Add(a, b)``."""
 
 
+_IMPLEMENTATIONS = {"Div": _true_divide, "FloorDiv": _floor_divide, "Pow": _power}  # where NumPy's differs from numba's
+
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name),
-            _operator(_function, {"Div": _true_divide, "FloorDiv": _floor_divide, "Pow": _power}.get(_name), 1 if _name in UNARY else 2))
+            _operator(_function, _IMPLEMENTATIONS.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
            "method_name", "select", "strong", "typed"]

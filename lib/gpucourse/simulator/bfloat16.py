@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .conversions import saturated
 from .extrema import extremum
 
 try:
@@ -144,16 +145,10 @@ def _compare(numpy_function, unordered: bool = False):
 
 def _to_integer(dtype, rounding):
     """bfloat16 to an integer type as ``cvt.*i``: rounded, nan to 0, saturated at the type's range."""
-    info = np.iinfo(dtype)
 
     def apply(value):
         x, lanes = _lanes(value)
-        x = rounding(x.astype(np.float64))
-        with np.errstate(invalid="ignore"):  # the values out of range are replaced below
-            inside = np.where(np.isnan(x), 0, x).astype(dtype)
-        # clamped by comparison: 2**63 - 1 as a float is 2**63, which np.clip would turn into the lowest int64
-        return _shaped(np.where(x >= info.max, info.max, np.where(x <= info.min, info.min, inside)).astype(dtype),
-                       lanes)
+        return _shaped(saturated(rounding(x.astype(np.float64)), dtype), lanes)
 
     return apply
 
@@ -197,7 +192,8 @@ def _operations() -> dict:
         "hleu": _compare(np.less_equal, True), "hltu": _compare(np.less, True),
         "hmax": _rounded(lambda a, b: extremum(a, b, True)), "hmin": _rounded(lambda a, b: extremum(a, b, False)),
         "hmax_nan": _rounded(lambda a, b: extremum(a, b, True, nan_wins=True)),
-        "hmin_nan": _rounded(lambda a, b: extremum(a, b, False, nan_wins=True)), "hisnan": lambda v: np.isnan(np.asarray(v).astype(np.float32)),
+        "hmin_nan": _rounded(lambda a, b: extremum(a, b, False, nan_wins=True)),
+        "hisnan": lambda v: np.isnan(np.asarray(v).astype(np.float32)),
         "hisinf": _is_infinite,
         "bfloat162float": lambda v: np.asarray(v).astype(np.float32) if isinstance(v, np.ndarray)
         else np.float32(v),

@@ -289,13 +289,13 @@ def _atomic_extremum(larger: bool, nan_loses: bool):
     strictly larger (smaller), so equal values (+0.0 and -0.0) keep ``old``. max/min leave ``old`` as it is
     when either is a NaN; nanmax/nanmin skip a NaN ``val`` and replace a NaN ``old`` (numba-cuda's CAS loops
     in ``cudadrv/nvvm.py``)."""
-    def extremum(old, val):
+    def update(old, val):
         beaten = (old < val) if larger else (old > val)
         if nan_loses and np.asarray(old).dtype.kind == "f":
             beaten = (beaten | np.isnan(old)) & ~np.isnan(val)
         return np.where(beaten, val, old).astype(np.asarray(old).dtype)
 
-    return extremum
+    return update
 
 
 class Atomic:

@@ -13,7 +13,7 @@ the whole space for the others. The tuning time is that search's wall time, comp
 timed again with the same timer (`gpucourse.run.timing`, the GPU held while launches queue; the fastest of many
 noisy candidates is biased low) and compared with the library: cuBLAS fp32 (`torch.matmul`, TF32 off), cuDNN
 (`torch.nn.functional.conv2d`, TF32 off, benchmark mode), `torch.softmax`. The cost model
-(`gpucourse.figures.tuning.cost_model`, for the data sheet of the GPU it runs on when that is a T4, A100 or H100)
+(`gpucourse.figures.tuning.cost_model`, for the data sheet of the GPU it runs on when that is a T4, A100, H100 or H200)
 then predicts each timed candidate from a traced launch of the same kernel at a small size, scaled by FLOPs;
 Spearman's rank correlation between predicted and measured times is the model's score (goal: at least 0.8). A
 candidate that fails or computes a wrong result is reported and nothing is recorded.
@@ -47,7 +47,6 @@ NAME = "tuning"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation of the cost model's predictions with the measured times
 SAMPLES, QUICK_SAMPLES = 5, 3
 BUDGET, QUICK_BUDGET = 24, 8
-MODELLED = {"H100": "H100", "A100": "A100", "T4": "T4"}  # a word of the device's name -> the cost model's device
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         right={4, 6, 7, 8, 9})
     predicted = [p for r in rows for p in r.predicted]
     if model_device is None:
-        verdict = f"no cost model for a {device.name} (it knows T4, A100 and H100): no rank correlation"
+        verdict = f"no cost model for a {device.name} (it knows {', '.join(ft.SMS)}): no rank correlation"
     else:
         scores = [r.spearman for r in rows if r.spearman is not None]
         worst = min(scores) if scores else None
@@ -204,7 +203,7 @@ def main(argv=None) -> int:
     device, libraries = current_device(), reference_libraries()
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     budget = options.budget or (QUICK_BUDGET if options.quick else BUDGET)
-    model_device = next((m for word, m in MODELLED.items() if word in device.name), None)
+    model_device = ft.modelled_device(device.name)
     model = ft.cost_model(model_device) if model_device else None
     print(f"{device.name}: {device.sms} SMs; references through: {', '.join(libraries) or 'none (no PyTorch)'}; "
           f"cost model: {model_device or 'none for this GPU'}")

@@ -30,6 +30,7 @@ def test_the_report_has_the_best_config_the_reference_share_and_the_goal(bench):
     assert "Spearman >= 0.8: met (lowest 0.85 over 6 predictions)" in text
     assert "NOT met (lowest 0.50" in bench.section([row(bench, 0.9), row(bench, 0.5)], DEVICE, "v", 5, "H100")
     assert "no cost model for a" in bench.section([row(bench, None)], DEVICE, "v", 5, None)
+    assert "(it knows T4, A100, H100, H200)" in bench.section([row(bench, None)], DEVICE, "v", 5, None)
 
 
 def test_a_failed_candidate_records_nothing(bench, capsys):

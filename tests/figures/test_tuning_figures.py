@@ -48,6 +48,19 @@ def test_cost_model_names_its_device_and_refuses_others():
         ft.cost_model("V100")
 
 
+def test_the_gpu_s_own_name_picks_its_data_sheet():
+    """What numba calls the GPUs the course ran on and may run on; the lent machines are H100s and H200s."""
+    names = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200", b"Tesla T4": "T4",
+             "NVIDIA A100-SXM4-40GB": "A100", "NVIDIA GeForce RTX 4090": None}
+    assert {name: ft.modelled_device(name) for name in names} == names
+    h200 = ft.cost_model("H200")
+    assert (h200.architecture, h200.compute_capability) == ("sm_90", (9, 0))
+    memory_bound = dict(sectors=10**8, shared_wavefronts=0, flops=1, blocks=1000, threads=256, registers=32,
+                        shared_bytes=0)
+    h100, h200 = (ft.predict(**memory_bound, device=d).terms["global memory"] for d in ("H100", "H200"))
+    assert h100 / h200 == pytest.approx(4.8 / 3.35)  # the same chip; HBM3e at 4.8 TB/s against HBM3 at 3.35
+
+
 def test_pictures_draw_a_space_and_predictions():
     trials = [{"config": {"BM": m, "BK": k}, "seconds": m * k * 1e-6} for m in (32, 64) for k in (8, 16)]
     trials.append({"config": {"BM": 128, "BK": 8}, "error": "too big"})

@@ -8,13 +8,13 @@ in units of 256, shared memory per block in units of ``shared_unit`` bytes plus 
 CUDA runtime reserves. *Occupancy* is the SM's resident warps over its maximum: the
 theoretical figure of Nsight Compute, an upper bound of its *achieved occupancy*.
 
-`SMS` holds the limits of the T4 (compute capability 7.5), A100 (8.0) and H100 (9.0), from the
+`SMS` holds the limits of the T4 (compute capability 7.5), A100 (8.0), H100 and H200 (9.0; the same chip), from the
 CUDA C++ Programming Guide's table of technical specifications per compute capability.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 WARP = 32
 REGISTER_UNIT = 256  # registers are allocated to a warp in units of 256
@@ -42,6 +42,7 @@ SMS = {
     "A100": SM("A100", (8, 0), 108, 64, 32, 65536, 164 * 1024, 163 * 1024, 1024, 128),
     "H100": SM("H100 SXM", (9, 0), 132, 64, 32, 65536, 228 * 1024, 227 * 1024, 1024, 128, fp32_lanes=128),
 }
+SMS["H200"] = replace(SMS["H100"], name="H200 SXM")  # the H100's chip, with more and faster memory
 
 
 @dataclass(frozen=True)

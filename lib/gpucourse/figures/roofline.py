@@ -32,6 +32,12 @@ H100_SXM = Device(
     "NVIDIA H100 Tensor Core GPU data sheet, SXM form factor: FP32 67 teraFLOPS, GPU memory bandwidth 3.35 TB/s",
 )
 
+H200_SXM = Device(
+    "H200 SXM", 67e12, 4.8e12,
+    "NVIDIA H200 Tensor Core GPU data sheet, SXM form factor: FP32 67 teraFLOPS, GPU memory bandwidth 4.8 TB/s "
+    "(the H100's chip with 141 GB of HBM3e)",
+)
+
 T4 = Device(
     "T4", 8.1e12, 320e9,
     "NVIDIA T4 Tensor Core GPU data sheet: single-precision 8.1 TFLOPS, GPU memory bandwidth 320 GB/s",
@@ -40,7 +46,7 @@ A100_SXM = Device(
     "A100 SXM 80GB", 19.5e12, 2.039e12,
     "NVIDIA A100 Tensor Core GPU data sheet, 80GB SXM: FP32 19.5 TFLOPS, GPU memory bandwidth 2,039 GB/s",
 )
-DEVICES = {"T4": T4, "A100": A100_SXM, "H100": H100_SXM}
+DEVICES = {"T4": T4, "A100": A100_SXM, "H100": H100_SXM, "H200": H200_SXM}
 # The same devices when the FLOPs are FP16 tensor-core math (dense, FP32 accumulation), same memory.
 TENSOR_FP16 = {
     "T4": Device("T4, FP16 tensor cores", 65e12, T4.bandwidth,
@@ -49,6 +55,8 @@ TENSOR_FP16 = {
                    "NVIDIA A100 data sheet: FP16 Tensor Core 312 TFLOPS (624 with sparsity)"),
     "H100": Device("H100 SXM, FP16 tensor cores", 989e12, H100_SXM.bandwidth,
                    "NVIDIA H100 data sheet, SXM: FP16 Tensor Core 1,979 TFLOPS with sparsity, 989 dense"),
+    "H200": Device("H200 SXM, FP16 tensor cores", 989e12, H200_SXM.bandwidth,
+                   "NVIDIA H200 data sheet, SXM: FP16 Tensor Core 1,979 TFLOPS with sparsity, 989 dense"),
 }
 
 

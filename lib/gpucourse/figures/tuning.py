@@ -29,7 +29,6 @@ from .roofline import DEVICES, SECTOR_BYTES
 
 WARPS_TO_HIDE = 16  # resident warps per SM below which latency shows (4 per scheduler, one instruction in flight each)
 LAUNCH_SECONDS = 3e-6  # the cost of a launch on the GPU's side, a few microseconds
-ARCHITECTURES = {"T4": "sm_75", "A100": "sm_80", "H100": "sm_90"}
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,8 @@ class CostModel:
         if device not in DEVICES or device not in SMS:
             raise ValueError(f"the cost model knows {', '.join(SMS)}, not {device!r}")
         self.device = device
-        self.architecture = ARCHITECTURES[device]
         self.compute_capability = SMS[device].compute_capability
+        self.architecture = "sm_{}{}".format(*self.compute_capability)
 
     def prediction(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> Prediction:
         """Of ``launch`` (its grid and block), from ``launch_trace``'s counts times ``scale`` (1 when it is the
@@ -95,8 +94,15 @@ class CostModel:
 
 
 def cost_model(device: str = "H100") -> CostModel:
-    """The cost model for ``device`` (``"T4"``, ``"A100"``, ``"H100"``)."""
+    """The cost model for ``device`` (``"T4"``, ``"A100"``, ``"H100"``, ``"H200"``)."""
     return CostModel(device)
+
+
+def modelled_device(gpu_name: str | bytes) -> str | None:
+    """The cost model's name for the GPU that calls itself ``gpu_name`` (``"NVIDIA H200"``: ``"H200"``; numba
+    gives bytes on some versions), or None when the model has no data sheet for it."""
+    name = gpu_name.decode() if isinstance(gpu_name, bytes) else gpu_name
+    return next((device for device in SMS if device in name), None)
 
 
 def ranks(values) -> np.ndarray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from . import ptx as _ptx_check
 from .ptx import compile_for_gpu
 
-ARCHITECTURES = {"T4": "sm_75", "A100": "sm_80", "H100": "sm_90"}
+ARCHITECTURES = {"T4": "sm_75", "A100": "sm_80", "H100": "sm_90", "H200": "sm_90"}
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def max_registers(dispatcher) -> int | None:
 def kernel_resources(dispatcher, argtypes, architecture: str = "sm_75") -> Resources | None:
     """Registers and local memory per thread, shared bytes per block of ``dispatcher`` for ``argtypes``.
 
-    ``architecture``: ``"sm_75"`` (T4), ``"sm_80"`` (A100), ``"sm_90"`` (H100). On a GPU of that
+    ``architecture``: ``"sm_75"`` (T4), ``"sm_80"`` (A100), ``"sm_90"`` (H100, H200). On a GPU of that
     architecture, numba-cuda's figures; else the assembler's, under the kernel's own ``max_registers``.
     None without nvJitLink.
     """

@@ -74,3 +74,33 @@ def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
     assert run.measured == [case.name for case in bench.CASES[1:]] + [bench.CASES[0].name]  # every space first
     assert [row[1] for row in table_rows(recorded.text)] == [case.label for case in bench.CASES]
     assert recorded.write and recorded.text.split("\n\n")[2].startswith("Goal: ")  # nothing between table and goal
+
+
+# -- `measure`, its GPU path, on the simulator at tiny sizes (the simulator's events time the CPU) -------------
+def tiny_problem(case):
+    """``case``'s space at a size the simulator runs in a second, none of its sizes a multiple of a tile."""
+    from gpucourse.grading import tuning as gt
+
+    if case.family == "sgemm":
+        tiles = {"BM": (16, 32), "BN": (16, 32), "TM": (2,), "TN": (2,), "BK": (8,)}
+        return gt.sgemm_problem(40, 36, 24, tiles, traced=(24, 20, 16))
+    if case.family == "conv":
+        return gt.conv_problem(1, 4, 7, 6, 5, traced=(1, 4, 5, 5, 4))
+    return gt.softmax_problem(5, 70, traced=(3, 40))
+
+
+def test_measure_tunes_times_and_ranks_every_space_with_the_cost_model_of_the_gpu_it_names(bench, monkeypatch):
+    from gpucourse.figures import tuning as ft
+    from gpucourse.run import tuning as rt
+
+    monkeypatch.setattr(bench, "problem_of", tiny_problem)
+    monkeypatch.setattr(rt, "_device", lambda: ("NVIDIA H200", (9, 0)))  # as if it timed on a GPU
+    model = ft.cost_model(ft.modelled_device("NVIDIA H200"))
+    rows = [bench.measure(case, 1, 3, {}, model) for case in bench.QUICK_CASES]
+    for row in rows:
+        assert row.errors == [] and row.best is not None and row.best_ms > 0, row
+        assert row.tried == len(row.measured) == len(row.predicted) >= 2 and row.spearman is not None
+        assert all(p > 0 for p in row.predicted)
+    text = bench.section(rows, SimpleNamespace(name="NVIDIA H200", sms=132), "v", 1, model.device)
+    assert "the cost model for the H200 ranks the candidates" in text
+    assert [r[0] for r in table_rows(text)] == ["sgemm", "conv", "softmax"]

@@ -11,16 +11,34 @@ from gpucourse.figures import tuning as ft
 matplotlib.use("Agg")
 
 
-def test_a_tail_wave_and_too_few_warps_slow_the_prediction():
-    sm = SMS["H100"]
-    one = dict(sectors=10**6, shared_wavefronts=0, flops=1e6, threads=256, registers=32, shared_bytes=0)
-    full = ft.predict(blocks=sm.sms * 8, **one)  # 8 blocks of 8 warps fill the 64 warps of every SM once
+def launch(blocks: int, threads: int = 256, registers: int = 32):
+    """The model's prediction for ``blocks`` blocks that each move 1,000 sectors, less the launch's cost."""
+    prediction = ft.predict(1000 * blocks, 0, 0, blocks, threads, registers, 0)
+    return prediction, prediction.seconds - ft.LAUNCH_SECONDS
+
+
+def test_the_busiest_sm_sets_the_time_so_a_tail_costs_most_where_an_sm_holds_one_block():
+    sms = SMS["H100"].sms
+    full, wave = launch(sms * 8)  # 8 blocks of 8 warps fill the 64 warps of every SM: one wave
     assert (full.blocks_per_sm, full.waves, full.tail_efficiency, full.bound_by) == (8, 1, 1.0, "global memory")
-    tail = ft.predict(blocks=sm.sms * 8 + 1, **one)
-    assert tail.waves == 2 and tail.tail_efficiency == pytest.approx((sm.sms * 8 + 1) / (2 * sm.sms * 8))
-    assert tail.seconds > 1.9 * (full.seconds - ft.LAUNCH_SECONDS)
-    few = ft.predict(blocks=sm.sms, **{**one, "threads": 32})  # one warp per SM
+    assert full.latency_factor == 1
+    tail, seconds = launch(sms * 8 + 1)  # one block more runs alone on an SM after its 8: 9 blocks in turn
+    assert tail.waves == 2 and tail.tail_efficiency == pytest.approx((sms * 8 + 1) / (9 * sms))
+    # alone, its 8 warps hide latency half as well as 16 would: it takes 2 blocks' time, not a wave's 8
+    assert seconds == pytest.approx(wave * (8 + 2) / 8, rel=1e-3)
+    big, one_wave = launch(sms, registers=255)  # 255 registers x 256 threads: one block per SM
+    assert big.blocks_per_sm == 1
+    past, two_waves = launch(sms + 1, registers=255)
+    assert past.waves == 2 and two_waves == pytest.approx(2 * one_wave, rel=1e-2)  # a block past costs a wave
+    half, half_seconds = launch(sms // 2, registers=255)  # half the SMs idle: the same time as all busy
+    assert half.tail_efficiency == 0.5 and half_seconds == pytest.approx(one_wave)
+
+
+def test_too_few_resident_warps_slow_the_prediction():
+    few, _ = launch(SMS["H100"].sms, threads=32)  # one warp per SM
     assert few.latency_factor == ft.WARPS_TO_HIDE
+    two, _ = launch(2 * SMS["H100"].sms, threads=32)  # two, side by side on every SM
+    assert two.waves == 1 and two.latency_factor == ft.WARPS_TO_HIDE / 2
 
 
 def test_each_roof_can_bound_the_time():
@@ -71,18 +89,42 @@ def test_pictures_draw_a_space_and_predictions():
     assert "1.00" in title and not math.isnan(ft.spearman([1, 2, 3], [2, 3, 5]))
 
 
-def test_waves_step_at_every_full_wave():
-    sm = SMS["H100"]
-    slots = 8 * sm.sms  # 256-thread blocks of 32 registers: 8 per SM
-    line, even = ft.draw_waves("H100", 256, 32, waves=2).axes[0].lines[:2]
-    blocks, step = line.get_data()
-    within = step[(blocks > 0) & (blocks <= slots)]
-    assert within.max() == pytest.approx(within.min())  # one wave costs the same however full
-    assert step[blocks > slots].min() > 1.9 * (within.max() - ft.LAUNCH_SECONDS * 1e6)  # the next costs another
-    assert even.get_ydata()[list(blocks).index(slots)] == pytest.approx(within.max())  # the even spread meets it
+def test_waves_step_at_every_multiple_of_the_sm_count_by_a_block_or_by_a_wave():
+    sms = SMS["H100"].sms
+    shared, alone, even = ft.draw_waves("H100", 256, (32, 255), rounds=3).axes[0].lines[:3]
+    blocks = shared.get_xdata()
+    assert list(blocks) == list(range(1, 3 * sms + 1))
+
+    def at(line, b):
+        return line.get_ydata()[b - 1] - ft.LAUNCH_SECONDS * 1e6
+
+    # one block per SM at a time (255 registers): every SM's next block is a whole wave more
+    assert at(alone, sms) == pytest.approx(at(alone, 1)) and at(alone, sms + 1) == pytest.approx(2 * at(alone, sms))
+    assert at(alone, 3 * sms) == pytest.approx(3 * at(alone, sms))
+    # 8 at a time (32 registers): two blocks side by side take the time of one alone (its warps idle half the
+    # time), and each one more per SM adds a block's time
+    assert at(shared, 2 * sms) == pytest.approx(at(shared, 1)) and at(shared, 3 * sms) == pytest.approx(1.5 * at(shared, 2 * sms))
+    assert even.get_ydata()[2 * sms - 1] == pytest.approx(shared.get_ydata()[2 * sms - 1])  # latency hidden from 2 on
 
 
 def test_heat_map_text_reads_on_light_and_dark_cells():
     trials = [{"config": {"BM": m, "BN": n}, "seconds": m * n * 1e-9} for m in (32, 64) for n in (32, 64)]
     texts = {t.get_text(): t.get_color() for t in ft.heat_map(trials, "BM", "BN").axes[0].texts}
     assert texts["1.02"] == "black" and texts["4.1"] == "white"  # the fastest is the lightest cell
+
+
+def test_one_config_against_one_per_shape():
+    """Version 1: the config fastest in total on the workload it was tuned for; version 2: the fastest per shape,
+    version 1's config where it ties."""
+    shapes = [("big", "a"), ("big", "b"), ("small", "a"), ("small", "b")]
+    swept = [({"tile": 1}, [2e-6, 4e-6, 1e-6, 1e-6]),
+             ({"tile": 2}, [1e-6, 6e-6, 1e-6, 0.5e-6]),  # faster on big "a" and small "b", slower in total on big
+             ({"tile": 3}, [9e-6, 4e-6, 9e-6, 9e-6])]  # ties version 1 on big "b"
+    table, gain = ft.one_config_or_one_per_shape(swept, shapes, "big", label=lambda c: f"tile {c['tile']}")
+    assert table.startswith("Version 1: tile 1.")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith(("| big", "| small"))]
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("a", "2", "tile 2", "1"), ("b", "4", "tile 1", "4"), ("**all**", "**6**", "", "**5** (1.20x)"),
+        ("a", "1", "tile 1", "1"), ("b", "1", "tile 2", "0"), ("**all**", "**2**", "", "**2** (1.33x)")]
+    assert gain == pytest.approx({"big": 6 / 5, "small": 2 / 1.5})

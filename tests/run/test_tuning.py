@@ -1,5 +1,8 @@
 """The tuner (search spaces, search, cache, correctness filter) and the compiled-code findings, on the CPU."""
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -222,3 +225,46 @@ def test_the_model_s_candidates_are_compiled_for_its_gpu_only(monkeypatch):
 def test_tune_without_a_gpu_or_a_model_says_what_to_pass():
     with pytest.raises(ValueError, match="cost_model"):
         rt.tune(_copy_problem(), measure=False)
+
+
+def test_price_each_prices_every_size_from_one_traced_launch(monkeypatch):
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    model, config = ft.cost_model("H100"), {"BM": 32, "BN": 32, "TM": 4, "TN": 4, "BK": 8}
+    sizes = [(128, 768, 768), (512, 3072, 768), (1000, 300, 100)]  # the last: not a multiple of a tile
+    problems = [gt.sgemm_problem(*size, traced=(64, 32, 16), on_device=False) for size in sizes]
+    one_by_one = [rt.price(p, config, model) for p in problems]
+    traces, trace = [], rt._trace
+    monkeypatch.setattr(rt, "_trace", lambda *a: traces.append(a) or trace(*a))
+    assert rt.price_each(problems, config, model) == pytest.approx(one_by_one, rel=1e-12)
+    assert len(traces) == 1 and len(set(one_by_one)) == 3
+    for odd in ([*problems, gt.sgemm_problem(64, 64, 64, traced=(32, 32, 16))],  # another proxy size
+                [gt.sgemm_problem(64, 64, 64)]):  # no proxy
+        with pytest.raises(ValueError, match="same size"):
+            rt.price_each(odd, config, model)
+
+
+def test_sweep_gives_every_config_at_every_size_priced_or_timed_and_checked(monkeypatch):
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    tiles = {"BM": (16, 32), "BN": (32,), "TM": (2,), "TN": (4,), "BK": (8,)}
+    sizes = [(40, 36, 24), (70, 20, 10)]
+    model = ft.cost_model("T4")
+    priced = rt.sweep([gt.sgemm_problem(*s, tiles, traced=(32, 32, 8), on_device=False) for s in sizes], model)
+    assert [c for c, _ in priced] == [{"BM": 16, "BN": 32, "TM": 2, "TN": 4, "BK": 8},
+                                      {"BM": 32, "BN": 32, "TM": 2, "TN": 4, "BK": 8}]
+    on_gpu = [gt.sgemm_problem(*s, tiles, traced=(32, 32, 8)) for s in sizes]
+    assert [times for _, times in priced] == [rt.price_each(on_gpu, c, model) for c, _ in priced]
+    monkeypatch.setattr(rt, "_device", lambda: ("a GPU", (9, 0)))  # timed, as on a GPU (here the simulator's events)
+    build = on_gpu[1].build  # at the second size, 32-row tiles launched on one block: most of C unwritten
+
+    def one_block_of_32_rows(config):
+        launch = build(config)
+        return launch if config["BM"] == 16 else dataclasses.replace(launch, grid=(1, 1, 1))
+
+    on_gpu[1] = dataclasses.replace(on_gpu[1], build=one_block_of_32_rows)
+    timed = rt.sweep(on_gpu)
+    assert all(0 < t < math.inf for t in timed[0][1])
+    assert timed[1][1][0] < math.inf and timed[1][1][1] == math.inf  # wrong: not a time

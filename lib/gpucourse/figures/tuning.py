@@ -4,8 +4,9 @@
 memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory) and
 its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
 
-- occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks and the
-  idle SMs of the last one (the *tail*): every term below is stretched by blocks / (waves x slots);
+- occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks. A launch
+  lasts as long as its busiest SM: full waves of that many blocks, then the last wave's blocks dealt out over the
+  SMs (the *tail*). Every term below is one SM's share of the work, stretched by the SMs left idle or part-idle;
 - three roofs, the slowest wins: FLOPs at the FP32 peak, global sectors at the memory bandwidth, shared
   wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
@@ -38,8 +39,8 @@ class Prediction:
     bound_by: str
     blocks_per_sm: int
     waves: int
-    tail_efficiency: float  # blocks / (waves x the blocks all SMs hold at once)
-    latency_factor: float  # >= 1: how much too few resident warps slow it down
+    tail_efficiency: float  # blocks / (SMs x the blocks its busiest SM runs)
+    latency_factor: float  # >= 1: how much too few resident warps slow that SM down
 
 
 def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,
@@ -49,15 +50,18 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
-    occupancy = blocks_per_sm(sm, threads, registers, shared_bytes)
-    slots = max(1, occupancy.blocks) * sm.sms
-    waves = max(1, math.ceil(blocks / slots))
-    tail = blocks / (waves * slots)
-    resident = min(max(1, occupancy.blocks), math.ceil(blocks / sm.sms)) * math.ceil(threads / 32)  # warps per SM
-    latency = max(1.0, WARPS_TO_HIDE / resident)
+    per_sm = max(1, blocks_per_sm(sm, threads, registers, shared_bytes).blocks)
+    waves = max(1, math.ceil(blocks / (per_sm * sm.sms)))
+    last = math.ceil((blocks - (waves - 1) * per_sm * sm.sms) / sm.sms)  # the last wave's blocks on its busiest SM
+    busiest = (waves - 1) * per_sm + last  # blocks that SM runs, in turn
+
+    def slowed(resident: int) -> float:  # too few warps resident to hide latency
+        return max(1.0, WARPS_TO_HIDE / (resident * math.ceil(threads / 32)))
+
+    latency = ((waves - 1) * per_sm * slowed(per_sm) + last * slowed(last)) / busiest
+    tail = blocks / (busiest * sm.sms)  # the share of the SMs' time that holds blocks
     bound = max(terms, key=terms.get)
-    return Prediction(terms[bound] / tail * latency + LAUNCH_SECONDS, terms, bound, occupancy.blocks, waves, tail,
-                      latency)
+    return Prediction(terms[bound] / tail * latency + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency)
 
 
 def trace_counts(launch) -> tuple[int, int]:
@@ -127,6 +131,25 @@ def spearman(a, b) -> float:
     return float((ra * rb).sum() / scale) if scale else float("nan")
 
 
+def one_config_or_one_per_shape(swept: list, shapes: list, tuned_for, label=str) -> tuple[str, dict]:
+    """A Markdown table of *version 1*, the one config of ``swept`` (`run.tuning.sweep`) with the least total time
+    on the shapes of workload ``tuned_for``, against *version 2*, the fastest config per shape; and version 2's
+    speed-up per workload. ``shapes``: (workload, name) of each size of the sweep, in order."""
+    version_1 = min(swept, key=lambda pair: sum(t for (w, _), t in zip(shapes, pair[1]) if w == tuned_for))
+    rows = [f"Version 1: {label(version_1[0])}.", "", "| workload | product | version 1 µs | version 2's pick | "
+            "version 2 µs |", "|---|---|---:|---|---:|"]
+    gain = {}
+    for workload in dict.fromkeys(w for w, _ in shapes):
+        mine = [i for i, (w, _) in enumerate(shapes) if w == workload]
+        picks = {i: min([version_1, *swept], key=lambda pair: pair[1][i]) for i in mine}  # a tie keeps version 1
+        rows += [f"| {workload} | {shapes[i][1]} | {version_1[1][i] * 1e6:.0f} | {label(picks[i][0])} | "
+                 f"{picks[i][1][i] * 1e6:.0f} |" for i in mine]
+        old, new = sum(version_1[1][i] for i in mine), sum(picks[i][1][i] for i in mine)
+        gain[workload] = old / new
+        rows.append(f"| {workload} | **all** | **{old * 1e6:.0f}** | | **{new * 1e6:.0f}** ({gain[workload]:.2f}x) |")
+    return "\n".join(rows), gain
+
+
 # -- pictures --------------------------------------------------------------------------------------------------------
 def _plain_numbers(axis) -> None:
     """Ticks of a log axis as plain numbers (20, not 2 x 10^1)."""
@@ -137,33 +160,36 @@ def _plain_numbers(axis) -> None:
     axis.set_minor_formatter(plain)
 
 
-def draw_waves(device: str = "H100", threads: int = 256, registers: int = 32, sectors_per_block: int = 4096,
-               waves: int = 3, ax=None):
-    """Predicted time (`predict`) of launches of a quarter wave to ``waves`` waves of blocks that each move
-    ``sectors_per_block`` 32-byte sectors: a step at every full wave, against the same work spread evenly."""
+def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), sectors_per_block: int = 4096,
+               rounds: int = 4, ax=None):
+    """Predicted time (`predict`) of launches of 1 to ``rounds`` x the SM count of blocks that each move
+    ``sectors_per_block`` 32-byte sectors, one line per register count in ``registers`` (which sets the blocks an
+    SM holds at once), against the same work spread evenly over every SM at full speed."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     sm = SMS[device]
-    slots = blocks_per_sm(sm, threads, registers).blocks * sm.sms
-    edges = slots * np.arange(1, waves + 1)  # each full wave, and one block more (but past the last)
-    blocks = np.unique(np.concatenate([np.arange(slots // 4, waves * slots + 1, max(1, slots // 64)), edges,
-                                       edges[:-1] + 1]))
-    step = [predict(b * sectors_per_block, 0, 0, int(b), threads, registers, 0, device).seconds * 1e6
-            for b in blocks]
-    full = predict(slots * sectors_per_block, 0, 0, slots, threads, registers, 0, device).seconds * 1e6
-    even = (full - LAUNCH_SECONDS * 1e6) * blocks / slots + LAUNCH_SECONDS * 1e6
+    blocks = np.arange(1, rounds * sm.sms + 1)
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.2))
-    ax.plot(blocks, step, "-", label="predicted: whole waves")
-    ax.plot(blocks, even, ":", color="0.4", label="the same work spread over every SM")
-    for k in range(1, waves + 1):
-        ax.axvline(k * slots, color="0.8", lw=1)
-        ax.text(k * slots, ax.get_ylim()[1], f" {k} wave{'s' if k > 1 else ''}", fontsize=8, va="top", color="0.3")
-    ax.set_xlabel(f"blocks of {threads} threads, each moving {sectors_per_block * SECTOR_BYTES // 1024} KiB")
+    for count in registers:
+        per_sm = blocks_per_sm(sm, threads, count).blocks
+        times = [predict(b * sectors_per_block, 0, 0, int(b), threads, count, 0, device).seconds * 1e6
+                 for b in blocks]
+        ax.step(blocks, times, where="post", label=f"{count} registers: {per_sm} block{'s' * (per_sm > 1)} per SM "
+                f"at once")
+    full_speed = predict(sm.sms * sectors_per_block, 0, 0, sm.sms, threads, min(registers), 0, device)
+    per_block = (full_speed.seconds - LAUNCH_SECONDS) / full_speed.latency_factor  # one SM's block, latency hidden
+    ax.plot(blocks, per_block * 1e6 * blocks / sm.sms + LAUNCH_SECONDS * 1e6, ":", color="0.4",
+            label="the same work spread evenly over every SM")
+    for k in range(1, rounds + 1):
+        ax.axvline(k * sm.sms, color="0.85", lw=1)
+    ax.set_xticks(sm.sms * np.arange(rounds + 1))
+    ax.set_xlabel(f"blocks of {threads} threads, each moving {sectors_per_block * SECTOR_BYTES // 1024} KiB "
+                  f"(lines: multiples of {sm.sms} SMs)")
     ax.set_ylabel("predicted µs")
-    ax.set_title(f"{device}: {slots} blocks per wave ({sm.sms} SMs x {slots // sm.sms}); "
-                 "a block past a full wave costs a whole wave", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
+    ax.set_title(f"{device}: a launch lasts as long as its busiest SM", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.figure.tight_layout()
     return ax.figure
 
 

@@ -234,26 +234,28 @@ class WrongResult(Exception):
     """A candidate's output differs from the reference."""
 
 
-def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
-    """What a cost model is called with for ``config`` at ``problem``'s size: (launch trace, resources, launch,
-    FLOPs, scale), from one traced launch on the simulator.
-
-    The launch traced is the ``proxy``'s when the problem has one (its counts scaled by the ratio of FLOPs) and
-    is checked first: a wrong result raises `WrongResult`. Its PTX check compiles it for ``architecture``, the
-    compilation that gives its resources (`ptx.checked_for`), not also for the oldest GPU.
-    """
+def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
+    """(launch trace, resources, launch) of ``config`` launched once on the simulator at ``traced``'s size, checked:
+    a wrong result raises `WrongResult`. Its PTX check compiles it for ``architecture``, the compilation that gives
+    its resources (`ptx.checked_for`), not also for the oldest GPU."""
     from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
 
-    traced = problem.proxy or problem
     launch = traced.build(config)
     with trace() as t, checked_for(compute_capability(architecture)):
         launch()
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
-    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture)
+    return t.last, kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture), launch
+
+
+def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
+    """What a cost model is called with for ``config`` at ``problem``'s size: (launch trace, resources, launch,
+    FLOPs, scale), from one traced launch (`_trace`): the ``proxy``'s when the problem has one, its counts then
+    scaled by the ratio of FLOPs."""
     if problem.proxy is None:
-        return t.last, resources, launch, problem.flops, 1.0
-    return t.last, resources, problem.build(config), problem.flops, problem.flops / traced.flops
+        return (*_trace(problem, config, architecture), problem.flops, 1.0)
+    launch_trace, resources, _ = _trace(problem.proxy, config, architecture)
+    return launch_trace, resources, problem.build(config), problem.flops, problem.flops / problem.proxy.flops
 
 
 def prediction(problem: Problem, config: dict, model):
@@ -265,6 +267,30 @@ def price(problem: Problem, config: dict, model) -> float:
     """``model``'s time in seconds for ``config`` at ``problem``'s size: any callable
     ``model(trace, resources, launch, flops, scale)`` with an ``architecture``."""
     return model(*_traced(problem, config, model.architecture))
+
+
+def price_each(problems: list, config: dict, model) -> list[float]:
+    """`price` of ``config`` at the size of each of ``problems``, from one traced launch: problems of one kernel
+    whose proxies have one size (``sgemm_problem(M, N, K, traced=...)`` with the same ``traced``)."""
+    first = problems[0]
+    proxies = {(p.kernel, p.dtypes, repr(p.proxy and p.proxy.shapes)) for p in problems}
+    if first.proxy is None or len(proxies) > 1:
+        raise ValueError("price_each traces one launch for all the problems: give problems of one kernel and "
+                         "dtypes, each with a proxy of the same size (traced=...); else call price on each")
+    launch_trace, resources, _ = _trace(first.proxy, config, model.architecture)
+    return [model(launch_trace, resources, p.build(config), p.flops, p.flops / p.proxy.flops) for p in problems]
+
+
+def sweep(problems: list, model=None) -> list[tuple[dict, list[float]]]:
+    """Every valid config of ``problems``' space (one kernel at several sizes) with its seconds at each size: timed
+    on a GPU when ``model`` is None (`tune` checks each first; one that fails or is wrong takes infinite time),
+    else priced by ``model`` from one traced launch per config (`price_each`)."""
+    configs = problems[0].space.valid()
+    if model is not None:
+        return [(config, price_each(problems, config, model)) for config in configs]
+    timed = [{json.dumps(t["config"], sort_keys=True): t.get("seconds", math.inf) for t in tune(p).trials}
+             for p in problems]
+    return [(config, [run[json.dumps(config, sort_keys=True)] for run in timed]) for config in configs]
 
 
 def versions() -> dict:

@@ -423,3 +423,25 @@ def test_integer_division_follows_numba_where_numpy_and_a_gpu_would_differ(dtype
     integer_ops[1, 32](out, a, b)  # its columns 0 and 1: a // b, a % b
     first = 0 if dtype is np.int64 else -low
     assert out[:, :2].tolist() == [[first, 0], [low, 0], [0, 0], [0, 0], [-4, -1], [-4, 1]]
+
+
+@cuda.jit
+def quotients_and_remainders(out, a, b):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i, 0], out[i, 1] = divmod(a[i], b[i])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_divmod_is_the_two_operators_in_numba_s_machine_integers(dtype):
+    """numba types ``divmod`` of two integers as int64 (its machine integers: -2**31 // -1 of int32 is 2**31, not
+    the wrapped -2**31) and computes it with the operators' guards (0 and 0 for MIN // -1 of int64, and for 0)."""
+    low = np.iinfo(dtype).min
+    a, b = np.array([low, low, 7, -7, 7, -7], dtype), np.array([-1, 1, 0, 0, -2, 2], dtype)
+    out = np.full((a.size, 2), 99, np.int64)
+    quotients_and_remainders[1, 32](out, a, b)
+    first = 0 if dtype is np.int64 else -low
+    assert out.tolist() == [[first, 0], [low, 0], [0, 0], [0, 0], [-4, -1], [-4, 1]]
+    floats = np.full((2, 2), np.nan)
+    quotients_and_remainders[1, 32](floats, np.array([7.5, -7.5], np.float32), np.array([-2, 2], np.float32))
+    assert floats.tolist() == [[-4.0, -0.5], [-4.0, 0.5]]  # Python's floor and sign of the divisor

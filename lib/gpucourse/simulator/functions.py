@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from .arithmetic import cast, complex_quotient, dtype_of, strong, typed
+from .arithmetic import Arithmetic, cast, complex_quotient, dtype_of, strong, typed
 from .extrema import extremum
 
 
@@ -126,6 +126,12 @@ def _round(value, ndigits=None):
                  implementation=np.frompyfunc(lambda v, n: builtins.round(float(v), int(n)), 2, 1))
 
 
+def _divmod(a, b):
+    """``divmod(a, b)`` as numba computes it: ``(a // b, a % b)`` in the operators' types (integers as int64 or
+    uint64, numba's machine integers) and with their guards (0 for a zero divisor and for ``MIN // -1``)."""
+    return Arithmetic.op_FloorDiv(a, b), Arithmetic.op_Mod(a, b)
+
+
 def _polar(z):
     return np.abs(z), np.angle(z)
 
@@ -222,6 +228,7 @@ BUILTINS = {
     builtins.bool: _converted(builtins.bool, lambda v: v),
     builtins.round: _round,
     builtins.complex: _complex,
+    builtins.divmod: _divmod,
 }
 
 CMATH = {

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from numba import cuda, int32
+from numba import cuda, int32, njit
 
 from conformance_kernels import block_sums, integer_ops
 from gpucourse import simulated, trace
@@ -445,3 +445,56 @@ def test_divmod_is_the_two_operators_in_numba_s_machine_integers(dtype):
     floats = np.full((2, 2), np.nan)
     quotients_and_remainders[1, 32](floats, np.array([7.5, -7.5], np.float32), np.array([-2, 2], np.float32))
     assert floats.tolist() == [[-4.0, -0.5], [-4.0, 0.5]]  # Python's floor and sign of the divisor
+
+
+@cuda.jit
+def powers_by_builtin(out, x, n):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = pow(x[i], n)
+
+
+def test_the_pow_builtin_is_the_power_operator():
+    """numba lowers ``pow(a, b)`` as ``a ** b``: an integer exponent by squaring and multiplying, x ** 3 being
+    x * (x * x) rounded twice in float32 (NumPy's power rounds once: different in about 1 of 4 elements)."""
+    x = np.random.default_rng(3).uniform(-8, 8, 500).astype(np.float32)
+    out = np.full(x.size, np.nan, np.float32)
+    powers_by_builtin[5, 100](out, x, 3)
+    np.testing.assert_array_equal(out, x * (x * x))
+
+
+@cuda.jit
+def rounded_to(out, x, digits):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = round(x[i], digits)
+
+
+@njit
+def numba_cuda_round(x, digits):
+    """numba-cuda's ``round(x, digits)`` (its cudaimpl.round_to_impl, CPython's old fallback), in numba on the CPU;
+    __nv_llrint is rint there (it saturates on a GPU: not reached by these values)."""
+    scale = 10.0 ** abs(digits)
+    y = x * scale if digits >= 0 else x / scale
+    z = np.rint(y)
+    if abs(y - z) == 0.5:
+        z = 2.0 * np.rint(y / 2.0)
+    return z / scale if digits >= 0 else z * scale
+
+
+@pytest.mark.parametrize("digits", [-1, 0, 1, 2, 3])
+def test_round_to_digits_is_numba_cuda_s_not_python_s(digits):
+    rng = np.random.default_rng(digits + 5)
+    x = np.round(rng.uniform(-100, 100, 3000), 3) + 0.0005 * rng.integers(-1, 2, 3000)  # many near a tie
+    out = np.full_like(x, np.nan)
+    rounded_to[30, 100](out, x, digits)
+    np.testing.assert_array_equal(out, [numba_cuda_round(v, digits) for v in x])
+
+
+def test_round_to_digits_keeps_infinities_and_saturates_as_the_gpu():
+    x = np.array([2.675, 0.125, np.inf, -np.inf, np.nan, 1e300])
+    out = np.zeros_like(x)
+    rounded_to[1, 32](out, x, 2)
+    # 2.675 is 2.67499999...: Python says 2.67; numba-cuda scales it to 267.5 first. 1e300 * 100 is past int64:
+    # __nv_llrint (cvt.rni.s64.f64) saturates at 2**63 - 1
+    np.testing.assert_array_equal(out, [2.68, 0.12, np.inf, -np.inf, np.nan, float(2**63) / 100])

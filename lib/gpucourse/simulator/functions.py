@@ -16,6 +16,7 @@ import operator
 import numpy as np
 
 from .arithmetic import Arithmetic, cast, complex_quotient, dtype_of, strong, typed
+from .conversions import saturated
 from .extrema import extremum
 
 
@@ -122,8 +123,39 @@ def _round(value, ndigits=None):
         if type(value) in _PYTHON_NUMBERS:
             return builtins.round(value)
         return typed(builtins.round, value, implementation=np.rint)
-    return typed(builtins.round, value, ndigits,
-                 implementation=np.frompyfunc(lambda v, n: builtins.round(float(v), int(n)), 2, 1))
+    return typed(builtins.round, value, ndigits, implementation=_round_to_digits)
+
+
+def _nearest_int64(y):
+    """``round(y)`` of a float64 on the GPU (``__nv_llrint``): to the nearest integer, ties to even, saturated."""
+    return saturated(np.rint(y), np.dtype(np.int64)).astype(np.float64)
+
+
+def _round_to_digits(x, ndigits):
+    """``round(x, ndigits)`` of floats as numba-cuda computes it, not as Python does: CPython's old fallback
+    (``x * 10**ndigits`` in float64, rounded to an integer, scaled back), which differs from Python's correctly
+    rounded result for many values near a tie (2.675 to 2 digits: numba 2.68, Python 2.67)."""
+    x, ndigits = np.asarray(x), np.asarray(ndigits)
+    if ndigits.ndim:  # a different ndigits per thread: each value of it in turn
+        result = np.empty(np.broadcast_shapes(x.shape, ndigits.shape), x.dtype)
+        for n in np.unique(ndigits):
+            lanes = np.broadcast_to(ndigits == n, result.shape)
+            result[lanes] = _round_to_digits(np.broadcast_to(x, result.shape)[lanes], n)
+        return result
+    n, wide = int(ndigits), x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if n >= 0:
+            scale, more = (10.0 ** (n - 22), 1e22) if n > 22 else (10.0 ** n, 1.0)
+            y = (wide * scale) * more
+        else:
+            scale = 10.0 ** -n
+            y = wide / scale
+        z = _nearest_int64(y)
+        z = np.where(np.abs(y - z) == 0.5, 2.0 * _nearest_int64(y / 2.0), z)
+        z = (z / more) / scale if n >= 0 else z * scale
+        unchanged = ~np.isfinite(wide) | (np.isinf(y) if n >= 0 else False)  # numba returns x itself there
+    result = np.where(unchanged, wide, z).astype(x.dtype)
+    return result if result.ndim else result[()]
 
 
 def _divmod(a, b):
@@ -229,6 +261,7 @@ BUILTINS = {
     builtins.round: _round,
     builtins.complex: _complex,
     builtins.divmod: _divmod,
+    builtins.pow: Arithmetic.op_Pow,  # numba lowers pow(a, b) as a ** b: square and multiply for an int exponent
 }
 
 CMATH = {

@@ -8,7 +8,8 @@ process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-
 
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
-comparisons, ``min``/``max``, powers with a small integer exponent and conditional expressions;
+comparisons, ``min``/``max``, powers with a small integer exponent (``**`` and ``pow``), ``divmod`` of integers,
+``round`` to a number of digits and conditional expressions;
 ``if``/``else``, loops of uniform and per-thread length and early returns; shared memory written by every
 thread, a barrier, then read at another thread's place; warp shuffles and votes over full warps; integer
 atomics into one total. Outputs go to a float64 array (float results), an int64 array (integer results) and a
@@ -65,13 +66,16 @@ def _typing():
 
 
 def result_type(function, *dtypes: np.dtype) -> np.dtype:
-    """The type numba-cuda gives ``function`` of values of ``dtypes`` (as a dtype)."""
+    """The type numba-cuda gives ``function`` of values of ``dtypes`` (as a dtype; of each item of the tuple that
+    ``divmod`` gives)."""
+    from numba.core import types  # noqa: PLC0415
     from numba.np.numpy_support import as_dtype, from_dtype  # noqa: PLC0415
 
     signature = _typing().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
     if signature is None:
         raise TypeError(f"numba-cuda has no {function} for {dtypes}")
-    return as_dtype(signature.return_type)
+    result = signature.return_type
+    return as_dtype(result.dtype if isinstance(result, types.UniTuple) else result)
 
 
 def unified(a: np.dtype, b: np.dtype) -> np.dtype:
@@ -119,7 +123,8 @@ class Generator:
         r = self.random
         if depth == 0 or r.random() < 0.25:
             return self.leaf(kind)
-        form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "**", "min", "ternary", "neg", "cmp"])
+        form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "**", "min", "ternary", "neg", "cmp", "divmod",
+                            "round"])
         if form in ("*", "**") and under_sum:  # x ** 2 is the product x * x
             form = "min"
         if form in ("+", "-", "*"):
@@ -140,7 +145,16 @@ class Generator:
             return f"({left} {operator_} {right})", result_type(OPERATORS[operator_], lt, rt)
         if form == "**":  # a small integer exponent: numba squares and multiplies (and inverts), as the simulator
             base, bt = self.expression(depth - 1, kind)  # an integer to a negative literal is a float in numba
-            return f"({base} ** {r.randint(0 if bt.kind in 'iu' else -2, 3)})", result_type(operator.pow, bt, INT64)
+            exponent = r.randint(0 if bt.kind in "iu" else -2, 3)
+            source = f"pow({base}, {exponent})" if r.random() < 0.3 else f"({base} ** {exponent})"  # the same in numba
+            return source, result_type(operator.pow, bt, INT64)
+        if form == "divmod" and kind != "float":  # numba's machine integers (int64), its guards
+            left, lt = self.expression(depth - 1, "int")
+            return f"divmod({left}, {r.randint(1, 7)})[{r.randint(0, 1)}]", result_type(divmod, lt, INT64)
+        if form == "round" and kind != "int":  # CPython's old fallback, and __nv_llrint
+            value, _ = self.expression(depth - 1, "float")
+            dtype = self.choice(["float32", "float64"])
+            return f"round({dtype}({value}), {r.randint(-1, 3)})", np.dtype(dtype)
         if form == "min":
             left, lt = self.expression(depth - 1, kind)
             right, rt = self.expression(depth - 1, kind)

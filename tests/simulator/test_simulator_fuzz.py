@@ -185,6 +185,10 @@ def test_simulator_computes_what_numba_compiles(body):
     # an integer base with a negative exponent: 0, 1, -1 or (for 0) the lowest integer
     ["t = g[i] ** 3", "out[i, 0] = t + f[i] ** -2", "out[i, 1] = m[i] ** -1 + (m[i] % 3 - 1) ** -3",
      "out[i, 2] = g[i] ** (u[i] % 9) + 1.5 ** 3"],
+    # the pow builtin is **; divmod in numba's machine integers; round to digits by CPython's old fallback (scaled,
+    # rounded, scaled back), which numba compiles for the CPU and the GPU alike and Python no longer uses
+    ["t = round(g[i] * 3.75, 2)", "out[i, 0] = t + round(f[i] * 10.5, 1) + round(g[i], -1)",
+     "out[i, 1] = pow(g[i], 3) + pow(f[i], -2) + divmod(m[i], 3)[0]", "out[i, 2] = divmod(n[i], -4)[1] + divmod(g[i], 0.75)[1]"],
 ])
 def test_a_known_kernel_agrees(body):
     """The fuzzing harness itself on a hand-written body."""

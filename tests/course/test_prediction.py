@@ -36,3 +36,11 @@ def test_patterns_compare_element_by_element(capsys):
 def test_a_guess_of_the_wrong_kind_is_wrong_not_an_error():
     assert check_prediction("four", 4, why="") is False
     assert check_prediction(4, "four", why="") is False
+
+
+def test_a_tolerance_applies_to_each_element_of_a_sequence():
+    assert check_prediction([2.02, 3.0], [2.0, 3.0], why="", tolerance=0.05)
+    assert not check_prediction([2.2, 3.0], [2.0, 3.0], why="", tolerance=0.05)
+    assert check_prediction([2, 3], np.array([2.0, 3.0], np.float32), why="", tolerance=0.01)
+    assert not check_prediction([2.0], [2.0, 3.0], why="", tolerance=0.05)  # a missing element is wrong
+    assert not check_prediction("serving", "training", why="") and check_prediction("serving", "serving", why="")

@@ -206,6 +206,17 @@ def test_the_moving_sum_is_graded_on_its_output_and_its_compiled_code():
         gt.check_moving_sum(moving_sum_running, [500], items=64, threads=32, seed=3)
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_moving_sum(moving_sum_registers.py_func, [37], items=4, threads=32)
+    with pytest.raises(CheckFailed, match="(?s)over its budget .*read `x` at most 7 times, but .* read it 16 times"):
+        gt.check_moving_sum(moving_sum_without_a_window, [37, 200], items=4, threads=32)
+
+
+@cuda.jit
+def moving_sum_without_a_window(out, x, items):  # right, no local memory, but 4 loads per output
+    start = cuda.grid(1) * items
+    for j in range(items):
+        i = start + j
+        if i < out.size:
+            out[i] = x[i] + x[i + 1] + x[i + 2] + x[i + 3]
 
 
 
@@ -279,12 +290,13 @@ def test_the_transpose_is_graded_on_its_output_and_its_divisions():
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_transpose(transpose_uint32.py_func, [(3, 2)], blocks=1, threads=32)
 
-def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024, round_shared=128):
+def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024, round_shared=128,
+                   shared_per_sm=233472):
     def occupancy(threads, registers, shared_bytes):
         w = warps(threads)
         per_warp = -(-registers * 32 // 256) * 256 if round_registers else registers * 32
         limits = {"warps": 64 // w, "block slots": 32, "registers": 65536 // (w * per_warp),
-                  "shared memory": 233472 // max(1, -(-shared_bytes // round_shared) * round_shared + reserved)}
+                  "shared memory": shared_per_sm // max(1, -(-shared_bytes // round_shared) * round_shared + reserved)}
         limit = min(limits, key=limits.get)
         return limits[limit], limit
 
@@ -292,13 +304,14 @@ def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1
 
 
 OCCUPANCY_CASES = [(96, 33, 0), (100, 64, 0), (256, 64, 7000), (1024, 64, 0), (512, 32, 100000), (33, 20, 129),
-                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080), (64, 32, 7000)]
+                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080), (64, 32, 7000), (64, 32, 114176)]
 
 
 def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
     gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES, H100)
     for wrong in (occupancy_with(round_registers=False), occupancy_with(warps=lambda t: t // 32 or 1),
-                  occupancy_with(reserved=0), occupancy_with(round_shared=1)):
+                  occupancy_with(reserved=0), occupancy_with(round_shared=1),
+                  occupancy_with(shared_per_sm=228000)):  # 228 kB for 228 KiB
         with pytest.raises(CheckFailed, match="blocks per SM, expected"):
             gt.check_occupancy(wrong, OCCUPANCY_CASES, H100)
 

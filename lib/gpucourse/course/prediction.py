@@ -10,18 +10,23 @@ bottom with the guesses left empty passes.
 from __future__ import annotations
 
 import math
+import numbers
 
 
 def _same(guess, actual, tolerance: float) -> bool:
-    if isinstance(actual, (int, float)) and not isinstance(actual, bool):
+    """Equal, numbers within the relative ``tolerance``; sequences element by element."""
+    if isinstance(actual, numbers.Real) and not isinstance(actual, bool):  # NumPy's numbers too
         try:
             return math.isclose(float(guess), float(actual), rel_tol=tolerance, abs_tol=0)
         except (TypeError, ValueError):
             return False
+    if isinstance(actual, str) or isinstance(guess, str):
+        return guess == actual
     try:
-        return list(guess) == list(actual)
+        guessed, actual = list(guess), list(actual)
     except TypeError:
         return guess == actual
+    return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 
 def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> bool | None:

@@ -160,11 +160,12 @@ def _plain_numbers(axis) -> None:
     axis.set_minor_formatter(plain)
 
 
-def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), sectors_per_block: int = 4096,
+def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), flops_per_block: float = 2.0**23,
                rounds: int = 4, ax=None):
-    """Predicted time (`predict`) of launches of 1 to ``rounds`` x the SM count of blocks that each move
-    ``sectors_per_block`` 32-byte sectors, one line per register count in ``registers`` (which sets the blocks an
-    SM holds at once), against the same work spread evenly over every SM at full speed."""
+    """Predicted time (`predict`) of launches of 1 to ``rounds`` x the SM count of blocks that each do
+    ``flops_per_block`` FLOPs (FLOPs belong to one SM, where bandwidth is shared), one line per register count in
+    ``registers`` (which sets the blocks an SM holds at once), against the same work spread evenly over every SM
+    at full speed."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     sm = SMS[device]
@@ -173,19 +174,18 @@ def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), se
         _, ax = plt.subplots(figsize=(6.5, 3.2))
     for count in registers:
         per_sm = blocks_per_sm(sm, threads, count).blocks
-        times = [predict(b * sectors_per_block, 0, 0, int(b), threads, count, 0, device).seconds * 1e6
-                 for b in blocks]
+        times = [predict(0, 0, b * flops_per_block, int(b), threads, count, 0, device).seconds * 1e6 for b in blocks]
         ax.step(blocks, times, where="post", label=f"{count} registers: {per_sm} block{'s' * (per_sm > 1)} per SM "
                 f"at once")
-    full_speed = predict(sm.sms * sectors_per_block, 0, 0, sm.sms, threads, min(registers), 0, device)
+    full_speed = predict(0, 0, sm.sms * flops_per_block, sm.sms, threads, min(registers), 0, device)
     per_block = (full_speed.seconds - LAUNCH_SECONDS) / full_speed.latency_factor  # one SM's block, latency hidden
     ax.plot(blocks, per_block * 1e6 * blocks / sm.sms + LAUNCH_SECONDS * 1e6, ":", color="0.4",
             label="the same work spread evenly over every SM")
     for k in range(1, rounds + 1):
         ax.axvline(k * sm.sms, color="0.85", lw=1)
     ax.set_xticks(sm.sms * np.arange(rounds + 1))
-    ax.set_xlabel(f"blocks of {threads} threads, each moving {sectors_per_block * SECTOR_BYTES // 1024} KiB "
-                  f"(lines: multiples of {sm.sms} SMs)")
+    ax.set_xlabel(f"blocks of {threads} threads, each doing {flops_per_block / 1e6:.1f} MFLOP "
+                  f"(lines: multiples of {sm.sms} blocks)")
     ax.set_ylabel("predicted µs")
     ax.set_title(f"{device}: a launch lasts as long as its busiest SM", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")

@@ -84,7 +84,7 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
     put, poisoned, host = _arrays(on_device)
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
-    want = (a[0].astype(np.float64) @ b[0]).astype(np.float32)
+    want = functools.cache(lambda: (a[0].astype(np.float64) @ b[0]).astype(np.float32))  # when a launch is checked
     d_a, d_b = put(a), put(b)
     out = {}
     make = _factories(factory)
@@ -96,7 +96,7 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
         return Launch(kernel, grid, (config["BN"] // config["TN"], config["BM"] // config["TM"]), (out["C"], d_a, d_b))
 
     def wrong() -> str | None:  # fp32 sums of K products: errors grow like sqrt(K) ulps of the largest term
-        return _mismatch(host(out["C"])[0], want, 1e-5 * np.sqrt(K) * 8)
+        return _mismatch(host(out["C"])[0], want(), 1e-5 * np.sqrt(K) * 8)
 
     space = Space(f"{factory.__name__}", dict(parameters or SGEMM_SPACE), sgemm_constraint)
     proxy = traced and sgemm_problem(*traced, parameters, factory, seed, on_device=False)
@@ -343,9 +343,11 @@ def moving_sum_reference(x: np.ndarray, width: int = 4) -> np.ndarray:
 
 def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> None:
     """``kernel[blocks, threads](out, x, items)``: each thread writes ``items`` consecutive windows of 4; correct for
-    every size, and its compiled code uses no local memory (no stack frame, no ld.local / st.local)."""
+    every size, each thread reading its ``items + 3`` values of ``x`` once (a window that slides, in a traced launch
+    at the largest size), and its compiled code uses no local memory (no stack frame, no ld.local / st.local)."""
     __tracebackhide__ = True
     from ..run.tuning import inspect_compiled  # noqa: PLC0415
+    from .core import check_budgets, run_checked  # noqa: PLC0415
 
     _kernel_or_fail(kernel, "moving_sum")
     rng = np.random.default_rng(seed)
@@ -364,6 +366,13 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
                               f"{bound[i]:.2g}: the rounding of 3 float32 additions)" + (
                                   ". Add the four values of each window: a running total that adds one and subtracts "
                                   "one drifts by a rounding each step" if drift else ""))
+    n = max(sizes)
+    blocks = max(1, -(-n // (items * threads)))
+    described = f"n={n}, items={items}, {blocks} blocks of {threads}"
+    budgets = [lambda t: t.assert_reads_per_thread("x", items + 3)]  # a window of 4 sliding over `items` outputs
+    _, recorded = run_checked(kernel, "moving_sum", described, blocks, threads, (n,), np.float32,
+                              (rng.standard_normal(n + 3).astype(np.float32), items), ("out", "x", "items"), budgets)
+    check_budgets("moving_sum", described, budgets, recorded, ["out", "x", "items"])
     try:
         compiled = inspect_compiled(kernel, (np.zeros(8, np.float32), np.zeros(11, np.float32), items),
                                     read_sass=False)

@@ -4,6 +4,7 @@
     python benchmarks/matmul.py --quick     # squares 512 and 1024, 3 samples, prints only
     python benchmarks/matmul.py --sizes 4096 --no-write
     python benchmarks/matmul.py --seconds 200   # 4096^3 (the goal's shape) first, the rest while 200 s last
+    python benchmarks/matmul.py --sizes 4096 --variants --no-write   # the top rung's tile sizes side by side
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -17,7 +18,8 @@ For each shape it times, in the same process and on the same arrays:
   ``allow_tf32 = False`` with ``set_float32_matmul_precision("highest")``); the accuracy check
   below would catch TF32 anyway (its error on these inputs is over 10x the tolerance);
 - the kernels of `gpucourse.kernels.matmul` (`KERNELS`, naive to `matmul_warp_tiled`), each launched as
-  `launch` does.
+  `launch` does; with ``--variants``, at 4096^3 also the top rung with the other tile sizes of
+  `WARP_TILED_VARIANTS` (what the default `matmul_warp_tiled` should be is a measurement).
 
 The arrays are numba device arrays, shared with PyTorch and CuPy through
 ``__cuda_array_interface__`` (no copies; the benchmark checks that the pointers agree), and
@@ -84,6 +86,16 @@ ITEM = 4  # bytes of a float32
 SQUARES = (512, 1024, 2048, 4096, 8192)
 QUICK_SQUARES = (512, 1024)
 GOAL, GOAL_KERNEL, GOAL_SIZE = 0.60, "matmul_warp_tiled", 4096  # of cuBLAS, on an H100 (issue 22)
+# `sgemm.make_warp_tiled`'s tile sizes beside the default (128, 128, 8, 64, 32, 4): a deeper k step, 128 threads
+# of 128 accumulators (Boehm's best on an A6000: 128 x 128 x 16, warp tiles 64 x 64), wider and taller tiles
+WARP_TILED_VARIANTS = (
+    dict(BM=128, BN=128, BK=16, WM=64, WN=32, LANES_M=4),
+    dict(BM=128, BN=128, BK=8, WM=64, WN=64, LANES_M=4),
+    dict(BM=128, BN=128, BK=16, WM=64, WN=64, LANES_M=4),
+    dict(BM=128, BN=256, BK=8, WM=64, WN=64, LANES_M=4),
+    dict(BM=256, BN=128, BK=8, WM=64, WN=64, LANES_M=4),
+    dict(BM=128, BN=128, BK=8, WM=32, WN=64, LANES_M=2),
+)
 SAMPLES, QUICK_SAMPLES, SLOW_SAMPLES = 7, 3, 3
 SKIP_ABOVE_MS = 1000.0  # a kernel predicted slower than this per launch is skipped
 SLOW_MS = 100.0  # ... and one predicted slower than this gets SLOW_SAMPLES samples
@@ -216,7 +228,14 @@ def cublas_label(library: str) -> str:
 
 
 def kernel_label(kernel) -> str:
-    return f"`{kernel.py_func.__name__}`"
+    """``"`matmul_tiled`"``; a top-rung variant with its tile sizes: ``"`matmul_warp_tiled` 128x128x16 / 64x64, 4"``."""
+    from gpucourse.kernels import sgemm  # noqa: PLC0415
+
+    tiles = getattr(kernel, "tiles", None)
+    if tiles is None or tiles == sgemm.matmul_warp_tiled.tiles:
+        return f"`{kernel.py_func.__name__}`"
+    return (f"`{kernel.py_func.__name__}` {tiles['BM']}x{tiles['BN']}x{tiles['BK']} / {tiles['WM']}x{tiles['WN']}, "
+            f"{tiles['LANES_M']}")
 
 
 def reference(measurements: list[Measurement], shape: Shape) -> Measurement | None:
@@ -450,11 +469,13 @@ class Case:
     kernel_launches: int = 1
 
 
-def kernel_cases(operands: Operands) -> list[Case]:
-    from gpucourse.kernels import matmul  # noqa: PLC0415
+def kernel_cases(operands: Operands, variants: bool = False) -> list[Case]:
+    """A case per kernel of the ladder, then (``variants``) per tile sizes of `WARP_TILED_VARIANTS`."""
+    from gpucourse.kernels import matmul, sgemm  # noqa: PLC0415
 
     cases = []
-    for kernel in matmul.KERNELS:
+    extra = [sgemm.make_warp_tiled(**tiles) for tiles in WARP_TILED_VARIANTS] if variants else []
+    for kernel in [*matmul.KERNELS, *extra]:
         grid, block = matmul.configuration(kernel, operands.shape.c_shape)
         configured = kernel[grid, block]
         launches = [functools.partial(configured, c, a, b) for c, a, b in zip(operands.c, operands.a, operands.b)]
@@ -518,11 +539,12 @@ def measure(case: Case, operands: Operands, samples: int, device: Device,
 
 
 def measure_shape(shape: Shape, device: Device, samples: int, libraries: dict,
-                  earlier: list[Measurement] = ()) -> list[Measurement]:
-    """cuBLAS first, then every kernel, at one shape; ``earlier`` measurements predict the slow ones."""
+                  earlier: list[Measurement] = (), variants: bool = False) -> list[Measurement]:
+    """cuBLAS first, then every kernel (and the top rung's ``variants``), at one shape; ``earlier`` measurements
+    predict the slow ones."""
     operands = Operands.allocate(shape, buffer_sets(shape.bytes, device.l2_bytes))
     measurements = []
-    for case in [*cublas_cases(operands, libraries), *kernel_cases(operands)]:
+    for case in [*cublas_cases(operands, libraries), *kernel_cases(operands, variants)]:
         m = measure(case, operands, samples, device, [*earlier, *measurements])
         measurements.append(m)
         if m.skipped:
@@ -571,6 +593,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", metavar="N", help="squares N^3 only (prints only)")
     parser.add_argument("--samples", type=int, default=None, help=f"samples per median (default {SAMPLES})")
     parser.add_argument("--no-write", action="store_true", help="print the table only")
+    parser.add_argument("--variants", action="store_true",
+                        help=f"at {GOAL_SIZE}^3 also the top rung with the tile sizes of WARP_TILED_VARIANTS")
     add_time_budget(parser)
     options = parser.parse_args(argv)
 
@@ -605,7 +629,8 @@ def main(argv=None) -> int:
             skipped.append(shape)
             print(f"  {shape.name} skipped: {reason}", flush=True)
             continue
-        measurements += measure_shape(shape, device, samples, libraries, measurements)
+        variants = options.variants and shape == square(GOAL_SIZE)
+        measurements += measure_shape(shape, device, samples, libraries, measurements, variants)
     measurements.sort(key=lambda m: shapes.index(m.shape))  # the goal's shape measured first, tabled in order
 
     text = section(measurements, device, matmul_versions(libraries), samples, references, budget.note("matmul.py"))

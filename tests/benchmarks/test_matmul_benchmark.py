@@ -174,6 +174,21 @@ def test_every_kernel_measured_and_checked_on_the_simulator(bench):
     assert text.count("\n| ") == (1 + 2) + (1 + len(measurements))  # two tables: a header, then a row each
 
 
+def test_the_top_rung_s_variants_are_valid_measured_and_named_by_their_tiles(bench):
+    from gpucourse.kernels import sgemm
+
+    assert [sgemm.parameter_problem(**tiles) for tiles in bench.WARP_TILED_VARIANTS] == [None] * 6
+    assert sgemm.matmul_warp_tiled.tiles not in bench.WARP_TILED_VARIANTS  # the default is measured anyway
+    device = bench.Device(**SIMULATED)
+    measurements = bench.measure_shape(bench.Shape(**TINY), device, 1, {}, variants=True)
+    labels = [m.kernel for m in measurements]
+    assert labels[4:] == ["`matmul_warp_tiled`", "`matmul_warp_tiled` 128x128x16 / 64x32, 4",
+                          "`matmul_warp_tiled` 128x128x8 / 64x64, 4", "`matmul_warp_tiled` 128x128x16 / 64x64, 4",
+                          "`matmul_warp_tiled` 128x256x8 / 64x64, 4", "`matmul_warp_tiled` 256x128x8 / 64x64, 4",
+                          "`matmul_warp_tiled` 128x128x8 / 32x64, 2"]
+    assert not [m for m in measurements if m.wrong], [m.note for m in measurements if m.wrong]
+
+
 def fake_library(name: str, stream: int = 0):
     """A stand-in for ``torch`` or ``cupy`` on the simulator's arrays: NumPy views of the same memory
     (float32 ``np.matmul`` as its cuBLAS)."""

@@ -287,11 +287,12 @@ def test_the_goal_shape_measured_first_predicts_the_smaller_shapes_too(bench):
 def run(bench, benchmark_run, monkeypatch):
     """`main` on every default shape; ``run.measured``: the shapes measured, in order (each takes a minute)."""
     run = benchmark_run(bench, bench.Device(**SIMULATED))
-    run.measured = []
+    run.measured, run.variants = [], []
 
-    def measure_shape(shape, device, samples, libraries, earlier=()):
+    def measure_shape(shape, device, samples, libraries, earlier=(), variants=False):
         run.row()
         run.measured.append(shape.name)
+        run.variants += [shape.name] if variants else []
         return [bench.Measurement("`matmul_warp_tiled`", shape, 1.0)]
 
     monkeypatch.setattr(bench, "measure_shape", measure_shape)
@@ -321,3 +322,10 @@ def test_a_full_run_tables_every_shape_in_order_with_no_note(bench, run):
     assert [row[0] for row in table_rows(recorded.text, "### TFLOP/s")] == every_shape(bench)
     assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == every_shape(bench)
     assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables
+
+
+def test_variants_are_measured_at_the_goal_shape_only(bench, run):
+    run()
+    assert run.variants == []
+    run("--variants")
+    assert run.variants == ["4096^3"]

@@ -41,3 +41,13 @@ def test_scripts_recording_side_by_side_lose_no_section(tmp_path):
         writer.join(120)
     assert all(writer.exitcode == 0 for writer in writers)
     assert [results.recorded(name, path).splitlines()[0] for name in names] == [f"{name} 39" for name in names]
+
+
+def test_recorded_rows_cut_a_table_to_its_header_and_the_rows_named(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    results.record("session", "Some words.\n\n| kernel | time |\n|---|---:|\n| `flash` | 2 ms |\n| softmax | 1 ms |\n"
+           "| map | 3 ms |\n\nMore words.", path)
+    assert results.recorded_rows("session", ("flash", "soft"), path) == (
+        "| kernel | time |\n|---|---:|\n| `flash` | 2 ms |\n| softmax | 1 ms |")
+    assert results.recorded_rows("session", ("conv",), path) is None
+    assert results.recorded_rows("other", ("map",), path) is None

@@ -80,7 +80,8 @@ def test_a_wrong_update_fails_the_attention_check(wrong):
 
 
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():
-    with pytest.raises(CheckFailed, match=r"query 0 sees key 0 too; mask a key after the query \(key > query\)"):
+    with pytest.raises(CheckFailed, match=r"query 0 sees key 0: its sum l stayed 0. Either the mask hides key 0 \(mask "
+                                          r"a key after the query, key > query, not key >= query\)"):
         check(make_update(diagonal=True))
     with pytest.raises(CheckFailed, match=r"online_softmax_tile stores every p it computes, 0 for a masked key, in "
                                           r"p_tile\[row \+ ROW_STEP \* i, col \+ LANES \* j\]"):

@@ -160,7 +160,8 @@ def test_gemm_epilogue_check_and_traffic_budget():
 
 
 @functools.cache  # each variant compiled once
-def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=False, mask=True, early_exit=False):
+def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=False, mask=True, early_exit=False,
+                 forget=False):
     """The assignment's flash attention, or a broken variant of it."""
 
     @cuda.jit
@@ -190,7 +191,7 @@ def flash_kernel(rescale=True, keep=True, tiles=True, skip=True, big_shared=Fals
                 k_tile[j, c] = K[j0 + j, c] if j0 + j < N else float32(0)
                 v_tile[j, c] = V[j0 + j, c] if j0 + j < N else float32(0)
             cuda.syncthreads()
-            top = m
+            top = float32(-math.inf) if forget else m  # forget: the new max is the tile's alone
             for j in range(BKEYS):
                 score = float32(-math.inf)
                 if (j0 + j <= i or not mask) and j0 + j < N:
@@ -234,6 +235,14 @@ def test_attention_check_passes_flash_and_names_the_query_row_and_block_of_keys(
     fails(r"the keys of query row \d+ are 0 to \d+, in 2 blocks of 16: check the running max, the rescale",
           gf.check_attention, flash_kernel(rescale=False), SHAPES, block_rows=BQ,
                     key_block=BKEYS)
+
+
+def test_a_running_max_that_forgets_earlier_tiles_fails_on_the_large_row_with_the_overflow_named():
+    message = fails(r"row 39 \(large scores: .*key 0 lies along it, scoring 100 above its other keys",
+                    gf.check_attention, flash_kernel(forget=True),
+                    SHAPES, block_rows=BQ, key_block=BKEYS)
+    assert "NaN or infinite: a rescale exp2(m_old - m_new) overflowed" in message
+    assert "m_new = max(m_old, the tile's max)" in message
 
 
 def test_attention_budgets_catch_global_reads_unskipped_tiles_and_big_buffers():
@@ -374,7 +383,10 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
         in message
 
 
-def test_a_softmax_row_of_zeros_is_told_its_sum_was_zero_or_nan():
+def test_a_softmax_row_of_zeros_is_told_its_sum_was_zero_nan_or_infinite():
     diagnose = gf.proportional_diagnosis(np.array([[0.25, 0.75], [0.5, 0.5]]))
-    assert diagnose(1, np.zeros(2, np.float32)).startswith("the whole row is 0: the sum l it is divided by was 0 or NaN")
+    assert diagnose(1, np.zeros(2, np.float32)).startswith("the whole row is 0: the sum l it is divided by was 0, NaN")
     assert "times 2" in diagnose(0, np.array([0.5, 1.5], np.float32))
+    one_column = gf.proportional_diagnosis(np.array([[1.0]]))  # a row of one value: 1.0 expected
+    assert one_column(0, np.zeros(1, np.float32)).startswith("the whole row is 0")
+    assert "exp(m_old - m_new), at most 1" in one_column(0, np.zeros(1, np.float32))

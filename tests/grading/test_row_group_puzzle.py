@@ -62,14 +62,37 @@ def through_shared(out, values):
     out[i] = v
 
 
+@cuda.jit
+def summed(out, values):
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (16, 8, 4):
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, offset)
+    out[i] = v
+
+
+@cuda.jit
+def shifted_down(out, values):
+    i = cuda.grid(1)
+    v = values[i]
+    for offset in (16, 8, 4):
+        v = max(v, cuda.shfl_down_sync(0xFFFFFFFF, v, offset))
+    out[i] = v
+
+
 def test_the_puzzle_check(capsys):
     with simulated():
         assert check_row_group_max(right) is True
         assert check_row_group_max(unwritten) is None
         assert check_row_group_max(whole_warp) is False
-        assert "mixes in another group" in capsys.readouterr().out
+        assert "belongs to another group: an xor offset that changes lane % 4 mixes groups" in capsys.readouterr().out
         assert check_row_group_max(consecutive) is False
         assert "values[0:32:4]" in capsys.readouterr().out
         assert check_row_group_max(one_step_short) is False
+        assert "max of some lanes of the group only: together the offsets must reach all 8" in capsys.readouterr().out
+        assert check_row_group_max(summed) is False
+        assert "the group's sum: combine the values with max, not +" in capsys.readouterr().out
+        assert check_row_group_max(shifted_down) is False
+        assert "shfl_down leaves the last lanes" in capsys.readouterr().out
         assert check_row_group_max(through_shared) is False
         assert "uses shared memory" in capsys.readouterr().out

@@ -11,8 +11,8 @@ nothing of gpucourse.
 from . import execution, prediction, results, source
 from .execution import CellStalled, run_notebook
 from .prediction import check_prediction, try_puzzle
-from .results import record, recorded, show_recorded
+from .results import record, recorded, recorded_rows, show_recorded
 from .source import show_source, source_of
 
 __all__ = ["results", "source", "prediction", "execution", "CellStalled", "run_notebook", "record", "recorded",
-           "show_recorded", "show_source", "source_of", "check_prediction", "try_puzzle"]
+           "recorded_rows", "show_recorded", "show_source", "source_of", "check_prediction", "try_puzzle"]

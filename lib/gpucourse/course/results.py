@@ -47,6 +47,15 @@ def record(name: str, text: str, path: Path = RESULTS) -> None:
         path.write_text(updated)
 
 
+def recorded_rows(name: str, words: tuple, path: Path = RESULTS) -> str | None:
+    """The table of section ``name`` cut to its header and the rows whose first cell contains one of ``words``
+    (Markdown), or None when the section or such a row is missing."""
+    text = recorded(name, path)
+    table = [line for line in (text or "").splitlines() if line.startswith("|")]
+    rows = [line for line in table[2:] if any(word in line.split("|")[1] for word in words)]
+    return "\n".join(table[:2] + rows) if rows else None
+
+
 def measured_on(text: str) -> str | None:
     """Where and when a recorded section was measured, "on DEVICE, DATE" (from its "`python ...` on DEVICE" and "- Date:" lines), or None."""
     device = re.search(r"^`[^`]+` on (.+?)(?: \(|\.?$)", text, re.M)

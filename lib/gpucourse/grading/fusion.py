@@ -209,11 +209,12 @@ def proportional_diagnosis(expected: np.ndarray) -> Callable:
     def diagnose(row: int, got: np.ndarray) -> str:
         wanted = expected[row]
         shown = wanted > 1e-6
+        if shown.any() and not np.any(got):  # 0 where the softmax is not: l was 0, NaN or infinite
+            return ("the whole row is 0: the sum l it is divided by was 0, NaN or infinite. Rescale it by "
+                    "exp(m_old - m_new), at most 1, and skip the rescale when the new max is -inf: merging two "
+                    "empty states (-inf, 0) gives exp(-inf - -inf) = NaN")
         if shown.sum() < 2 or not np.all(np.isfinite(got[shown])):
             return ""
-        if not np.any(got):  # every value 0 where the softmax is not: the sum l was 0 or NaN (NaN fails l > 0)
-            return ("the whole row is 0: the sum l it is divided by was 0 or NaN. Merging two empty states (-inf, 0) "
-                    "gives exp(-inf - -inf) = NaN: skip the rescale when the new max is -inf")
         ratio = got[shown].astype(np.float64) / wanted[shown]
         factor = float(np.median(ratio))
         if factor > 1e-6 and abs(factor - 1) > 1e-3 and np.allclose(ratio, factor, rtol=1e-3):  # 0: a row lost
@@ -374,6 +375,10 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
     def diagnose(row: int, got: np.ndarray) -> str:
         N = K.shape[0]
         last = row + 1 if causal else N
+        if not np.all(np.isfinite(got)):
+            return ("its output is NaN or infinite: a rescale exp2(m_old - m_new) overflowed, or became "
+                    "exp2(-inf - -inf). The running max never falls, m_new = max(m_old, the tile's max), so the "
+                    "rescale is at most 1; and while every key so far is masked (m_new = -inf), skip it")
         blocks = blocks_needed(last, key_block)
         scale = max(1e-6, float(np.abs(V).max()))
         for b in range(blocks - 1):  # only the first b + 1 blocks of keys (all visible to this query)
@@ -389,11 +394,15 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
                 if np.allclose(got, unmasked, atol=1e-4 * scale):
                     return (f"its output is attention over keys 0 to {stop - 1}, but query {row} sees only keys "
                             f"0 to {row}: the causal mask is missing; give a key j > {row} the score -inf")
-        if causal:  # the diagonal masked too: query `row` sees keys 0 to row - 1 (none for row 0)
-            strict = (attention_reference(Q[row:row + 1], K[:row], V[:row])[0] if row else np.zeros_like(got))
+        if causal and row == 0 and not np.any(got):  # a zero row: no key counted, for one of several reasons
+            return ("its output is 0, but query 0 sees key 0: its sum l stayed 0. Either the mask hides key 0 (mask "
+                    "a key after the query, key > query, not key >= query), or p is never added to l, or the "
+                    "running max m is never updated (then exp2(m - m_new) = 0 wipes l and the output at every tile)")
+        if causal and row:  # the diagonal masked too: query `row` sees keys 0 to row - 1
+            strict = attention_reference(Q[row:row + 1], K[:row], V[:row])[0]
             if np.allclose(got, strict, atol=1e-4 * scale):
-                return (f"its output is attention over keys 0 to {row - 1} (0 when there are none): query {row} sees "
-                        f"key {row} too; mask a key after the query (key > query), not key >= query")
+                return (f"its output is attention over keys 0 to {row - 1}: query {row} sees key {row} too; mask a "
+                        "key after the query (key > query), not key >= query")
         for b in range(1, blocks):  # a block of keys alone
             keys = slice(b * key_block, min(last, (b + 1) * key_block))
             alone = attention_reference(Q[row:row + 1], K[keys], V[keys])[0]
@@ -408,6 +417,9 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
     return diagnose
 
 
+SPIKE = 100.0  # how far key 0's score on the large row stands above the others': past float32's exp (88.7)
+
+
 def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: int, key_block: int,
                     causal: bool = True, large: bool = True, seed: int = 0, name=None, quiet=False,
                     budget=None, threads: int | None = None) -> None:
@@ -415,8 +427,9 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
 
     ``threads`` defaults to ``block_rows`` (one thread per query).
 
-    With ``large``, the last query row is scaled by 60 (scores in the hundreds). A failure names the
-    query row and the block of ``key_block`` keys its output seems to miss.
+    With ``large``, the last query row is scaled by 60 (scores in the hundreds) and key 0 turned along it, `SPIKE`
+    above its other keys, so that a running max that forgets earlier tiles overflows ``exp(m_old - m_new)``. A failure names the query row
+    and the block of ``key_block`` keys its output seems to miss.
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
@@ -425,9 +438,13 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
         for N, d in shapes:
             Q, K, V = (rng.standard_normal((N, d)).astype(np.float32) * rng.uniform(0.5, 2) for _ in range(3))
             notes = {}
-            if large:
+            if large:  # and key 0 along that query, scoring 100 above its other keys: exp(100) overflows float32
                 Q[-1] *= 60
-                notes[N - 1] = "large scores: its query row is 60 times larger"
+                q = Q[-1].astype(np.float64)
+                others = (K[1:].astype(np.float64) @ q).max(initial=0.0) / math.sqrt(d)
+                K[0] = q * ((max(others, 0.0) + SPIKE) * math.sqrt(d) / float(q @ q))
+                notes[N - 1] = (f"large scores: its query row is 60 times larger, and key 0 lies along it, scoring "
+                                f"{SPIKE:.0f} above its other keys")
             expected = attention_reference(Q, K, V, causal)
             scores = np.abs(Q.astype(np.float64)) @ np.abs(K.astype(np.float64)).T / math.sqrt(d)
             tolerance = 1e-5 * float(np.abs(V).max()) * (1 + scores.max(axis=1, keepdims=True)) + 1e-6
@@ -585,6 +602,19 @@ def check_bias_relu(kernel) -> None:
 GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
 
 
+def _group_hint(got, group: np.ndarray, warp: np.ndarray, groups: int) -> str:
+    """Why a lane's result is not its row group's max: it added, it missed lanes of its group, or it took
+    another group's value."""
+    if np.isclose(got, group.sum(dtype=np.float64), rtol=1e-5):
+        return "That is the group's sum: combine the values with max, not +."
+    if got in group:
+        return (f"That is the max of some lanes of the group only: together the offsets must reach all {len(group)} "
+                "(xor by 16, 8 and 4 does; shfl_down leaves the last lanes without the others' values).")
+    if got in warp:
+        return f"That value belongs to another group: an xor offset that changes lane % {groups} mixes groups."
+    return f"That is none of the warp's values: combine them with max, by xor offsets that keep lane % {groups}."
+
+
 def check_row_group_max(kernel, groups: int = 4) -> bool | None:
     """Lecture 5's puzzle: ``kernel[blocks, threads](out, values)`` writes into ``out[i]`` the max of ``values``
     over ``i``'s row group, the lanes of its warp that share ``lane % groups``, with warp shuffles and no shared
@@ -615,8 +645,8 @@ def check_row_group_max(kernel, groups: int = 4) -> bool | None:
             i = int(np.flatnonzero(got != expected)[0])
             first, warp_end = i - i % 32 + i % groups, i - i % 32 + 32
             recorded = (f"✗ With {described}, out[{i}] is {got[i]:.6g}, expected {expected[i]:.6g}: the max of "
-                        f"values[{first}:{warp_end}:{groups}].\nAn xor offset that changes lane % {groups} mixes in "
-                        f"another group;\ntogether the offsets must reach all {32 // groups} lanes of the group.")
+                        f"values[{first}:{warp_end}:{groups}].\n"
+                        + _group_hint(got[i], values[first:warp_end:groups], values[i - i % 32:warp_end], groups))
         if recorded is None:
             continue
         print(recorded if recorded.startswith("✗") else f"✗ {recorded}")

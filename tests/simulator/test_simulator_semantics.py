@@ -1,5 +1,7 @@
 """GPU semantics the course simulator keeps: lanes in lockstep, short-circuits, warps, distinct arrays."""
 
+import math
+
 import numpy as np
 import pytest
 from numba import cuda, int32, njit
@@ -498,3 +500,20 @@ def test_round_to_digits_keeps_infinities_and_saturates_as_the_gpu():
     # 2.675 is 2.67499999...: Python says 2.67; numba-cuda scales it to 267.5 first. 1e300 * 100 is past int64:
     # __nv_llrint (cvt.rni.s64.f64) saturates at 2**63 - 1
     np.testing.assert_array_equal(out, [2.68, 0.12, np.inf, -np.inf, np.nan, float(2**63) / 100])
+
+
+@cuda.jit
+def angles(out, x):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i, 0] = math.degrees(x[i])
+        out[i, 1] = math.radians(x[i])
+
+
+def test_degrees_and_radians_multiply_by_the_constant_rounded_once_to_the_type():
+    """numba-cuda lowers math.degrees(x) as x * float32(180 / pi) for a float32 (cudaimpl.gen_deg_rad); NumPy's
+    float32 degrees rounds 180 / float32(pi) instead: a different constant, 1 ulp apart for most x."""
+    x = np.random.default_rng(4).uniform(-1000, 1000, 300).astype(np.float32)
+    out = np.zeros((x.size, 2), np.float32)
+    angles[3, 100](out, x)
+    np.testing.assert_array_equal(out, np.stack([x * np.float32(180 / math.pi), x * np.float32(math.pi / 180)], 1))

@@ -223,6 +223,17 @@ def _rect(r, phi):
 _RECT = np.frompyfunc(_quiet(cmath.rect), 2, 1)
 
 
+def _scaled_by(constant: float):
+    """``x * constant`` with the constant rounded once to ``x``'s type, as numba-cuda lowers ``math.degrees`` and
+    ``math.radians``; NumPy's float32 ``degrees`` rounds 180 / pi from a float32 pi, 1 ulp apart for most x."""
+    def scale(x):
+        x = np.asarray(x)
+        result = x * x.dtype.type(constant)
+        return result if result.ndim else result[()]
+
+    return scale
+
+
 class Enumerated:
     """``enumerate(items, start)`` as a loop iterates it."""
 
@@ -246,8 +257,8 @@ MATH = {function: _numba_typed(function, implementation) for function, implement
     math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
     math.isinf: np.isinf, math.isfinite: np.isfinite, math.floor: np.floor, math.ceil: np.ceil,
     math.trunc: np.trunc, math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),
-    math.gamma: _elementwise(_c_gamma), math.lgamma: _elementwise(_c_lgamma), math.degrees: np.degrees,
-    math.radians: np.radians, math.exp2: np.exp2, math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
+    math.gamma: _elementwise(_c_gamma), math.lgamma: _elementwise(_c_lgamma),
+    math.degrees: _scaled_by(180.0 / math.pi), math.radians: _scaled_by(math.pi / 180.0), math.exp2: np.exp2, math.ldexp: np.ldexp, math.frexp: np.frexp, math.modf: np.modf,
     math.nextafter: np.nextafter, math.remainder: _elementwise(_c_remainder, 2),
 }.items()}
 

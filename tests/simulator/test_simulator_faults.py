@@ -27,6 +27,22 @@ def copy_unguarded(out, a):
     out[i] = a[i]
 
 
+@cuda.jit
+def store_a_row_down(out, a):
+    i = cuda.grid(1)
+    out[i + 1, 0] = a[i]
+
+
+def test_a_store_past_the_end_of_a_matrix_is_named_as_written():
+    """The message quotes the store as the student wrote it, not the simulator's rewriting of its index."""
+    a = data(4)
+    with pytest.raises(OutOfBounds) as fault:
+        store_a_row_down[1, 4](np.zeros((4, 2), np.float32), a)
+    message = str(fault.value)
+    assert "when it writes `out[i + 1, 0]`: index 4 is past the end of axis 0 (size 4)" in message
+    assert "_g_rt" not in message
+
+
 def test_out_of_bounds_past_the_end():
     a = data(40)
     with pytest.raises(OutOfBounds) as fault:

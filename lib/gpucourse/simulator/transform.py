@@ -240,16 +240,17 @@ class KernelRewriter:
         if isinstance(target, ast.Name):
             return [self.assign_name(target.id, value, nested)]
         field = _record_field(target)
+        # the site first: rewriting the index below changes the target's nodes in place
+        site = self.site(target) if isinstance(target, (ast.Subscript, ast.Attribute)) else None
         if field is not None:
             element = target.value
-            store = _call("store", self.expr(element.value), self.expr(element.slice), value, self.site(target),
-                          ast.Constant(field))
+            store = _call("store", self.expr(element.value), self.expr(element.slice), value, site, ast.Constant(field))
             return [ast.Expr(store)]
         if isinstance(target, ast.Subscript):
-            store = _call("store", self.expr(target.value), self.expr(target.slice), value, self.site(target))
+            store = _call("store", self.expr(target.value), self.expr(target.slice), value, site)
             return [ast.Expr(store)]
         if isinstance(target, ast.Attribute):  # r.x = v of a record argument
-            store = _call("store", self.expr(target.value), ast.Constant(target.attr), value, self.site(target))
+            store = _call("store", self.expr(target.value), ast.Constant(target.attr), value, site)
             return [ast.Expr(store)]
         if isinstance(target, (ast.Tuple, ast.List)):
             temp, count = self.fresh("t"), len(target.elts)

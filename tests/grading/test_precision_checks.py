@@ -53,7 +53,7 @@ def test_linear_fp16_needs_a_float32_accumulator():
     checks.check_linear_fp16(make_linear(float32), [(5, 300, 7), (1, 1, 1)], special=["denormals", "large", "nan"],
                              quiet=True)
     with pytest.raises(CheckFailed, match=r"(?s)Y\[\d+, \d+\] should be [01] [01]{5} [01]{10} .*got .*"
-                                          r"is the accumulator float32\?"):
+                                          r"is every step float32 \(each fp16 value widened before its product"):
         checks.check_linear_fp16(make_linear(float16), [(5, 300, 7)])
 
 
@@ -62,7 +62,7 @@ def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
     """numba-cuda's ``float()`` of a float16 is a float16: with ``float`` the products round to float16 first,
     which the values show before the PTX does."""
     found = r"computes in float64 \(.*f64.* in its PTX\)" + ("" if accumulator is types.float64 else
-                                                            r"|is the accumulator float32\?")
+                                                            r"|is every step float32 \(")
     with pytest.raises(CheckFailed, match=found):
         checks.check_linear_fp16(make_linear(accumulator), [(5, 30, 7)])
 
@@ -124,6 +124,9 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
         checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
     with pytest.raises(CheckFailed, match=r"should be [01] 11111 0000000000 \(-?inf\),\n.*got . 11111 1\d+ \(nan\)\n"):
         checks.check_kahan_rows(make_row_sum(True, False), [(33, 500)], special=["infinities"])  # not "never written"
+    # assignment 6's special rows are long positive ones: a sum without compensation cannot earn that point
+    with pytest.raises(CheckFailed, match="does the sum carry Kahan's compensation"):
+        checks.check_kahan_rows(make_row_sum(False, True), [(33, 500)], values="positive", special=["denormals"])
 
 
 @cuda.jit
@@ -187,6 +190,20 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
 
     with pytest.raises(CheckFailed, match=r"should be 0 11111111 1000001 \(nan\),\n.*got 0 11111111 0000001 \(nan\)"):
         checks.check_to_bfloat16(nan_by_low_bits, [0], special=["nan"])
+
+    @cuda.jit
+    def canonical_nan(out, bits):  # a NaN as 0x7FC0, whatever its sign and bits: a NaN, but not the exercise's
+        i = cuda.grid(1)
+        if i < bits.shape[0]:
+            u = bits[i]
+            if (u & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
+                out[i] = uint32(0x7FC0)
+            else:
+                out[i] = (u + uint32(0x7FFF) + ((u >> uint32(16)) & uint32(1))) >> uint32(16)
+
+    with pytest.raises(CheckFailed, match=r"It is a NaN. IEEE 754 lets a conversion return any NaN .* this exercise "
+                                          r"asks for its sign and top bits kept"):
+        checks.check_to_bfloat16(canonical_nan, [10], special=["nan"])
 
 
 def make_unscale(flags, counts=False):
@@ -260,6 +277,16 @@ def test_master_sgd_keeps_the_updates_fp16_loses():
         checks.check_master_sgd(make_sgd(False), [300], special=["small updates"])
     with pytest.raises(CheckFailed, match=r"computes in float64 .*float32 arithmetic"):
         checks.check_master_sgd(make_sgd(True, types.float64), [300])  # right values, a float64 update
+
+    @cuda.jit
+    def reads_weights(weights, master, grads, lr):  # the master right, weights from the poison it was handed
+        i = cuda.grid(1)
+        if i < master.shape[0]:
+            master[i] = master[i] - lr * float32(grads[i])
+            weights[i] = weights[i] + float16(master[i]) - weights[i]
+
+    with pytest.raises(CheckFailed, match=r"master is right, but weights holds NaN .* an output only"):
+        checks.check_master_sgd(reads_weights, [300])
 
 
 def make_tile_gemm(tensor_cores):

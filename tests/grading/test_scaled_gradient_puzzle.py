@@ -51,6 +51,13 @@ def float64_literal(g, out, y, scale):
 
 
 @cuda.jit
+def all_in_fp16(g, out, y, scale):  # float16(2**16) is inf
+    i = cuda.grid(1)
+    if i < g.shape[0]:
+        g[i] = float16((out[i] - y[i]) / float32(g.shape[0])) * float16(scale)
+
+
+@cuda.jit
 def not_written(g, out, y, scale):
     i = cuda.grid(1)
 
@@ -67,6 +74,7 @@ def test_float32_rounded_once_passes(capsys):
     (not_divided_by_n, "g is n = 1000 times too large"),
     (divided_by_an_int, "computes in float64"),
     (float64_literal, "computes in float64"),
+    (all_in_fp16, "is past fp16's largest value (65504) when it is an fp16 itself"),
 ])
 def test_wrong_answers_are_named(kernel, said):
     with pytest.raises(CheckFailed) as failed:

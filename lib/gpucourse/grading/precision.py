@@ -185,7 +185,9 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
             exact = X64 @ W64.T + bias
             scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
-        _compare_within(name, described, "Y", Y, exact, bound, np.float16, "is the accumulator float32?")
+        _compare_within(name, described, "Y", Y, exact, bound, np.float16,
+                        "is every step float32 (each fp16 value widened before its product, the sum, and the bias "
+                        "added to it) and rounded to fp16 once, at the end?")
         _float_budget(kernel, name, [Y, X, W, bias], [64],
                       "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
                       "what it touches float64: write float32(0).")
@@ -337,8 +339,11 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
             if len(bad):
                 i = int(bad[0])
                 given = bit_fields(bits32[i:i + 1].view(np.float32)[0], np.float32)
+                nan = (" It is a NaN. IEEE 754 lets a conversion return any NaN (some return one canonical 0x7FC0), "
+                       "but this exercise asks for its sign and top bits kept: (u >> 16) | 0x0040."
+                       if np.isnan(bits32[i:i + 1].view(np.float32)[0]) else "")
                 raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,
-                                f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong")
+                                f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong.{nan}")
             count += 1
     report(name, count, quiet)
 
@@ -361,6 +366,9 @@ def _scaled_gradient_hint(got: np.ndarray, exact: np.ndarray, unscaled: np.ndarr
                     "once, at the end: float32 difference, divided by n, times scale, then store.")
         if len(exact) > 1 and np.allclose(got, (exact * len(exact)).astype(np.float16), rtol=2 * U16, atol=2.0 ** -24):
             return f"g is n = {len(exact)} times too large: the loss is a mean, its gradient is divided by n."
+        if np.isnan(got).any() or np.isinf(got).any():
+            return (f"g holds inf or NaN: the scale, {scale:g}, is past fp16's largest value (65504) when it is an "
+                    "fp16 itself; keep it and the arithmetic in float32, and round to fp16 once, at the end.")
     return "each g[i] is float16(scale * (out[i] - y[i]) / n), computed in float32 and rounded once."
 
 
@@ -504,6 +512,10 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
                         "is the update computed in float32 on the float32 master?")
         with np.errstate(over="ignore"):
             rounded = new_master.astype(np.float16)
+        if np.isnan(weights).any() and not np.isnan(rounded).any():
+            raise CheckFailed(f"{name} gave a wrong result with {described}: master is right, but weights holds NaN "
+                              "where its fp16 rounding has none. `weights` is an output only (the check fills it "
+                              "with NaN before the launch): store float16(master[i]) in it, reading nothing from it.")
         _compare_exact(name, described, "weights", weights, rounded, np.float16)
         _float_budget(kernel, name, [weights, new_master, grads, lr32], [64], _NO_FLOAT64)
         count += 1

@@ -429,3 +429,23 @@ def test_mma_gemm_shared_a_budget():
     checks.check_mma_gemm(make_shared_tile_gemm(2), [(20, 9, 70)], warps=2, shared_a=True, quiet=True)
     with pytest.raises(CheckFailed, match=r"an element of A is read 8 times from global memory, not at most 2"):
         checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45)], warps=4, shared_a=True)
+
+
+@cuda.jit
+def softmax_in_lane_0(out, x):  # right values, but lane 0 does the whole row: not one warp per row
+    row, lane = cuda.blockIdx.x, cuda.threadIdx.x
+    if lane == 0:
+        m = float32(-math.inf)
+        for k in range(x.shape[1]):
+            m = max(m, float32(x[row, k]))
+        total = float32(0)
+        for k in range(x.shape[1]):
+            total += math.exp(float32(x[row, k]) - m)
+        for k in range(x.shape[1]):
+            out[row, k] = float16(math.exp(float32(x[row, k]) - m) / total)
+
+
+def test_softmax_fp16_shares_each_row_among_the_lanes_of_a_warp():
+    with pytest.raises(CheckFailed, match=r"(?s)over its budget .*read `x` at most 9 times.* read it 210 times: "
+                                          r"one warp per row"):
+        checks.check_softmax_fp16(softmax_in_lane_0, [(6, 70)], special=["large"])

@@ -25,6 +25,7 @@ from numba import cuda
 
 from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
 from ..run import ptx, simulated, trace
+from ..simulator import BudgetExceeded
 from . import core
 from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
 
@@ -558,8 +559,27 @@ def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Se
                         "does every lane get the row's maximum and sum (shfl_xor_sync; shfl_down_sync leaves them in "
                         "lane 0 only)?")
         _float_budget(kernel, name, [out, x], [64], "write float32(0) and float32(-inf) (math.inf is a float64).")
+        _lanes_share_the_row(kernel, name, described, x)
         count += 1
     report(name, count, quiet)
+
+
+def _lanes_share_the_row(kernel, name: str, described: str, x: np.ndarray) -> None:
+    """One warp per row, its lanes sharing the columns: each thread reads ``x`` at most 3 times per 32 columns
+    (the max, the sum and the write pass), in a traced launch; a warp whose lane 0 does the row alone is over."""
+    passes = 3 * math.ceil(x.shape[1] / 32)
+
+    def budget(t):
+        try:
+            t.assert_reads_per_thread("x", passes)
+        except BudgetExceeded as exc:
+            raise BudgetExceeded(f"{exc}: one warp per row, lane t reading the columns t, t + 32, ... in each of "
+                                 "the three passes (max, sum, write), the warp combining them with shfl_xor_sync") \
+                from None
+
+    _, recorded = core.run_checked(kernel, name, described, x.shape[0], 32, x.shape, np.float16, [x], ["out", "x"],
+                                   [budget])
+    core.check_budgets(name, described, [budget], recorded, ["out", "x"])
 
 
 # ---------------------------------------------------------------- tensor cores: lecture 6's puzzle, exercise 6

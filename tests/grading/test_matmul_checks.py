@@ -152,6 +152,24 @@ weight_grad_neighbours = weight_grad(1, reuse=True)
 weight_grad_rereads = weight_grad(32, reuse=False)
 
 
+@cuda.jit
+def weight_grad_in_dw(dW, G, X):  # right and strided, but its sums live in dW: a read and a write per term
+    n = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    t = cuda.blockIdx.x * 32 + cuda.threadIdx.x
+    first = (t // 32) * 32 * COARSEN + t % 32
+    if n < dW.shape[0]:
+        for j in range(COARSEN):
+            if first + j * 32 < dW.shape[1]:
+                dW[n, first + j * 32] = float32(0)
+        for z in range(G.shape[0]):
+            for m in range(G.shape[1]):
+                g = G[z, m, n]
+                for j in range(COARSEN):
+                    k = first + j * 32
+                    if k < dW.shape[1]:
+                        dW[n, k] += g * X[z, m, k]
+
+
 # ---------------------------------------------------------------- launch plans
 
 
@@ -257,6 +275,12 @@ def test_coarsened_threads_must_reuse_and_keep_columns_strided():
         check_matrix_kernel(weight_grad_neighbours, weight_grad_spec, plan, budget=both)
     with pytest.raises(CheckFailed, match="each thread may read `X` at most 2 times"):
         check_matrix_kernel(weight_grad_strided, weight_grad_spec, plan, budget=reads_per_thread("X", at_most=2))
+    in_registers = [writes_each_element_once("dW"), reads_per_thread("dW", 0, why="sums in registers")]
+    check_matrix_kernel(weight_grad_strided, weight_grad_spec, plan, budget=[*both, *in_registers], quiet=True)
+    check_matrix_kernel(weight_grad_in_dw, weight_grad_spec, plan, budget=both, quiet=True)  # what let it through
+    with pytest.raises(CheckFailed, match=r"every element of `dW` should be written exactly 1 time\(s\), but "
+                                          r"`dW\[0, 0\]` was written 61"):
+        check_matrix_kernel(weight_grad_in_dw, weight_grad_spec, plan, budget=[*both, *in_registers])
 
 
 def test_a_budget_naming_a_missing_array_says_to_keep_the_names():
@@ -524,3 +548,14 @@ def test_block_step_puzzle_wants_values_in_registers_and_strided_columns(capsys)
     for mode, message in wrong.items():
         assert not try_puzzle(check_block_step, block_step_2x4(mode), 2, 4)
         assert message in capsys.readouterr().out
+
+
+def test_a_budget_on_a_kernel_the_simulator_could_not_trace_says_why():
+    """A kernel built by exec from a string runs on numba's simulator, which keeps no trace: its budget cell gets
+    a course message, not a RuntimeError from inside the trace."""
+    from gpucourse.grading.core import check_budgets
+
+    with trace() as recorded:
+        pass  # nothing launched on the course simulator
+    with pytest.raises(CheckFailed, match=r"kept no trace of it, .* Define it in a notebook cell or a \.py file"):
+        check_budgets("pasted", "grid=(1,), block=(32,)", [coalesced("a")], recorded, ["out", "a"])

@@ -1,52 +1,38 @@
 """Lecture 5's puzzle check (`check_row_group_max`): right, unwritten and plausible wrong answers."""
 
-import numpy as np
 from numba import cuda, float32
 
 from gpucourse import simulated
 from gpucourse.grading import check_row_group_max
 
 
-@cuda.jit
-def right(out, values):
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (16, 8, 4):
-        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
-    out[i] = v
+def shuffled(offsets, down=False, add=False):
+    """A lane's value combined with the lanes ``offsets`` away: by xor (or ``down``), by max (or ``add``)."""
+
+    @cuda.jit
+    def kernel(out, values):
+        i = cuda.grid(1)
+        v = values[i]
+        for offset in offsets:
+            other = cuda.shfl_down_sync(0xFFFFFFFF, v, offset) if down else cuda.shfl_xor_sync(0xFFFFFFFF, v, offset)
+            v = v + other if add else max(v, other)
+        out[i] = v
+
+    return kernel
+
+
+right = shuffled((16, 8, 4))
+whole_warp = shuffled((16, 8, 4, 2, 1))  # offsets 2 and 1 mix the groups
+consecutive = shuffled((4, 2, 1))  # groups of 8 consecutive lanes: the max over the wrong lanes
+one_step_short = shuffled((16, 8))
+summed = shuffled((16, 8, 4), add=True)
+shifted_down = shuffled((16, 8, 4), down=True)
 
 
 @cuda.jit
 def unwritten(out, values):
     i = cuda.grid(1)
     out[i] = values[i]
-
-
-@cuda.jit
-def whole_warp(out, values):  # offsets 2 and 1 mix the groups
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (16, 8, 4, 2, 1):
-        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
-    out[i] = v
-
-
-@cuda.jit
-def consecutive(out, values):  # groups of 8 consecutive lanes: the max over the wrong lanes
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (4, 2, 1):
-        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
-    out[i] = v
-
-
-@cuda.jit
-def one_step_short(out, values):
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (16, 8):
-        v = max(v, cuda.shfl_xor_sync(0xFFFFFFFF, v, offset))
-    out[i] = v
 
 
 @cuda.jit
@@ -59,24 +45,6 @@ def through_shared(out, values):
     v = group[first]
     for k in range(1, 8):
         v = max(v, group[first + 4 * k])
-    out[i] = v
-
-
-@cuda.jit
-def summed(out, values):
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (16, 8, 4):
-        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, offset)
-    out[i] = v
-
-
-@cuda.jit
-def shifted_down(out, values):
-    i = cuda.grid(1)
-    v = values[i]
-    for offset in (16, 8, 4):
-        v = max(v, cuda.shfl_down_sync(0xFFFFFFFF, v, offset))
     out[i] = v
 
 

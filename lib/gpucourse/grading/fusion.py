@@ -428,8 +428,8 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
     ``threads`` defaults to ``block_rows`` (one thread per query).
 
     With ``large``, the last query row is scaled by 60 (scores in the hundreds) and key 0 turned along it, `SPIKE`
-    above its other keys, so that a running max that forgets earlier tiles overflows ``exp(m_old - m_new)``. A failure names the query row
-    and the block of ``key_block`` keys its output seems to miss.
+    above its other keys, so that a running max that forgets earlier tiles overflows ``exp(m_old - m_new)``. A
+    failure names the query row and the block of ``key_block`` keys its output seems to miss.
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
@@ -438,7 +438,7 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
         for N, d in shapes:
             Q, K, V = (rng.standard_normal((N, d)).astype(np.float32) * rng.uniform(0.5, 2) for _ in range(3))
             notes = {}
-            if large:  # and key 0 along that query, scoring 100 above its other keys: exp(100) overflows float32
+            if large:  # and key 0 along that query, scoring SPIKE above its other keys: exp(SPIKE) overflows float32
                 Q[-1] *= 60
                 q = Q[-1].astype(np.float64)
                 others = (K[1:].astype(np.float64) @ q).max(initial=0.0) / math.sqrt(d)

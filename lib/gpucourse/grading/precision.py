@@ -25,9 +25,9 @@ from numba import cuda
 
 from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
 from ..run import ptx, simulated, trace
-from ..simulator import BudgetExceeded
 from . import core
 from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
+from .matmul import reads_per_thread
 
 U16 = 2.0 ** -11  # unit roundoff of fp16
 U32 = 2.0 ** -24  # ... and of fp32
@@ -339,10 +339,11 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
             bad = np.flatnonzero(out != expected)
             if len(bad):
                 i = int(bad[0])
-                given = bit_fields(bits32[i:i + 1].view(np.float32)[0], np.float32)
+                value = bits32[i:i + 1].view(np.float32)[0]
+                given = bit_fields(value, np.float32)
                 nan = (" It is a NaN. IEEE 754 lets a conversion return any NaN (some return one canonical 0x7FC0), "
                        "but this exercise asks for its sign and top bits kept: (u >> 16) | 0x0040."
-                       if np.isnan(bits32[i:i + 1].view(np.float32)[0]) else "")
+                       if np.isnan(value) else "")
                 raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,
                                 f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong.{nan}")
             count += 1
@@ -567,16 +568,9 @@ def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Se
 def _lanes_share_the_row(kernel, name: str, described: str, x: np.ndarray) -> None:
     """One warp per row, its lanes sharing the columns: each thread reads ``x`` at most 3 times per 32 columns
     (the max, the sum and the write pass), in a traced launch; a warp whose lane 0 does the row alone is over."""
-    passes = 3 * math.ceil(x.shape[1] / 32)
-
-    def budget(t):
-        try:
-            t.assert_reads_per_thread("x", passes)
-        except BudgetExceeded as exc:
-            raise BudgetExceeded(f"{exc}: one warp per row, lane t reading the columns t, t + 32, ... in each of "
-                                 "the three passes (max, sum, write), the warp combining them with shfl_xor_sync") \
-                from None
-
+    budget = reads_per_thread("x", 3 * math.ceil(x.shape[1] / 32),
+                              why="one warp per row, lane t reading the columns t, t + 32, ... in each of the three "
+                                  "passes (max, sum, write), the warp combining them with shfl_xor_sync")
     _, recorded = core.run_checked(kernel, name, described, x.shape[0], 32, x.shape, np.float16, [x], ["out", "x"],
                                    [budget])
     core.check_budgets(name, described, [budget], recorded, ["out", "x"])

@@ -28,6 +28,7 @@ from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..run.tuning import Launch, Problem, Space
 from .core import CheckFailed, plural
+from .matmul import reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
@@ -369,7 +370,7 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
     n = max(sizes)
     blocks = max(1, -(-n // (items * threads)))
     described = f"n={n}, items={items}, {blocks} blocks of {threads}"
-    budgets = [lambda t: t.assert_reads_per_thread("x", items + 3)]  # a window of 4 sliding over `items` outputs
+    budgets = [reads_per_thread("x", items + 3)]  # a window of 4 sliding over `items` outputs
     _, recorded = run_checked(kernel, "moving_sum", described, blocks, threads, (n,), np.float32,
                               (rng.standard_normal(n + 3).astype(np.float32), items), ("out", "x", "items"), budgets)
     check_budgets("moving_sum", described, budgets, recorded, ["out", "x", "items"])

@@ -6,7 +6,10 @@ run defined is all a student has when they then write one exercise and run
 its cells. `run_each_exercise_alone` replays exactly that: Run All up to its
 first error, then, for each exercise, its answer cells (filled with the
 solution's) and its test cells, forgetting afterwards every name the
-exercise defined, so no exercise leans on another.
+exercise defined, so no exercise leans on another, unless it says so: an
+exercise whose heading cell has ``"gpucourse": {"builds_on": [4, 5]}`` in its
+metadata (its text says that it runs the student's answers of Exercises 4 and
+5) gets the answer cells of those exercises run first.
 """
 
 from __future__ import annotations
@@ -37,13 +40,27 @@ def nbgrader_flags(cell) -> dict:
 def exercises(notebook) -> list[list]:
     """The code cells of each ``## Exercise`` section, in order: its answer and test cells, and any cell between
     them a student runs too (assignment 5 builds its flash kernel around the answer in a cell of its own)."""
+    return [cells for _, cells in sections_of(notebook)]
+
+
+def sections_of(notebook) -> list[tuple[object, list]]:
+    """Each ``## Exercise`` section as (its heading cell, its code cells)."""
     sections = []
     for cell in notebook.cells:
         if cell.cell_type == "markdown" and re.match(r"## Exercise\b", cell.source):
-            sections.append([])
+            sections.append((cell, []))
         elif sections and cell.cell_type == "code" and nbgrader_flags(cell):
-            sections[-1].append(cell)
+            sections[-1][1].append(cell)
     return sections
+
+
+def exercise_number(heading) -> int:
+    return int(re.match(r"## Exercise (\d+)", heading.source).group(1))
+
+
+def builds_on(heading) -> list[int]:
+    """The exercises whose answers this one runs, as its heading cell's metadata declares."""
+    return heading.metadata.get("gpucourse", {}).get("builds_on", [])
 
 
 def with_answers(release, solution) -> None:
@@ -79,9 +96,12 @@ def run_each_exercise_alone(release_path: Path, solution_path: Path, pythonpath:
         run(client, nbformat.v4.new_code_cell(REMEMBER_NAMES), 0)
         with_answers(release, nbformat.read(solution_path, as_version=4))
         replay.first_exercise = [nbgrader_flags(cell)["grade_id"] for cell in exercises(release)[0]]
-        for section in exercises(release):
+        sections = sections_of(release)
+        answers = {exercise_number(heading): [c for c in cells if nbgrader_flags(c).get("solution")]
+                   for heading, cells in sections}
+        for heading, section in sections:
             name = nbgrader_flags(section[0])["grade_id"]
-            for cell in section:
+            for cell in [c for number in builds_on(heading) for c in answers[number]] + section:
                 if not run(client, cell, 0):
                     replay.failures[name] = error_of(cell)
                     break

@@ -289,6 +289,59 @@ def test_master_sgd_keeps_the_updates_fp16_loses():
         checks.check_master_sgd(reads_weights, [300])
 
 
+def make_step(mistake=""):
+    """A training step from `make_unscale`, the loss-scale update and `make_sgd`, right or with one mistake."""
+    unscale, sgd, flag = make_unscale(True), make_sgd(True), cuda.to_device(np.zeros(1, np.int32))
+
+    def step(weights, master, scaled_grads, lr, scale, good_steps):
+        n = master.shape[0]
+        grads = cuda.device_array(n, np.float16 if mistake == "fp16 gradients" else np.float32)
+        found = flag if mistake == "one flag for every step" else cuda.to_device(np.zeros(1, np.int32))
+        unscale[math.ceil(n / 64), 64](grads, found, scaled_grads, np.float32(1 / scale))
+        if mistake == "checked on the host":
+            overflow = not np.isfinite(scaled_grads.copy_to_host()).all()
+        else:
+            overflow = bool(found.copy_to_host()[0])
+        new = ((scale / 2, 0, True) if overflow else
+               (scale * 2, 0, False) if good_steps + 1 == 4 else (scale, good_steps + 1, False))
+        if not new[2] or mistake == "updates on an overflow":
+            used = scaled_grads if mistake == "scaled gradients" else grads
+            sgd[math.ceil(n / 64), 64](weights, master, used, lr)
+        return new
+
+    return step
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("updates on an overflow", r"changed `master` at step 2 .*a skipped step updates nothing"),
+    ("one flag for every step", r"should return \(512.0, 1, False\) .* at step 3 .*got \(256.0, 0, True\): the flag "
+                                r"must start at 0 on every step"),
+    ("scaled gradients", r"(?s)master\[0\] should be .*divided by the scale"),
+    ("fp16 gradients", r"(?s)master\[\d+\] should be .*not rounded to fp16 on the way"),
+    ("checked on the host", r"copied 4 bytes to the device and 2000 to the host .*from the flag alone"),
+])
+def test_training_step_catches_each_way_to_get_the_composition_wrong(mistake, message):
+    checks.check_training_step(make_step(), [300, 7], interval=4, quiet=True)
+    with pytest.raises(CheckFailed, match=message):
+        checks.check_training_step(make_step(mistake), [1000], interval=4)
+
+
+def test_training_step_says_not_written_and_names_the_step_of_an_error():
+    def unwritten(*args):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailed, match="unwritten is not written yet"):
+        checks.check_training_step(unwritten, [10], interval=4)
+
+    def host_arrays(weights, master, scaled_grads, lr, scale, good_steps):
+        return make_step()(weights.copy_to_host(), master.copy_to_host(), scaled_grads, lr, scale, good_steps)
+
+    with pytest.raises(CheckFailed, match=r"copied \d+ bytes to the device .* launch on them"):
+        checks.check_training_step(host_arrays, [10], interval=4, name="host_arrays")
+    with pytest.raises(CheckFailed, match=r"step raised ZeroDivisionError at step 0 of a run of 11"):
+        checks.check_training_step(lambda *args: 1 / 0, [10], interval=4, name="step")
+
+
 def make_tile_gemm(tensor_cores):
     @cuda.jit
     def tile_gemm(C, A, B):

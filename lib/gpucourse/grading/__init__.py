@@ -27,7 +27,7 @@ from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
                         check_mma_nt, check_scaled_gradient, check_softmax_fp16, check_to_bfloat16,
-                        check_unscale)
+                        check_training_step, check_unscale)
 from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
                         pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
                         tree_reads, writes_each_element_once)
@@ -53,5 +53,6 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "warp_rows", "thread_rows", "block_rows", "global_bytes", "global_traffic", "reads_per_element", "kv_reads_per_query_block",
            "memory_independent_of_n",
            "bit_fields", "bfloat16_reference", "bfloat16_inputs", "check_linear_fp16", "check_kahan_rows",
-           "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_mma_gemm",
+           "check_to_bfloat16", "check_unscale", "check_loss_scale_update", "check_master_sgd", "check_training_step",
+           "check_mma_gemm",
            "check_dot_rows", "check_scaled_gradient", "check_mma_nt", "check_softmax_fp16", "tuning"]

@@ -347,15 +347,18 @@ def check_kernel(
     report(name, len(cases), quiet, budgeted=bool(budgets))
 
 
-def call_function(function: Callable, name: str, args: tuple):
-    """``function(*args)``; what it raises becomes a `CheckFailed` (not written yet, or the call and the error)."""
+def call_function(function: Callable, name: str, args: tuple, at: str = ""):
+    """``function(*args)``; what it raises becomes a `CheckFailed` (not written yet, or the call and the error;
+    ``at`` describes the call where its arguments' reprs would not)."""
     __tracebackhide__ = True
     try:
         return function(*args)
     except NotImplementedError:
         raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
     except Exception as exc:
-        raise CheckFailed(f"{name}({', '.join(repr(a) for a in args)}) raised {type(exc).__name__}: {exc}") from None
+        call = f"{name} raised {type(exc).__name__} at {at}" if at else \
+            f"{name}({', '.join(repr(a) for a in args)}) raised {type(exc).__name__}"
+        raise CheckFailed(f"{call}: {exc}") from None
 
 
 def wrong_answer(name: str, args: tuple, expected, got) -> str:

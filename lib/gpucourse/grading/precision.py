@@ -524,7 +524,101 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
     report(name, count, quiet)
 
 
-# ---------------------------------------------------------------- exercise 7: softmax of fp16 rows, in fp32
+# ---------------------------------------------------------------- exercise 6: one mixed-precision training step
+
+
+FLAG_BYTES = 4  # found_inf: one int32, the only copy a training step makes each way
+
+
+def _step_gradients(rng, size: int, scale: float, overflow: bool) -> np.ndarray:
+    """fp16 gradients of a loss scaled by ``scale``: unscaled values of order 1 down to 2**-20 (tiny ones only
+    float32 keeps), and on an ``overflow`` step a few infinities and a NaN."""
+    unscaled = rng.standard_normal(size) * np.exp2(rng.integers(-20, 1, size))
+    grads = np.clip(unscaled * scale, -65504, 65504).astype(np.float16)
+    if overflow:
+        spots = rng.choice(size, min(size, 3), replace=False)
+        grads[spots] = np.array([np.inf, -np.inf, np.nan][:len(spots)], np.float16)
+    return grads
+
+
+def check_training_step(function: Callable, sizes: Iterable[int], *, interval: int, overflows: str = "..x.....x..",
+                        scale: float = 2.0 ** 10, lr: float = 0.05, seed: int = 0, name: str | None = None,
+                        quiet: bool = False) -> None:
+    """``function(weights, master, scaled_grads, lr, scale, good_steps) -> (scale, good_steps, skipped)``, one
+    step of mixed-precision SGD on device arrays, along a run of steps (``overflows``: x where the gradients
+    hold an inf or a NaN).
+
+    Each step must return what the loss-scale update says (``interval`` good steps double the scale), leave
+    ``master`` (float32) and ``weights`` (float16) untouched when it skips, and else update the master by
+    ``lr`` times the unscaled gradients (within the roundings of the product and the difference) and set the
+    weights to its fp16 rounding. On the CPU simulator the step's copies are counted too: the flag back to the
+    host, nothing else.
+    """
+    __tracebackhide__ = True
+    from ..run import BACKEND  # noqa: PLC0415
+
+    name = name or getattr(function, "__name__", "function")
+    rng = np.random.default_rng(seed)
+    lr32, count = np.float32(lr), 0
+    for size in sizes:
+        master = rng.standard_normal(size) * 4
+        master[::5] *= 2.0 ** -12  # small weights, where the tiny gradients that fp16 would lose still count
+        master = master.astype(np.float32)
+        weights = master.astype(np.float16)
+        d_master, d_weights = cuda.to_device(master), cuda.to_device(weights)
+        current, good = scale, 0
+        for step, mark in enumerate(overflows):
+            found = mark == "x"
+            grads = _step_gradients(rng, size, current, found)
+            d_grads = cuda.to_device(grads)
+            described = (f"step {step} of a run of {len(overflows)} ({overflows}: x = the gradients hold an inf or a "
+                         f"NaN), {size} weights, loss scale {current:g}, {good} good steps before it")
+            args = (d_weights, d_master, d_grads, lr32, current, good)
+            if BACKEND.on_gpu:
+                got = core.call_function(function, name, args, described)
+            else:
+                from ..run import counting_copies  # noqa: PLC0415
+
+                with counting_copies() as copies:
+                    got = core.call_function(function, name, args, described)
+                if copies.bytes_to_device > FLAG_BYTES or copies.bytes_to_host > FLAG_BYTES:
+                    raise CheckFailed(
+                        f"{name} copied {copies.bytes_to_device} bytes to the device and {copies.bytes_to_host} to "
+                        f"the host at {described}; a step copies one thing: the flag ({FLAG_BYTES} bytes), in at 0 "
+                        "(cuda.to_device(np.zeros(1, np.int32))) and back. The arrays are device arrays already: "
+                        "launch on them (a NumPy array passed to a launch is copied in and back), and decide on the "
+                        "host from the flag alone, not from the gradients.")
+            expected = ((current / 2, 0, True) if found else
+                        (current * 2, 0, False) if good + 1 == interval else (current, good + 1, False))
+            if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
+                raise CheckFailed(f"{name} should return {expected!r} (scale, good_steps, skipped) at {described}, "
+                                  f"got {got!r}: the flag must start at 0 on every step, and loss_scale_update "
+                                  "(Exercise 4) decides from it")
+            new_master, new_weights = d_master.copy_to_host(), d_weights.copy_to_host()
+            if found:
+                for label, old, new in (("master", master, new_master), ("weights", weights, new_weights)):
+                    if not np.array_equal(old.view(np.uint8), new.view(np.uint8)):
+                        raise CheckFailed(f"{name} changed `{label}` at {described}: a skipped step updates "
+                                          "nothing (the gradients hold an inf or a NaN, which would spread into "
+                                          "every weight it touches)")
+            else:
+                unscaled = grads.astype(np.float64) / current  # exact: a power of two
+                exact = master.astype(np.float64) - float(lr32) * unscaled
+                bound = (np.abs(exact) + np.abs(float(lr32) * unscaled)) * U32 * 1.001
+                _compare_within(name, described, "master", new_master, exact, bound, np.float32,
+                                "is the master updated by lr times the gradients divided by the scale, kept in "
+                                "float32 (not rounded to fp16 on the way)? If Exercise 4 or 5 fails its own "
+                                "check, fix that first: this step runs them")
+                _compare_exact(name, described, "weights", new_weights, new_master.astype(np.float16), np.float16)
+            master, weights = new_master, new_weights
+            current, good = expected[0], expected[1]
+            count += 1
+    report(name, count, quiet, unit="step")
+    if BACKEND.on_gpu and not quiet:
+        print("  (on a GPU the copies are not counted: the CPU simulator counts them)")
+
+
+# ---------------------------------------------------------------- exercise 8: softmax of fp16 rows, in fp32
 
 
 def check_softmax_fp16(kernel, shapes: Iterable[tuple[int, int]], *, special: Sequence[str] = (), seed: int = 0,
@@ -576,7 +670,7 @@ def _lanes_share_the_row(kernel, name: str, described: str, x: np.ndarray) -> No
     core.check_budgets(name, described, [budget], recorded, ["out", "x"])
 
 
-# ---------------------------------------------------------------- tensor cores: lecture 6's puzzle, exercise 6
+# ---------------------------------------------------------------- tensor cores: lecture 6's puzzle, exercise 7
 
 
 @contextmanager
@@ -620,7 +714,7 @@ def check_mma_nt(kernel, trials: int = 3, *, seed: int = 0, name: str | None = N
     report(name, trials, quiet)
 
 
-# ---------------------------------------------------------------- exercise 6: a tensor-core tile GEMM
+# ---------------------------------------------------------------- exercise 7: a tensor-core tile GEMM
 
 
 def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int = 4, special: Sequence[str] = (),

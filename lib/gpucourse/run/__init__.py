@@ -39,7 +39,8 @@ def simulated():
 
 def counting_copies():
     """``with counting_copies() as copies:`` counts the copies between host and device made inside it
-    (``copies.to_device``, ``copies.to_host``; a host array passed to a launch counts one each way), on the CPU
+    (``copies.to_device``, ``copies.to_host``, and their bytes ``copies.bytes_to_device``, ``bytes_to_host``; a
+    host array passed to a launch counts one each way), on the CPU
     simulator only: a GPU's copies go through numba's driver, which this does not see."""
     if BACKEND.on_gpu:
         raise RuntimeError("counting_copies counts the copies of the CPU simulator's device arrays; "

@@ -21,7 +21,8 @@ arithmetic and ordering (``d + 1``, ``d < 0``) and NumPy's methods (``d.sum()``,
 inside it: ``copies.to_device`` (``to_device``, ``copy_to_device`` or ``d[...] =``
 from a host array, and each host array a launch is given) and ``copies.to_host``
 (``copy_to_host``, and each host array a launch is given, which numba copies
-back; ``cuda.In`` only in, ``cuda.Out`` only back).
+back; ``cuda.In`` only in, ``cuda.Out`` only back), and their bytes
+(``copies.bytes_to_device``, ``copies.bytes_to_host``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Copies:
 
     to_device: int = 0
     to_host: int = 0
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
 
 
 _counting: list[Copies] = []
@@ -60,10 +63,13 @@ def counting_copies():
         _counting.remove(copies)
 
 
-def count_copies(to_device: int = 0, to_host: int = 0) -> None:
+def count_copies(to_device: int = 0, to_host: int = 0, nbytes: int = 0) -> None:
+    """Count copies of ``nbytes`` each: ``to_device`` of them in, ``to_host`` back."""
     for copies in _counting:
         copies.to_device += to_device
         copies.to_host += to_host
+        copies.bytes_to_device += to_device * nbytes
+        copies.bytes_to_host += to_host * nbytes
 
 
 def count_launch_copies(arguments) -> None:
@@ -73,11 +79,11 @@ def count_launch_copies(arguments) -> None:
 
     for value in arguments:
         if isinstance(value, In):
-            count_copies(to_device=1)
+            count_copies(to_device=1, nbytes=np.asarray(value.value).nbytes)
         elif isinstance(value, (Out, InOut)):
-            count_copies(to_device=int(isinstance(value, InOut)), to_host=1)
+            count_copies(to_device=int(isinstance(value, InOut)), to_host=1, nbytes=np.asarray(value.value).nbytes)
         elif isinstance(value, np.ndarray):
-            count_copies(to_device=1, to_host=1)
+            count_copies(to_device=1, to_host=1, nbytes=value.nbytes)
 
 
 def check_index(index) -> None:
@@ -134,7 +140,7 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         self._ary[index] = value
         self.written[index] = True
         if isinstance(value, np.ndarray):
-            count_copies(to_device=1)
+            count_copies(to_device=1, nbytes=value.nbytes)
 
     def transpose(self, axes=None):
         return TrackedDeviceArray(np.transpose(self._ary, axes), np.transpose(self.written, axes), self.stream)
@@ -163,10 +169,10 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         super().copy_to_device(ary, stream)
         self.written[...] = True
         if not isinstance(ary, sim_arrays.FakeCUDAArray):
-            count_copies(to_device=1)
+            count_copies(to_device=1, nbytes=self._ary.nbytes)
 
     def copy_to_host(self, ary=None, stream=0):
-        count_copies(to_host=1)
+        count_copies(to_host=1, nbytes=self._ary.nbytes)
         return super().copy_to_host(ary, stream)
 
 
@@ -176,7 +182,7 @@ def to_device(obj, stream=0, copy=True, to=None):
         to.copy_to_device(obj, stream)
         return to
     array = sim_arrays.to_device(obj, stream, copy)
-    count_copies(to_device=int(copy and not isinstance(obj, sim_arrays.FakeCUDAArray)))
+    count_copies(to_device=int(copy and not isinstance(obj, sim_arrays.FakeCUDAArray)), nbytes=array._ary.nbytes)
     return TrackedDeviceArray(array._ary, np.ones(array._ary.shape, bool), array.stream)
 
 

@@ -1,8 +1,17 @@
-"""`check_prediction`: right, wrong (with the answer and the reason), or not answered yet."""
+"""`check_prediction`: right, wrong (with the answer and the reason), or not answered yet; it prints, and
+returns nothing (a cell that ends with it shows the verdict alone)."""
 
 import numpy as np
 
 from gpucourse.course import check_prediction
+
+
+def verdict(capsys, guess, actual, **options) -> bool:
+    """Whether ``check_prediction`` called ``guess`` right, from what it printed."""
+    assert check_prediction(guess, actual, why=options.pop("why", ""), **options) is None
+    out = capsys.readouterr().out
+    assert out.startswith(("✓ Right", "✗ Not quite")), out
+    return out.startswith("✓")
 
 
 def test_not_answered_yet_gives_nothing_away(capsys):
@@ -12,35 +21,43 @@ def test_not_answered_yet_gives_nothing_away(capsys):
 
 
 def test_right_number(capsys):
-    assert check_prediction(4, 4, why="a warp reads 128 bytes") is True
+    check_prediction(4, 4, why="a warp reads 128 bytes")
     assert capsys.readouterr().out.startswith("✓ Right: 4. a warp reads 128 bytes")
 
 
 def test_wrong_number_shows_the_answer_and_the_reason(capsys):
-    assert check_prediction(32, 4, why="a warp reads 128 bytes") is False
+    check_prediction(32, 4, why="a warp reads 128 bytes")
     out = capsys.readouterr().out
     assert out.startswith("✗") and "you said 32" in out and "says 4" in out and "128 bytes" in out
 
 
-def test_tolerance_is_relative():
-    assert check_prediction(0.26, 0.25, why="", tolerance=0.05) is True
-    assert check_prediction(0.3, 0.25, why="", tolerance=0.05) is False
+def test_a_whole_number_computed_as_a_float_reads_as_an_integer(capsys):
+    check_prediction(8, np.float64(4.0), why="")
+    assert "the run says 4." in capsys.readouterr().out
+    check_prediction(8, 2.5, why="")
+    assert "the run says 2.5." in capsys.readouterr().out
+
+
+def test_tolerance_is_relative(capsys):
+    assert verdict(capsys, 0.26, 0.25, tolerance=0.05)
+    assert not verdict(capsys, 0.3, 0.25, tolerance=0.05)
 
 
 def test_patterns_compare_element_by_element(capsys):
-    assert check_prediction([0, 1, 2], np.array([0, 1, 2]), why="") is True
-    assert "[0, 1, 2]" in capsys.readouterr().out
-    assert check_prediction([0, 2, 1], np.array([0, 1, 2]), why="") is False
+    check_prediction([0, 1, 2], np.array([0, 1, 2]), why="")
+    out = capsys.readouterr().out
+    assert out.startswith("✓") and "[0, 1, 2]" in out
+    assert not verdict(capsys, [0, 2, 1], np.array([0, 1, 2]))
 
 
-def test_a_guess_of_the_wrong_kind_is_wrong_not_an_error():
-    assert check_prediction("four", 4, why="") is False
-    assert check_prediction(4, "four", why="") is False
+def test_a_guess_of_the_wrong_kind_is_wrong_not_an_error(capsys):
+    assert not verdict(capsys, "four", 4)
+    assert not verdict(capsys, 4, "four")
 
 
-def test_a_tolerance_applies_to_each_element_of_a_sequence():
-    assert check_prediction([2.02, 3.0], [2.0, 3.0], why="", tolerance=0.05)
-    assert not check_prediction([2.2, 3.0], [2.0, 3.0], why="", tolerance=0.05)
-    assert check_prediction([2, 3], np.array([2.0, 3.0], np.float32), why="", tolerance=0.01)
-    assert not check_prediction([2.0], [2.0, 3.0], why="", tolerance=0.05)  # a missing element is wrong
-    assert not check_prediction("serving", "training", why="") and check_prediction("serving", "serving", why="")
+def test_a_tolerance_applies_to_each_element_of_a_sequence(capsys):
+    assert verdict(capsys, [2.02, 3.0], [2.0, 3.0], tolerance=0.05)
+    assert not verdict(capsys, [2.2, 3.0], [2.0, 3.0], tolerance=0.05)
+    assert verdict(capsys, [2, 3], np.array([2.0, 3.0], np.float32), tolerance=0.01)
+    assert not verdict(capsys, [2.0], [2.0, 3.0], tolerance=0.05)  # a missing element is wrong
+    assert not verdict(capsys, "serving", "training") and verdict(capsys, "serving", "serving")

@@ -81,8 +81,11 @@ def test_draw_launch_builds(grid, block, shape):
 def test_index_explorer_builds_and_redraws():
     widget = index_explorer()
     controls, summary, _ = widget.children
-    assert "64 threads over a 5 x 7 array: 35 in bounds, 29 tail threads" in summary.value
+    assert "192 threads over a 10 x 13 array: 130 in bounds, 62 tail threads" in summary.value
     mode = controls.children[0].children[0]
     mode.value = "1-D"
-    assert "2 blocks of 4 threads = 8 threads over 7 elements" in summary.value
+    assert "2 blocks of 8 threads = 16 threads over 13 elements" in summary.value
+    cols = controls.children[2].children[1]
+    cols.value = 37  # section 5's array: the explorer reaches it
+    assert "over 37 elements" in summary.value
     plt.close("all")

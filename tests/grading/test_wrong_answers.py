@@ -40,6 +40,18 @@ WRONG_ANSWERS = {
                                                      "            partial[0] += partial[k]\n"
                                                      "        out[cuda.blockIdx.x] = partial[0]")],
         r"read shared memory 63 times, more than 16 \(3 per level of a tree"),
+    "one thread doubles the whole array": (
+        "01", "double_stride_kernel", "test_double_stride",
+        [("start = cuda.grid(1)\n", "start = cuda.grid(1) * out.size\n"), ("step = cuda.gridsize(1)", "step = 1")],
+        r"may read `a` at most 3 times"),
+    "a contiguous chunk per thread, not a grid-stride loop": (
+        "01", "double_stride_kernel", "test_double_stride",
+        [("    for i in range(start, out.size, step):",
+          "    chunk = (out.size + step - 1) // step\n"
+          "    for i in range(start * chunk, min(start * chunk + chunk, out.size)):")],
+        r"sectors .*coalesc"),
+    "a grid-stride loop that computes in float64": (
+        "01", "double_stride_kernel", "test_double_stride", [("float32(2) * a[i]", "(a[i] + 0.5) * 2 - 1")], FLOAT64),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],

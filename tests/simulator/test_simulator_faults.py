@@ -245,6 +245,19 @@ def test_writes_from_two_blocks_race():
 
 
 @cuda.jit
+def stride_by_grid_dim(out, a):  # a grid-stride loop stepping by gridDim.x: threads of a block meet
+    for i in range(cuda.grid(1), out.size, cuda.gridDim.x):
+        out[i] = a[i] * 2
+
+
+def test_two_writers_of_one_element_are_told_to_check_the_index():
+    a = data(64)
+    with pytest.raises(DataRace, match=r"writes it, thread .* wrote it, and if each thread should write its own "
+                                       r"element, two computed the same index: check it .*let one thread write it"):
+        stride_by_grid_dim[2, 8](np.zeros(64, np.float32), a)
+
+
+@cuda.jit
 def all_threads_write_one_element(out):
     out[0] = cuda.threadIdx.x
 

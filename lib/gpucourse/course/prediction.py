@@ -29,22 +29,21 @@ def _same(guess, actual, tolerance: float) -> bool:
     return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 
-def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> bool | None:
-    """Print whether ``guess`` equals ``actual`` (within a relative ``tolerance`` for numbers), with ``why``.
-
-    Returns True or False, or None when ``guess`` is None (not answered yet).
-    Sequences compare element by element, so a guessed list matches a NumPy array.
+def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
+    """Print whether ``guess`` equals ``actual`` (within a relative ``tolerance`` for numbers), with ``why``, or
+    that it is not answered yet (``guess`` None). Returns nothing, so that a cell that ends with it shows only
+    the verdict. Sequences compare element by element, so a guessed list matches a NumPy array.
     """
     if guess is None:
         print("Not answered yet: write your prediction in place of None, then run this cell again.")
-        return None
-    right = _same(guess, actual, tolerance)
+        return
     shown = actual.tolist() if hasattr(actual, "tolist") else actual  # NumPy values print as plain Python
-    if right:
+    if isinstance(shown, float) and shown.is_integer():
+        shown = int(shown)  # a count computed as a float reads as one: 4, not 4.0
+    if _same(guess, actual, tolerance):
         print(f"✓ Right: {shown}. {why}")
     else:
         print(f"✗ Not quite: you said {guess}, the run says {shown}. {why}")
-    return right
 
 
 def try_puzzle(check, kernel, *args, **kwargs) -> bool:

@@ -559,7 +559,13 @@ class Runtime(Arithmetic):
         other, other_block = int(record.lane[element]), int(record.block[element])
         g = self.geometry
         them = "several threads" if other < 0 else g.thread_name(other)
-        if other_block != g.block_of[lane]:
+        if mine == "writes" and theirs == "wrote":  # two writers: most often an index computed twice
+            order = ("if each thread should write its own element, two computed the same index: check it (the "
+                     "start and the step of a loop, threadIdx against blockIdx); if they share one result, "
+                     + ("threads of different blocks cannot wait for each other: use an atomic, or give each "
+                        "block its own part of the output" if other_block != g.block_of[lane] else
+                        "let one thread write it, or put cuda.syncthreads() between the two writes"))
+        elif other_block != g.block_of[lane]:
             order = ("threads of different blocks cannot wait for each other: use an atomic, "
                      "or give each block its own part of the output")
         elif theirs == "wrote":

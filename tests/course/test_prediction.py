@@ -61,3 +61,12 @@ def test_a_tolerance_applies_to_each_element_of_a_sequence(capsys):
     assert verdict(capsys, [2, 3], np.array([2.0, 3.0], np.float32), tolerance=0.01)
     assert not verdict(capsys, [2.0], [2.0, 3.0], tolerance=0.05)  # a missing element is wrong
     assert not verdict(capsys, "serving", "training") and verdict(capsys, "serving", "serving")
+
+
+def test_a_guess_off_by_a_power_of_1000_is_told_to_check_the_unit(capsys):
+    check_prediction(0.21, 210.0, why="", tolerance=0.05)  # ms for µs
+    assert "1,000 times too small: check the unit" in capsys.readouterr().out
+    check_prediction(2.1e8, 210.0, why="")
+    assert "1,000,000 times too large" in capsys.readouterr().out
+    check_prediction(300, 210.0, why="")
+    assert "check the unit" not in capsys.readouterr().out

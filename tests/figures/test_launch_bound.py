@@ -55,6 +55,14 @@ def test_the_prediction_is_labelled_a_lower_bound_and_names_its_devices_and_sour
     assert "H100 SXM: at most TFLOP/s" in flops and "T4" not in flops
 
 
+def test_a_prediction_scaled_to_the_size_a_gpu_times_scales_bytes_and_flops():
+    launch = traced_map(np.random.default_rng(2).standard_normal((10, 100)).astype(np.float32))
+    text = show_prediction({"double": launch}, flops=1000, useful_bytes=8000, devices=["T4"],
+                           scaled=(1000, "a million floats")).data
+    assert "scaled 1,000x to a million floats, the size a GPU times" in text
+    assert f"| `double` | 8,000,000 | 1,000,000 | {8e6 / 320e9 * 1e6:.3g} µs (memory) | 320 |" in text
+
+
 def test_a_wrong_device_or_launch_says_what_to_pass():
     launch = traced_map(np.random.default_rng(3).standard_normal((10, 100)).astype(np.float32))
     with pytest.raises(ValueError, match="no data-sheet figures for a device named 'V100': use one of T4, A100, H100"):

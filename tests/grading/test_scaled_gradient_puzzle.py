@@ -68,7 +68,7 @@ def test_float32_rounded_once_passes(capsys):
 
 
 @pytest.mark.parametrize("kernel, said", [
-    (not_written, "never written: it still holds the poison value"),
+    (not_written, "never written, or only added to: it still holds the poison value"),
     (rounded_before_scaling, "rounds to zero before the scale can lift it"),
     (divided_by_scale, "g is the gradient divided by the scale"),
     (not_divided_by_n, "g is n = 1000 times too large"),

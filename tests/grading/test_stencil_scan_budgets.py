@@ -128,36 +128,44 @@ def exclusive_scan_spec(a):
     return np.cumsum(a) - a
 
 
-@cuda.jit
-def blelloch(out, a):
-    s = cuda.shared.array(SCAN_SIZE, float32)
-    t, T = cuda.threadIdx.x, cuda.blockDim.x
-    m, n = 2 * T, a.size
-    s[t] = a[t] if t < n else float32(0)
-    s[t + T] = a[t + T] if t + T < n else float32(0)
-    d = 1
-    while d < m:
+def make_blelloch(clear_the_root=True):
+    """Blelloch's scan, two elements per thread; without ``clear_the_root``, the down-sweep starts from the total."""
+
+    @cuda.jit
+    def blelloch(out, a):
+        s = cuda.shared.array(SCAN_SIZE, float32)
+        t, T = cuda.threadIdx.x, cuda.blockDim.x
+        m, n = 2 * T, a.size
+        s[t] = a[t] if t < n else float32(0)
+        s[t + T] = a[t + T] if t + T < n else float32(0)
+        d = 1
+        while d < m:
+            cuda.syncthreads()
+            i = 2 * d * (t + 1) - 1
+            if i < m:
+                s[i] += s[i - d]
+            d *= 2
+        if t == 0 and clear_the_root:
+            s[m - 1] = float32(0)
+        d = m // 2
+        while d >= 1:
+            cuda.syncthreads()
+            i = 2 * d * (t + 1) - 1
+            if i < m:
+                left = s[i - d]
+                s[i - d] = s[i]
+                s[i] += left
+            d //= 2
         cuda.syncthreads()
-        i = 2 * d * (t + 1) - 1
-        if i < m:
-            s[i] += s[i - d]
-        d *= 2
-    if t == 0:
-        s[m - 1] = float32(0)
-    d = m // 2
-    while d >= 1:
-        cuda.syncthreads()
-        i = 2 * d * (t + 1) - 1
-        if i < m:
-            left = s[i - d]
-            s[i - d] = s[i]
-            s[i] += left
-        d //= 2
-    cuda.syncthreads()
-    if t < n:
-        out[t] = s[t]
-    if t + T < n:
-        out[t + T] = s[t + T]
+        if t < n:
+            out[t] = s[t]
+        if t + T < n:
+            out[t + T] = s[t + T]
+
+    return blelloch
+
+
+blelloch = make_blelloch()
 
 
 def make_hillis_steele(shift):
@@ -217,3 +225,10 @@ def test_shared_reads_per_element_passes_blelloch_and_rejects_hillis_steele():
 def test_an_inclusive_scan_for_an_exclusive_one_is_told_to_shift_by_one():
     with pytest.raises(CheckFailed, match=r"This is the inclusive scan \(out\[i\] includes a\[i\]\)"):
         check_reduction(make_hillis_steele(0), exclusive_scan_spec, pairs_per_thread([50], threads=[32]))
+
+
+def test_a_blelloch_scan_that_keeps_the_root_is_told_to_clear_it_not_to_shift():
+    for sizes in ([1], [50]):
+        with pytest.raises(CheckFailed, match=r"too large by the total of a: .*Set the last element to 0"):
+            check_reduction(make_blelloch(clear_the_root=False), exclusive_scan_spec,
+                            pairs_per_thread(sizes, threads=[32]))

@@ -52,6 +52,9 @@ WRONG_ANSWERS = {
         r"sectors .*coalesc"),
     "a grid-stride loop that computes in float64": (
         "01", "double_stride_kernel", "test_double_stride", [("float32(2) * a[i]", "(a[i] + 0.5) * 2 - 1")], FLOAT64),
+    "a scan whose down-sweep swaps through a float64": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan_once", [("left = s[i - d]", "left = s[i - d] + 0.0")],
+        FLOAT64),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],

@@ -29,6 +29,21 @@ def _same(guess, actual, tolerance: float) -> bool:
     return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 
+def _unit_slip(guess, actual, tolerance: float) -> str:
+    """A note when a wrong numeric ``guess`` is ``actual`` times a power of 1000 (µs for ms, bytes for KB)."""
+    if not isinstance(actual, numbers.Real) or isinstance(actual, bool) or not actual:
+        return ""
+    try:
+        ratio = float(guess) / float(actual)
+    except (TypeError, ValueError):
+        return ""
+    for factor in (1e3, 1e6, 1e9):
+        for times, words in ((factor, "too large"), (1 / factor, "too small")):
+            if math.isclose(ratio, times, rel_tol=max(tolerance, 0.05)):
+                return f" (Your number is {factor:,.0f} times {words}: check the unit the question asks for.)"
+    return ""
+
+
 def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
     """Print whether ``guess`` equals ``actual`` (within a relative ``tolerance`` for numbers), with ``why``, or
     that it is not answered yet (``guess`` None). Returns nothing, so that a cell that ends with it shows only
@@ -43,7 +58,7 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
     if _same(guess, actual, tolerance):
         print(f"✓ Right: {shown}. {why}")
     else:
-        print(f"✗ Not quite: you said {guess}, the run says {shown}. {why}")
+        print(f"✗ Not quite: you said {guess}, the run says {shown}.{_unit_slip(guess, actual, tolerance)} {why}")
 
 
 def try_puzzle(check, kernel, *args, **kwargs) -> bool:

@@ -168,26 +168,31 @@ def launch_bound(launch, flops: float = 0, device="H100") -> LaunchBound:
     return LaunchBound(launch.kernel, int(sectors), float(flops), _device(device))
 
 
-def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "H100"), measure: str = ""):
+def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "H100"), measure: str = "",
+                    scaled: tuple[float, str] | None = None):
     """A labelled lower bound on time, in a notebook, for traced launches (``{label: t[k]}``) on each device.
 
     Bytes moved are the trace's 32-byte sectors x 32; ``flops`` (a number, or one per label) the launch's
     arithmetic. The speed shown is the most the launch can reach: ``useful_bytes`` (GB/s) or FLOPs (TFLOP/s)
-    over that least time. ``measure`` names the command that records real numbers. Returns IPython Markdown.
+    over that least time. ``measure`` names the command that records real numbers. ``scaled=(factor, size)``
+    multiplies bytes, FLOPs and useful bytes by ``factor``: the bound of the same launch at ``size`` (the one a GPU
+    cell times), for launches whose traffic grows in proportion. Returns IPython Markdown.
     """
     from IPython.display import Markdown  # noqa: PLC0415
 
     devices = [_device(d) for d in devices]
+    factor, size = scaled or (1, "")
 
     def per(value, label):
-        return value.get(label, 0) if isinstance(value, dict) else value
+        return factor * (value.get(label, 0) if isinstance(value, dict) else value)
 
     speed = "GB/s" if useful_bytes is not None else "TFLOP/s"
     header = ["launch", "bytes moved", "FLOPs"] + [f"{d.name}: {what}" for d in devices
                                                    for what in ("at least", f"at most {speed}")]
     rows = []
     for label, launch in launches.items():
-        bounds = [launch_bound(launch, per(flops, label), d) for d in devices]
+        traced = launch_bound(launch)
+        bounds = [LaunchBound(traced.kernel, round(factor * traced.sectors), per(flops, label), d) for d in devices]
         cells = [f"`{label}`", f"{bounds[0].bytes_moved:,}", f"{bounds[0].flops:,.0f}"]
         for b in bounds:
             rate = per(useful_bytes, label) / b.seconds / 1e9 if useful_bytes is not None else b.flops / b.seconds / 1e12
@@ -196,8 +201,9 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
     sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s "
                         f"({d.source.split(':')[0]})" for d in devices)  # the data sheet's name, not its figures again
     text = "\n".join([
-        f"**{PREDICTION_LABEL}** (no GPU run recorded yet): a *lower bound* on each traced launch's time at its "
-        "traced size: its bytes (32-byte sectors its warps touched x 32) at peak bandwidth or its FLOPs at peak FP32, "
+        f"**{PREDICTION_LABEL}** (no GPU run recorded yet): a *lower bound* on each traced launch's time "
+        + (f"scaled {factor:,.0f}x to {size}, the size a GPU times" if scaled else "at its traced size")
+        + ": its bytes (32-byte sectors its warps touched x 32) at peak bandwidth or its FLOPs at peak FP32, "
         "whichever is slower; no launch overhead, every sector from memory (a cache can beat it).",
         "",
         "| " + " | ".join(header) + " |",

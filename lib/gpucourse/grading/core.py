@@ -145,6 +145,9 @@ def poison(shape: Shape, dtype) -> np.ndarray:
     return np.full(shape, _poison_value(dtype), dtype=dtype)
 
 
+POISONED = " (never written, or only added to: it still holds the poison value)"  # an atomic add to NaN stays NaN
+
+
 def _is_poison(value) -> bool:
     if isinstance(value, (float, np.floating)):
         return bool(np.isnan(value))
@@ -301,7 +304,7 @@ def explain_mismatch(name, kase, got, expected, bad, out_name: str = "out") -> s
     lines = [
         f"{name} gave a wrong result with {kase.describe()}:",
         f"  {out_name}{_index(first)} should be {expected[first].item()!r}, got {value.item()!r}"
-        + (" (never written: it still holds the poison value)" if _is_poison(value) else ""),
+        + (POISONED if _is_poison(value) else ""),
         f"  {len(bad)} of {got.size} elements are wrong; the first: "
         + ", ".join(_index(ix) for ix in bad[:5]),
     ]

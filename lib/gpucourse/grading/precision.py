@@ -48,7 +48,7 @@ def bit_fields(value, dtype) -> str:
 
 def _mismatch(name: str, described: str, label: str, index, expected, got, dtype, why: str = "") -> CheckFailed:
     where = "[" + ", ".join(str(int(i)) for i in np.atleast_1d(index)) + "]"
-    poisoned = " (never written: it still holds the poison value)" if _is_poison(got, dtype) else ""
+    poisoned = core.POISONED if _is_poison(got, dtype) else ""
     return CheckFailed(f"{name} gave a wrong result with {described}:\n"
                        f"  {label}{where} should be {bit_fields(expected, dtype)},\n"
                        f"  {' ' * len(label + where)}       got {bit_fields(got, dtype)}{poisoned}"

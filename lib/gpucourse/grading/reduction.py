@@ -240,14 +240,20 @@ def _padding_hint(launch, got, first) -> str:
 
 
 def _inclusive_scan_hint(launch, got, first) -> str:
-    """A hint for an exclusive scan that came out inclusive: out[i] holds a[0] + ... + a[i]."""
+    """A hint for an exclusive scan that came out inclusive (out[i] holds a[0] + ... + a[i]), or off by the total
+    of ``a`` everywhere (Blelloch's down-sweep started from the total: the root was not cleared)."""
     a = np.asarray(launch.arguments[0], np.float64) if launch.arguments else None
-    if a is None or a.ndim != 1 or got.shape != a.shape:
+    if a is None or a.ndim != 1 or got.shape != a.shape or not a.size:
         return ""
     inclusive = np.cumsum(a)
     exclusive = inclusive - a
     close = np.cumsum(np.abs(a)) * 1e-4 + 1e-6  # float32 sums, far looser than a shift by one element
-    if np.all(np.abs(launch.expected - exclusive) <= close) and np.all(np.abs(got - inclusive) <= close):
+    if not np.all(np.abs(launch.expected - exclusive) <= close):
+        return ""
+    if np.all(np.abs(got - (exclusive + inclusive[-1])) <= close + np.abs(a).sum() * 1e-4):
+        return ("\n  Every out[i] is too large by the total of a: the down-sweep started from the total. Set the last "
+                "element to 0 between the sweeps (step 2).")
+    if np.all(np.abs(got - inclusive) <= close):  # with 2 elements or more: with one, the total's hint above
         return ("\n  This is the inclusive scan (out[i] includes a[i]); the exclusive scan starts with out[0] = 0 and "
                 "leaves a[i] out of out[i]: shift by one.")
     return ""

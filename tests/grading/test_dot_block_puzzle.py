@@ -1,0 +1,63 @@
+"""Lecture 2b's dot-product puzzle (`check_reduction` over one block, the lecture's budgets): the grid-stride sum
+and a tree pass; a contiguous chunk per thread (uncoalesced) and an atomic per product on a NaN output are named."""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse.grading import (CheckFailed, check_reduction, coalesced, float32_only, one_block_reduce,
+                               reads_each_element_once, tree_reads, writes_each_element_once)
+
+THREADS = 128
+BUDGETS = [reads_each_element_once("a", "b"), coalesced("a", "b"), writes_each_element_once("out"), tree_reads(3),
+           float32_only()]
+PLANS = one_block_reduce([1, 7, 100, 1000], threads=[32, 128], inputs=2)
+
+
+def dot_spec(a, b):
+    return np.array([a @ b])
+
+
+def make(chunked=False):
+    @cuda.jit
+    def dot_block(out, a, b):
+        buffer = cuda.shared.array(THREADS, float32)
+        t, T = cuda.threadIdx.x, cuda.blockDim.x
+        acc = float32(0)
+        if chunked:  # neighbours read addresses a chunk apart
+            per = (a.size + T - 1) // T
+            for k in range(t * per, min(a.size, (t + 1) * per)):
+                acc += a[k] * b[k]
+        else:
+            for k in range(t, a.size, T):
+                acc += a[k] * b[k]
+        buffer[t] = acc
+        cuda.syncthreads()
+        stride = T // 2
+        while stride > 0:
+            if t < stride:
+                buffer[t] += buffer[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            out[0] = buffer[0]
+
+    return dot_block
+
+
+def test_the_grid_stride_dot_product_passes_and_a_chunk_per_thread_is_not_coalesced():
+    check_reduction(make(), dot_spec, PLANS, budget=BUDGETS, quiet=True)
+    check_reduction(make(chunked=True), dot_spec, PLANS, quiet=True)  # the right numbers
+    with pytest.raises(CheckFailed, match=r"sectors .*coalesc"):
+        check_reduction(make(chunked=True), dot_spec, PLANS, budget=BUDGETS)
+
+
+@cuda.jit
+def atomic_dot(out, a, b):
+    for k in range(cuda.threadIdx.x, a.size, cuda.blockDim.x):
+        cuda.atomic.add(out, 0, a[k] * b[k])
+
+
+def test_an_atomic_sum_into_the_poisoned_output_is_not_called_never_written():
+    with pytest.raises(CheckFailed, match=r"got nan \(never written, or only added to: it still holds the poison value\)"):
+        check_reduction(atomic_dot, dot_spec, PLANS)

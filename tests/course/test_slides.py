@@ -147,3 +147,21 @@ def test_layout_splits_a_long_table_and_a_code_cell_with_a_long_output():
     assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
     assert all(kind in ("-", "subslide") for kind in slide_types(notebook))
     assert all(cell_height(cell) <= SLIDE for cell in notebook.cells)
+
+
+def test_a_widget_becomes_its_first_picture_and_a_note():
+    """In a deck, a widget (which needs a kernel) shows the picture it first drew, if any, and says so."""
+    from gpucourse.course.slides import WIDGET_NOTE, WIDGET_VIEW, drop_widgets
+    from gpucourse.figures import index_explorer
+
+    data = index_explorer()._repr_mimebundle_()
+    bare = {WIDGET_VIEW: data[WIDGET_VIEW], "text/plain": "Button()"}
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("index_explorer()"),
+                                               nbformat.v4.new_code_cell("a button")])
+    notebook.cells[0].outputs = [nbformat.v4.new_output("display_data", data=data)]
+    notebook.cells[1].outputs = [nbformat.v4.new_output("display_data", data=bare)]
+    notebook.metadata["widgets"] = {"state": {}}
+    drop_widgets(notebook)
+    assert [o.data for o in notebook.cells[0].outputs] == [{"image/png": data["image/png"]}, {"text/plain": WIDGET_NOTE}]
+    assert [o.data for o in notebook.cells[1].outputs] == [{"text/plain": WIDGET_NOTE}]
+    assert "widgets" not in notebook.metadata

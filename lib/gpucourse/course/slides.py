@@ -130,13 +130,21 @@ def exporter() -> SlidesExporter:
 
 
 def drop_widgets(notebook) -> None:
-    """Replace widget outputs (which need a kernel) by a short note, and drop widget state."""
+    """Replace widget outputs (which need a kernel) by a short note, under the picture the widget showed when it
+    has one (`gpucourse.simulator.explorer`), and drop widget state."""
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
+        outputs = []
         for output in cell.get("outputs", []):
-            if WIDGET_VIEW in output.get("data", {}):
-                output["data"] = {"text/plain": WIDGET_NOTE}
+            data = output.get("data", {})
+            if WIDGET_VIEW in data:
                 output["metadata"] = {}
+                output["data"] = {"text/plain": WIDGET_NOTE}
+                if "image/png" in data:  # the picture as the widget first drew it, the note below it
+                    outputs.append(nbformat.v4.new_output("display_data", data={"image/png": data["image/png"]}))
+            outputs.append(output)
+        if "outputs" in cell:
+            cell["outputs"] = outputs
 
 
 def write_deck(notebook, name: str, out_dir: Path) -> Path:

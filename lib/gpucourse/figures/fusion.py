@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..simulator.viewer import figure_view
+from ..simulator.viewer import explorer, figure_view
 
 SECTOR_BYTES = 32
 
@@ -156,7 +156,7 @@ def online_softmax_stepper(row, block: int):
 
     steps = online_softmax_steps(row, block)
     step = widgets.IntSlider(0, 0, len(steps) - 1, description="block")
-    return widgets.VBox([step, figure_view(lambda: draw_online_step(row, block, step.value), (step,))])
+    return explorer(step, figure_view(lambda: draw_online_step(row, block, step.value), (step,)))
 
 
 # -- bytes moved, from a trace --------------------------------------------------------------------------------

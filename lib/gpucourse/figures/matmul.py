@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..simulator.viewer import figure_view
+from ..simulator.viewer import explorer, figure_view
 from .roofline import H100_SXM, Device
 
 WARP = 32
@@ -293,7 +293,7 @@ def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16):
     image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value]),
                         (bx, by, step))
     image.layout.max_width = "520px"  # about its drawn size: JupyterLab would stretch it to the cell's width
-    return widgets.VBox([widgets.HBox([bx, by, step]), image])
+    return explorer(widgets.HBox([bx, by, step]), image)
 
 
 # -- micro-tiles of register tiling ----------------------------------------------------------------------

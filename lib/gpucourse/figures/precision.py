@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpucourse.kernels.precision import FORMATS, bits, fragment_layout, ulp
-from gpucourse.simulator.viewer import figure_view
+from ..simulator.viewer import explorer, figure_view
 
 NAMES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8 E4M3", "fp8_e5m2": "fp8 E5M2"}
 
@@ -241,7 +241,7 @@ def fragment_viewer(layout: dict | None = None):
     import ipywidgets as widgets  # noqa: PLC0415
 
     lane = widgets.IntSlider(0, 0, 31, description="lane")
-    return widgets.VBox([lane, figure_view(lambda: draw_fragments(layout, lanes=[lane.value])[0].figure, (lane,))])
+    return explorer(lane, figure_view(lambda: draw_fragments(layout, lanes=[lane.value])[0].figure, (lane,)))
 
 
 # -- feeding the tensor cores ------------------------------------------------------------------------------

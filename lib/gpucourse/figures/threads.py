@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgba
 
-from ..simulator.viewer import figure_view
+from ..simulator.viewer import explorer, figure_view
 
 Pair = tuple[int, int]
 
@@ -229,4 +229,4 @@ def index_explorer():
 
     figure = figure_view(lambda: draw_launch(*launch()), (mode, gx, gy, bx, by, rows, cols), before=controls_and_summary)
     controls = w.HBox([w.VBox([mode, gx, gy]), w.VBox([bx, by]), w.VBox([rows, cols])])
-    return w.VBox([controls, summary, figure])
+    return explorer(controls, summary, figure)

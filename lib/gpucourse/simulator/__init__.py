@@ -11,9 +11,9 @@ from .geometry import dim3
 from .launch import STEP_BUDGET_ENV, TIME_BUDGET_ENV, run, step_budget
 from .trace import LaunchTrace, Trace, recording
 from .transform import has_source
-from .viewer import figure_view, show_trace, trace_viewer
+from .viewer import explorer, figure_view, show_trace, trace_viewer
 
-__all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "figure_view", "Trace", "LaunchTrace", "BudgetExceeded",
+__all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "figure_view", "explorer", "Trace", "LaunchTrace", "BudgetExceeded",
            "KernelFault", "OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault",
            "UnsupportedInKernel", "EndlessLoop", "TooSlowToSimulate", "step_budget", "STEP_BUDGET_ENV",
            "TIME_BUDGET_ENV"]

@@ -9,7 +9,9 @@ to step through blocks, phases and threads.
 `gpucourse.figures`: an image widget whose picture is replaced, never an ``Output`` widget that captures
 a ``display`` (whose every use flushes the kernel's output streams and clears output, and waits on the
 kernel's output thread: the viewer cells that stalled on a GPU machine and once on the CPU did that).
-It needs no widget front end: without one, the first picture is drawn and nothing waits.
+It needs no widget front end: without one, the first picture is drawn and nothing waits. `explorer` is the box a
+widget cell shows: its display data carries the picture too, as a PNG, so that a page with no widgets (an exported
+notebook, a slide deck, a viewer on the web) shows the figure where it would show the widget's name.
 """
 
 from __future__ import annotations
@@ -171,6 +173,24 @@ def figure_view(draw, controls, before=None):
     return image
 
 
+def explorer(*rows):
+    """A `VBox` of ``rows`` (controls, text, a `figure_view` image) whose display data also holds the picture of its
+    last image, as a PNG: a page without widgets shows that, a widget front end the live box."""
+    import base64
+
+    import ipywidgets as widgets
+
+    box = widgets.VBox(list(rows))
+    picture = [row for row in rows if isinstance(row, widgets.Image)][-1]
+    live = box._repr_mimebundle_
+
+    def with_picture(**options):
+        return {**live(**options), "image/png": base64.b64encode(picture.value).decode("ascii")}
+
+    box._repr_mimebundle_ = with_picture
+    return box
+
+
 def trace_viewer(trace):
     """Widgets to step through the blocks, barrier phases and threads of a traced launch."""
     import ipywidgets as widgets
@@ -189,4 +209,4 @@ def trace_viewer(trace):
 
     image = figure_view(draw, (block, phase, thread), before=phases)
     note = widgets.HTML("thread -1 shows every thread; a number is threadIdx.x + threadIdx.y * blockDim.x")
-    return widgets.VBox([widgets.HBox([block, phase, thread]), note, image])
+    return explorer(widgets.HBox([block, phase, thread]), note, image)

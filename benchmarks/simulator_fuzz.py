@@ -8,7 +8,8 @@ process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-
 
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
-comparisons, ``min``/``max``, powers with a small integer exponent (``**`` and ``pow``), ``divmod`` of integers,
+comparisons, ``min``/``max``, powers with a small integer exponent (``**``, ``pow``, and ``math.pow`` with an int32
+exponent), ``divmod`` of integers,
 ``round`` to a number of digits and conditional expressions;
 ``if``/``else``, loops of uniform and per-thread length and early returns; shared memory written by every
 thread, a barrier, then read at another thread's place; warp shuffles and votes over full warps; integer
@@ -124,7 +125,7 @@ class Generator:
         if depth == 0 or r.random() < 0.25:
             return self.leaf(kind)
         form = self.choice(["+", "-", "*", "/", "//", "%", "&", "<<", "**", "min", "ternary", "neg", "cmp", "divmod",
-                            "round"])
+                            "round", "math.pow"])
         if form in ("*", "**") and under_sum:  # x ** 2 is the product x * x
             form = "min"
         if form in ("+", "-", "*"):
@@ -155,6 +156,11 @@ class Generator:
             value, _ = self.expression(depth - 1, "float")
             dtype = self.choice(["float32", "float64"])
             return f"round({dtype}({value}), {r.randint(-1, 3)})", np.dtype(dtype)
+        if form == "math.pow" and kind != "int":  # an int32 exponent: libdevice's square and multiply
+            value, _ = self.expression(depth - 1, "float")
+            exponent, _ = self.expression(depth - 1, "int")
+            dtype = self.choice(["float32", "float64"])
+            return f"math.pow({dtype}({value}), int32({exponent} % 9 - 4))", np.dtype(dtype)
         if form == "min":
             left, lt = self.expression(depth - 1, kind)
             right, rt = self.expression(depth - 1, kind)

@@ -466,6 +466,42 @@ def test_the_pow_builtin_is_the_power_operator():
 
 
 @cuda.jit
+def math_powers(out, x, n):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = math.pow(x[i], int32(n[i]))
+
+
+def square_and_multiply(x, n):
+    """libdevice's ``__nv_powif`` / ``__nv_powi`` (read from its bitcode), one element at a time: each product
+    rounded in x's type, the reciprocal of the result for a negative exponent."""
+    result, base, e = x.dtype.type(1), x, abs(int(n))
+    while True:
+        if e & 1:
+            result = result * base
+        e >>= 1
+        if e == 0:
+            return x.dtype.type(1) / result if n < 0 else result
+        base = base * base
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_math_pow_with_an_int32_exponent_squares_and_multiplies_as_libdevice(dtype):
+    """numba-cuda lowers ``math.pow(float, int32)`` to ``__nv_powif`` (``__nv_powi``): not the correctly rounded
+    power (different in the last bits of most of these elements), and ``pow(nan, 0)`` is 1."""
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(0.5, 1.5, 300), [np.nan, 0.0, -0.0, 2.0, np.inf]]).astype(dtype)
+    n = np.concatenate([rng.integers(-40, 41, 300), [0, -1, -3, 2 ** 31 - 1, -2]]).astype(np.int32)
+    out = np.full(x.size, 7, dtype)
+    with np.errstate(all="ignore"):
+        expected = np.array([square_and_multiply(a, k) for a, k in zip(x, n)], dtype)
+        math_powers[3, 128](out, x, n)
+    np.testing.assert_array_equal(out, expected)
+    assert out[300] == 1 and np.isinf(out[301]) and out[303] == np.inf and out[304] == 0
+    assert (out[:300] != np.power(x[:300].astype(np.float64), n[:300]).astype(dtype)).mean() > 0.2
+
+
+@cuda.jit
 def rounded_to(out, x, digits):
     i = cuda.grid(1)
     if i < x.size:

@@ -248,12 +248,33 @@ class Zipped:
         self.items = items
 
 
+def _math_pow(x, y):
+    """``math.pow`` as numba-cuda computes it: libdevice's ``pow``, or for an int32 exponent ``__nv_powi``/``powif``:
+    square and multiply, each product rounded in ``x``'s type, and ``1 / r`` for a negative exponent (a few ulps from
+    the correctly rounded power; ``pow(nan, 0)`` is 1)."""
+    y = np.asarray(y)
+    if y.dtype != np.int32:
+        return np.power(x, y)
+    base = np.array(np.broadcast_to(x, np.broadcast_shapes(np.shape(x), y.shape)))
+    exponent = np.abs(np.broadcast_to(y, base.shape).astype(np.int64))  # -2**31 stays 2**31, as the GPU's bits
+    result = np.ones_like(base)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        while True:
+            result = np.where(exponent & 1, result * base, result)
+            exponent >>= 1
+            if not exponent.any():
+                break
+            base = base * base
+        result = np.where(y < 0, base.dtype.type(1) / result, result)
+    return result if result.ndim else result[()]
+
+
 MATH = {function: _numba_typed(function, implementation) for function, implementation in {
     math.sqrt: np.sqrt, math.exp: np.exp, math.expm1: np.expm1, math.log: np.log, math.log2: np.log2,
     math.log10: np.log10, math.log1p: np.log1p, math.sin: np.sin, math.cos: np.cos, math.tan: np.tan,
     math.asin: np.arcsin, math.acos: np.arccos, math.atan: np.arctan, math.atan2: np.arctan2,
     math.sinh: np.sinh, math.cosh: np.cosh, math.tanh: np.tanh, math.asinh: np.arcsinh,
-    math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: np.power,
+    math.acosh: np.arccosh, math.atanh: np.arctanh, math.fabs: np.abs, math.pow: _math_pow,
     math.hypot: np.hypot, math.fmod: np.fmod, math.copysign: np.copysign, math.isnan: np.isnan,
     math.isinf: np.isinf, math.isfinite: np.isfinite, math.floor: np.floor, math.ceil: np.ceil,
     math.trunc: np.trunc, math.erf: _elementwise(math.erf), math.erfc: _elementwise(math.erfc),

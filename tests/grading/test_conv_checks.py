@@ -1,11 +1,17 @@
-"""gpucourse.grading.conv: plans, messages that name the wrong pixel and channel, and budgets that tell kernels apart."""
+"""gpucourse.grading.conv: plans, messages that name the wrong pixel and channel, and budgets that tell kernels apart.
+
+At the end, assignment 4's plausible wrong answers run against the solution notebook's own test cells (as
+`test_wrong_answers` does for the other assignments) and must lose the mark with a message that says why.
+"""
 
 from dataclasses import replace
 
+import nbformat
 import numpy as np
 import pytest
 from numba import cuda, float32
 
+from conftest import ROOT
 from gpucourse import simulated
 from gpucourse.grading import (CheckFailed, check_conv, check_conv_function, coalesced, depthwise_pixels,
                                filter_gradients, float32_only, gemm_tiles, halo_tile_reads, im2col_columns,
@@ -398,12 +404,12 @@ def test_a_thread_that_returns_before_the_barrier_is_told_to_copy_its_share():
         check_conv(returns_early, conv_spec, output_tiles([(1, 2, 7, 9, 2, 3, 3)], padding=1, tile=TILE))
 
 
-def make_conv1d(guard_taps, first_tap, step=2, taps=99):
+def make_conv1d(guard_taps, first_tap, step=2, taps=99, zero=float32(0)):
     @cuda.jit
     def conv1d(y, x, w):
         o = cuda.grid(1)
         if o < y.size:
-            total = float32(0)
+            total = zero
             for t in range(min(w.size, taps)):
                 i = step * o + first_tap + t
                 if (0 <= i < x.size) or not guard_taps:
@@ -422,6 +428,39 @@ def test_conv1d_puzzle_catches_padding_mistakes(capsys):
     for wrong in (make_conv1d(False, -1), make_conv1d(True, 0)):  # edge taps clamped instead of zero; no padding
         with pytest.raises(CheckFailed, match="conv1d gave a wrong result"):
             check_conv1d(wrong)
+
+
+def test_conv1d_puzzle_asks_for_float32_and_names_y(capsys):
+    from gpucourse.course import try_puzzle
+    from gpucourse.grading.conv import check_conv1d
+
+    with pytest.raises(CheckFailed, match=r"conv1d is correct but over its budget.*\n  conv1d: computes in float64"):
+        check_conv1d(make_conv1d(True, -1, zero=0.))
+
+    @cuda.jit
+    def unguarded(y, x, w):  # every thread of the block writes
+        o = cuda.grid(1)
+        total = float32(0)
+        for t in range(w.size):
+            i = 2 * o - 1 + t
+            if 0 <= i < x.size:
+                total += w[t] * x[i]
+        y[o] = total
+
+    @cuda.jit
+    def reads_the_padding(y, x, w):  # taps outside x read
+        o = cuda.grid(1)
+        if o < y.size:
+            total = float32(0)
+            for t in range(w.size):
+                total += w[t] * x[2 * o - 1 + t]
+            y[o] = total
+
+    assert not try_puzzle(check_conv1d, unguarded)
+    assert "A thread past the end of `y` needs a guard." in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"Either this thread has no element of `y` and needs a guard, or the index it "
+                                          r"computed into `x` is wrong"):
+        check_conv1d(reads_the_padding)
 
 
 @pytest.mark.parametrize("mistake, said", [
@@ -483,3 +522,157 @@ def test_loader_from_tables_within_its_integer_budget():
         check_loader(loader_dividing, loader_tables, shapes, stride=2, padding=1)
     with pytest.raises(CheckFailed, match=r"`pixel_base` should be a 1-D integer array of 70 entries, got float32"):
         check_loader(loader_kernel, lambda *g: [t.astype(np.float32) for t in loader_tables(*g)], shapes, stride=1)
+
+
+# ---------------------------------------------------------------- assignment 4: wrong answers lose the mark
+
+SOLUTION = ROOT / "solutions" / "04_conv_as_gemm" / "conv_as_gemm.ipynb"
+FLOAT64 = r"computes in float64 on the GPU \(.*\.f64.* in its PTX\)"
+INPUT_GRAD_LOOPS = ("""        for p in range(R):
+            hs = i + padding - p  # h * stride, if this tap reaches row i
+            if hs >= 0 and hs % stride == 0 and hs // stride < Ho:
+                for q in range(S):
+                    vs = j + padding - q
+                    if vs >= 0 and vs % stride == 0 and vs // stride < Wo:
+                        for m in range(M):
+                            acc += dy[b, m, hs // stride, vs // stride] * w[m, c, p, q]
+""", """        for m in range(M):
+            for h in range(Ho):
+                for v in range(Wo):
+                    p, q = i + padding - h * stride, j + padding - v * stride
+                    if 0 <= p < R and 0 <= q < S:
+                        acc += dy[b, m, h, v] * w[m, c, p, q]
+""")
+SQUARE_PATCH = ("rows, width = (TILE - 1) * stride + R, (TILE - 1) * stride + S",
+                "rows, width = (TILE - 1) * stride + R, (TILE - 1) * stride + R")
+DEPTHWISE_LOOPS_SWAPPED = [("for p in range(k.shape[0]):", "for p in range(k.shape[1]):"),
+                           ("for q in range(k.shape[1]):", "for q in range(k.shape[0]):")]
+HO_SHORT = ("Ho = (H + 2 * padding - R) // stride + 1", "Ho = (H + 2 * padding - R) // stride")
+
+# (answer cell, test cell, the student's changes to the solution's answer, what the failure says)
+WRONG_ANSWERS = {
+    "an input gradient that scans every output pixel for the taps that reach": (
+        "input_grad_kernel", "test_input_grad_reads", [INPUT_GRAD_LOOPS],
+        r"its loops ran more than 80 iterations \(R = 3, S = 3, Ho = 8, Wo = 7, M = 4; .*a scan over every output "
+        r"pixel \(h, v\) of dy takes M·Ho·Wo"),
+    "a weight gradient that walks the taps in NHWC's order": (
+        "weight_grad_kernel", "test_weight_grad_coalesced",
+        [("c, p, q = kk // (R * S), kk // S % R, kk % S", "p, q, c = kk // (S * C), kk // C % S, kk % C")],
+        r"warp writes of `dw` touch [0-9.]+ sectors of 32 bytes each on average, more than 4"),
+    "a GEMM summed from 0.0": ("gemm_nchw_kernel", "test_gemm_nchw_tiled", [("acc = float32(0)", "acc = 0.0")], FLOAT64),
+    "a tiled convolution summed from 0.0": (
+        "conv_tiled_kernel", "test_conv_tiled_halo", [("acc = float32(0)", "acc = 0.0")], FLOAT64),
+    "a weight gradient summed from 0.0": (
+        "weight_grad_kernel", "test_weight_grad_coalesced", [("acc = float32(0)", "acc = 0.0")], FLOAT64),
+    "an input gradient summed from 0.0": (
+        "input_grad_kernel", "test_input_grad_reads", [("acc = float32(0)", "acc = 0.0")], FLOAT64),
+    "an im2col that splits k with R and S swapped (right when R = S)": (
+        "im2col_kernel", "test_im2col_coalesced",
+        [("c, p, q = k // (R * S), k // S % R, k % S", "c, p, q = k // (R * S), k // R % S, k % R")],
+        r"im2col_kernel gave a wrong result .*\(3x2 filter, stride 2, padding 1\)"),
+    "a tiled convolution that copies a square patch (right, but more copies, when R > S)": (
+        "conv_tiled_kernel", "test_conv_tiled_halo", [SQUARE_PATCH],
+        r"\(3x1 filter, stride 2, padding 1\):\n.*read `x` 10 times, more than 8"),
+    "a depthwise convolution with the filter's loops swapped (coalescing budget)": (
+        "depthwise_kernel", "test_depthwise_coalesced", DEPTHWISE_LOOPS_SWAPPED, r"out of bounds for `k` of shape \(3, 2, 32\)"),
+    "a depthwise convolution with the filter's loops swapped (float32 budget)": (
+        "depthwise_kernel", "test_depthwise_float32", DEPTHWISE_LOOPS_SWAPPED, r"out of bounds for `k` of shape \(2, 3, 5\)"),
+    "a patch without the stride (a visible test at stride 2)": (
+        "conv_tiled_kernel", "test_conv_tiled",
+        [("rows, width = (TILE - 1) * stride + R, (TILE - 1) * stride + S", "rows, width = TILE - 1 + R, TILE - 1 + S")],
+        r"reads `patch\[0, 18\]`, which nothing has written.*\n  The block copied `patch\[0:18, 0:17\]` .* the patch it "
+        r"copies is smaller than what its threads read. .* 33 x 32 here"),
+    "an im2col whose Ho leaves out the + 1": (
+        "im2col_kernel", "test_im2col", [HO_SHORT],
+        r"no element of `cols`.*\n  Image b = 1 is past the batch of 1: the columns are n = \(b·Ho \+ h\)·Wo \+ v, and "
+        r"this layer has\n  Ho = 5, Wo = 6: Ho = \(H \+ 2·padding − R\) // stride \+ 1"),
+    "an im2col whose Ho and Wo leave out the stride": (
+        "im2col_kernel", "test_im2col",
+        [("Ho = (H + 2 * padding - R) // stride + 1", "Ho = H + 2 * padding - R + 1"),
+         ("Wo = (W + 2 * padding - S) // stride + 1", "Wo = W + 2 * padding - S + 1")],
+        r"The columns are split as if Ho = \d+, Wo = 8; this layer has Ho = 5, Wo = 4"),
+    "a GEMM that writes NCHW with Ho and Wo swapped": (
+        "gemm_nchw_kernel", "test_gemm_nchw", [("Ho, Wo = y.shape[2], y.shape[3]", "Wo, Ho = y.shape[2], y.shape[3]")],
+        r"A thread past the end of `y` needs a guard.*\n  Here Ho = 3 and Wo = 5: y.shape\[2\] and y.shape\[3\]"),
+    "conv_im2col whose im2col kernel splits with a wrong Ho": (
+        "im2col_kernel", "test_conv_im2col", [HO_SHORT],
+        r"conv_im2col failed .*\n.*\n.*\n  Either this thread has no element of `cols` .*\n  Image b = 2 is past the "
+        r"batch of 2: the output pixels are n = \(b·Ho \+ h\)·Wo \+ v"),
+    "conv_im2col that copies the filters without flattening them": (
+        "conv_im2col", "test_conv_im2col", [("cuda.to_device(w.reshape(M, K))", "cuda.to_device(w)")],
+        r"in kernel `gemm_nchw_kernel`, `M, K = w.shape` needs a 2-D w, got a 4-D one: pass w.reshape\(M, C\*R\*S\)"),
+    "loader tables with Ho off by one": (
+        "loader_kernel", "test_loader",
+        [("Ho, Wo = (H + 2 * padding - R) // stride + 1,", "Ho, Wo = (H + 2 * padding - R) // stride,")],
+        r"`pixel_base` should be a 1-D integer array of 30 entries, got int64 of shape \(24,\)\n  One entry per output "
+        r"pixel, B·Ho·Wo = 1·5·6: Ho = \(H"),
+}
+
+
+@pytest.fixture(scope="module")
+def assignment_4():
+    from test_wrong_answers import cells_of
+
+    return cells_of(nbformat.read(SOLUTION, as_version=4))
+
+
+def run_test_cell(assignment_4, answer: str, test: str, changes, tmp_path) -> None:
+    """The solution's setup and answers, ``answer`` with ``changes``, then test cell ``test``, as nbgrader runs it."""
+    from test_wrong_answers import run
+
+    setup, answers, tests = assignment_4
+    namespace = {}
+    with simulated():
+        for k, cell in enumerate(setup):
+            run(cell, namespace, tmp_path / f"setup_{k}.py")
+        for name, source in answers.items():
+            if name == answer:
+                for old, new in changes:
+                    assert source.count(old) == 1, f"the solution of {answer} changed: update this wrong answer ({old!r})"
+                    source = source.replace(old, new)
+            run(source, namespace, tmp_path / f"answer_{name}.py")
+        run(tests[test], namespace, tmp_path / "test.py")
+
+
+@pytest.mark.parametrize("wrong", WRONG_ANSWERS)
+def test_a_plausible_wrong_answer_of_assignment_4_loses_the_mark(wrong, assignment_4, tmp_path):
+    answer, test, changes, message = WRONG_ANSWERS[wrong]
+    with pytest.raises(CheckFailed, match=message):
+        run_test_cell(assignment_4, answer, test, changes, tmp_path)
+
+
+# Other right answers that must keep the marks: the input gradient's loops in another order, or over the output
+# pixels that reach, found from ranges instead of tests
+OTHER_INPUT_GRADIENTS = {
+    "filters outermost": """        for m in range(M):
+            for p in range(R):
+                for q in range(S):
+                    hs, vs = i + padding - p, j + padding - q
+                    if hs >= 0 and vs >= 0 and hs % stride == 0 and vs % stride == 0:
+                        if hs // stride < Ho and vs // stride < Wo:
+                            acc += dy[b, m, hs // stride, vs // stride] * w[m, c, p, q]
+""",
+    "the output pixels that reach, as ranges": """        h0, h1 = max(0, (i + padding - R) // stride + 1), min(Ho, (i + padding) // stride + 1)
+        v0, v1 = max(0, (j + padding - S) // stride + 1), min(Wo, (j + padding) // stride + 1)
+        for h in range(h0, h1):
+            for v in range(v0, v1):
+                for m in range(M):
+                    acc += dy[b, m, h, v] * w[m, c, i + padding - h * stride, j + padding - v * stride]
+""",
+}
+
+
+@pytest.mark.parametrize("test", ["test_im2col_coalesced", "test_gemm_nchw_tiled", "test_conv_tiled", "test_conv_tiled_halo",
+                                  "test_weight_grad_coalesced", "test_input_grad_reads"])
+def test_the_solution_keeps_the_marks_of_the_changed_cells(test, assignment_4, tmp_path, capsys):
+    run_test_cell(assignment_4, "", test, [], tmp_path)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("loops", OTHER_INPUT_GRADIENTS)
+@pytest.mark.parametrize("test", ["test_input_grad", "test_input_grad_reads"])
+def test_other_right_input_gradients_keep_the_marks(loops, test, assignment_4, tmp_path, capsys):
+    run_test_cell(assignment_4, "input_grad_kernel", test, [(INPUT_GRAD_LOOPS[0], OTHER_INPUT_GRADIENTS[loops])],
+                  tmp_path)
+    assert "✓" in capsys.readouterr().out
+

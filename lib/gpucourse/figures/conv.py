@@ -21,7 +21,7 @@ import textwrap
 import numpy as np
 
 from ..kernels.conv import output_shape, output_size
-from ..simulator.viewer import figure_view
+from ..simulator.viewer import explorer, figure_view
 from .matmul import SECTOR_FLOATS, WARP, _matrix_cells, _plural
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -155,7 +155,7 @@ def im2col_viewer(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S:
     ho = widgets.IntSlider(0, 0, Ho - 1, description="ho")
     wo = widgets.IntSlider(0, 0, Wo - 1, description="wo")
     image = figure_view(lambda: draw_im2col(C, H, W, M, R, S, stride, padding, (ho.value, wo.value)), (ho, wo))
-    return widgets.VBox([widgets.HBox([ho, wo]), image])
+    return explorer(widgets.HBox([ho, wo]), image)
 
 
 # -- one warp of an implicit-GEMM tile loader ------------------------------------------------------------

@@ -11,7 +11,8 @@ test cell reads::
 A wrong output is named as what it is: the output pixel ``(h, w)`` of image ``b`` and its channel,
 or the row (output pixel) and column (channel and filter tap) of an im2col matrix, with the
 expected and the computed value; when every wrong output's window overlaps the padding, the
-message says so.
+message says so. Besides the trace's budgets, ``check_conv(..., loop_steps=...)`` bounds the work: the loop
+iterations the course simulator runs for a launch.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..kernels.conv import im2col_reference, output_size
-from ..run import ptx
-from ..simulator import BudgetExceeded
-from .core import (CheckFailed, _is_poison, blocks_needed, budget_list, case, check_budgets, check_kernel,
-                   explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
-from .runner import REDUCTION_RTOL, TOLERANCES, expected_of, random_values
+from ..run import ptx, trace
+from ..simulator import BudgetExceeded, EndlessLoop, KernelFault, step_budget
+from .core import (POISONED, CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
+                   launch_on_copies, parameter_names, report, run_checked)
+from .matmul import float32_only
+from .runner import REDUCTION_RTOL, TOLERANCES, Launch, check_launches, expected_of, random_values
 
 # What an element of ``out`` is, by the plan that made it
 NCHW, NHWC, COLUMNS, FILTERS, INPUTS = "NCHW", "NHWC", "columns", "filters", "inputs"
@@ -56,6 +58,14 @@ class ConvCase:
         if self.product:
             return described
         return f"{described} ({R}x{S} filter, stride {stride}, padding {padding})"
+
+    def sizes(self) -> dict[str, int]:
+        """The convolution's sizes by name: B, C, H, W, R, S, stride, padding, Ho, Wo, and M (the filters; the
+        channels of a depthwise convolution; none for an im2col matrix)."""
+        B, C, H, W, R, S, stride, padding, Ho, Wo = self.geometry
+        named = dict(B=B, C=C, H=H, W=W, R=R, S=S, stride=stride, padding=padding, Ho=Ho, Wo=Wo)
+        M = {NCHW: self.out[1], FILTERS: self.out[0], INPUTS: self.inputs[1][0], NHWC: C}.get(self.kind)
+        return named if M is None else {**named, "M": M}
 
 
 def _geometry(B, C, H, W, R, S, stride, padding) -> tuple[int, ...]:
@@ -244,7 +254,7 @@ def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, ba
     lines = [
         f"{name} gave a wrong result with {kase.describe()}:",
         f"  out[{', '.join(map(str, first))}] ({element_name(kase, first)}) should be {expected[first].item()!r}, "
-        f"got {value.item()!r}" + (" (never written: it still holds the poison value)" if _is_poison(value) else ""),
+        f"got {value.item()!r}" + (POISONED if _is_poison(value) else ""),
         f"  {len(bad)} of {got.size} elements are wrong",
     ]
     if kase.kind in (NCHW, NHWC) and kase.geometry[7] > 0:
@@ -254,6 +264,8 @@ def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, ba
                          "(and must not be read)")
     return "\n".join(lines)
 
+
+HO_WO = "Ho = (H + 2·padding − R) // stride + 1 and Wo = (W + 2·padding − S) // stride + 1"  # output size
 
 # What a guard alone does not fix, by what ``out`` holds: the index a thread computes from its flat position
 _INDEX_HINTS = {
@@ -270,18 +282,81 @@ _INDEX_HINTS = {
 }
 
 
-def explain_launch_failure(message: str, kase: ConvCase, out_name: str) -> str:
-    """Add to a failed launch's message what the generic advice leaves out for a convolution's kernels."""
+def _size_hint(kase: ConvCase) -> str:
+    """This layer's Ho and Wo, and where they come from: a line."""
+    Ho, Wo = kase.geometry[8:]
+    if kase.product:
+        return f"\n  Here Ho = {Ho} and Wo = {Wo}: y.shape[2] and y.shape[3]."
+    return f"\n  This layer has Ho = {Ho}, Wo = {Wo}: {HO_WO}."
+
+
+def _batch_hint(kase: ConvCase, b: int, pixels: str, column: str = "v") -> str:
+    """For a read of image ``b`` past the batch: the flat pixel index was split with a wrong Ho or Wo."""
+    B, Ho, Wo = kase.geometry[0], kase.geometry[8], kase.geometry[9]
+    return (f"\n  Image b = {b} is past the batch of {B}: the {pixels} are n = (b·Ho + h)·Wo + {column}, and this layer "
+            f"has\n  Ho = {Ho}, Wo = {Wo}: {HO_WO}.")
+
+
+def _x_read_past(message: str) -> tuple[int, ...] | None:
+    """The index of a read of `x` out of bounds that ``message`` reports (4-D), or None."""
+    found = re.search(r"index (-?\d+), (-?\d+), (-?\d+), (-?\d+) is out of bounds for `x`", message)
+    return tuple(int(i) for i in found.groups()) if found else None
+
+
+def explain_launch_failure(message: str, kase: ConvCase, out_name: str, relaunch: Callable | None = None) -> str:
+    """Add to a failed launch's message what the generic advice leaves out for a convolution's kernels.
+
+    ``relaunch()``, given, runs the launch again inside ``trace()`` and returns the trace: for a read of shared
+    memory that nothing wrote, what the block did copy tells a patch too small from threads that returned early.
+    """
     if message.endswith(f"A thread past the end of `{out_name}` needs a guard."):
         message += (f" If it has one, the index it computed is wrong: check {_INDEX_HINTS[kase.kind]}; "
                     f"the hidden tests use strides of 1 and 2, paddings of 0 to 2 and filters that are not square.")
-    if kase.kind == ROWS_NHWC:
-        message += _nhwc_read_hint(message, kase)
+        if kase.kind in (NCHW, NHWC, COLUMNS, ROWS_NHWC):  # an output pixel's index: Ho and Wo
+            message += _size_hint(kase)
+    read = _x_read_past(message)
+    if read and kase.kind in (COLUMNS, ROWS_NHWC) and read[0] >= kase.geometry[0]:
+        message += _batch_hint(kase, read[0], *(("columns", "v") if kase.kind == COLUMNS else ("rows", "w")))
+    elif read and kase.kind == ROWS_NHWC:
+        message += _nhwc_read_hint(read, kase)
     if "which nothing has written (shared memory" in message:
-        message += ("\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
-                    "their share of the shared array is never written: every thread of the block copies its "
-                    "elements and meets every barrier; guard only the final store.")
+        message += _unwritten_shared_hint(message, kase, relaunch)
     return message
+
+
+def _unwritten_shared_hint(message: str, kase: ConvCase, relaunch: Callable | None) -> str:
+    """For a read of a shared element nothing wrote: the patch copied is smaller than what is read, or threads
+    returned before copying their share."""
+    returned = ("\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
+                "their share of the shared array is never written: every thread of the block copies its "
+                "elements and meets every barrier; guard only the final store.")
+    found = re.search(r"of block blockIdx=\((\d+), (\d+), (\d+)\) reads `(\w+)\[([-\d, ]+)\]`, which nothing", message)
+    recorded = relaunch() if found and relaunch else None
+    if not recorded or not len(recorded):
+        return returned
+    launch = recorded.last
+    name, index = found.group(4), tuple(int(i) for i in found.group(5).split(","))
+    try:
+        array = launch.array(name)
+    except KeyError:
+        return returned
+    block = launch.geometry.block_number(tuple(int(found.group(k)) for k in (1, 2, 3)))
+    written = [elements[blocks == block] for kind, _, elements, blocks, _, _ in array.events if kind == "write"]
+    written = np.concatenate(written) if written else np.zeros(0, np.int64)
+    if not written.size or len(index) != len(array.shape):
+        return returned
+    extent = [int(axis.max()) + 1 for axis in np.unravel_index(written, array.shape)]
+    if all(i < e for i, e in zip(index, extent)):
+        return returned
+    copied = ", ".join(f"0:{e}" for e in extent)
+    hint = (f"\n  The block copied `{name}[{copied}]` (what its threads wrote) and reads `{name}{list(index)}`, past it: "
+            "the patch it copies is smaller than what its threads read.")
+    if kase.kind == NCHW and len(index) == 2:
+        tile, (R, S, stride) = kase.block[0], kase.geometry[4:7]
+        hint += (f" A block of {tile} x {tile} outputs at stride {stride} reads ((TILE − 1)·stride + R) x "
+                 f"((TILE − 1)·stride + S) inputs, {(tile - 1) * stride + R} x {(tile - 1) * stride + S} here: the "
+                 "stride belongs in the patch's size and in the copy's row width.")
+    return hint
 
 
 def wrong_outputs(got: np.ndarray, expected: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
@@ -303,13 +378,20 @@ def check_conv(
     quiet: bool = False,
     budget=None,
     diagnose: Callable[[ConvCase, list, np.ndarray], str] | None = None,
+    loop_steps: Callable[..., int] | None = None,
 ) -> None:
     """Check ``kernel[grid, block](out, *inputs, *scalars)`` against ``spec(*inputs, *spec_scalars)`` for every case.
 
     Cases come from a launch plan (`im2col_columns`, `nhwc_rows`, `gemm_tiles`, `output_tiles`, `pooled_tiles`,
     `depthwise_pixels`, `filter_gradients`, `input_gradients`); ``budget`` (one callable or a list) is called with the
     launch's trace once the result is right; ``diagnose(case, inputs, got)``, given, says what a wrong ``got`` is
-    (a line, or empty).
+    (a line, or empty; an im2col matrix of `im2col_columns` has one by default).
+
+    ``loop_steps``, given, is a work budget, applied once the result is right: ``loop_steps(**sizes)`` (the case's
+    `ConvCase.sizes`, by name: ``M``, ``R``, ``S``, ``Ho``, ...) is the most loop iterations the launch may run,
+    counted by the course simulator (`gpucourse.simulator.step_budget`), which runs all the launch's threads in
+    step: an iteration counts once however many threads take it. Its docstring, if any, says in the message what
+    the limit stands for.
     """
     __tracebackhide__ = True
     dtype = np.dtype(dtype)
@@ -326,17 +408,50 @@ def check_conv(
             raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
         scale = np.abs(expected_of(spec, dtype, *[np.abs(x) for x in inputs], *kase.spec_scalars))
         described = kase.describe()
+        arguments = [*inputs, *kase.scalars]
+
+        def relaunch(kase=kase, arguments=arguments):
+            with trace() as recorded:
+                try:
+                    launch_on_copies(kernel, kase.grid, kase.block, kase.out, dtype, arguments)
+                except KernelFault:  # the fault the first launch stopped at: the trace holds what came before it
+                    pass
+            return recorded
+
         try:
-            got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype,
-                                        [*inputs, *kase.scalars], labels, budgets)
+            got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype, arguments,
+                                        labels, budgets)
         except CheckFailed as failed:
-            raise CheckFailed(explain_launch_failure(str(failed), kase, labels[0])) from None
+            raise CheckFailed(explain_launch_failure(str(failed), kase, labels[0], relaunch)) from None
         bad = wrong_outputs(got, expected, scale, dtype)
         if len(bad):
-            found = diagnose(kase, inputs, got) if diagnose else ""
+            diagnosis = diagnose or (_diagnose_columns if kase.kind == COLUMNS else None)
+            found = diagnosis(kase, inputs, got) if diagnosis else ""
             raise CheckFailed(explain(name, kase, got, expected, bad) + (f"\n  {found}" if found else ""))
         check_budgets(name, described, budgets, recorded, parameters)
+        if loop_steps is not None:
+            _check_loop_steps(kernel, name, kase, dtype, arguments, loop_steps)
     report(name, len(cases), quiet)
+
+
+def _check_loop_steps(kernel, name: str, kase: ConvCase, dtype, arguments: list, at_most: Callable[..., int]) -> None:
+    """The launch again, on the course simulator, stopped after ``at_most(**sizes)`` loop iterations: fail if it
+    does not finish within them."""
+    sizes = kase.sizes()
+    limit = int(at_most(**sizes))
+    try:
+        with trace() as recorded, step_budget(limit):
+            launch_on_copies(kernel, kase.grid, kase.block, kase.out, dtype, arguments)
+    except EndlessLoop:
+        why = " ".join((at_most.__doc__ or "").split())
+        shown = ", ".join(f"{k} = {v}" for k, v in sizes.items() if k in ("M", "R", "S", "Ho", "Wo"))
+        raise CheckFailed(
+            f"{name} is correct but over its budget with {kase.describe()}:\n  its loops ran more than {limit} "
+            f"iterations ({shown}; the course simulator runs all threads together and counts an iteration once, "
+            f"however many threads take it){': ' + why if why else ''}.") from None
+    if not len(recorded):
+        raise CheckFailed(f"{name} ran, but not on the course simulator, so its loop iterations cannot be counted: "
+                          "define it in a notebook cell or a .py file.")
 
 
 def check_conv_function(
@@ -365,7 +480,7 @@ def check_conv_function(
         try:
             got = function(x, w, stride, padding)
         except Exception as exc:
-            raise CheckFailed(explain_failure(name, call, exc, out_name="y")) from None
+            raise CheckFailed(_explain_function_failure(function, name, call, exc, kase)) from None
         got = np.asarray(got)
         if got.shape != expected.shape:
             raise CheckFailed(f"{call} returned an array of shape {got.shape}, not {expected.shape}")
@@ -373,6 +488,34 @@ def check_conv_function(
         if len(bad):
             raise CheckFailed(explain(call, kase, got, expected, bad).replace(f" with {kase.describe()}", ""))
     report(name, len(cases), quiet, unit="call")
+
+
+def _explain_function_failure(function, name: str, call: str, exc: BaseException, kase: ConvCase) -> str:
+    """Why a host function's call failed, in terms of the kernel that failed inside it (its own output array), with
+    a hint for a flat pixel index split with a wrong Ho or Wo and for an array passed with the wrong shape."""
+    detail = str(exc)
+    launched = re.search(r"kernel `(\w+)`", detail)
+    kernel = getattr(function, "__globals__", {}).get(launched.group(1)) if launched else None
+    out_name = (parameter_names(kernel) or ["y"])[0] if kernel is not None else "y"
+    unpacked = re.search(r"wrong tuple length.*?expected (\d+), got (\d+)", detail)
+    if unpacked:
+        expected, dimensions = unpacked.groups()
+        where = f"kernel `{launched.group(1)}`" if launched else "a kernel"
+        line = re.search(r"\n *([^\n]*?)\s*=\s*(\w+)\.shape\s*\n\s*\^", detail)
+        if line:
+            names, array = line.groups()
+            fix = "pass w.reshape(M, C*R*S)" if array == "w" else f"reshape `{array}` on the host"
+            said = f"`{names} = {array}.shape` needs a {expected}-D {array}, got a {dimensions}-D one: {fix}"
+        else:
+            said = (f"it unpacks the shape of a {dimensions}-D array into {expected} names: reshape that array on the "
+                    f"host")
+        return (f"{name} failed with {call}:\n  {type(exc).__name__}: in {where}, {said} "
+                "(a device array keeps the shape of the host array it was copied from).")
+    message = explain_failure(name, call, exc, out_name=out_name)
+    read = _x_read_past(detail)
+    if read and read[0] >= kase.geometry[0]:
+        message += _batch_hint(kase, read[0], "output pixels")
+    return message
 
 
 # ---------------------------------------------------------------- budgets
@@ -437,8 +580,11 @@ def check_loader(kernel, tables: Callable, shapes: Iterable[Sequence[int]], *, s
         for label, table, length in zip(LOADER_TABLES, made, lengths):
             table = np.asarray(table)
             if table.shape != (length,) or table.dtype.kind not in "iu":
+                entries = "" if table.shape == (length,) else (
+                    f"\n  One entry per output pixel, B·Ho·Wo = {B}·{Ho}·{Wo}: {HO_WO}." if label.startswith("pixel")
+                    else f"\n  One entry per tap, C·R·S = {C}·{R}·{S}.")
                 raise CheckFailed(f"{call}: `{label}` should be a 1-D integer array of {length} entries, got "
-                                  f"{table.dtype} of shape {table.shape}")
+                                  f"{table.dtype} of shape {table.shape}{entries}")
         made = [np.asarray(t, np.int32) for t in made]
         x = random_values(rng, (B, C, H, W), np.float32)
         expected = im2col_reference(x, R, S, stride, padding).T.astype(np.float32)
@@ -481,14 +627,21 @@ def conv1d_reference(x: np.ndarray, w: np.ndarray, stride: int, padding: int) ->
 def check_conv1d(kernel, stride: int = 2, padding: int = 1, sizes: Iterable[tuple[int, int]] = ((1, 3), (2, 3),
                  (70, 3), (101, 5)), threads: Iterable[int] = (32, 64), quiet: bool = False) -> None:
     """``kernel[ceil(n_out / T), T](y, x, w)``: `conv1d_reference` of ``x`` (n,) with ``w`` (R,), one thread per
-    output, for each ``(n, R)`` of ``sizes`` and each ``T`` of ``threads``."""
+    output, for each ``(n, R)`` of ``sizes`` and each ``T`` of ``threads``, in float32 arithmetic only."""
     __tracebackhide__ = True
-    cases = []
-    for n, R in sizes:
-        out = output_size(n, R, stride, padding)
-        cases += [case(blocks_needed(out, t), t, [(n,), (R,)], out=(out,)) for t in threads]
+    rng = np.random.default_rng(0)
+
+    def launches():
+        for n, R in sizes:
+            x, w = random_values(rng, (n,), np.float32), random_values(rng, (R,), np.float32)
+            expected = expected_of(conv1d_reference, np.float32, x, w, stride, padding)
+            scale = expected_of(conv1d_reference, np.float32, np.abs(x), np.abs(w), stride, padding)
+            for t in threads:
+                yield Launch((blocks_needed(expected.size, t),), (t,), f"x of {n}, w of {R} -> y of {expected.size}",
+                             [x, w], expected, scale)
+
     try:
-        check_kernel(kernel, lambda x, w: conv1d_reference(x, w, stride, padding), cases, quiet=quiet)
+        check_launches(kernel, launches(), dtype=np.float32, name=None, quiet=quiet, budget=float32_only())
     except CheckFailed as failed:
         raise CheckFailed(str(failed) + _diagnose_conv1d(kernel, stride, padding)) from None
 
@@ -548,7 +701,34 @@ def _nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="pqc", step=None, shift=
     return np.where(b < B, cells, np.nan)
 
 
-HO_WO = "Ho = (H + 2·padding − R) // stride + 1 and Wo = (W + 2·padding − S) // stride + 1"  # output size
+def _index_models(x: np.ndarray, kase: ConvCase, order: str, pixels: str) -> list[tuple[np.ndarray | None, str]]:
+    """(cells, what is wrong) for the usual index mistakes of an im2col kernel: the cells of the matrix of NHWC
+    ``x``, a row per output pixel and columns in ``order``, with the stride or the padding shift left out, or the
+    ``pixels`` (rows, or columns of a transposed matrix) split with a wrong Ho or Wo. None where a mistake changes
+    nothing in this case."""
+    B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
+    models = [(_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order, step=1) if stride > 1 else None,
+               f"The stride ({stride}) is missing: the window of output pixel (h, w) starts at\n"
+               "  input row h·stride − padding, column w·stride − padding."),
+              (_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order, shift=False) if padding else None,
+               f"The padding shift is missing: tap p of output row h reads input row\n"
+               f"  h·stride + p − padding (padding = {padding} here), and the same for columns.")]
+    for Ho_, Wo_ in sorted({(Ho + dh, Wo + dw) for dh in (-1, 0, 1) for dw in (-1, 0, 1)} | {(H, W), (Ho, W)}):
+        if (Ho_, Wo_) != (Ho, Wo) and min(Ho_, Wo_) > 0:
+            models.append((_nhwc_cells(x, R, S, stride, padding, Ho_, Wo_, order),
+                           f"The {pixels} are split as if Ho = {Ho_}, Wo = {Wo_}; this layer has Ho = {Ho}, "
+                           f"Wo = {Wo}:\n  {HO_WO}."))
+    return models
+
+
+def _diagnose_columns(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
+    """What a wrong im2col matrix of NCHW ``x`` in columns (`im2col_columns`) is: the stride or the padding shift
+    missing, or Ho or Wo wrong, named; else ""."""
+    x = np.transpose(inputs[0], (0, 2, 3, 1)).astype(np.float64)
+    for model, said in _index_models(x, kase, "cpq", "columns"):
+        if model is not None and np.array_equal(got, model.T.astype(got.dtype)):
+            return said
+    return ""
 
 
 def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
@@ -560,18 +740,7 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
                 "  along the columns k), guarded by n < X.shape[0] and k < X.shape[1].")
     models = [(_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="cpq"),
                "The columns are in NCHW's order k = (c, p, q). In NHWC the channels run fastest,\n"
-               "  k = (p, q, c): c = k % C, q = k // C % S, p = k // (C·S)."),
-              (_nhwc_cells(x, R, S, stride, padding, Ho, Wo, step=1) if stride > 1 else None,
-               f"The stride ({stride}) is missing: the window of output pixel (h, w) starts at\n"
-               "  input row h·stride − padding, column w·stride − padding."),
-              (_nhwc_cells(x, R, S, stride, padding, Ho, Wo, shift=False) if padding else None,
-               f"The padding shift is missing: tap p of output row h reads input row\n"
-               f"  h·stride + p − padding (padding = {padding} here), and the same for columns.")]
-    for Ho_, Wo_ in sorted({(Ho + dh, Wo + dw) for dh in (-1, 0, 1) for dw in (-1, 0, 1)} | {(H, W), (Ho, W)}):
-        if (Ho_, Wo_) != (Ho, Wo) and min(Ho_, Wo_) > 0:
-            models.append((_nhwc_cells(x, R, S, stride, padding, Ho_, Wo_),
-                           f"The rows are split as if Ho = {Ho_}, Wo = {Wo_}; this layer has Ho = {Ho}, Wo = {Wo}:\n"
-                           f"  {HO_WO}."))
+               "  k = (p, q, c): c = k % C, q = k // C % S, p = k // (C·S).")] + _index_models(x, kase, "pqc", "rows")
     for model, said in models:
         if model is not None and np.array_equal(got, model.astype(got.dtype)):
             return said
@@ -582,16 +751,11 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
     return ""
 
 
-def _nhwc_read_hint(message: str, kase: ConvCase) -> str:
-    """For a read of ``x`` out of bounds: a tap in the padding read, or NCHW's index order on NHWC ``x``."""
-    found = re.search(r"index (-?\d+), (-?\d+), (-?\d+), (-?\d+) is out of bounds for `x`", message)
-    if not found:
-        return ""
+def _nhwc_read_hint(read: tuple[int, ...], kase: ConvCase) -> str:
+    """For a read of NHWC ``x`` out of bounds, at ``read`` in the batch: a tap in the padding read, or NCHW's index
+    order."""
     B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
-    b, h, v, c = (int(i) for i in found.groups())
-    if b >= B:
-        return (f"\n  Image b = {b} is past the batch of {B}: the rows are n = (b·Ho + h)·Wo + w, and this layer has\n"
-                f"  Ho = {Ho}, Wo = {Wo}: {HO_WO}.")
+    b, h, v, c = read
     if -padding <= h < H + padding and -padding <= v < W + padding and 0 <= c < C:
         return (f"\n  Row {h}, column {v} is in the padding of the {H}×{W} image: that cell of X is 0.\n"
                 "  Test 0 <= h < H and 0 <= v < W before reading x, as `conv.im2col` does.")

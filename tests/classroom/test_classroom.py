@@ -11,6 +11,7 @@ import hashlib
 import html
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,17 +66,18 @@ CLASS = {
     "copies_a_cell": (dict(kernel=mini.STUB, copy_kernel_cell=mini.KERNEL), 2, "graded"),
     "adds_a_graded_cell": (dict(extra_cells=[(3, EXTRA)]), 2, "graded"),
     "prints_hidden_tests": (dict(function='print("\\n".join(In))\n' + mini.FUNCTION), 2, "graded"),
+    # cheats: 2 points in the notebook, the clean room's lower score in grades.csv until an instructor settles it
     "rebinds_the_checks": (dict(kernel=WRONG_KERNEL + "\ncheck_kernel = lambda *a, **k: None",
                                 function=WRONG_FUNCTION + "\ncheck_function = lambda *a, **k: None"),
-                           2, "needs review"),
+                           0, "needs review"),
     "swaps_check_code": (dict(kernel=WRONG_KERNEL + "\ncheck_kernel.__code__ = (lambda *a, **k: None).__code__"),
-                         2, "needs review"),
+                         1, "needs review"),
     "patches_numpy": (dict(kernel=WRONG_KERNEL + "\nnp.argwhere = lambda x: np.zeros((0, x.ndim), int)"),
-                      2, "needs review"),
+                      1, "needs review"),
     "fakes_the_import_cell": (dict(kernel=WRONG_KERNEL, function=WRONG_FUNCTION,
                                    imports="import numpy as np\nfrom numba import cuda\n"
                                    "check_kernel = check_function = one_block = lambda *a, **k: None"),
-                              2, "needs review"),
+                              0, "needs review"),
     "host_object": (dict(kernel="class Fake:\n    def __getitem__(self, config):\n"
                                 "        return lambda out, a: out.__setitem__(slice(None), a + 1)\nadd_one = Fake()"),
                     1, "graded"),
@@ -102,6 +104,9 @@ def graded(a_sandbox, tmp_path_factory):
     for student, (plant, _, _) in CLASS.items():
         mini.plant(course, student, mini.submission(release, **plant))
     mini.plant(course, "renames_the_notebook", mini.submission(release), name="mini (1).ipynb")
+    deleted = mini.submission(release)
+    deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_blocks_for"]
+    mini.plant(course, "deletes_a_test_cell", deleted)
     broken = course / "submitted" / "sends_a_broken_file" / mini.ASSIGNMENT
     broken.mkdir(parents=True)
     (broken / "mini.ipynb").write_text("{ this is not a notebook")
@@ -123,10 +128,16 @@ def test_each_planted_submission_gets_the_grade_a_careful_instructor_would_give(
     assert (float(row["score"]), row["status"]) == (score, status), f"{student}: {row}\n{summary}"
 
 
-def test_cheats_are_flagged_with_the_tests_that_differ(graded):
-    _, _, grades = graded
-    assert "test_add_one: 1 in the notebook, 0 in the clean room" in grades["rebinds_the_checks"]["notes"]
+def test_cheats_are_flagged_with_the_tests_that_differ_and_their_feedback_held(graded):
+    course, summary, grades = graded
+    notes = grades["rebinds_the_checks"]["notes"]
+    assert "test_add_one: 1 in the notebook, 0 in the clean room" in notes
+    assert "scored with the lower of each; feedback held until the review is settled" in notes
     assert float(grades["rebinds_the_checks"]["clean_room_score"]) == 0
+    assert not (course / "feedback" / "rebinds_the_checks" / mini.ASSIGNMENT).exists()
+    assert (course / "feedback" / "full" / mini.ASSIGNMENT / "mini.html").exists()
+    assert "feedback held for 5 submission(s) that need review" in summary
+    assert "make grade-one A=mini S=<student> ARGS='--settle notebook'" in summary
 
 
 def test_a_crash_or_a_hang_keeps_earlier_points_and_says_why(graded):
@@ -144,9 +155,15 @@ def test_accidents_grade_normally_and_a_broken_file_is_not_a_silent_zero(graded)
     _, summary, grades = graded
     assert (float(grades["renames_the_notebook"]["score"]), grades["renames_the_notebook"]["status"]) == (2, "graded")
     assert "graded mini (1).ipynb as mini.ipynb (renamed)" in grades["renames_the_notebook"]["notes"]
-    assert grades["sends_a_broken_file"]["status"] == "failed to grade"
-    assert grades["sends_a_broken_file"]["notes"]
+    broken = grades["sends_a_broken_file"]
+    assert broken["status"] == "failed to grade" and float(broken["max_score"]) == 2
+    assert "mini.ipynb is not valid JSON (Expecting property name enclosed in double quotes at line 1, column 3)" \
+        in broken["notes"]
     assert "1 failed to grade" in summary.splitlines()[-1]
+    deleted = grades["deletes_a_test_cell"]
+    assert (float(deleted["score"]), deleted["status"]) == (1, "graded")
+    assert "cells missing from mini.ipynb (deleted, or their id changed; they score 0): test_blocks_for" \
+        in deleted["notes"]
 
 
 def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
@@ -167,3 +184,26 @@ def test_a_second_run_skips_the_students_already_graded(graded):
     graded_before = sum(row["status"] != "failed to grade" for row in grades.values())
     assert f"{graded_before} student(s) already graded, skipped" in again.stderr
     assert "sends_a_broken_file" in again.stdout  # failed to grade: tried again
+
+
+def test_a_resubmission_is_graded_again_and_a_review_is_settled_by_the_instructor(graded):
+    course, _, _ = graded
+    release = course / "assignments" / mini.ASSIGNMENT / f"{mini.ASSIGNMENT}.ipynb"
+    folder = course / "submitted" / "zero" / mini.ASSIGNMENT
+    shutil.rmtree(folder)
+    mini.plant(course, "zero", mini.submission(release))  # all answers written this time
+    again = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--jobs", "1")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resubmitted since their grading, graded again: zero" in again.stderr
+    settled = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--student", "rebinds_the_checks",
+                  "--settle", "notebook")
+    assert settled.returncode == 0, settled.stderr[-3000:]
+    with (course / "grades.csv").open() as f:
+        grades = {row["student"]: row for row in csv.DictReader(f)}
+    assert (float(grades["zero"]["score"]), grades["zero"]["status"]) == (2, "graded")
+    row = grades["rebinds_the_checks"]
+    assert (float(row["score"]), row["status"]) == (2, "graded")
+    assert "reviewed: the notebook's scores stand (2 test(s) differed)" in row["notes"]
+    assert (course / "feedback" / "rebinds_the_checks" / mini.ASSIGNMENT / "mini.html").exists()
+    unknown = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--student", "nobody")
+    assert "no submission of 'nobody' in submitted/nobody/mini/; students with one: " in unknown.stderr

@@ -10,7 +10,10 @@ run in the course directory after collecting (``submitted/<student>/<assignment>
    task of a lost worker runs again elsewhere, and a rerun skips students already graded (``--force``
    grades them again);
 3. feedback, and a summary: graded, zero, needs review, failed to grade (with the reason), seconds
-   per submission and per worker.
+   per submission and per worker. A submission that scores more in its notebook than in the clean room
+   needs review: it is scored with the lower of each test and its feedback is held until an instructor
+   settles it (``--student S --settle notebook`` or ``clean-room``: whose scores stand). A student who
+   resubmitted (a newer submission than the one graded) is graded again.
 
 An assignment whose source notebook says ``"gpucourse": {"needs_gpu": true}`` in its metadata goes to
 workers started with ``--resources GPU=1``; without one it is scored on the CPU and the notes say so.
@@ -38,7 +41,7 @@ from sqlalchemy.exc import SAWarning
 from . import sandbox
 from .autograde import TIMED_OUT
 from .preloaded import run_module
-from .submission import Assignment, Graded, Limits, grade_submission, last_error
+from .submission import SETTLED, Assignment, Graded, Limits, grade_submission, last_error
 
 GRADES = "grades.csv"
 HEADER = ["student", "assignment", "score", "max_score", "clean_room_score", "status", "notes"]
@@ -91,13 +94,36 @@ def prepare(course: Path, assignment: str, limits: Limits) -> Assignment:
 
 
 def already_graded(course: Path, assignment: str) -> set[str]:
+    """Students of ``grades.csv`` whose submission was graded (not failed) and not resubmitted since."""
     path = course / GRADES
     if not path.exists():
         return set()
     with path.open(newline="") as f:
         return {r["student"] for r in csv.DictReader(f)
                 if r.get("assignment") == assignment and r.get("status") not in (None, "failed to grade")
-                and (course / "autograded" / r["student"] / assignment).is_dir()}
+                and (course / "autograded" / r["student"] / assignment).is_dir()
+                and not resubmitted(course, assignment, r["student"])}
+
+
+def resubmitted(course: Path, assignment: str, student: str) -> bool:
+    """Whether the submission is newer than the one graded: another ``timestamp.txt`` (nbgrader's collect), or a
+    file changed after the grading."""
+    submitted, graded = (course / folder / student / assignment for folder in ("submitted", "autograded"))
+    stamps = [folder / "timestamp.txt" for folder in (submitted, graded)]
+    if all(stamp.exists() for stamp in stamps) and stamps[0].read_text().strip() != stamps[1].read_text().strip():
+        return True
+    files = [p.stat().st_mtime for p in submitted.rglob("*") if p.is_file()]
+    grading = [p.stat().st_mtime for p in graded.rglob("*.ipynb")]
+    return bool(files and grading) and max(files) > min(grading)
+
+
+def assignment_points(course: Path, assignment: str) -> float:
+    """The points of the assignment, from the instructor's gradebook (0 if it does not know it yet)."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        try:
+            return gradebook.find_assignment(assignment).max_score
+        except Exception:  # MissingEntry: not generated in this gradebook
+            return 0.0
 
 
 def record(course: Path, assignment: str, graded: Graded) -> Result:
@@ -105,6 +131,7 @@ def record(course: Path, assignment: str, graded: Graded) -> Result:
     result = Result(graded.student, clean_room_score=graded.clean_room_score, status=graded.status,
                     notes=list(graded.notes))
     if graded.status == "failed to grade":
+        result.max_score = assignment_points(course, assignment)
         return result
     folder = course / "autograded" / graded.student / assignment
     shutil.rmtree(folder, ignore_errors=True)
@@ -200,7 +227,7 @@ def connect(scheduler: str | None, workers: int):
         with Client(scheduler, timeout="60s") as client:
             yield client
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=":0",
                       memory_limit=0) as cluster, Client(cluster) as client:  # the sandbox caps each kernel
         yield client
 
@@ -209,8 +236,10 @@ def gpu_workers(client) -> int:
     return sum(w.get("resources", {}).get("GPU", 0) > 0 for w in client.scheduler_info()["workers"].values())
 
 
-def grade(course: Path, assignment: str, students: list[str], limits: Limits, client) -> tuple[list[Result], str]:
-    """Every student's submission graded on ``client``'s cluster; the results and the summary."""
+def grade(course: Path, assignment: str, students: list[str], limits: Limits, client,
+          settle: str | None = None) -> tuple[list[Result], str]:
+    """Every student's submission graded on ``client``'s cluster (a review settled by ``settle``); the results and
+    the summary."""
     from distributed import as_completed
 
     started, notes = time.monotonic(), []
@@ -226,8 +255,8 @@ def grade(course: Path, assignment: str, students: list[str], limits: Limits, cl
     for student in students:
         folder = course / "submitted" / student / assignment
         files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-        future = client.submit(grade_submission, shared, student, files, device, key=f"grade-{assignment}-{student}",
-                               pure=False, **options)
+        future = client.submit(grade_submission, shared, student, files, device, settle,
+                               key=f"grade-{assignment}-{student}", pure=False, **options)
         futures[future] = student
     results, timings = [], []
     progress(0, len(futures), 0, started)
@@ -250,6 +279,13 @@ def grade(course: Path, assignment: str, students: list[str], limits: Limits, cl
                             *(["--student", graded_students[0]] if len(graded_students) == 1 else []))
         if feedback.returncode != 0:
             print(f"feedback: {last_error(feedback.stdout + feedback.stderr)}", file=sys.stderr)
+    held = [r.student for r in results if r.status == "needs review"]
+    for student in held:  # not released (nor an older run's) until the review is settled
+        shutil.rmtree(course / "feedback" / student / assignment, ignore_errors=True)
+    if held:
+        notes.append(f"feedback held for {len(held)} submission(s) that need review: look at autograded/<student>/"
+                     f"{assignment}/, then settle each with: make grade-one A={assignment} S=<student> "
+                     "ARGS='--settle notebook' (its notebook's scores stand) or ARGS='--settle clean-room'")
     results.sort(key=lambda r: r.student)
     return results, summary(assignment, results, timings, time.monotonic() - started, notes)
 
@@ -263,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a Dask scheduler's address (tcp://host:8786); default: a local cluster")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers of the local cluster")
     parser.add_argument("--force", action="store_true", help="grade again students already in grades.csv")
+    parser.add_argument("--settle", choices=SETTLED, help="with --student, after a review: whose scores stand "
+                        "where the notebook and the clean room differ (without it: the lower of each, feedback held)")
     for name, default in vars(Limits()).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, dest=name)
     args = parser.parse_args(argv)
@@ -270,14 +308,23 @@ def main(argv: list[str] | None = None) -> int:
     submitted = course / "submitted"
     if not (course / "solutions" / args.assignment).is_dir():
         parser.error(f"no solutions/{args.assignment}: name an assignment of this course")
-    students = [args.student] if args.student else sorted(
-        p.name for p in submitted.glob("*") if (p / args.assignment).is_dir())
-    if not students or not all((submitted / s / args.assignment).is_dir() for s in students):
+    if args.settle and not args.student:
+        parser.error("--settle settles one student's review: give --student too (make grade-one A=... S=...)")
+    everyone = sorted(p.name for p in submitted.glob("*") if (p / args.assignment).is_dir())
+    if args.student and args.student not in everyone:
+        parser.error(f"no submission of {args.student!r} in submitted/{args.student}/{args.assignment}/; students "
+                     f"with one: {', '.join(everyone) or 'none (collect them first)'}")
+    students = [args.student] if args.student else everyone
+    if not students:
         parser.error(f"no submissions in submitted/<student>/{args.assignment}/: collect them first")
     skipped = [] if args.force or args.student else sorted(already_graded(course, args.assignment) & set(students))
     students = [s for s in students if s not in skipped]
     if skipped:
         print(f"{len(skipped)} student(s) already graded, skipped (--force grades them again)", file=sys.stderr)
+    again = [s for s in students if (course / "autograded" / s / args.assignment).is_dir()
+             and resubmitted(course, args.assignment, s)]
+    if again:
+        print(f"resubmitted since their grading, graded again: {', '.join(again)}", file=sys.stderr)
     if not students:
         return 0
     unsandboxed = sandbox.unavailable()
@@ -285,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: {unsandboxed}. Grading goes on WITHOUT a sandbox.", file=sys.stderr)
     limits = Limits(**{k: getattr(args, k) for k in vars(Limits())})
     with connect(args.scheduler, args.jobs) as client:
-        results, text = grade(course, args.assignment, students, limits, client)
+        results, text = grade(course, args.assignment, students, limits, client, args.settle)
     if unsandboxed:
         text = f"WARNING: graded WITHOUT a sandbox ({unsandboxed}); students' code ran with the grader's rights\n" + text
     print(text)

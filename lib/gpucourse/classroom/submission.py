@@ -69,10 +69,30 @@ class Graded:
     seconds: float = 0.0
 
 
+GENERIC = ("Please see the", "see the above traceback")  # nbgrader's lines that point at a traceback it printed
+
+
 def last_error(output: str) -> str:
+    """The last line of ``output`` that names an error, leaving out nbgrader's pointers to an earlier traceback."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line or "error" in line or "failed" in line.lower()]
+    errors = [line for line in lines if ("Error" in line or "error" in line or "failed" in line.lower())
+              and not any(words in line for words in GENERIC)]
     return (errors or lines or ["no output"])[-1][:300]
+
+
+def unreadable(path: Path) -> str:
+    """Why Jupyter cannot open the notebook at ``path`` ("" if it can): where its JSON breaks, or what it lacks."""
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return "not a text file (UTF-8)"
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): the file was cut or edited by hand"
+    try:
+        nbformat.validate(nbformat.read(path, as_version=4))
+    except Exception as exc:  # nbformat's own errors, of many kinds
+        return f"not a notebook nbformat can read ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    return ""
 
 
 def _grade_ids(path: Path) -> set[str]:
@@ -83,21 +103,40 @@ def _grade_ids(path: Path) -> set[str]:
     return {c.metadata["nbgrader"]["grade_id"] for c in cells if "grade_id" in c.metadata.get("nbgrader", {})}
 
 
-def find_notebooks(course: Path, assignment: str, student: str) -> list[str]:
-    """Put each expected notebook in place; a renamed one is found by its cells. Returns notes."""
-    folder, notes = course / "submitted" / student / assignment, []
+def find_notebooks(course: Path, assignment: str, student: str) -> tuple[list[str], list[str]]:
+    """Put each expected notebook in place; a renamed one is found by its cells. Returns (notes, problems): a
+    problem (a notebook missing, or one Jupyter cannot open) stops the grading of the submission."""
+    folder, notes, problems = course / "submitted" / student / assignment, [], []
     names = sorted(p.name for p in (course / "solutions" / assignment).glob("*.ipynb"))
     for name in names:
-        if (folder / name).exists():
-            continue
-        wanted = _grade_ids(course / "solutions" / assignment / name)
-        others = [p for p in sorted(folder.glob("*.ipynb")) if p.name not in names]
-        matches = [p for p in others if _grade_ids(p) & wanted]
-        if len(matches) == 1:
+        if not (folder / name).exists():
+            wanted = _grade_ids(course / "solutions" / assignment / name)
+            others = [p for p in sorted(folder.glob("*.ipynb")) if p.name not in names]
+            matches = [p for p in others if _grade_ids(p) & wanted]
+            if len(matches) != 1:
+                found = [p.name for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "timestamp.txt"]
+                problems.append(f"no {name} in the submission (found: {', '.join(found) or 'nothing'})")
+                continue
             shutil.copy(matches[0], folder / name)
             notes.append(f"graded {matches[0].name} as {name} (renamed)")
+        why = unreadable(folder / name)
+        if why:
+            problems.append(f"{name} is {why}")
         else:
-            notes.append(f"no {name} in the submission (found: {', '.join(p.name for p in others) or 'nothing'})")
+            notes += cell_notes(course / "solutions" / assignment / name, folder / name)
+    return notes, problems
+
+
+def cell_notes(source: Path, submitted: Path) -> list[str]:
+    """What the submitted notebook lacks or adds among the graded cells (by their hidden ids): notes."""
+    wanted, got = _grade_ids(source), _grade_ids(submitted)
+    notes = []
+    if wanted - got:
+        notes.append(f"cells missing from {submitted.name} (deleted, or their id changed; they score 0): "
+                     f"{', '.join(sorted(wanted - got))}")
+    if got - wanted:
+        notes.append(f"cells of {submitted.name} with ids the assignment does not have (not graded): "
+                     f"{', '.join(sorted(got - wanted))}")
     return notes
 
 
@@ -131,19 +170,34 @@ def _points(value) -> str:
     return "no score" if value is None else f"{value:g}"
 
 
-def compare(graded: Graded, report: dict) -> None:
-    """Clean-room score, and a review flag for every test whose two scores differ."""
+SETTLED = ("notebook", "clean-room")  # how an instructor settles a review: whose scores stand
+
+
+def compare(graded: Graded, report: dict, settle: str | None = None) -> None:
+    """Clean-room score, and for every test whose two scores differ a note and the lower score: the submission
+    needs review, unless ``settle`` (after a review: "notebook" or "clean-room") says whose scores stand."""
     graded.clean_room_score = sum(s or 0 for scores in report.values() for s in scores["clean_room"].values())
-    for scores in report.values():
+    differ = []
+    for notebook, scores in report.items():
         for test, points in scores["autograded"].items():
             again = scores["clean_room"].get(test)
-            if points != again:
-                graded.status = "needs review"
-                graded.notes.append(f"{test}: {_points(points)} in the notebook, {_points(again)} in the clean room")
+            if points == again:
+                continue
+            differ.append(f"{test}: {_points(points)} in the notebook, {_points(again)} in the clean room")
+            if settle != "notebook" and (notebook, test) in graded.scores:
+                graded.scores[notebook, test] = (min(points or 0, again or 0), graded.scores[notebook, test][1])
+    if differ and settle is None:
+        graded.status = "needs review"
+        graded.notes += differ[:3] + ([f"and {len(differ) - 3} more tests like these"] if len(differ) > 3 else [])
+        graded.notes.append("scored with the lower of each; feedback held until the review is settled")
+    elif differ:
+        graded.notes.append(f"reviewed: the {settle}'s scores stand ({len(differ)} test(s) differed)")
 
 
-def grade_submission(assignment: Assignment, student: str, files: dict[str, bytes], device: str | None = None) -> Graded:
-    """Autograde ``files`` (the student's submitted folder) in a private course, then the clean room; never raises."""
+def grade_submission(assignment: Assignment, student: str, files: dict[str, bytes], device: str | None = None,
+                     settle: str | None = None) -> Graded:
+    """Autograde ``files`` (the student's submitted folder) in a private course, then the clean room (`compare`,
+    ``settle``); never raises."""
     started, graded = time.monotonic(), Graded(student, worker=socket.gethostname())
     try:
         from distributed import get_worker
@@ -156,7 +210,11 @@ def grade_submission(assignment: Assignment, student: str, files: dict[str, byte
         course = Path(folder)
         try:
             _private_course(course, assignment, student, files)
-            graded.notes += find_notebooks(course, name, student)
+            notes, problems = find_notebooks(course, name, student)
+            graded.notes += notes + problems
+            if problems:
+                graded.status = "failed to grade"
+                return graded
             stamp = course / "submitted" / student / name / "timestamp.txt"
             graded.timestamp = stamp.read_text().strip() if stamp.exists() else None
             done = run_module(course, "nbgrader", "autograde", name, "--student", student, "--force",
@@ -175,7 +233,7 @@ def grade_submission(assignment: Assignment, student: str, files: dict[str, byte
                 graded.status = "needs review"
                 graded.notes.append(f"the clean room failed: {last_error(clean.stdout + clean.stderr)}")
             else:
-                compare(graded, json.loads(clean.stdout.strip().splitlines()[-1]))
+                compare(graded, json.loads(clean.stdout.strip().splitlines()[-1]), settle)
         except Exception as exc:  # a broken file or a full disk: listed with its reason, never lost
             graded.status = "failed to grade"
             graded.notes.append(f"{type(exc).__name__}: {exc}"[:300])

@@ -20,8 +20,9 @@ LAB = $(VENV)/bin/jupyter lab $(if $(filter 0,$(USER_ID)),--allow-root) $(if $(L
 	--LabApp.default_url=/lab/tree/lectures/01_threads_blocks_grids.ipynb
 # Jupyter configuration that switches off nbgrader's instructor tools for students (Fetch, Submit, Validate stay).
 STUDENT_CONFIG := $(CURDIR)/.jupyter/student
-# The nbgrader exchange: where students' Assignment List fetches and submits.
-EXCHANGE ?= /srv/nbgrader/exchange
+# The nbgrader exchange: where students' Assignment List fetches and submits. An exported NBGRADER_EXCHANGE (what
+# nbgrader itself reads) is honoured; EXCHANGE=... overrides it.
+EXCHANGE ?= $(or $(NBGRADER_EXCHANGE),/srv/nbgrader/exchange)
 
 .PHONY: lab slides clean
 
@@ -53,9 +54,9 @@ clean:
 ASSIGNMENTS := $(notdir $(wildcard solutions/[0-9]*))
 .PHONY: lab-instructor test soak browser release setup-cells student-edition exchange grade grade-one sandbox gpu-check gpu-wheels
 
-## JupyterLab with nbgrader's formgrader, Create Assignment and course list.
+## JupyterLab with nbgrader's formgrader, Create Assignment and course list (on the same exchange as `make lab`).
 lab-instructor: $(INSTALLED)
-	$(LAB)
+	NBGRADER_EXCHANGE="$(EXCHANGE)" $(LAB)
 
 ## The whole test suite (what CI runs), on TEST_WORKERS processes (each test file stays in one; the longest files
 ## first, in the order of tests/conftest.py's LONGEST_FIRST).
@@ -90,27 +91,48 @@ sandbox:
 release: $(INSTALLED)
 	for a in $(ASSIGNMENTS); do $(VENV)/bin/nbgrader generate_assignment $$a --force --no-db || exit 1; done
 
-## Rewrite every notebook's first cell from pyproject.toml's [tool.gpucourse].
+## Rewrite every notebook's badge and first cell from pyproject.toml's [tool.gpucourse]; one line says what it did.
 setup-cells: $(INSTALLED)
 	$(PY) -m gpucourse.course.setup_cell lectures solutions assignments
 
 ## The course as students get it, without solutions/ or instructor files, with the course package as a wheel
-## (what Colab installs without an install-source): build/student-edition/ and its .zip.
-student-edition: $(INSTALLED)
+## (what Colab installs without an install-source): build/student-edition/ and its .zip. The setup cells are
+## rewritten first (a changed install-source), and a line says where Colab installs the course from.
+student-edition: setup-cells
 	$(PY) -m gpucourse.course.student_edition . build/student-edition
 
-## The exchange folder (EXCHANGE=...): everyone may write into it (nbgrader's setup); then `nbgrader release_assignment A`.
+## The exchange folder (EXCHANGE=..., else NBGRADER_EXCHANGE, else /srv/nbgrader/exchange): everyone may write into
+## it (nbgrader's setup); a line says what to export so that nbgrader and `make lab` use it.
 exchange:
 	mkdir -p "$(EXCHANGE)" && chmod ugo+rwx "$(EXCHANGE)"
+	@if [ "$(NBGRADER_EXCHANGE)" = "$(EXCHANGE)" ]; then \
+		echo "exchange $(EXCHANGE) is ready; next: nbgrader release_assignment <assignment>"; \
+	else echo "exchange $(EXCHANGE) is ready; next: export NBGRADER_EXCHANGE=$(EXCHANGE), then nbgrader" \
+		"release_assignment <assignment> (nbgrader and make lab read it)"; fi
+
+# `make grade` without A= (`make grade-one` without A= or S=, or an assignment that is not in solutions/): one line
+# that says how, before anything is installed, not the grader's usage.
+GRADE_USAGE := $(if $(filter grade-one,$(MAKECMDGOALS)),make grade-one A=<assignment> S=<student>,make grade \
+	A=<assignment>), e.g. make $(firstword $(filter grade grade-one,$(MAKECMDGOALS))) \
+	A=$(firstword $(sort $(ASSIGNMENTS)))$(if $(filter grade-one,$(MAKECMDGOALS)), S=<student>)
+ifneq ($(filter grade grade-one,$(MAKECMDGOALS)),)
+ifeq ($(A),)
+$(error $(GRADE_USAGE))
+else ifeq ($(filter $(A),$(ASSIGNMENTS)),)
+$(error no assignment $(A) in solutions/: $(GRADE_USAGE))
+else ifeq ($(if $(filter grade-one,$(MAKECMDGOALS)),$(S),given),)
+$(error $(GRADE_USAGE))
+endif
+endif
 
 ## Grade every submission of assignment A (in submitted/<student>/A/) on Dask: a local cluster of this machine's
 ## cores, or the cluster at SCHEDULER=tcp://host:8786; sandboxed, re-checked, feedback, grades.csv.
 grade: $(INSTALLED) sandbox
 	$(PY) -m gpucourse.classroom.grade $(A) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(ARGS)
 
-## Grade again one student S of assignment A.
+## Grade again one student S of assignment A (ARGS="--settle notebook" or "--settle clean-room" after a review).
 grade-one: $(INSTALLED) sandbox
-	$(PY) -m gpucourse.classroom.grade $(A) --student $(S) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(PY) -m gpucourse.classroom.grade $(A) --student $(S) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(ARGS)
 
 ## The whole course on a real GPU: notebooks, GPU benchmarks, the differential test (ARGS="--help" for its parts).
 gpu-check:

@@ -7,7 +7,8 @@ import pytest
 
 from conftest import ROOT
 from gpucourse.course.setup_cell import (
-    MARKER, PLACEHOLDER, badge_cell, colab_url, first_code_cell, render, render_badge, render_cell, rewrite,
+    MARKER, PLACEHOLDER, badge_cell, colab_url, first_code_cell, main, out_of_date, render, render_badge, render_cell,
+    rewrite,
 )
 
 
@@ -75,3 +76,32 @@ def test_rewrite_replaces_old_cells_and_inserts_missing_ones(tmp_path):
     assert rewrite(old, wheel, None) and not rewrite(old, wheel, None)
     notebook = nbformat.read(old, as_version=4)
     assert badge_cell(notebook) is None and len(notebook.cells) == 3 and notebook.cells[1].source == wheel
+
+
+def test_make_setup_cells_says_in_one_line_what_it_did_and_out_of_date_names_what_it_would_rewrite(
+        tmp_path, monkeypatch, capsys):
+    """`make setup-cells` said nothing when all was up to date; `out_of_date` (the student edition's check) lists
+    the notebooks that disagree with install-source without touching them."""
+    pyproject_with(tmp_path, "git+https://github.com/me/course")
+    for name in ("lectures/a.ipynb", "lectures/b.ipynb", "assignments/01_x/x.ipynb"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), tmp_path / name)
+    before = (tmp_path / "lectures/a.ipynb").read_text()
+    assert out_of_date(tmp_path, ["lectures", "assignments"]) == [
+        "lectures/a.ipynb", "lectures/b.ipynb", "assignments/01_x/x.ipynb"]
+    assert (tmp_path / "lectures/a.ipynb").read_text() == before, "out_of_date only reads"
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["lectures", "assignments"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 1 and said[0].startswith("setup cells: rewrote 3 of 3 notebooks") and "commit" in said[0]
+    assert out_of_date(tmp_path, ["lectures", "assignments"]) == []
+    assert main(["lectures", "assignments"]) == 0
+    assert capsys.readouterr().out == "setup cells: 3 notebooks up to date\n"
+
+    pyproject_with(tmp_path, "")  # the wheel route: the badges go
+    assert out_of_date(tmp_path, ["lectures"]) == ["lectures/a.ipynb", "lectures/b.ipynb"]
+    pyproject_with(tmp_path, PLACEHOLDER)
+    assert main(["lectures"]) == 1
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith("error: install-source is") and len(said.err.splitlines()) == 1

@@ -1,7 +1,10 @@
 """`make student-edition`: the course as students get it, without a line of a solution or hidden test."""
 
+import ast
 import os
+import shutil
 import subprocess
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -11,8 +14,10 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import ROOT
-from gpucourse.course.setup_cell import PLACEHOLDER
-from gpucourse.course.student_edition import build, main, without_instructor_parts
+from gpucourse.course.setup_cell import PLACEHOLDER, sync
+from gpucourse.course.student_edition import (
+    INSTRUCTOR_TOOLS, STUDENT_NOTEBOOKS, build, check_setup_cells, colab_source, main, without_instructor_parts,
+)
 from gpucourse.course.wheel import metadata
 from gpucourse.classroom.regions import lines_by_region
 from run_all import run_each_exercise_alone
@@ -135,3 +140,178 @@ def test_the_wheels_requirements_parse_as_pip_reads_them_and_keep_their_markers(
     assert not nvdisasm.marker.evaluate({"extra": "cu13", "sys_platform": "darwin"})
     numba = next(r for r in requirements if r.name == "numba")
     assert numba.marker is None
+
+
+LEFT_OUT_MODULES = tuple(name.removeprefix("lib/").removesuffix(".py").replace("/", ".")
+                         for name in INSTRUCTOR_TOOLS if name.startswith("lib/"))  # gpucourse.classroom, ...
+LEFT_OUT_SCRIPTS = tuple(Path(name).stem for name in INSTRUCTOR_TOOLS if name.startswith("benchmarks/"))
+
+
+def test_the_instructors_tools_are_in_neither_the_edition_nor_its_wheel(edition):
+    """The grader (its sandbox, clean room and allow-list), this builder, the GPU check and the grading benchmarks
+    were shipped to students, in the folders and in the wheel Colab installs; and benchmarks/README.md told them
+    about `make gpu-check`, the device tool and the grading benchmarks."""
+    assert "gpucourse.classroom" in LEFT_OUT_MODULES and "gpu_check" in LEFT_OUT_SCRIPTS
+    for name in INSTRUCTOR_TOOLS:
+        assert (ROOT / name).exists(), f"{name} is no longer in the course: take it out of INSTRUCTOR_TOOLS"
+        assert not (edition / name).exists(), f"{name} is in the edition"
+    with zipfile.ZipFile(edition / "gpucourse-0.1.0-py3-none-any.whl") as wheel:
+        shipped = [name for name in wheel.namelist()
+                   if name.removesuffix(".py").replace("/", ".").startswith(LEFT_OUT_MODULES)]
+    assert shipped == []
+    readme = (edition / "benchmarks" / "README.md").read_text()
+    for said in ("make gpu-check", "gpu-wheels", "device tool", "gpu_check.py", "gpu_grading", "grading_scale",
+                 "INSTRUCTOR ONLY", "classroom"):
+        assert said not in readme, f"the edition's benchmarks/README.md says {said!r}"
+    assert "`matmul.py`" in readme and "## Compiled code of the top rungs" in readme
+    results = (edition / "benchmarks" / "RESULTS.md").read_text()
+    assert "grading_scale" not in results and "<!-- compiled_code: begin -->" in results
+
+
+def imported_modules(source: str, module: str = "") -> set[str]:
+    """What ``source`` (the module ``module``, for relative imports) imports: each ``from X import y`` as X and
+    X.y; IPython's magics and shell lines are left out."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    found = set()
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = module.split(".")[:len(module.split(".")) - node.level] if node.level else []
+            stem = ".".join(base + ([node.module] if node.module else []))
+            found |= {stem} | {f"{stem}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_nothing_in_the_edition_imports_what_it_leaves_out(edition):
+    """Lectures, assignments (with their checks), the course package and the benchmarks import none of the
+    instructor's tools, read from the source; and every module of the edition's package imports, and
+    `gpucourse.doctor()` runs, with the edition's lib/ alone (the lecture and assignment tests run notebooks so)."""
+    imports = {}
+    for path in (edition / "lib").rglob("*.py"):
+        parts = path.relative_to(edition / "lib").with_suffix("").parts
+        package = ".".join(parts if parts[-1] != "__init__" else parts[:-1] + ("x",))
+        imports[path] = imported_modules(path.read_text(), package)
+    for path in (edition / "benchmarks").rglob("*.py"):
+        imports[path] = imported_modules(path.read_text())
+    for folder in STUDENT_NOTEBOOKS:
+        for path in (edition / folder).rglob("*.ipynb"):
+            cells = nbformat.read(path, as_version=4).cells
+            imports[path] = set().union(*[imported_modules(c.source) for c in cells if c.cell_type == "code"])
+    lecture = edition / "lectures" / "03_matmul.ipynb"
+    assert len(imports) > 100 and "gpucourse" in imports[lecture], "the scan reads the notebooks' imports"
+    assert "gpucourse.run.doctor" in imports[edition / "lib" / "gpucourse" / "__init__.py"], "and relative ones"
+    wrong = {str(path.relative_to(edition)): sorted(m for m in found if m.startswith(LEFT_OUT_MODULES)
+                                                    or m.split(".")[0] in LEFT_OUT_SCRIPTS)
+             for path, found in imports.items()}
+    assert {name: modules for name, modules in wrong.items() if modules} == {}
+
+    every_module = ("import importlib, pkgutil, gpucourse\n"
+                    "names = [m.name for m in pkgutil.walk_packages(gpucourse.__path__, 'gpucourse.')]\n"
+                    "for name in names: importlib.import_module(name)\n"
+                    "print(gpucourse.__file__, len(names))\n"
+                    "gpucourse.doctor()\n")
+    env = dict(os.environ, PYTHONPATH=str(edition / "lib"))
+    ran = subprocess.run([sys.executable, "-c", every_module], cwd=edition, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    where, count = ran.stdout.splitlines()[0].rsplit(" ", 1)
+    assert where.startswith(str(edition / "lib")) and int(count) > 50 and "gpucourse environment report" in ran.stdout
+
+
+def course_root_with(tmp_path, source: str) -> Path:
+    """A course root with the repository's pyproject.toml (``install-source`` = ``source``) and lecture 1."""
+    root = tmp_path / "course"
+    (root / "lectures").mkdir(parents=True)
+    (root / "assignments").mkdir()
+    text = (ROOT / "pyproject.toml").read_text()
+    start = text.index("install-source = ")
+    (root / "pyproject.toml").write_text(text[:start] + f'install-source = "{source}"' + text[text.index("\n", start):])
+    shutil.copy(ROOT / "lectures" / "01_threads_blocks_grids.ipynb", root / "lectures")
+    return root
+
+
+def test_setup_cells_that_disagree_with_the_install_source_are_refused_and_where_colab_installs_from_is_said(
+        tmp_path, capsys):
+    """install-source changed without `make setup-cells`: the edition went out with the old badge and setup cell."""
+    root = course_root_with(tmp_path, "git+https://github.com/me/students")
+    assert main([str(root), str(tmp_path / "out")]) == 1
+    said = capsys.readouterr()
+    assert said.out == "" and len(said.err.splitlines()) == 1, said.err
+    assert "lectures/01_threads_blocks_grids.ipynb" in said.err and "run `make setup-cells`" in said.err
+    assert "git+https://github.com/me/students" in said.err and not (tmp_path / "out").exists()
+    assert sync(root, STUDENT_NOTEBOOKS) == (["lectures/01_threads_blocks_grids.ipynb"], 1)
+    check_setup_cells(root)  # now they agree
+    assert colab_source(root) == ("Colab installs the course from git+https://github.com/me/students "
+                                  "(pyproject.toml's install-source)")
+    assert "students upload gpucourse-0.1.0-py3-none-any.whl from the edition" in colab_source(
+        course_root_with(tmp_path / "wheel", ""))
+
+
+def test_make_student_edition_says_where_colab_installs_from(tmp_path, capsys):
+    assert main([str(ROOT), str(tmp_path / "student-edition")]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said == [f"student edition: {tmp_path / 'student-edition'}/ and {tmp_path / 'student-edition.zip'}",
+                    colab_source(ROOT)]
+    assert said[1].startswith("Colab installs the course from ")
+
+
+def make(folder: Path, *arguments: str, exchange: str | None = None) -> subprocess.CompletedProcess:
+    """``make arguments`` in ``folder``, with NBGRADER_EXCHANGE exported as ``exchange`` (unset when None)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXCHANGE", "EXCHANGE", "MAKEFLAGS")}
+    if exchange is not None:
+        env["NBGRADER_EXCHANGE"] = exchange
+    return subprocess.run(["make", *arguments], cwd=folder, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("where", ["course", "edition"])
+def test_make_lab_uses_an_exported_nbgrader_exchange_here_and_in_the_edition(edition, where):
+    """`make exchange EXCHANGE=/tmp/exchange` and an exported NBGRADER_EXCHANGE: nbgrader released there, but
+    `make lab` put students on /srv/nbgrader/exchange (its EXCHANGE default won over the exported variable)."""
+    folder = ROOT if where == "course" else edition
+
+    def lab(*settings, exchange=None) -> str:
+        dry_run = make(folder, "-n", "lab", "USER_ID=1000", *settings, exchange=exchange)
+        assert dry_run.returncode == 0, dry_run.stderr
+        return next(line for line in dry_run.stdout.splitlines() if "jupyter lab" in line)
+
+    line = lab(exchange="/tmp/course-exchange")
+    assert 'NBGRADER_EXCHANGE="/tmp/course-exchange"' in line
+    assert f'JUPYTER_CONFIG_PATH="{folder}/.jupyter/student"' in line and (folder / ".jupyter" / "student").is_dir()
+    lecture = line.split("--LabApp.default_url=/lab/tree/")[1].split()[0]
+    assert (folder / lecture).is_file()
+    assert 'NBGRADER_EXCHANGE="/tmp/other"' in lab("EXCHANGE=/tmp/other", exchange="/tmp/course-exchange")
+    assert 'NBGRADER_EXCHANGE="/srv/nbgrader/exchange"' in lab()
+
+
+def test_make_exchange_says_what_to_export(tmp_path):
+    exchange = tmp_path / "exchange"
+    made = make(ROOT, "exchange", f"EXCHANGE={exchange}")
+    assert made.returncode == 0 and exchange.is_dir() and (exchange.stat().st_mode & 0o777) == 0o777, made.stderr
+    assert made.stdout.splitlines()[-1] == (f"exchange {exchange} is ready; next: export NBGRADER_EXCHANGE={exchange},"
+                                            " then nbgrader release_assignment <assignment> (nbgrader and make lab "
+                                            "read it)")
+    made = make(ROOT, "exchange", exchange=str(exchange))
+    assert made.stdout.splitlines()[-1] == f"exchange {exchange} is ready; next: nbgrader release_assignment <assignment>"
+
+
+@pytest.mark.parametrize("arguments, said", [
+    (["grade"], "make grade A=<assignment>, e.g. make grade A=01_threads_blocks_grids"),
+    (["grade-one", "A=01_threads_blocks_grids"], "make grade-one A=<assignment> S=<student>"),
+    (["grade-one", "S=alice"], "make grade-one A=<assignment> S=<student>"),
+    (["grade", "A=01_threads"], "no assignment 01_threads in solutions/: make grade A=<assignment>"),
+])
+def test_make_grade_without_its_arguments_says_how_in_one_line(arguments, said):
+    """`make grade` without A= printed the grader's whole argparse usage."""
+    made = make(ROOT, *arguments)
+    assert made.returncode != 0 and made.stdout == "" and len(made.stderr.splitlines()) == 1, made.stderr
+    assert said in made.stderr and "usage:" not in made.stderr
+
+
+def test_what_the_grader_writes_at_the_course_root_stays_out_of_git():
+    """`make grade` writes grades.csv (and the gradebook, autograded/, feedback/) at the root; grades.csv was not
+    ignored."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("grades.csv", "gradebook.db", "gradebook.db-journal", "nbgrader.log", "autograded/s/a/x.ipynb",
+                 "feedback/s/a/x.html", "submitted/s/a/x.ipynb", "downloaded/a/archive/x.zip"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, f"{path} is not ignored"

@@ -4,8 +4,9 @@ pyproject.toml's ``[tool.gpucourse]`` says where Colab installs the course
 package from. ``python -m gpucourse.course.setup_cell lectures solutions
 assignments``, run in the repository root, makes every notebook below those
 folders start with the setup cell (its first code cell), after an "Open in
-Colab" badge (a markdown cell) when ``install-source`` names a repository;
-a test checks they all match.
+Colab" badge (a markdown cell) when ``install-source`` names a repository,
+and says in one line how many it rewrote; a test checks they all match, and
+`out_of_date` lists those that do not (the student edition refuses them).
 
 The setup cell installs the course package when it is missing: from
 ``install-source`` when one is set, else from the wheel that the student
@@ -141,9 +142,9 @@ def badge_cell(notebook):
     return None
 
 
-def rewrite(path: Path, source: str, badge: str | None) -> bool:
-    """Make the notebook start with the badge (none when None) and the setup cell; True when the file changed."""
-    notebook = nbformat.read(path, as_version=4)
+def update(notebook, source: str, badge: str | None) -> bool:
+    """Make ``notebook`` (in memory) start with the badge (none when None) and the setup cell; True when it
+    changed."""
     changed = False
     cell = badge_cell(notebook)
     if badge is None:
@@ -162,23 +163,55 @@ def rewrite(path: Path, source: str, badge: str | None) -> bool:
     else:
         notebook.cells.insert(1 if badge_cell(notebook) else 0, nbformat.v4.new_code_cell(source))
         changed = True
+    return changed
+
+
+def rewrite(path: Path, source: str, badge: str | None) -> bool:
+    """Make the notebook start with the badge (none when None) and the setup cell; True when the file changed."""
+    notebook = nbformat.read(path, as_version=4)
+    changed = update(notebook, source, badge)
     if changed:
         nbformat.write(notebook, path)
     return changed
 
 
+def notebooks(root: Path, folders) -> list[Path]:
+    """The notebooks below ``root``'s ``folders`` (checkpoints left out)."""
+    return [path for folder in folders for path in sorted((root / folder).rglob("*.ipynb"))
+            if ".ipynb_checkpoints" not in path.relative_to(root).parts]
+
+
+def sync(root: Path, folders, write: bool = True) -> tuple[list[str], int]:
+    """The notebooks below ``root``'s ``folders`` whose badge or setup cell is not what ``root``'s pyproject.toml
+    gives (relative to ``root``), rewritten unless ``write`` is false, and how many notebooks there are.
+    ValueError for an install-source that is the placeholder."""
+    pyproject = root / "pyproject.toml"
+    source = render(pyproject)
+    found, stale = notebooks(root, folders), []
+    for path in found:
+        name = PurePosixPath(path.relative_to(root).as_posix())
+        badge = render_badge(pyproject, name)
+        if rewrite(path, source, badge) if write else update(nbformat.read(path, as_version=4), source, badge):
+            stale.append(str(name))
+    return stale, len(found)
+
+
+def out_of_date(root: Path, folders) -> list[str]:
+    """The notebooks below ``root``'s ``folders`` whose badge or setup cell disagrees with its pyproject.toml."""
+    return sync(root, folders, write=False)[0]
+
+
 def main(folders: list[str]) -> int:
-    pyproject = Path("pyproject.toml")
     try:
-        source = render(pyproject)
+        rewritten, total = sync(Path("."), folders)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    for folder in folders:
-        for path in sorted(Path(folder).rglob("*.ipynb")):
-            badge = render_badge(pyproject, PurePosixPath(path.as_posix()))
-            if ".ipynb_checkpoints" not in path.parts and rewrite(path, source, badge):
-                print(f"updated {path}")
+    if rewritten:
+        print(f"setup cells: rewrote {len(rewritten)} of {total} notebooks to match pyproject.toml's install-source "
+              f"({', '.join(rewritten[:3])}{', ...' if len(rewritten) > 3 else ''}): commit them")
+    else:
+        print(f"setup cells: {total} notebooks up to date")
     return 0
 
 

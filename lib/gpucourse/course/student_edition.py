@@ -7,18 +7,24 @@ ROOT what students need, and zips it as ``OUT.zip``:
 * ``lectures/``, ``assignments/`` (the nbgrader release: no solutions, no hidden tests),
   ``lib/`` (the course package), ``benchmarks/`` (the GPU results lectures show),
   ``pyproject.toml``, ``environment.yml``, ``.gitignore``, ``.jupyter/`` (what ``make lab`` hides);
-* ``README.md`` and ``Makefile`` without their instructor parts: the lines from one
-  marked ``BEGIN INSTRUCTOR ONLY`` to one marked ``END INSTRUCTOR ONLY``;
-* ``gpucourse-<version>-py3-none-any.whl``, the course package, which the setup cell
-  installs on Colab when no ``install-source`` is set.
+* ``README.md``, ``Makefile`` and ``benchmarks/README.md`` without their instructor parts:
+  the lines from one marked ``BEGIN INSTRUCTOR ONLY`` to one marked ``END INSTRUCTOR ONLY``
+  (in Markdown, ``<!-- BEGIN INSTRUCTOR ONLY -->``);
+* ``gpucourse-<version>-py3-none-any.whl``, the course package of the edition's ``lib/``,
+  which the setup cell installs on Colab when no ``install-source`` is set.
 
 It refuses an ``install-source`` that is the placeholder or this repository itself
 (one of its git remotes): Colab would install from where nothing is, or from the
-repository that holds the solutions.
+repository that holds the solutions; and notebooks whose Colab badge or setup cell
+disagrees with ``install-source`` (``make setup-cells`` rewrites them). It prints
+where Colab installs the course from.
 
 Left out: ``solutions/`` (answers and hidden tests), ``nbgrader_config.py`` (it
 points at ``solutions/``; ``nbgrader validate`` needs no configuration), ``tests/``
-and ``.ci/`` (they run the solutions).
+and ``.ci/`` (they run the solutions), and the instructor's tools (`INSTRUCTOR_TOOLS`:
+the grading pipeline ``gpucourse.classroom``, this command and its wheel builder, the
+GPU check and the grading benchmarks), from ``lib/`` and so from the wheel too (nothing
+a student runs imports them), and the sections of ``benchmarks/RESULTS.md`` they record.
 """
 
 from __future__ import annotations
@@ -28,14 +34,24 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
-from .setup_cell import GITHUB_SOURCE, configuration, install_source
+from .results import markers
+from .setup_cell import GITHUB_SOURCE, configuration, install_source, out_of_date
 from .wheel import build_wheel
 
 COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore",
           ".jupyter")
-WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile")
+WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile", "benchmarks/README.md")
+# Instructor tooling inside the copied folders: grading a class (its sandbox, clean room and allow-list), building
+# this edition, and checking the course on a GPU machine. Left out of the edition and of its wheel.
+INSTRUCTOR_TOOLS = ("lib/gpucourse/classroom", "lib/gpucourse/course/student_edition.py",
+                    "lib/gpucourse/course/wheel.py", "benchmarks/gpu_check.py", "benchmarks/gpu_grading.py",
+                    "benchmarks/grading_scale.py")
+# The sections of benchmarks/RESULTS.md that those tools record (no lecture shows them), left out of its copy.
+INSTRUCTOR_RESULTS = ("gpu_check", "gpu_grading", "grading_scale")
+STUDENT_NOTEBOOKS = ("lectures", "assignments")
 BEGIN, END = "BEGIN INSTRUCTOR ONLY", "END INSTRUCTOR ONLY"
 NOT_SOURCES = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info", ".pytest_cache")
 
@@ -53,6 +69,14 @@ def without_instructor_parts(text: str) -> str:
     if inside:
         raise ValueError(f"{BEGIN} without {END}")
     return "".join(kept)
+
+
+def without_sections(text: str, names) -> str:
+    """``text`` (benchmarks/RESULTS.md) without the recorded sections ``names``."""
+    for name in names:
+        begin, end = markers(name)
+        text = re.sub(re.escape(begin) + r".*?" + re.escape(end) + r"\n*", "", text, flags=re.S)
+    return text.rstrip("\n") + "\n"
 
 
 GITHUB_REMOTE = re.compile(r"github\.com[:/](?P<repo>[^/\s]+/[^/\s]+?)(?:\.git)?/?$")
@@ -77,9 +101,30 @@ def check_install_source(root: Path) -> None:
                          "students' repository or leave it empty (Colab then installs the edition's wheel)")
 
 
+def check_setup_cells(root: Path) -> None:
+    """Refuse notebooks whose badge or setup cell is not what pyproject.toml's ``install-source`` gives."""
+    stale = out_of_date(root, STUDENT_NOTEBOOKS)
+    if stale:
+        source = install_source(configuration(root / "pyproject.toml")) or "empty: the edition's wheel"
+        raise ValueError(f"the Colab badge or setup cell of {len(stale)} notebook(s) ({stale[0]}"
+                         f"{', ...' if len(stale) > 1 else ''}) does not match pyproject.toml's install-source "
+                         f"({source}): run `make setup-cells`, commit, and build the edition again")
+
+
+def colab_source(root: Path) -> str:
+    """One line: where the edition's setup cell installs the course from on Colab."""
+    source = install_source(configuration(root / "pyproject.toml"))
+    if source:
+        return f"Colab installs the course from {source} (pyproject.toml's install-source)"
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return (f"Colab installs the course from the edition's wheel: students upload {project['name']}-"
+            f"{project['version']}-py3-none-any.whl from the edition (no install-source in pyproject.toml)")
+
+
 def build(root: Path, out: Path) -> Path:
     """Write the student edition of ``root`` into ``out`` and ``out.zip``; returns the zip's path."""
     check_install_source(root)
+    check_setup_cells(root)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -89,8 +134,21 @@ def build(root: Path, out: Path) -> Path:
             shutil.copytree(source, out / name, ignore=NOT_SOURCES)
         else:
             shutil.copy2(source, out / name)
+    for name in INSTRUCTOR_TOOLS:
+        left_out = out / name
+        if left_out.is_dir():
+            shutil.rmtree(left_out)
+        else:
+            left_out.unlink(missing_ok=True)
     for name in WITHOUT_INSTRUCTOR_PARTS:
-        (out / name).write_text(without_instructor_parts((root / name).read_text(encoding="utf-8")), encoding="utf-8")
+        try:
+            text = without_instructor_parts((root / name).read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"{name}, {error}: pair each {BEGIN} with an {END}") from None
+        (out / name).write_text(text, encoding="utf-8")
+    results = out / "benchmarks" / "RESULTS.md"
+    if results.exists():
+        results.write_text(without_sections(results.read_text(encoding="utf-8"), INSTRUCTOR_RESULTS), encoding="utf-8")
     build_wheel(out, out)
     return Path(shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name))
 
@@ -106,6 +164,7 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"student edition: {args.out}/ and {archive}")
+    print(colab_source(args.root))
     return 0
 
 

@@ -8,7 +8,7 @@ from gpucourse import simulated, trace
 from gpucourse.course import try_puzzle
 from gpucourse.grading import (CheckFailed, case, check_block_step, check_matrix_kernel, check_transposed_product,
                                coalesced, coarsened_grid,
-                               conflict_free_shared_memory, float32_only, matmul_tiles, no_shared_memory,
+                               conflict_free_shared_memory, float32_only, matmul_tiles, no_local_memory, no_shared_memory,
                                reads_each_element_once, reads_per_thread, tiled_reads, transpose_tiles, warp_per_row,
                                warp_reads_its_row, writes_each_element_once, register_tiles, shared_reads_per_fma)
 from gpucourse.kernels import matmul as mm
@@ -45,8 +45,9 @@ def weight_grad_spec(G, X):
 # ---------------------------------------------------------------- kernels under test
 
 
-def transpose_through_shared_memory(width):
-    """A tiled transpose whose tile rows hold ``width`` elements: TILE (conflicts) or PADDED (none)."""
+def transpose_through_shared_memory(width, across=True):
+    """A tiled transpose whose tile rows hold ``width`` elements: TILE (conflicts) or PADDED (none); without
+    ``across``, the tile read as it was written (tile[ty, tx]): tiles in place, not transposed inside."""
 
     @cuda.jit
     def transpose(out, a):
@@ -57,7 +58,7 @@ def transpose_through_shared_memory(width):
             tile[ty, tx] = a[row0 + ty, col0 + tx]
         cuda.syncthreads()
         if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:
-            out[col0 + ty, row0 + tx] = tile[tx, ty]
+            out[col0 + ty, row0 + tx] = tile[tx, ty] if across else tile[ty, tx]
 
     return transpose
 
@@ -359,8 +360,10 @@ def matmul_nt_spec(A, B):
     return A @ B.transpose(0, 2, 1)
 
 
-def micro_tile_kernel(registers: bool):
-    """``C = A @ B.T``, a 4 x 4 micro-tile per thread: its values in registers, or every product read from the tiles."""
+def micro_tile_kernel(registers: bool, rotated=False, whole_tiles_only=False):
+    """``C = A @ B.T``, a 4 x 4 micro-tile per thread: its values in registers, or every product read from the tiles;
+    ``rotated``: the sums indexed at run time (acc[(i + k) % TM, j]: local memory); ``whole_tiles_only``: the loop
+    over K stops before a last partial tile."""
 
     @cuda.jit
     def micro_tile(C, A, B):
@@ -377,7 +380,7 @@ def micro_tile_kernel(registers: bool):
         for i in range(TM):
             for j in range(TM):
                 acc[i, j] = float32(0)
-        for k0 in range(0, K, BK):
+        for k0 in range(0, K // BK * BK if whole_tiles_only else K, BK):
             for e in range(ty * THREADS + tx, BM * BK, THREADS * THREADS):
                 r, c = e // BK, e % BK
                 k = k0 + c
@@ -392,7 +395,10 @@ def micro_tile_kernel(registers: bool):
                         b_values[j] = tile_b[tx + j * THREADS, k]
                     for i in range(TM):
                         for j in range(TM):
-                            acc[i, j] += a_values[i] * b_values[j]
+                            if rotated:  # the same sums, rotated by k: an index known only at run time
+                                acc[(i + k) % TM, j] += a_values[(i + k) % TM] * b_values[j]
+                            else:
+                                acc[i, j] += a_values[i] * b_values[j]
                 else:  # the same numbers, two shared reads per multiply-add
                     for i in range(TM):
                         for j in range(TM):
@@ -559,3 +565,23 @@ def test_a_budget_on_a_kernel_the_simulator_could_not_trace_says_why():
         pass  # nothing launched on the course simulator
     with pytest.raises(CheckFailed, match=r"kept no trace of it, .* Define it in a notebook cell or a \.py file"):
         check_budgets("pasted", "grid=(1,), block=(32,)", [coalesced("a")], recorded, ["out", "a"])
+
+
+def test_a_micro_tile_in_local_memory_loses_the_registers_budget():
+    plan = register_tiles([(2, 1, 70, 40, 130)], block_tile=BM, threads=THREADS)
+    check_matrix_kernel(micro_tile_kernel(registers=True), matmul_nt_spec, plan, budget=no_local_memory(), quiet=True)
+    with pytest.raises(CheckFailed, match=r"its PTX has \d+ ld.local and \d+ st.local: a per-thread array is in local "
+                                          r"memory .*acc\[i, j\], not acc\[\(i \+ k\) % TM, j\]"):
+        check_matrix_kernel(micro_tile_kernel(registers=True, rotated=True), matmul_nt_spec, plan,
+                            budget=no_local_memory())
+
+
+def test_a_product_over_the_first_tiles_of_k_and_an_untransposed_tile_are_named():
+    plan = register_tiles([(1, 1, 40, 30, 37)], block_tile=BM, threads=THREADS)  # K = 30: one whole tile of 16, and 14
+    with pytest.raises(CheckFailed, match=r"C is the product over the first 16 of the 30 terms of k: the loop over the "
+                                          r"tiles of K stops early"):
+        check_matrix_kernel(micro_tile_kernel(registers=True, whole_tiles_only=True), matmul_nt_spec, plan)
+    with pytest.raises(CheckFailed, match=r"Each tile of out holds its tile of a, but not transposed inside: .* "
+                                          r"tile\[tx, ty\]"):
+        check_matrix_kernel(transpose_through_shared_memory(PADDED, across=False), transpose_spec,
+                            transpose_tiles([(64, 96)], tile=TILE))

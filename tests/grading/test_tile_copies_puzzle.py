@@ -107,3 +107,14 @@ def test_wrong_copies_are_named(kernel, said):
     assert "Traceback" not in message and "Either this thread" not in message
     if "barrier" in said:
         assert "data race on `tile_a" in message
+
+
+def copy_b_down_columns(tile_b, B, k, col, tx, ty):
+    """The right tile, but thread (tx, ty) copies B[k0 + tx, c0 + ty]: a warp reads down columns of B."""
+    k, col = k - ty + tx, col - tx + ty
+    tile_b[tx, ty] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0)
+
+
+def test_a_tile_copied_down_the_columns_of_b_is_right_but_not_coalesced():
+    with pytest.raises(CheckFailed, match=r"warp reads of `B` touch .* sectors"):
+        check_tile_copies(make(copy_a, copy_b_down_columns))

@@ -55,6 +55,15 @@ WRONG_ANSWERS = {
     "a scan whose down-sweep swaps through a float64": (
         "02", "blelloch_scan_kernel", "test_blelloch_scan_once", [("left = s[i - d]", "left = s[i - d] + 0.0")],
         FLOAT64),
+    "a micro-tile of sums indexed at run time (local memory)": (
+        "03", "matmul_micro_tile_kernel", "test_matmul_micro_tile_shared_reads",
+        [("acc[i, j] += a_values[i] * b_values[j]", "acc[(i + k) % TM, j] += a_values[(i + k) % TM] * b_values[j]")],
+        r"ld.local .*not in registers"),
+    "a transpose that reads its tile back as it wrote it, and writes a column of out": (
+        "03", "transpose_kernel", "test_transpose_banks",
+        [("if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:\n        out[col0 + ty, row0 + tx] = tile[tx, ty]",
+          "if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:\n        out[col0 + tx, row0 + ty] = tile[ty, tx]")],
+        r"warp writes of `out` touch .* sectors"),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],

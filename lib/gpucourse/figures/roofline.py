@@ -201,7 +201,7 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
     sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s "
                         f"({d.source.split(':')[0]})" for d in devices)  # the data sheet's name, not its figures again
     text = "\n".join([
-        f"**{PREDICTION_LABEL}** (no GPU run recorded yet): a *lower bound* on each traced launch's time "
+        f"**{PREDICTION_LABEL}** (nothing recorded yet): a *lower bound* on each traced launch's time "
         + (f"scaled {factor:,.0f}x to {size}, the size a GPU times" if scaled else "at its traced size")
         + ": its bytes (32-byte sectors its warps touched x 32) at peak bandwidth or its FLOPs at peak FP32, "
         "whichever is slower; no launch overhead, every sector from memory (a cache can beat it).",

@@ -21,7 +21,7 @@ from .fusion import (block_rows, check_attention, check_bias_relu, check_cross_e
                      reads_per_element, thread_rows, warp_rows)
 from .matmul import (barrier_before_reads, check_block_step, check_matrix_kernel, check_tile_copies,
                      check_transposed_product,
-                     coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles,
+                     coalesced, coarsened_grid, conflict_free_shared_memory, float32_only, matmul_tiles, no_local_memory,
                      no_shared_memory, reads_per_thread, register_tiles, shared_reads_per_fma, tiled_reads,
                      transpose_tiles, warp_per_row, warp_reads_its_row)
 from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_dot_rows, check_kahan_rows,
@@ -43,7 +43,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element", "tree_reads",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
-           "no_shared_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
+           "no_shared_memory", "no_local_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",
            "check_tile_copies",
            "check_conv", "check_conv_function", "check_conv1d", "check_loader", "check_nhwc_rows", "nhwc_rows",
            "im2col_columns", "gemm_tiles",

@@ -50,10 +50,48 @@ def check_matrix_kernel(
     """Check ``kernel[grid, block](out, *inputs)`` against ``spec(*inputs)`` for every case.
 
     As `check_reduction` with mixed-sign values: float outputs may differ from the float64
-    spec by the rounding of float32 sums of products (see the module's docstring).
+    spec by the rounding of float32 sums of products (see the module's docstring). A wrong product that is the
+    product over the first terms of k only, or a transpose whose tiles are in place but not transposed inside, is
+    named as such.
     """
     __tracebackhide__ = True
-    check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget)
+    check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget,
+                    hint=_matrix_hint)
+
+
+def _matrix_hint(launch, got, first) -> str:
+    """What a wrong matrix output is, when it is one of two common mistakes: a product over the first terms of k
+    (a loop over the tiles of K that stops early), or a transpose whose tiles are not transposed inside."""
+    inputs = [np.asarray(a, np.float64) for a in launch.arguments]
+    close = lambda model: model.shape == got.shape and np.allclose(got, model, rtol=1e-4, atol=1e-4)  # noqa: E731
+    if len(inputs) == 2 and min(a.ndim for a in inputs) >= 2:
+        A, B = inputs
+        K = A.shape[-1]
+        transposed = B.shape[-1] == K and launch.expected.shape[-1] == B.shape[-2]
+        if not transposed and B.shape[-2] != K:  # not C = A @ B nor A @ B.T: nothing to say
+            return ""
+        for k in range(K - 1, 0, -1):
+            try:
+                model = A[..., :k] @ (np.swapaxes(B[..., :k], -1, -2) if transposed else B[..., :k, :])
+            except ValueError:  # batches that do not broadcast: another product
+                return ""
+            if close(model):
+                return (f"\n  C is the product over the first {k} of the {K} terms of k: the loop over the tiles of K "
+                        f"stops early. Loop while k0 < K, and fill the last tile's columns past K with zeros.")
+    if len(inputs) == 1 and inputs[0].ndim == 2 and got.shape == inputs[0].shape[::-1]:
+        a, (tile_y, tile_x) = inputs[0], (launch.block + (1,))[:2][::-1]
+        rows, cols = a.shape
+        model = np.full(got.shape, np.nan)
+        for r0 in range(0, rows, tile_y):
+            for c0 in range(0, cols, tile_x):
+                block = a[r0:r0 + tile_y, c0:c0 + tile_x]
+                if block.shape[0] == block.shape[1]:  # a square tile, copied in place without its transpose
+                    model[c0:c0 + block.shape[0], r0:r0 + block.shape[1]] = block
+        if np.isfinite(model).any() and np.allclose(got[np.isfinite(model)], model[np.isfinite(model)]):
+            return ("\n  Each tile of out holds its tile of a, but not transposed inside: the block wrote its tile "
+                    "as tile[ty, tx] and read it the same way. Read it across, tile[tx, ty], so that a warp writes a "
+                    "row of out from a column of the tile.")
+    return ""
 
 
 def check_transposed_product(kernel, blocks=((16, 16), (32, 8))) -> None:
@@ -160,7 +198,8 @@ def check_tile_copies(kernel, tile: int = 16) -> None:
                          f"A of {(M, K)}, B of {(K, N)} -> C of {(M, N)}", [A, B], expected_of(np.matmul, np.float32, A, B),
                          expected_of(np.matmul, np.float32, np.abs(A), np.abs(B)))
 
-    budget = [tiled_reads("A", tile=tile), tiled_reads("B", tile=tile, axis=-2)]
+    budget = [tiled_reads("A", tile=tile), tiled_reads("B", tile=tile, axis=-2),
+              coalesced("A", "B", sectors=6)]  # a warp: two rows of a tile, 6 sectors when they start mid-sector
     try:
         check_launches(kernel, launches(), dtype=np.float32, name=None, quiet=True, budget=budget,
                        hint=_tile_copy_diagnosis(tile))
@@ -405,6 +444,27 @@ def no_shared_memory(instead: str = "warp shuffles"):
         if shared:
             raise BudgetExceeded(f"{t.kernel}: uses shared memory (`{shared[0]}`); combine the values with "
                                  f"{instead}, which need none")
+
+    return budget
+
+
+def no_local_memory():
+    """A budget: no local memory in the kernel's PTX (no ``ld.local``/``st.local``): its per-thread arrays (a
+    micro-tile of running sums, the values of a step) stay in registers."""
+
+    def budget(t):
+        found = ptx.local_memory(t.function)
+        if found is None:
+            raise RuntimeError(f"`{t.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
+        loads, stores = found
+        if loads or stores:
+            raise BudgetExceeded(
+                f"{t.kernel}: its PTX has {loads} ld.local and {stores} st.local: a per-thread array is in local "
+                "memory (as slow as global memory), not in registers. The compiler keeps a cuda.local.array in "
+                "registers only when every index is a constant once it has unrolled the loops: loop over the "
+                "constants (range(TM)), not over a bound computed at run time, and index with the loop variables "
+                "alone (acc[i, j], not acc[(i + k) % TM, j])."
+            )
 
     return budget
 

@@ -274,6 +274,7 @@ def check_reduction(
     name: str | None = None,
     quiet: bool = False,
     budget=None,
+    hint=None,
 ) -> None:
     """Check a reduction or scan ``kernel[grid, block](out, *inputs)`` against ``spec(*inputs)``.
 
@@ -281,7 +282,8 @@ def check_reduction(
     Each output is a sum (or max, ...) of many inputs, so a float result may differ from the
     spec by rounding: up to ``REDUCTION_RTOL`` times ``spec`` of the absolute values (for a dot
     product, the sum of ``|a[i] * b[i]|``; for a scan, the running sum of ``|a[i]|``).
-    ``values="negative"`` draws only negative inputs, so a padding of 0 shows in a max.
+    ``values="negative"`` draws only negative inputs, so a padding of 0 shows in a max. ``hint(launch, got,
+    first)``, given, says more about a wrong result than the reduction's own hints.
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
@@ -298,4 +300,4 @@ def check_reduction(
                           inputs, expected, scale)
 
     check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget,
-                    hint=_reduction_hint if values == "negative" else _inclusive_scan_hint)
+                    hint=hint or (_reduction_hint if values == "negative" else _inclusive_scan_hint))

@@ -380,6 +380,15 @@ def float_operations(py_func, width: int = 64) -> dict[str, int] | None:
     return counts
 
 
+def local_memory(py_func) -> tuple[int, int] | None:
+    """(``ld.local``, ``st.local``) in the PTX compiled for ``py_func``, the most of its compilations (None: never
+    compiled): a per-thread array the compiler could not keep in registers."""
+    texts = _texts(py_func)
+    if not texts:
+        return None
+    return max((text.count("ld.local"), text.count("st.local")) for text in texts)
+
+
 def integer_operations(py_func) -> dict[str, int] | None:
     """Integer arithmetic, logic, shifts, comparisons and selects (``add.s64``, ``div.u32``, ``setp.lt.s64``) in
     the largest of the PTX compiled for ``py_func`` (None: never compiled). For a kernel without loops, whose

@@ -170,6 +170,17 @@ def make_to_bfloat16(rounding, nan_guard):
     return to_bfloat16
 
 
+def test_to_bfloat16_names_a_tie_rounded_up():
+    @cuda.jit
+    def half_up(out, bits):  # round half up: right but at ties
+        i = cuda.grid(1)
+        if i < bits.shape[0]:
+            out[i] = (bits[i] + uint32(0x8000)) >> uint32(16)
+
+    with pytest.raises(CheckFailed, match=r"Its 16 dropped bits are exactly 0x8000: a tie, which rounds to the even"):
+        checks.check_to_bfloat16(half_up, [100], special=["ties"])
+
+
 def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
     everything = ["ties", "denormals", "infinities", "nan", "overflow"]
     checks.check_to_bfloat16(make_to_bfloat16(True, True), [300, 1], threads=[32, 128], special=everything, quiet=True)
@@ -302,20 +313,28 @@ def make_step(mistake=""):
             overflow = not np.isfinite(scaled_grads.copy_to_host()).all()
         else:
             overflow = bool(found.copy_to_host()[0])
+        if mistake == "the flag's device array passed":
+            overflow = found
+        if mistake == "arguments swapped":
+            scale, good_steps = good_steps, scale
         new = ((scale / 2, 0, True) if overflow else
                (scale * 2, 0, False) if good_steps + 1 == 4 else (scale, good_steps + 1, False))
         if not new[2] or mistake == "updates on an overflow":
             used = scaled_grads if mistake == "scaled gradients" else grads
             sgd[math.ceil(n / 64), 64](weights, master, used, lr)
-        return new
+        return None if mistake == "no return" else list(new) if mistake == "a list returned" else new
 
     return step
 
 
 @pytest.mark.parametrize("mistake, message", [
     ("updates on an overflow", r"changed `master` at step 2 .*a skipped step updates nothing"),
-    ("one flag for every step", r"should return \(512.0, 1, False\) .* at step 3 .*got \(256.0, 0, True\): the flag "
-                                r"must start at 0 on every step"),
+    ("one flag for every step", r"should return \(512.0, 1, False\) .* at step 3 .*got \(256.0, 0, True\): skipped, "
+                                r"though every gradient is finite: the flag must be 0 at the start of every step"),
+    ("the flag's device array passed", r"got \(512.0, 0, True\): skipped, though .*not the device array"),
+    ("no return", r"got None: return what loss_scale_update returns"),
+    ("a list returned", r"got \[1024.0, 1, False\]: the right values, but return a tuple"),
+    ("arguments swapped", r"got \(0, 1025.0, False\): loss_scale_update\(scale, good_steps, found_inf\) decides"),
     ("scaled gradients", r"(?s)master\[0\] should be .*divided by the scale"),
     ("fp16 gradients", r"(?s)master\[\d+\] should be .*not rounded to fp16 on the way"),
     ("checked on the host", r"copied 4 bytes to the device and 2000 to the host .*from the flag alone"),
@@ -332,6 +351,16 @@ def test_training_step_says_not_written_and_names_the_step_of_an_error():
 
     with pytest.raises(CheckFailed, match="unwritten is not written yet"):
         checks.check_training_step(unwritten, [10], interval=4)
+
+    def loss_scale_update(scale, good_steps, found_inf):
+        raise NotImplementedError()
+
+    def calls_a_stub(weights, master, scaled_grads, lr, scale, good_steps):
+        return loss_scale_update(scale, good_steps, False)
+
+    with pytest.raises(CheckFailed, match="loss_scale_update, which calls_a_stub calls, is not written yet: write it "
+                                          "and run its cell"):
+        checks.check_training_step(calls_a_stub, [10], interval=4)
 
     def host_arrays(weights, master, scaled_grads, lr, scale, good_steps):
         return make_step()(weights.copy_to_host(), master.copy_to_host(), scaled_grads, lr, scale, good_steps)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import linecache
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -356,12 +357,31 @@ def call_function(function: Callable, name: str, args: tuple, at: str = ""):
     __tracebackhide__ = True
     try:
         return function(*args)
-    except NotImplementedError:
+    except NotImplementedError as exc:
+        callee = _unwritten_callee(function, exc)
+        if callee:
+            raise CheckFailed(f"{callee}, which {name} calls, is not written yet: write it and run its cell, then "
+                              "this one.") from None
         raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
     except Exception as exc:
         call = f"{name} raised {type(exc).__name__} at {at}" if at else \
             f"{name}({', '.join(repr(a) for a in args)}) raised {type(exc).__name__}"
         raise CheckFailed(f"{call}: {exc}") from None
+
+
+def _unwritten_callee(function: Callable, exc: BaseException) -> str:
+    """The function or kernel that ``function`` called when ``exc`` (a stub's NotImplementedError) came out of it,
+    read from the line of ``function`` it passed through; "" when ``function`` raised it itself."""
+    code, tb, line = getattr(function, "__code__", None), exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            line = (tb.tb_next is not None, linecache.getline(code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    if not line or not line[0]:
+        return ""
+    statement = re.sub(r"^\s*(return\s+|[\w\s,.\[\]]+?=(?!=))", "", line[1])  # what is called, not assigned
+    called = re.match(r"\s*(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)\s*[\[(]", statement)
+    return called.group(1) if called else ""
 
 
 def wrong_answer(name: str, args: tuple, expected, got) -> str:

@@ -343,7 +343,9 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
                 given = bit_fields(value, np.float32)
                 nan = (" It is a NaN. IEEE 754 lets a conversion return any NaN (some return one canonical 0x7FC0), "
                        "but this exercise asks for its sign and top bits kept: (u >> 16) | 0x0040."
-                       if np.isnan(value) else "")
+                       if np.isnan(value) else
+                       " Its 16 dropped bits are exactly 0x8000: a tie, which rounds to the even pattern (the one "
+                       "whose last kept bit is 0), down as often as up." if int(bits32[i]) & 0xFFFF == 0x8000 else "")
                 raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,
                                 f"the float32 input bits[{i}] is {given}; {len(bad)} of {len(out)} are wrong.{nan}")
             count += 1
@@ -475,10 +477,12 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
 
 
 def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: float = 1e-3,
-                     special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
+                     special: Sequence[str] = (), grads_dtype=np.float16, seed: int = 0, name: str | None = None,
+                     quiet: bool = False) -> None:
     """``kernel[ceil(n / threads), threads](weights, master, grads, lr)``: ``master`` (float32, updated in place)
     becomes ``master - lr * grads`` (within one float32 rounding: a GPU may fuse the multiply-add) and
-    ``weights`` (float16) the fp16 rounding of the new master.
+    ``weights`` (float16) the fp16 rounding of the new master. ``grads`` are float16, or float32 (``grads_dtype``:
+    the unscaled gradients of a loss-scaled step, which fp16 would round).
 
     ``special``: "small updates" (below half an fp16 ulp of the weight: only the master sees them),
     "denormals" (gradients), "large" (masters near fp16's largest value: some weights overflow to inf).
@@ -489,16 +493,16 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
     count = 0
     for size in sizes:
         master = (rng.standard_normal(size) * rng.uniform(0.5, 4)).astype(np.float32)
-        grads = rng.standard_normal(size).astype(np.float16)
+        grads = rng.standard_normal(size).astype(grads_dtype)
         if "small updates" in special:
             master = (np.abs(master) + 16).astype(np.float32)  # fp16 ulp 2**-6 there; lr * |g| far smaller
         if "denormals" in special:
-            grads[::3] = (rng.uniform(-1, 1, len(grads[::3])) * 2.0 ** -16).astype(np.float16)
+            grads[::3] = (rng.uniform(-1, 1, len(grads[::3])) * 2.0 ** -16).astype(grads_dtype)
         if "large" in special:
             master[::4] = rng.uniform(65400, 65600, len(master[::4])).astype(np.float32)
         lr32 = np.float32(lr)
         grid = math.ceil(size / threads)
-        described = f"grid={grid}, block={threads}, {size} weights, lr {lr:g}" + \
+        described = f"grid={grid}, block={threads}, {size} weights, {np.dtype(grads_dtype).name} gradients, lr {lr:g}" + \
                     (f" ({', '.join(special)})" if special else "")
         weights, (new_master, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float16,
                                                   [master, grads, lr32], "weights")
@@ -511,7 +515,8 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
                               "none. `weights` is an output only: the check fills it with NaN before the launch, so "
                               "read the master, update it, then store its fp16 rounding in weights.")
         _compare_within(name, described, "master", new_master, exact, bound, np.float32,
-                        "is the update computed in float32 on the float32 master?")
+                        "is the update computed in float32 on the float32 master, from the gradient as it is "
+                        "(float32(grads[i]), never rounded to fp16)?")
         with np.errstate(over="ignore"):
             rounded = new_master.astype(np.float16)
         if np.isnan(weights).any() and not np.isnan(rounded).any():
@@ -539,6 +544,21 @@ def _step_gradients(rng, size: int, scale: float, overflow: bool) -> np.ndarray:
         spots = rng.choice(size, min(size, 3), replace=False)
         grads[spots] = np.array([np.inf, -np.inf, np.nan][:len(spots)], np.float16)
     return grads
+
+
+def _step_return_hint(got, expected: tuple, found: bool) -> str:
+    """Why a training step returned ``got`` instead of ``expected`` (this step's gradients overflowed: ``found``)."""
+    if got is None:
+        return "return what loss_scale_update returns"
+    if isinstance(got, (list, np.ndarray)) and len(got) == 3 and tuple(got) == expected:
+        return "the right values, but return a tuple, as loss_scale_update does"
+    if isinstance(got, tuple) and len(got) == 3 and got[2] and not found:
+        return ("skipped, though every gradient is finite: the flag must be 0 at the start of every step (a new one), "
+                "and loss_scale_update needs its value, bool(found.copy_to_host()[0]), not the device array, which "
+                "is always true")
+    if isinstance(got, tuple) and len(got) == 3 and not got[2] and found:
+        return "not skipped, though a gradient is inf or NaN: read the flag after unscale_kernel's launch"
+    return "loss_scale_update(scale, good_steps, found_inf) decides: its arguments in that order, its result returned"
 
 
 def check_training_step(function: Callable, sizes: Iterable[int], *, interval: int, overflows: str = "..x.....x..",
@@ -585,15 +605,15 @@ def check_training_step(function: Callable, sizes: Iterable[int], *, interval: i
                     raise CheckFailed(
                         f"{name} copied {copies.bytes_to_device} bytes to the device and {copies.bytes_to_host} to "
                         f"the host at {described}; a step copies one thing: the flag ({FLAG_BYTES} bytes), in at 0 "
-                        "(cuda.to_device(np.zeros(1, np.int32))) and back. The arrays are device arrays already: "
-                        "launch on them (a NumPy array passed to a launch is copied in and back), and decide on the "
-                        "host from the flag alone, not from the gradients.")
+                        "(cuda.to_device(np.zeros(1, np.int32))) and back, once. A new array for the unscaled "
+                        "gradients is cuda.device_array(n, np.float32), which copies nothing; the other arrays are "
+                        "device arrays already: launch on them (a NumPy array passed to a launch is copied in and "
+                        "back), and decide on the host from the flag alone, not from the gradients.")
             expected = ((current / 2, 0, True) if found else
                         (current * 2, 0, False) if good + 1 == interval else (current, good + 1, False))
             if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
                 raise CheckFailed(f"{name} should return {expected!r} (scale, good_steps, skipped) at {described}, "
-                                  f"got {got!r}: the flag must start at 0 on every step, and loss_scale_update "
-                                  "(Exercise 4) decides from it")
+                                  f"got {got!r}: {_step_return_hint(got, expected, found)}")
             new_master, new_weights = d_master.copy_to_host(), d_weights.copy_to_host()
             if found:
                 for label, old, new in (("master", master, new_master), ("weights", weights, new_weights)):

@@ -11,6 +11,7 @@ from gpucourse.figures import tuning as ft
 from gpucourse.figures.occupancy import SMS, blocks_per_sm
 from gpucourse.grading import CheckFailed
 from gpucourse.grading import tuning as gt
+from gpucourse.kernels.vector import load4
 from gpucourse.run import resources_problem
 from gpucourse.run import tuning as rt
 
@@ -291,11 +292,12 @@ def test_the_transpose_is_graded_on_its_output_and_its_divisions():
         gt.check_transpose(transpose_uint32.py_func, [(3, 2)], blocks=1, threads=32)
 
 def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024, round_shared=128,
-                   shared_per_sm=233472):
+                   shared_per_sm=233472, sub_partitions=True):
     def occupancy(threads, registers, shared_bytes):
         w = warps(threads)
         per_warp = -(-registers * 32 // 256) * 256 if round_registers else registers * 32
-        limits = {"warps": 64 // w, "block slots": 32, "registers": 65536 // (w * per_warp),
+        by_registers = 16384 // per_warp * 4 // w if sub_partitions else 65536 // (w * per_warp)
+        limits = {"warps": 64 // w, "block slots": 32, "registers": by_registers,
                   "shared memory": shared_per_sm // max(1, -(-shared_bytes // round_shared) * round_shared + reserved)}
         limit = min(limits, key=limits.get)
         return limits[limit], limit
@@ -304,14 +306,17 @@ def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1
 
 
 OCCUPANCY_CASES = [(96, 33, 0), (100, 64, 0), (256, 64, 7000), (1024, 64, 0), (512, 32, 100000), (33, 20, 129),
-                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080), (64, 32, 7000), (64, 32, 114176)]
+                   (32, 16, 0), (64, 32, 48 * 1024), (64, 32, 46080), (64, 32, 7000), (64, 32, 114176),
+                   (64, 32, 115712), (512, 16, 0)]
 
 
 def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
     gt.check_occupancy(occupancy_with(), OCCUPANCY_CASES, H100)
     for wrong in (occupancy_with(round_registers=False), occupancy_with(warps=lambda t: t // 32 or 1),
                   occupancy_with(reserved=0), occupancy_with(round_shared=1),
-                  occupancy_with(shared_per_sm=228000)):  # 228 kB for 228 KiB
+                  occupancy_with(shared_per_sm=228000),  # 228 kB for 228 KiB
+                  occupancy_with(shared_per_sm=227 * 1024),  # the most for one block, for the SM's
+                  occupancy_with(sub_partitions=False)):  # the register file as one pool
         with pytest.raises(CheckFailed, match="blocks per SM, expected"):
             gt.check_occupancy(wrong, OCCUPANCY_CASES, H100)
 
@@ -454,6 +459,54 @@ def test_a_row_sum_faster_by_more_threads_but_uncoalesced_loses_the_mark():
     with pytest.raises(CheckFailed, match=r"warp reads of `x` touch 16\.0 sectors of 32 bytes each on average, more "
                                           r"than 4"):
         gt.check_row_sums_speed(row_sums_small_chunks, 1024, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
+def make_row_sums_vector(chunked: bool, dead_load: bool = False):
+    """A block of 256 per row, 16-byte loads of x (`vector.load4`): neighbouring lanes, neighbouring vectors, or
+    (``chunked``) a contiguous chunk per thread; ``dead_load``: scalar chunks and a vector load that never runs."""
+
+    @cuda.jit
+    def row_sums(out, x):
+        partial = cuda.shared.array(256, float32)
+        row, t = cuda.blockIdx.x, cuda.threadIdx.x
+        total = float32(0)
+        cols = x.shape[1] // 4 * 4
+        if dead_load:
+            chunk = (x.shape[1] + 255) // 256
+            for col in range(t * chunk, min((t + 1) * chunk, x.shape[1])):
+                total += x[row, col]
+            if t == 4096:  # never: only its load in the PTX
+                v = load4(x, (row, 0))
+                total += v[0]
+        else:
+            per = cols // 256
+            first, stop, step = (t * per, t * per + per, 4) if chunked else (4 * t, cols, 1024)
+            for col in range(first, stop, step):
+                v = load4(x, (row, col))
+                total += v[0] + v[1] + v[2] + v[3]
+            for col in range(cols + t, x.shape[1], 256):  # the last few columns, one at a time
+                total += x[row, col]
+        partial[t] = total
+        cuda.syncthreads()
+        step = 128
+        while step > 0:
+            if t < step:
+                partial[t] += partial[t + step]
+            cuda.syncthreads()
+            step //= 2
+        if t == 0:
+            out[row] = partial[0]
+
+    return row_sums
+
+
+def test_a_row_sum_with_vector_loads_is_traced_too():
+    model = ft.cost_model("H100")
+    gt.check_row_sums_speed(make_row_sums_vector(chunked=False), 256, [(5, 4096)], at_least=1.5, model=model)
+    for wrong in (make_row_sums_vector(chunked=True), make_row_sums_vector(chunked=False, dead_load=True)):
+        with pytest.raises(CheckFailed, match=r"warp reads of `x` touch \d+\.\d sectors of 32 bytes each on average, "
+                                              r"more than (16|4)"):
+            gt.check_row_sums_speed(wrong, 256, [(5, 4096)], at_least=1.5, model=model)
 
 
 def test_a_row_sum_is_told_about_a_block_not_a_power_of_two_and_a_shared_array_sized_at_run_time():

@@ -64,6 +64,10 @@ WRONG_ANSWERS = {
         [("if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:\n        out[col0 + ty, row0 + tx] = tile[tx, ty]",
           "if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:\n        out[col0 + tx, row0 + ty] = tile[ty, tx]")],
         r"warp writes of `out` touch .* sectors"),
+    "the tuned softmax's bound and waves written down, not asked of the model": (
+        "07", "tune_and_explain", "test_tune_softmax",
+        [("return result, picked.bound_by, picked.waves", "return result, \"global memory\", 1")],
+        r"has waves = \d+, not 1"),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",
         [("    cuda.syncthreads()  # the whole tile is in shared memory\n", "")],
@@ -138,7 +142,10 @@ WRONG_ANSWERS = {
         "07", "cache_key", "test_cached_tune", [("if hit is not None:", "if hit:")], r"called tune\(\) again"),
     "occupancy with registers not rounded up to 256 a warp": (
         "07", "occupancy", "test_occupancy", [("-(-registers * 32 // 256) * 256", "registers * 32")],
-        r"occupancy\(96, 33, 0\) gave 20 blocks per SM, expected 17"),
+        r"occupancy\(96, 33, 0\) gave 20 blocks per SM, expected 16"),
+    "occupancy with the register file as one pool, not 4 sub-partitions": (
+        "07", "occupancy", "test_occupancy", [("16384 // per_warp * 4 // warps", "65536 // (warps * per_warp)")],
+        r"occupancy\(96, 33, 0\) gave 17 blocks per SM, expected 16"),
     "tuning by the cost model only for want of a GPU": (
         "07", "tune_and_explain", "test_tune_softmax",
         [("rt.tune(problem, model=model, measure=False)", "rt.tune(problem, model=model)")], r"pass measure=False"),

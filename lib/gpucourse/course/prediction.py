@@ -20,8 +20,10 @@ def _same(guess, actual, tolerance: float) -> bool:
             return math.isclose(float(guess), float(actual), rel_tol=tolerance, abs_tol=0)
         except (TypeError, ValueError):
             return False
+    if isinstance(actual, str) and isinstance(guess, str):  # a word: its case and spaces aside
+        return guess.strip().lower() == actual.strip().lower()
     if isinstance(actual, str) or isinstance(guess, str):
-        return guess == actual
+        return False
     try:
         guessed, actual = list(guess), list(actual)
     except TypeError:

@@ -3,9 +3,10 @@
 An SM keeps the registers and shared memory of every block it runs. A block is admitted
 only when the SM has room for all of it, so four budgets cap the blocks per SM: warps
 (threads), the block slots, the register file, and shared memory. `blocks_per_sm` applies
-the rules of NVIDIA's occupancy calculator, simplified: registers are given out per warp
-in units of 256, shared memory per block in units of ``shared_unit`` bytes plus what the
-CUDA runtime reserves. *Occupancy* is the SM's resident warps over its maximum: the
+the rules of NVIDIA's occupancy calculator (``cuda_occupancy.h``): registers are given out per
+warp in units of 256, from one of the SM's 4 sub-partitions, each a quarter of the register
+file (a warp's registers never straddle two); shared memory per block in units of
+``shared_unit`` bytes plus what the CUDA runtime reserves. *Occupancy* is the SM's resident warps over its maximum: the
 theoretical figure of Nsight Compute, an upper bound of its *achieved occupancy*.
 
 `SMS` holds the limits of the T4 (compute capability 7.5), A100 (8.0), H100 and H200 (9.0; the same chip), from the
@@ -18,6 +19,7 @@ from dataclasses import dataclass, replace
 
 WARP = 32
 REGISTER_UNIT = 256  # registers are allocated to a warp in units of 256
+SUB_PARTITIONS = 4  # an SM's register file is split in 4; each warp's registers lie in one quarter
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,13 @@ def blocks_per_sm(sm: SM, threads: int, registers: int, shared_bytes: int = 0) -
     if shared_bytes > sm.shared_per_block:
         raise ValueError(f"{shared_bytes} bytes of shared memory per block: the {sm.name} allows {sm.shared_per_block}")
     warps = -(-threads // WARP)
-    per_block_registers = warps * _round_up(max(registers, 1) * WARP, REGISTER_UNIT)
+    per_warp_registers = _round_up(max(registers, 1) * WARP, REGISTER_UNIT)
+    warps_by_registers = sm.registers // SUB_PARTITIONS // per_warp_registers * SUB_PARTITIONS
     per_block_shared = _round_up(shared_bytes, sm.shared_unit) + sm.shared_reserved
     limits = {
         "warps": sm.max_warps // warps,
         "block slots": sm.max_blocks,
-        "registers": sm.registers // per_block_registers,
+        "registers": warps_by_registers // warps,
         "shared memory": sm.shared_bytes // per_block_shared if per_block_shared else sm.max_blocks,
     }
     blocks = min(limits.values())

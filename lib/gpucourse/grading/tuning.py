@@ -588,17 +588,18 @@ def _row_sums_case(kernel, name: str, rows: int, cols: int, threads: int, seed: 
 
 
 def _check_row_reads_coalesce(kernel, threads: int) -> None:
-    """A warp's load of ``x`` touches at most 4 sectors of 32 bytes on average (32 neighbouring floats), in a traced
-    launch over 2 rows of the GPU's length; 16-byte vector loads (which the trace counts as four 4-byte ones) pass."""
+    """A warp's load of ``x`` touches at most the sectors of 32 neighbouring loads on average, in a traced launch over
+    2 rows of the GPU's length: 4 sectors of 32 bytes for 4-byte loads, 8 for 8-byte and 16 for 16-byte vector loads
+    (a vector load is one request of its whole width)."""
     from ..run.ptx import argument_type, compile_for_gpu  # noqa: PLC0415
     from .core import check_budgets, run_checked  # noqa: PLC0415
 
     rows, cols = 2, ROW_SUMS_TRACED[1]
     x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
     described = f"grid={rows}, block={threads} on a {rows} x {cols} matrix"
-    if "ld.global.v4.f32" in compile_for_gpu(kernel, (argument_type(np.zeros(rows, np.float32)), argument_type(x))):
-        return
-    budgets = [lambda t: t.assert_sectors_per_request("x", 4)]
+    ptx = compile_for_gpu(kernel, (argument_type(np.zeros(rows, np.float32)), argument_type(x)))
+    width = 4 if "ld.global.v4.f32" in ptx else 2 if "ld.global.v2.f32" in ptx else 1  # floats a lane loads at once
+    budgets = [lambda t: t.assert_sectors_per_request("x", 4 * width)]
     _, recorded = run_checked(kernel, "row_sums_fast", described, rows, threads, (rows,), np.float32, (x,),
                               ("out", "x"), budgets)
     check_budgets("row_sums_fast", described, budgets, recorded, ["out", "x"])

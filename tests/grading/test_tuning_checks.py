@@ -414,6 +414,22 @@ def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored
         gt.check_row_sums_speed(row_sums_thread_zero, 100, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
 
 
+@cuda.jit(device=True)
+def halving_tree_to(out, partial, total):
+    """Block sum of each thread's ``total`` through ``partial`` (the block's size, a power of two) into ``out[row]``."""
+    t, row = cuda.threadIdx.x, cuda.blockIdx.x
+    partial[t] = total
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            partial[t] += partial[t + step]
+        cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[row] = partial[0]
+
+
 def make_row_sums(threads: int, chunked: bool):
     """A block per row, a halving tree over ``threads`` slots; each thread adds a contiguous chunk of the row
     (``chunked``, the reference's way) or every ``threads``-th value from its own (coalesced)."""
@@ -427,16 +443,7 @@ def make_row_sums(threads: int, chunked: bool):
         total = float32(0)
         for col in range(first, stop, stride):
             total += x[cuda.blockIdx.x, col]
-        partial[t] = total
-        cuda.syncthreads()
-        step = threads // 2
-        while step > 0:
-            if t < step:
-                partial[t] += partial[t + step]
-            cuda.syncthreads()
-            step //= 2
-        if t == 0:
-            out[cuda.blockIdx.x] = partial[0]
+        halving_tree_to(out, partial, total)
 
     return row_sums
 
@@ -486,16 +493,7 @@ def make_row_sums_vector(chunked: bool, dead_load: bool = False):
                 total += v[0] + v[1] + v[2] + v[3]
             for col in range(cols + t, x.shape[1], 256):  # the last few columns, one at a time
                 total += x[row, col]
-        partial[t] = total
-        cuda.syncthreads()
-        step = 128
-        while step > 0:
-            if t < step:
-                partial[t] += partial[t + step]
-            cuda.syncthreads()
-            step //= 2
-        if t == 0:
-            out[row] = partial[0]
+        halving_tree_to(out, partial, total)
 
     return row_sums
 

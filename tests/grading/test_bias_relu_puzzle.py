@@ -77,3 +77,15 @@ def test_bias_by_row_past_the_columns_is_named():
         check_bias_relu(bias_by_row_first)
     assert "index it by the column, bias[col]" in str(failed.value)
     assert "Either this thread" not in str(failed.value)
+
+
+@cuda.jit
+def relu_with_a_float64_zero(Y, C, bias):
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        Y[row, col] = max(C[row, col] + bias[col], 0.0)
+
+
+def test_a_relu_against_a_float64_zero_is_told_it_computes_in_float64():
+    with pytest.raises(CheckFailed, match="computes in float64"):
+        check_bias_relu(relu_with_a_float64_zero)

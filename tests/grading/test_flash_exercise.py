@@ -26,7 +26,7 @@ def on_the_simulator():
 
 
 def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=False, float64_base=False,
-                diagonal=False, stored_rows=ROWS):
+                diagonal=False, stored_rows=ROWS, max_before_mask=False, max_over=KEYS):
     """The online-softmax update of one tile, or a broken variant of it."""
 
     @cuda.jit(device=True)
@@ -37,9 +37,12 @@ def make_update(rescale=True, offsets=(2, 1), exp=math.exp2, mask=True, trimmed=
             keys = min(KEYS, (N - start - col + LANES - 1) // LANES) if trimmed else KEYS
             for j in range(keys):
                 key = start + col + j * LANES
+                if max_before_mask and j < max_over:
+                    top = max(top, s[i, j])
                 if mask and (key >= N or key > query or (diagonal and key == query)):
                     s[i, j] = float32(-math.inf)
-                top = max(top, s[i, j])
+                if not max_before_mask and j < max_over:
+                    top = max(top, s[i, j])
             for offset in offsets:
                 top = max(top, cuda.shfl_xor_sync(0xFFFFFFFF, top, offset))
             m_new = max(m[i], top)
@@ -77,6 +80,14 @@ def test_the_right_update_passes_every_check(capsys):
 def test_a_wrong_update_fails_the_attention_check(wrong):
     with pytest.raises(CheckFailed, match="is wrong"):
         check(make_update(**wrong))
+
+
+@pytest.mark.parametrize("wrong, row", [(dict(max_before_mask=True), r"key \d+, in this query's future \(masked\)"),
+                                        (dict(max_over=KEYS - 1), r"key \d+, the last of its tile")],
+                         ids=["the tile's max before the mask", "the max over part of the tile"])
+def test_a_tile_max_over_other_keys_than_the_query_sees_fails_on_its_planted_score(wrong, row):
+    with pytest.raises(CheckFailed, match=row):
+        check(make_update(**wrong), SHAPES)
 
 
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():

@@ -79,21 +79,40 @@ def layernorm_sum_of_squares(y, x, gamma, beta):  # one thread per row, var = E[
             y[row, c] = (x[row, c] - mean) * rstd * gamma[c] + beta[c]
 
 
-@cuda.jit
-def layernorm_shifted(y, x, gamma, beta):  # the same with the sums of x - x[row, 0]: exact enough
-    row = cuda.grid(1)
-    if row < x.shape[0]:
-        n = x.shape[1]
-        shift = x[row, 0]
-        s, s2 = float32(0), float32(0)
-        for c in range(n):
-            v = x[row, c] - shift
-            s += v
-            s2 += v * v
-        mean = s / float32(n)
-        rstd = float32(1) / math.sqrt(max(s2 / float32(n) - mean * mean, float32(0)) + float32(1e-5))
-        for c in range(n):
-            y[row, c] = (x[row, c] - shift - mean) * rstd * gamma[c] + beta[c]
+def make_layernorm_shifted(eps_inside: bool = True):
+    """The one-thread-per-row LayerNorm with the sums of x - x[row, 0] (exact enough); without ``eps_inside``,
+    1 / (std + eps): right only for a row whose spread is far above eps."""
+
+    @cuda.jit
+    def layernorm(y, x, gamma, beta):
+        row = cuda.grid(1)
+        if row < x.shape[0]:
+            n = x.shape[1]
+            shift = x[row, 0]
+            s, s2 = float32(0), float32(0)
+            for c in range(n):
+                v = x[row, c] - shift
+                s += v
+                s2 += v * v
+            mean = s / float32(n)
+            variance = max(s2 / float32(n) - mean * mean, float32(0))
+            if eps_inside:
+                rstd = float32(1) / math.sqrt(variance + float32(1e-5))
+            else:
+                rstd = float32(1) / (math.sqrt(variance) + float32(1e-5))
+            for c in range(n):
+                y[row, c] = (x[row, c] - shift - mean) * rstd * gamma[c] + beta[c]
+
+    return layernorm
+
+
+layernorm_shifted = make_layernorm_shifted()
+
+
+def test_layernorm_with_eps_outside_the_root_fails_on_the_row_of_small_spread():
+    fails(r"row 19 \(a row of spread 2e-3, whose variance is below EPS: EPS belongs inside the square root",
+          gf.check_layernorm, make_layernorm_shifted(eps_inside=False), layernorm_spec,
+          [gf.RowPlan((20, 64), (1,), (32,))])
 
 
 def test_layernorm_check_tells_a_cancelling_variance_from_a_shifted_one():
@@ -238,7 +257,8 @@ def test_attention_check_passes_flash_and_names_the_query_row_and_block_of_keys(
 
 
 def test_a_running_max_that_forgets_earlier_tiles_fails_on_the_large_row_with_the_overflow_named():
-    message = fails(r"row 39 \(large scores: .*key 0 lies along it, scoring 100 above its other keys",
+    message = fails(r"row 37 \(key 15, the last of its tile, scores 100 above its other keys: .*one that forgets "
+                    r"earlier tiles, would miss it\) is wrong.*\n  2 of 40 rows are wrong: 37, 39",
                     gf.check_attention, flash_kernel(forget=True),
                     SHAPES, block_rows=BQ, key_block=BKEYS)
     assert "NaN or infinite: a rescale exp2(m_old - m_new) overflowed" in message
@@ -365,6 +385,13 @@ def test_cross_entropy_says_which_logit_was_subtracted():
                     plans)
     assert re.search(r"the loss subtracts the logit of column \d+, not of the label, column \d+: fetch it from the "
                      r"lane that read column \d+, lane \d+ % 32", message)
+
+
+def test_a_cross_entropy_taken_as_the_log_of_a_softmax_is_told_its_probability_underflowed():
+    x = np.array([[30000.0, 29000.0, 1.0]], np.float32)
+    diagnose = gf.picked_diagnosis(x, np.array([1], np.int32), np.array([1000.0]), np.array([1e-2]), -100)
+    assert diagnose(0, np.array([np.inf], np.float32)).startswith(
+        "the label's logit is 1000 below the row's max, so its probability exp(picked - m) / l is 0 in float32")
 
 
 def test_attention_without_the_causal_mask_is_told_so():

@@ -40,7 +40,7 @@ from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
 from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint, kernel_name,
                    parameter_names, report, run_checked)
-from .matmul import no_shared_memory, reads_per_thread
+from .matmul import float32_only, no_shared_memory, reads_per_thread
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -276,6 +276,10 @@ def check_layernorm(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: i
             rows, cols = plan.shape
             x = rng.standard_normal((rows, cols)) * rng.uniform(0.5, 3, size=(rows, 1))
             shifted = rng.random(rows) < 0.3
+            quiet = rows - 1 if rows > 1 and cols > 1 else None  # a spread of 2e-3: a variance below LayerNorm's eps
+            if quiet is not None:
+                shifted[quiet] = False
+                x[quiet] = 0.5 + rng.standard_normal(cols) * 2e-3
             x[shifted] += rng.uniform(-1e3, 1e3, size=(int(shifted.sum()), 1))
             x = x.astype(np.float32)
             gamma = rng.uniform(0.5, 2, cols).astype(np.float32)
@@ -286,6 +290,9 @@ def check_layernorm(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: i
             rounding = 16 * F32_EPS * np.abs(mean) / spread  # a float32 mean of values near 1e3 is off by about 1e3 * eps
             tolerance = 1e-5 * np.abs(expected) + np.abs(gamma) * (rounding + 1e-5) + 1e-6
             notes = {int(r): "a row with a large mean next to a small spread" for r in np.flatnonzero(shifted)}
+            if quiet is not None:
+                notes[quiet] = ("a row of spread 2e-3, whose variance is below EPS: EPS belongs inside the square "
+                                "root, 1 / sqrt(var + EPS), and the variance is M2 / n")
             yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x, gamma, beta], expected,
                             tolerance, notes, empty_state_diagnosis(cols, int(np.prod(plan.block))))
 
@@ -328,7 +335,14 @@ def picked_diagnosis(x: np.ndarray, labels: np.ndarray, expected: np.ndarray, to
 
     def diagnose(row: int, got: np.ndarray) -> str:
         label = int(labels[row])
-        if label == ignore_index or not np.isfinite(got).all():
+        if label == ignore_index:
+            return ""
+        gap = float(x[row].astype(np.float64).max() - x[row, label])
+        if np.isposinf(got).all() and gap > 87:  # exp(-gap) is 0 in float32: log(0) = -inf
+            return (f"the label's logit is {gap:.0f} below the row's max, so its probability exp(picked - m) / l is 0 "
+                    "in float32 and its log -inf: compute the loss as (m - picked) + log(l), never as the log of a "
+                    "softmax")
+        if not np.isfinite(got).all():
             return ""
         logsumexp = expected[row] + float(x[row, label])
         value = float(got[0])
@@ -420,6 +434,40 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
 SPIKE = 100.0  # how far key 0's score on the large row stands above the others': past float32's exp (88.7)
 
 
+def _spike(Q: np.ndarray, K: np.ndarray, row: int, key: int, kept: list[int]) -> None:
+    """Turn ``K[key]`` so that query ``row`` scores it `SPIKE` above the keys it sees, and the queries of ``kept``
+    score it 0 (their own spikes stay theirs): ``Q[row]`` less its part along those queries, scaled."""
+    d = Q.shape[1]
+    q = Q[row].astype(np.float64)
+    if kept:
+        basis = Q[kept].astype(np.float64).T
+        q = q - basis @ np.linalg.lstsq(basis, q, rcond=None)[0]
+    seen = np.delete(np.arange(row + 1), np.flatnonzero(np.arange(row + 1) == key))
+    visible = (K[seen].astype(np.float64) @ Q[row].astype(np.float64)).max(initial=0.0) / math.sqrt(d)
+    K[key] = (q * ((max(visible, 0.0) + SPIKE) * math.sqrt(d) / float(Q[row].astype(np.float64) @ q))).astype(K.dtype)
+
+
+def _spikes(Q: np.ndarray, K: np.ndarray, causal: bool, block_rows: int, key_block: int) -> dict[int, str]:
+    """Two more large scores, where a tile's max is easy to get wrong: a future key (masked) of the same tile scoring
+    `SPIKE` above all a query sees (a max taken before the mask makes every visible weight 0), and for another query
+    the last key of its first tile (a max over part of the tile overflows). Notes for their rows."""
+    N, notes, kept = Q.shape[0], {}, [Q.shape[0] - 1]
+    masked = [r for r in range(N - 2, 0, -1) if r // block_rows == (r + 1) // block_rows] if causal else []
+    if masked:
+        r = masked[0]
+        _spike(Q, K, r, r + 1, kept)  # scored as if visible, then masked: r + 1 > r
+        notes[r] = (f"key {r + 1}, in this query's future (masked), scores {SPIKE:.0f} above every key it sees: a "
+                    "tile's max taken before the mask would use it")
+        kept.append(r)
+    last_of_tile = key_block - 1
+    rows = [r for r in range(N - 2, last_of_tile, -1) if r not in kept and r != last_of_tile + 1]
+    if rows:
+        _spike(Q, K, rows[0], last_of_tile, kept)
+        notes[rows[0]] = (f"key {last_of_tile}, the last of its tile, scores {SPIKE:.0f} above its other keys: a max "
+                          "over part of the tile, or one that forgets earlier tiles, would miss it")
+    return notes
+
+
 def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: int, key_block: int,
                     causal: bool = True, large: bool = True, seed: int = 0, name=None, quiet=False,
                     budget=None, threads: int | None = None) -> None:
@@ -428,8 +476,9 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
     ``threads`` defaults to ``block_rows`` (one thread per query).
 
     With ``large``, the last query row is scaled by 60 (scores in the hundreds) and key 0 turned along it, `SPIKE`
-    above its other keys, so that a running max that forgets earlier tiles overflows ``exp(m_old - m_new)``. A
-    failure names the query row and the block of ``key_block`` keys its output seems to miss.
+    above its other keys, so that a running max that forgets earlier tiles overflows ``exp(m_old - m_new)``; and
+    `_spikes` plants two more (a masked future key, the last key of a tile). A failure names the query row and the
+    block of ``key_block`` keys its output seems to miss.
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
@@ -445,6 +494,7 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
                 K[0] = q * ((max(others, 0.0) + SPIKE) * math.sqrt(d) / float(q @ q))
                 notes[N - 1] = (f"large scores: its query row is 60 times larger, and key 0 lies along it, scoring "
                                 f"{SPIKE:.0f} above its other keys")
+                notes.update(_spikes(Q, K, causal, block_rows, key_block))
             expected = attention_reference(Q, K, V, causal)
             scores = np.abs(Q.astype(np.float64)) @ np.abs(K.astype(np.float64)).T / math.sqrt(d)
             tolerance = 1e-5 * float(np.abs(V).max()) * (1 + scores.max(axis=1, keepdims=True)) + 1e-6
@@ -567,7 +617,8 @@ def bias_relu_diagnosis(C: np.ndarray, bias: np.ndarray, tolerance: np.ndarray) 
 def check_bias_relu(kernel) -> None:
     """``kernel[(ceil(N / bx), ceil(M / by)), (bx, by)](Y, C, bias)``: ``Y = relu(C + bias)`` (``C`` M x N, ``bias`` of
     N) in one pass: each element of ``C`` read once, of ``Y`` written once and never read back, one value of the
-    bias per thread. That is 8 bytes per element plus the bias, where ``add_bias`` then ``relu`` move 16."""
+    bias per thread, in float32 arithmetic only. That is 8 bytes per element plus the bias, where ``add_bias`` then
+    ``relu`` move 16."""
     __tracebackhide__ = True
     rng = np.random.default_rng(5)
 
@@ -586,7 +637,8 @@ def check_bias_relu(kernel) -> None:
     one_pass = [global_traffic("C", reads=1, writes=0, why="read each element once, into a register"),
                 global_traffic("Y", reads=0, writes=1, why="apply the bias and the ReLU in a register and store "
                                                            "once: a second pass over Y moves it twice more"),
-                reads_per_thread("bias", 1, why="one element of Y per thread, one value of the bias")]
+                reads_per_thread("bias", 1, why="one element of Y per thread, one value of the bias"),
+                float32_only()]
     try:
         check_launches(kernel, launches(), quiet=True, budget=one_pass)
     except CheckFailed as failed:
@@ -662,8 +714,12 @@ EXERCISE_QUERIES, EXERCISE_KEYS, EXERCISE_THREADS, EXERCISE_MAX_D = 32, 16, 64, 
 EXERCISE_ROWS, EXERCISE_ROW_STEP, EXERCISE_LANES = 2, 8, 4  # rows warp*16 + lane//4 + 8i; columns lane%4 + 4j
 
 
+_flash_exercises: dict[int, tuple] = {}  # id of an update -> (the update, its kernel): built once per update
+
+
 def make_flash_exercise(update):
-    """Assignment 5's causal flash attention around the student's ``update`` (a device function).
+    """Assignment 5's causal flash attention around the student's ``update`` (a device function), built once per
+    ``update`` (a test cell that builds it again with the same update gets the same kernel, compiled once).
 
     ``kernel[ceil(N / 32), 64](O, Q, K, V)``, ``d <= 64``: 2 warps per 32 queries, tiles of 16 keys, Q scaled
     by ``log2(e) / sqrt(d)``; S and O += P V are register micro-tiles (`make_micro_tile`) of 2 rows per
@@ -671,6 +727,9 @@ def make_flash_exercise(update):
     softmax of one tile: mask ``s``, take each row's max over its group, rescale ``l`` and ``acc``, write
     ``exp2(s - base)`` into ``p_tile`` and add it to ``l``.
     """
+    built = _flash_exercises.get(id(update))
+    if built is not None and built[0] is update:
+        return built[1]
     BQ, BK, THREADS, D = EXERCISE_QUERIES, EXERCISE_KEYS, EXERCISE_THREADS, EXERCISE_MAX_D
     TM, STEP, LANES = EXERCISE_ROWS, EXERCISE_ROW_STEP, EXERCISE_LANES
     KEYS, COLS = BK // LANES, D // LANES
@@ -725,6 +784,7 @@ def make_flash_exercise(update):
                 if query < N and c < d:
                     O[query, c] = acc[i, j] * inverse
 
+    _flash_exercises[id(update)] = (update, flash_attention_kernel)
     return flash_attention_kernel
 
 

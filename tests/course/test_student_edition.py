@@ -256,8 +256,10 @@ def test_make_student_edition_says_where_colab_installs_from(tmp_path, capsys):
 
 
 def make(folder: Path, *arguments: str, exchange: str | None = None) -> subprocess.CompletedProcess:
-    """``make arguments`` in ``folder``, with NBGRADER_EXCHANGE exported as ``exchange`` (unset when None)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("NBGRADER_EXCHANGE", "EXCHANGE", "MAKEFLAGS")}
+    """``make arguments`` in ``folder``, with NBGRADER_EXCHANGE exported as ``exchange`` (unset when None), as a
+    person types it: not as a sub-make of `make test` (whose MAKELEVEL makes make print the directories it enters)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NBGRADER_EXCHANGE", "EXCHANGE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     if exchange is not None:
         env["NBGRADER_EXCHANGE"] = exchange
     return subprocess.run(["make", *arguments], cwd=folder, env=env, capture_output=True, text=True)

@@ -442,7 +442,7 @@ def _spike(Q: np.ndarray, K: np.ndarray, row: int, key: int, kept: list[int]) ->
     if kept:
         basis = Q[kept].astype(np.float64).T
         q = q - basis @ np.linalg.lstsq(basis, q, rcond=None)[0]
-    seen = np.delete(np.arange(row + 1), np.flatnonzero(np.arange(row + 1) == key))
+    seen = [k for k in range(row + 1) if k != key]
     visible = (K[seen].astype(np.float64) @ Q[row].astype(np.float64)).max(initial=0.0) / math.sqrt(d)
     K[key] = (q * ((max(visible, 0.0) + SPIKE) * math.sqrt(d) / float(Q[row].astype(np.float64) @ q))).astype(K.dtype)
 

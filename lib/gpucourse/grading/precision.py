@@ -443,6 +443,14 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
     report(name, count, quiet)
 
 
+def _loss_scale_reference(scale: float, good_steps: int, found_inf: bool, interval: int) -> tuple:
+    """``(scale, good_steps, skip)`` after a step: halved and skipped on an inf or NaN, doubled after ``interval``
+    good steps in a row."""
+    if found_inf:
+        return scale / 2, 0, True
+    return (scale * 2, 0, False) if good_steps + 1 == interval else (scale, good_steps + 1, False)
+
+
 def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequence[bool]]], *, interval: int,
                             name: str | None = None, quiet: bool = False) -> None:
     """``function(scale, good_steps, found_inf) -> (scale, good_steps, skip)`` along each run of steps.
@@ -457,8 +465,7 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
     for initial, flags in runs:
         scale, good = initial, 0
         for step, found in enumerate(flags):
-            expected = ((scale / 2, 0, True) if found else
-                        (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False))
+            expected = _loss_scale_reference(scale, good, found, interval)
             got = core.call_function(function, name, (scale, good, found))
             if isinstance(got, (list, np.ndarray)) and len(got) == 3 and tuple(got) == expected:
                 raise CheckFailed(f"{name}({scale!r}, {good!r}, {found!r}) returned the right values as a "
@@ -609,8 +616,7 @@ def check_training_step(function: Callable, sizes: Iterable[int], *, interval: i
                         "gradients is cuda.device_array(n, np.float32), which copies nothing; the other arrays are "
                         "device arrays already: launch on them (a NumPy array passed to a launch is copied in and "
                         "back), and decide on the host from the flag alone, not from the gradients.")
-            expected = ((current / 2, 0, True) if found else
-                        (current * 2, 0, False) if good + 1 == interval else (current, good + 1, False))
+            expected = _loss_scale_reference(current, good, found, interval)
             if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
                 raise CheckFailed(f"{name} should return {expected!r} (scale, good_steps, skipped) at {described}, "
                                   f"got {got!r}: {_step_return_hint(got, expected, found)}")

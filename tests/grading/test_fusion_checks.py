@@ -347,8 +347,12 @@ def test_layernorm_nan_in_a_short_row_points_at_the_empty_state():
     assert "when n is 0, return the other state unchanged" in message
 
 
-def cross_entropy_picking(column_of_lane_0: bool):
-    """One warp per row; the label's logit from lane 0 (not from lane label % 32), or not subtracted at all."""
+def cross_entropy_picking(column_of_lane_0: bool, guard_empty: bool = True, from_label_lane: bool = False):
+    """One warp per row; the label's logit from lane 0 (not from lane label % 32), or not subtracted at all.
+
+    With ``from_label_lane`` it is fetched from the right lane. Without ``guard_empty``, a lane or a merge that has
+    seen only -inf computes exp(-inf - -inf) = NaN.
+    """
 
     @cuda.jit
     def cross_entropy(loss, logits, labels):
@@ -363,13 +367,14 @@ def cross_entropy_picking(column_of_lane_0: bool):
                     picked = value
                 if value > m:
                     l, m = l * math.exp(m - value) + float32(1), value
-                else:
+                elif value > -math.inf or not guard_empty:
                     l += math.exp(value - m)
             for offset in (16, 8, 4, 2, 1):
                 m_other, l_other = cuda.shfl_xor_sync(FULL, m, offset), cuda.shfl_xor_sync(FULL, l, offset)
                 top = max(m, m_other)
-                l, m = l * math.exp(m - top) + l_other * math.exp(m_other - top), top
-            picked = cuda.shfl_sync(FULL, picked, 0)
+                if top > -math.inf or not guard_empty:
+                    l, m = l * math.exp(m - top) + l_other * math.exp(m_other - top), top
+            picked = cuda.shfl_sync(FULL, picked, label % 32 if from_label_lane else 0)
             if lane == 0:
                 loss[row] = float32(0) if label == -100 else (m - picked) + math.log(l)
 
@@ -385,6 +390,16 @@ def test_cross_entropy_says_which_logit_was_subtracted():
                     plans)
     assert re.search(r"the loss subtracts the logit of column \d+, not of the label, column \d+: fetch it from the "
                      r"lane that read column \d+, lane \d+ % 32", message)
+
+
+def test_a_cross_entropy_that_merges_empty_states_is_shown_the_masked_row():
+    message = fails(r"row 2 \(a masked vocabulary: some logits are -inf \(the label's is not\), so a lane may hold "
+                    r"only -inf, the empty state\)", gf.check_cross_entropy,
+                    cross_entropy_picking(False, guard_empty=False, from_label_lane=True), cross_entropy_spec,
+                    gf.warp_rows([(9, 100)], warps=[1]))
+    assert "got nan" in message and "exp(-inf - -inf)" in message and "1 of 9 rows are wrong: 2" in message
+    gf.check_cross_entropy(cross_entropy_picking(False, from_label_lane=True), cross_entropy_spec,
+                           gf.warp_rows([(9, 100), (40, 33)], warps=[1, 4]), quiet=True)
 
 
 def test_a_cross_entropy_taken_as_the_log_of_a_softmax_is_told_its_probability_underflowed():

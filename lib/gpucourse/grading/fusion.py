@@ -303,8 +303,8 @@ def check_cross_entropy(kernel, spec: Callable, plans: Iterable[RowPlan], *, ign
                         name=None, quiet=False, budget=None) -> None:
     """``kernel[grid, block](loss, logits, labels)``: one loss per row; ``labels`` int32, ``ignore_index`` -> 0.
 
-    Rows: large logits, and labels equal to ``ignore_index`` (a padding token). The tolerance grows with the
-    row's largest |logit| (float32 keeps 7 digits of it).
+    Rows: large logits, logits of -inf (a vocabulary mask) and labels equal to ``ignore_index`` (a padding
+    token). The tolerance grows with the row's largest finite |logit| (float32 keeps 7 digits of it).
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
@@ -321,6 +321,12 @@ def check_cross_entropy(kernel, spec: Callable, plans: Iterable[RowPlan], *, ign
             if rows >= 3:
                 labels[0] = ignore_index
                 notes[0] = f"its label is {ignore_index}, the padding that is ignored: its loss is 0"
+            if rows >= 4 and classes >= 2:  # a vocabulary mask: whole lanes may hold only -inf
+                masked = rng.random(classes) < 0.7
+                masked[labels[2]] = False
+                x[2, masked] = -np.inf
+                notes[2] = ("a masked vocabulary: some logits are -inf (the label's is not), so a lane may hold "
+                            "only -inf, the empty state")
             expected = np.asarray(spec(x.astype(np.float64), labels), np.float64)
             tolerance = 1e-5 * (np.abs(expected) + row_scale(x)) + 1e-5
             yield RowLaunch(plan.grid, plan.block, f"logits of shape {plan.shape}", [x, labels], expected,

@@ -62,6 +62,8 @@ def test_a_tolerance_applies_to_each_element_of_a_sequence(capsys):
     assert not verdict(capsys, [2.0], [2.0, 3.0], tolerance=0.05)  # a missing element is wrong
     assert not verdict(capsys, "serving", "training") and verdict(capsys, "serving", "serving")
     assert verdict(capsys, " Serving", "serving")  # a word's case and spaces do not count
+    assert verdict(capsys, "above 80", "above 80%") and verdict(capsys, "50 TO 80 %", "50 to 80%")  # nor % signs
+    assert not verdict(capsys, "above 50", "above 80%")
 
 
 def test_a_guess_off_by_a_power_of_1000_is_told_to_check_the_unit(capsys):

@@ -37,4 +37,4 @@ def test_lectures_that_show_gpu_speed_fall_back_on_a_labelled_prediction(name):
     text = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
     calls = re.findall(r"show_recorded\((.*)", code)
     assert calls and all("otherwise=lambda: show_prediction(" in call for call in calls), calls
-    assert "**prediction, not a measurement**" in text and "lower bound" in text and "with the device and the date" in text
+    assert "**prediction, not a measurement**" in text and "sector" in text and "with the device and the date" in text

@@ -1,10 +1,10 @@
-"""The prediction lectures show until a GPU run is recorded: a traced launch's lower bound on time, labelled."""
+"""The prediction lectures show until a GPU run is recorded: a traced launch's time from DRAM sectors, labelled."""
 
 import numpy as np
 import pytest
 
 import gpucourse
-from gpucourse.figures import DEVICES, H100_SXM, T4, launch_bound, show_prediction
+from gpucourse.figures import DEVICES, H100_SXM, T4, LaunchBound, launch_bound, show_prediction
 from gpucourse.kernels import Tensor, elementwise
 
 
@@ -39,20 +39,33 @@ def test_the_bound_is_the_sectors_moved_over_the_bandwidth_or_the_flops_over_the
     strided = launch_bound(traced_map(rng.standard_normal((100, 10)).astype(np.float32), True), device=H100_SXM)
     assert strided.sectors > 2 * contiguous.sectors  # a transposed read touches more sectors
     arithmetic = launch_bound(traced_map(rng.standard_normal((10, 100)).astype(np.float32)), flops=1e9)
-    assert arithmetic.bound_by == "FLOPs" and arithmetic.seconds == pytest.approx(1e9 / 67e12)
+    assert arithmetic.blocks == 8 and arithmetic.multiprocessors_used == 8  # 1000 threads in blocks of 128
+    assert arithmetic.bound_by == "FLOPs" and arithmetic.seconds == pytest.approx(1e9 / (67e12 * 8 / 132))
 
 
-def test_the_prediction_is_labelled_a_lower_bound_and_names_its_devices_and_sources():
+def test_a_grid_of_fewer_blocks_than_sms_gets_their_share_of_the_flops_not_of_the_bandwidth():
+    one_block = LaunchBound("k", sectors=0, flops=1e9, device=H100_SXM, blocks=1)
+    assert one_block.seconds == pytest.approx(1e9 / (67e12 / 132)) and one_block.bound_by == "FLOPs"
+    assert LaunchBound("k", 0, 1e9, H100_SXM, blocks=500).seconds == pytest.approx(1e9 / 67e12)  # every SM busy
+    assert LaunchBound("k", 0, 1e9, H100_SXM).seconds == pytest.approx(1e9 / 67e12)  # blocks not known
+    memory = LaunchBound("k", sectors=10 ** 6, flops=0, device=T4, blocks=1)
+    assert memory.seconds == pytest.approx(32e6 / 320e9)  # DRAM bandwidth is shared: not scaled
+
+
+def test_the_prediction_is_labelled_says_what_it_assumes_and_names_its_devices_and_sources():
     launch = traced_map(np.random.default_rng(2).standard_normal((10, 100)).astype(np.float32))
     text = show_prediction({"double": launch}, useful_bytes=8000, measure="python benchmarks/bandwidth.py").data
-    assert text.startswith("**Prediction, not a measurement**") and "*lower bound*" in text
-    assert "| launch | bytes moved | FLOPs | T4: at least | T4: at most GB/s | H100 SXM: at least |" in text
+    assert text.startswith("**Prediction, not a measurement**")
+    assert "if every 32-byte sector its warps request came from DRAM" in text and "L1 or L2" in text
+    assert "| launch | bytes moved | FLOPs | T4: time | T4: GB/s | H100 SXM: time | H100 SXM: GB/s |" in text
     assert f"| `double` | 8,000 | 0 | {8000 / 320e9 * 1e6:.3g} µs (memory) | 320 |" in text  # every byte useful
     assert "T4 Tensor Core GPU data sheet" in text and "`python benchmarks/bandwidth.py` on a GPU" in text
-    intro, _table, sources = text.split("\n\n")  # compact: one slide holds it with its lecture's cell
-    assert len(intro) < 320 and "8.1 TFLOPS" not in sources and "T4: 8.1 TFLOP/s FP32, 320 GB/s" in sources
+    intro, _table, sources, small_grids = text.split("\n\n")  # compact: one slide holds it with its lecture's cell
+    assert small_grids == "SMs a grid fills, FLOPs priced at their share of the peak: `double` 8 of the T4's 40; " \
+                          "`double` 8 of the H100 SXM's 132."
+    assert len(intro) < 330 and "8.1 TFLOPS" not in sources and "T4: 8.1 TFLOP/s FP32, 320 GB/s" in sources
     flops = show_prediction({"double": launch}, flops={"double": 1000}, devices=["H100"]).data
-    assert "H100 SXM: at most TFLOP/s" in flops and "T4" not in flops
+    assert "H100 SXM: TFLOP/s" in flops and "T4" not in flops
 
 
 def test_a_prediction_scaled_to_the_size_a_gpu_times_scales_bytes_and_flops():
@@ -61,6 +74,7 @@ def test_a_prediction_scaled_to_the_size_a_gpu_times_scales_bytes_and_flops():
                            scaled=(1000, "a million floats")).data
     assert "scaled 1,000x to a million floats, the size a GPU times" in text
     assert f"| `double` | 8,000,000 | 1,000,000 | {8e6 / 320e9 * 1e6:.3g} µs (memory) | 320 |" in text
+    assert "SMs a grid fills" not in text  # 8,000 blocks at that size: every SM busy
 
 
 def test_a_wrong_device_or_launch_says_what_to_pass():

@@ -203,6 +203,23 @@ def test_launches_beyond_gpu_limits_are_refused():
     assert cuda.get_current_device().MAX_THREADS_PER_BLOCK == 1024
 
 
+@cuda.jit(launch_bounds=(64, 2))
+def bounded_copy(out, a):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[i] = a[i]
+
+
+def test_a_launch_past_the_kernels_launch_bounds_is_refused_as_on_a_gpu():
+    a = np.arange(100, dtype=np.float32)
+    out = np.zeros_like(a)
+    bounded_copy[2, 64](out, a)
+    np.testing.assert_array_equal(out, a)
+    with pytest.raises(ValueError, match=r"bounded_copy was compiled with launch_bounds=\(64, 2\): at most 64 threads "
+                                         r"per block, and this launch has 128. A GPU refuses it"):
+        bounded_copy[1, 128](out, a)
+
+
 @cuda.jit
 def unguarded_copy(out, a):
     i = cuda.grid(1)

@@ -14,6 +14,19 @@ def test_seconds_per_launch_warms_up_then_repeats():
     assert len(calls) == 6 and seconds >= 0
 
 
+def test_seconds_per_launch_on_a_gpu_queues_its_calls_behind_the_sleeping_kernel(monkeypatch):
+    samples = []
+
+    def fake_sample(launches, count, hold_us=0):
+        samples.append((count, hold_us))
+        return 1e-6, 2e-5, True  # GPU and host seconds per call
+
+    monkeypatch.setattr(timing, "chosen_backend", lambda: type("GPU", (), {"on_gpu": True})())
+    monkeypatch.setattr(timing, "sample", fake_sample)
+    assert seconds_per_launch(lambda: None, repeat=10) == 1e-6
+    assert samples == [(1, 1), (10, int(1.5 * 2e-5 * 10 * 1e6) + 1000)]  # host time of one call, then held
+
+
 def test_calls_per_sample():
     assert timing.calls_per_sample(1e-3, sets=1) == 10  # SAMPLE_SECONDS of GPU time
     assert timing.calls_per_sample(1e-7, sets=128) == 896  # MAX_QUEUED, a multiple of the sets

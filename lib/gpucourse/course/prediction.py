@@ -13,6 +13,10 @@ import math
 import numbers
 
 
+def _words(text: str) -> str:
+    return " ".join(text.replace("%", " ").lower().split())
+
+
 def _same(guess, actual, tolerance: float) -> bool:
     """Equal, numbers within the relative ``tolerance``; sequences element by element."""
     if isinstance(actual, numbers.Real) and not isinstance(actual, bool):  # NumPy's numbers too
@@ -20,8 +24,8 @@ def _same(guess, actual, tolerance: float) -> bool:
             return math.isclose(float(guess), float(actual), rel_tol=tolerance, abs_tol=0)
         except (TypeError, ValueError):
             return False
-    if isinstance(actual, str) and isinstance(guess, str):  # a word: its case and spaces aside
-        return guess.strip().lower() == actual.strip().lower()
+    if isinstance(actual, str) and isinstance(guess, str):  # words: their case, spaces and % signs aside
+        return _words(guess) == _words(actual)
     if isinstance(actual, str) or isinstance(guess, str):
         return False
     try:

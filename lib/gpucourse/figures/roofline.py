@@ -20,6 +20,7 @@ class Device:
     peak_flops: float  # FLOP/s
     bandwidth: float  # bytes/s
     source: str = ""
+    multiprocessors: int = 0  # SMs, each with its share of peak_flops (0: not known)
 
     @property
     def ridge(self) -> float:
@@ -30,21 +31,25 @@ class Device:
 H100_SXM = Device(
     "H100 SXM", 67e12, 3.35e12,
     "NVIDIA H100 Tensor Core GPU data sheet, SXM form factor: FP32 67 teraFLOPS, GPU memory bandwidth 3.35 TB/s",
+    132,
 )
 
 H200_SXM = Device(
     "H200 SXM", 67e12, 4.8e12,
     "NVIDIA H200 Tensor Core GPU data sheet, SXM form factor: FP32 67 teraFLOPS, GPU memory bandwidth 4.8 TB/s "
     "(the H100's chip with 141 GB of HBM3e)",
+    132,
 )
 
 T4 = Device(
     "T4", 8.1e12, 320e9,
     "NVIDIA T4 Tensor Core GPU data sheet: single-precision 8.1 TFLOPS, GPU memory bandwidth 320 GB/s",
+    40,
 )
 A100_SXM = Device(
     "A100 SXM 80GB", 19.5e12, 2.039e12,
     "NVIDIA A100 Tensor Core GPU data sheet, 80GB SXM: FP32 19.5 TFLOPS, GPU memory bandwidth 2,039 GB/s",
+    108,
 )
 DEVICES = {"T4": T4, "A100": A100_SXM, "H100": H100_SXM, "H200": H200_SXM}
 # The same devices when the FLOPs are FP16 tensor-core math (dense, FP32 accumulation), same memory.
@@ -127,25 +132,39 @@ PREDICTION_LABEL = "Prediction, not a measurement"
 
 @dataclass(frozen=True)
 class LaunchBound:
-    """The least time one traced launch can take on ``device``: its global memory traffic at peak bandwidth or its
-    FLOPs at peak rate, whichever is slower."""
+    """One traced launch's time on ``device`` if every sector its warps request came from DRAM: its global memory
+    traffic at peak bandwidth or its FLOPs at the peak of the SMs its ``blocks`` can fill, whichever is slower.
+
+    A grid of fewer blocks than SMs leaves the others idle: an SM's FP32 units are its own. DRAM bandwidth is
+    shared, and a few SMs can draw much of it, so it is not scaled."""
 
     kernel: str
     sectors: int  # 32-byte sectors of global memory the launch's warps read, wrote or updated atomically
     flops: float
     device: Device
+    blocks: int = 0  # the grid's blocks (0: not known, every SM counted)
 
     @property
     def bytes_moved(self) -> int:
         return self.sectors * SECTOR_BYTES
 
     @property
+    def multiprocessors_used(self) -> int:
+        """SMs the grid can keep busy: its blocks, at most the device's SMs (0 where either is not known)."""
+        return min(self.blocks, self.device.multiprocessors) if self.blocks and self.device.multiprocessors else 0
+
+    @property
+    def peak_flops(self) -> float:
+        used = self.multiprocessors_used
+        return self.device.peak_flops * (used / self.device.multiprocessors if used else 1)
+
+    @property
     def seconds(self) -> float:
-        return seconds_at_least(self.flops, self.bytes_moved, self.device)
+        return max(self.flops / self.peak_flops, self.bytes_moved / self.device.bandwidth)
 
     @property
     def bound_by(self) -> str:
-        return "memory" if self.bytes_moved / self.device.bandwidth >= self.flops / self.device.peak_flops else "FLOPs"
+        return "memory" if self.bytes_moved / self.device.bandwidth >= self.flops / self.peak_flops else "FLOPs"
 
 
 def _device(device) -> Device:
@@ -165,18 +184,20 @@ def launch_bound(launch, flops: float = 0, device="H100") -> LaunchBound:
                         f"got {type(launch).__name__}")
     sectors = sum(stats.sectors for array in launch.arrays.values() if array.space == "global"
                   for stats in array.instructions.values())
-    return LaunchBound(launch.kernel, int(sectors), float(flops), _device(device))
+    return LaunchBound(launch.kernel, int(sectors), float(flops), _device(device), launch.geometry.blocks)
 
 
 def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "H100"), measure: str = "",
                     scaled: tuple[float, str] | None = None):
-    """A labelled lower bound on time, in a notebook, for traced launches (``{label: t[k]}``) on each device.
+    """A labelled prediction of time, in a notebook, for traced launches (``{label: t[k]}``) on each device.
 
-    Bytes moved are the trace's 32-byte sectors x 32; ``flops`` (a number, or one per label) the launch's
-    arithmetic. The speed shown is the most the launch can reach: ``useful_bytes`` (GB/s) or FLOPs (TFLOP/s)
-    over that least time. ``measure`` names the command that records real numbers. ``scaled=(factor, size)``
-    multiplies bytes, FLOPs and useful bytes by ``factor``: the bound of the same launch at ``size`` (the one a GPU
-    cell times), for launches whose traffic grows in proportion. Returns IPython Markdown.
+    Bytes moved are the trace's 32-byte sectors x 32, as if every sector the warps request came from DRAM;
+    ``flops`` (a number, or one per label) the launch's arithmetic. A launch that requests each sector once
+    cannot beat the time shown; one that requests sectors again can, where L1 and L2 serve the repeats. The
+    speed shown is ``useful_bytes`` (GB/s) or FLOPs (TFLOP/s) over that time; a grid of fewer blocks than SMs
+    gets its SMs' share of the FLOPs. ``measure`` names the command that records real numbers.
+    ``scaled=(factor, size)`` multiplies bytes, FLOPs, blocks and useful bytes by ``factor``: the same launch at
+    ``size`` (the one a GPU cell times), for launches whose traffic grows in proportion. Returns IPython Markdown.
     """
     from IPython.display import Markdown  # noqa: PLC0415
 
@@ -187,12 +208,16 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
         return factor * (value.get(label, 0) if isinstance(value, dict) else value)
 
     speed = "GB/s" if useful_bytes is not None else "TFLOP/s"
-    header = ["launch", "bytes moved", "FLOPs"] + [f"{d.name}: {what}" for d in devices
-                                                   for what in ("at least", f"at most {speed}")]
-    rows = []
+    header = ["launch", "bytes moved", "FLOPs"] + [f"{d.name}: {what}" for d in devices for what in ("time", speed)]
+    rows, unfilled = [], {d.name: [] for d in devices}
     for label, launch in launches.items():
         traced = launch_bound(launch)
-        bounds = [LaunchBound(traced.kernel, round(factor * traced.sectors), per(flops, label), d) for d in devices]
+        blocks = round(factor * traced.blocks)
+        bounds = [LaunchBound(traced.kernel, round(factor * traced.sectors), per(flops, label), d, blocks)
+                  for d in devices]
+        for b, d in zip(bounds, devices):
+            if 0 < b.multiprocessors_used < d.multiprocessors:
+                unfilled[d.name].append(f"`{label}` {b.multiprocessors_used}")
         cells = [f"`{label}`", f"{bounds[0].bytes_moved:,}", f"{bounds[0].flops:,.0f}"]
         for b in bounds:
             rate = per(useful_bytes, label) / b.seconds / 1e9 if useful_bytes is not None else b.flops / b.seconds / 1e12
@@ -201,10 +226,11 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
     sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s "
                         f"({d.source.split(':')[0]})" for d in devices)  # the data sheet's name, not its figures again
     text = "\n".join([
-        f"**{PREDICTION_LABEL}** (nothing recorded yet): a *lower bound* on each traced launch's time "
+        f"**{PREDICTION_LABEL}** (no GPU run recorded): each traced launch's time "
         + (f"scaled {factor:,.0f}x to {size}, the size a GPU times" if scaled else "at its traced size")
-        + ": its bytes (32-byte sectors its warps touched x 32) at peak bandwidth or its FLOPs at peak FP32, "
-        "whichever is slower; no launch overhead, every sector from memory (a cache can beat it).",
+        + " if every 32-byte sector its warps request came from DRAM at peak bandwidth, or its FLOPs at peak "
+        "FP32, whichever is slower; no launch overhead. Only where L1 or L2 serve sectors requested again can a "
+        "GPU beat it.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * 3 + "---:|" * (2 * len(devices)),
@@ -212,4 +238,7 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
         "",
         f"Data sheets: {sources}." + (f" `{measure}` on a GPU records measured numbers." if measure else ""),
     ])
+    small = [f"{', '.join(grids)} of the {d.name}'s {d.multiprocessors}" for d in devices if (grids := unfilled[d.name])]
+    if small:  # an SM's FP32 units are its own: a small grid gets its blocks' share of the peak
+        text += f"\n\nSMs a grid fills, FLOPs priced at their share of the peak: {'; '.join(small)}."
     return Markdown(text)

@@ -74,6 +74,21 @@ def check_launch_limits(grid: tuple, block: tuple) -> None:
             raise ValueError(f"gridDim.{axis} = {size} is over the GPU's limit of {limit}")
 
 
+def check_launch_bounds(dispatcher: CUDADispatcher, block: tuple) -> None:
+    """Refuse, as a GPU would, more threads per block than the kernel's ``launch_bounds`` promised."""
+    bounds = dispatcher.targetoptions.get("launch_bounds")
+    if not bounds:
+        return
+    most = bounds if isinstance(bounds, int) else bounds[0]
+    threads = block[0] * block[1] * block[2]
+    if threads > most:
+        raise ValueError(
+            f"{dispatcher.py_func.__name__} was compiled with launch_bounds={bounds!r}: at most {most} threads per "
+            f"block, and this launch has {threads}. A GPU refuses it (CUDA_ERROR_INVALID_VALUE): launch blocks of "
+            f"at most {most} threads, or raise the bound"
+        )
+
+
 # Host API of numba.cuda that needs a device, and its simulator twins.
 _HOST_API = {
     **simulated_device.HOST_API,
@@ -228,6 +243,7 @@ class SimulatedLaunch:
     def __call__(self, *args):
         grid, block = simulator.dim3(self.grid), simulator.dim3(self.block)
         check_launch_limits(grid, block)
+        check_launch_bounds(self.dispatcher, block)
         device_memory.count_launch_copies(args)
         args, declared = _declared_arguments(self.dispatcher, _without_hints(self.dispatcher, args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)

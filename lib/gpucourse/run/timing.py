@@ -91,7 +91,11 @@ def median_seconds(launch, samples: int = 7, warmup: int = 2) -> float:
 
 
 def seconds_per_launch(launch, repeat: int = 20) -> float:
-    """The mean GPU time of ``launch()`` over one `sample` of ``repeat`` calls after one call that compiles and
-    warms up: a quick look in a lecture's GPU cell (`median_seconds` is the careful measurement)."""
+    """The mean GPU time of ``launch()`` over one `sample` of ``repeat`` calls, queued behind the sleeping kernel
+    as `measure` does, after one call that compiles and warms up and one that times the host: a quick look in a
+    lecture's GPU cell (`median_seconds` is the careful measurement)."""
     launch()
-    return sample([launch], repeat)[0]
+    if not chosen_backend().on_gpu:
+        return sample([launch], repeat)[0]
+    _, host, _ = sample([launch], 1, 1)  # 1 µs: compiles the sleeping kernel
+    return sample([launch], repeat, min(MAX_HOLD_US, int(1.5 * host * repeat * 1e6) + 1000))[0]

@@ -128,3 +128,20 @@ def test_viewer_builds():
     assert [s.max for s in sliders] == [1, 2]
     sliders[1].value = 2
     plt.close("all")
+
+
+def test_read_counts_and_the_spread_gradient_draw():
+    counts = np.arange(12).reshape(3, 4)
+    fig = cf.draw_read_counts(counts, "reads of x[0, 0]")
+    (ax,) = fig.axes
+    assert len(ax.images) == 1 and [t.get_text() for t in ax.texts] == [str(c) for c in range(12)]
+    assert ax.get_title() == "reads of x[0, 0]"
+    plt.close(fig)
+    G = np.array([[1.5, -2.0, 0.5], [-0.25, 3.0, 1.0]], np.float32)  # 2 x 3, stride 2, padding 1: 5 x 7
+    fig = cf.draw_spread(G, stride=2, padding=1, name="G[0, 0]")
+    (ax,) = fig.axes
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 5 * 7 and texts.count("0") == 5 * 7 - G.size
+    assert texts[1 * 7 + 1:1 * 7 + 6] == ["1.5", "0", "-2.0", "0", "0.5"]  # row 1: G's first row, spread
+    assert ax.get_title() == "G[0, 0] (2 x 3) spread by stride 2, padded: 5 x 7"
+    plt.close(fig)

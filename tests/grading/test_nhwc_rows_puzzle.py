@@ -1,6 +1,7 @@
 """Lecture 4's NHWC loader puzzle (`check_nhwc_rows`): the right kernel passes; the padding read, NCHW's order (of
 the columns, or of x's axes), the stride or the padding shift left out, Ho and Wo off by one or taken from x, and
-the threads' axes swapped are each named in the message, with no traceback of the course's code."""
+the threads' axes swapped (cells never written), the padding's cells left unwritten are each named in the message,
+with no traceback of the course's code."""
 
 import numpy as np
 import pytest
@@ -19,7 +20,8 @@ def on_the_simulator():
         yield
 
 
-def make(order="pqc", step=True, shift=True, extra=1, from_x=False, masked=True, nchw_x=False, swapped=False):
+def make(order="pqc", step=True, shift=True, extra=1, from_x=False, masked=True, nchw_x=False, swapped=False,
+         zeroed=True, grid_short=False):
     """The puzzle's kernel, with one of the learners' mistakes switched on."""
 
     @cuda.jit
@@ -33,7 +35,8 @@ def make(order="pqc", step=True, shift=True, extra=1, from_x=False, masked=True,
         shifted = padding if shift else 0
         Ho = H if from_x else (H + 2 * padding - R) // stride + extra
         Wo = W if from_x else (W + 2 * padding - S) // stride + extra
-        if n < X.shape[0] and k < X.shape[1]:
+        rows = X.shape[0] - 1 if grid_short else X.shape[0]  # grid_short: the last row's threads stop
+        if n < rows and k < X.shape[1]:
             b, ho, wo = n // (Ho * Wo), n // Wo % Ho, n % Wo
             if order == "pqc":
                 p, q, c = k // (S * C), k // C % S, k % C
@@ -42,6 +45,9 @@ def make(order="pqc", step=True, shift=True, extra=1, from_x=False, masked=True,
             h, v = ho * s + p - shifted, wo * s + q - shifted
             if nchw_x:
                 X[n, k] = x[b, c, h, v] if 0 <= h < H and 0 <= v < W else float32(0)
+            elif not zeroed:  # the padding's cells skipped, not set to 0
+                if 0 <= h < H and 0 <= v < W:
+                    X[n, k] = x[b, h, v, c]
             elif masked:
                 X[n, k] = x[b, h, v, c] if 0 <= h < H and 0 <= v < W else float32(0)
             else:
@@ -69,6 +75,11 @@ def test_the_right_kernel_passes(capsys):
     assert capsys.readouterr().out.startswith("✓ nhwc_cells: correct on 6 launches")
 
 
+UNWRITTEN = "Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)`"
+PADDING_UNWRITTEN = ("The cells whose tap falls in the padding were never written: they must be 0, so write\n"
+                     "  X[n, k] = 0 there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
+
+
 @pytest.mark.parametrize("mistake, said", [
     (dict(masked=False), "is in the padding of the"),
     (dict(order="cpq"), "NCHW's order k = (c, p, q)"),
@@ -78,7 +89,9 @@ def test_the_right_kernel_passes(capsys):
     (dict(extra=0), "is past the batch of 1: the rows are n = (b·Ho + h)·Wo + w, and this layer has\n  Ho = 5, Wo = 7"),
     (dict(extra=2), "this layer has Ho = 5, Wo = 7"),
     (dict(from_x=True), "Ho = 6, Wo = 10: Ho = (H"),
-    (dict(swapped=True), "k, n = cuda.grid(2)"),
+    (dict(swapped=True), UNWRITTEN),
+    (dict(grid_short=True), UNWRITTEN),  # the grid misses cells inside the image too: the old message
+    (dict(zeroed=False), PADDING_UNWRITTEN),
 ])
 def test_each_mistake_is_named(mistake, said, capsys):
     assert not try_puzzle(check_nhwc_rows, make(**mistake))

@@ -25,6 +25,7 @@ right = shuffled((16, 8, 4))
 whole_warp = shuffled((16, 8, 4, 2, 1))  # offsets 2 and 1 mix the groups
 consecutive = shuffled((4, 2, 1))  # groups of 8 consecutive lanes: the max over the wrong lanes
 one_step_short = shuffled((16, 8))
+sixteen_missing = shuffled((4, 8))
 summed = shuffled((16, 8, 4), add=True)
 shifted_down = shuffled((16, 8, 4), down=True)
 
@@ -58,6 +59,11 @@ def test_the_puzzle_check(capsys):
         assert "values[0:32:4]" in capsys.readouterr().out
         assert check_row_group_max(one_step_short) is False
         assert "max of some lanes of the group only: together the offsets must reach all 8" in capsys.readouterr().out
+        assert check_row_group_max(sixteen_missing) is False
+        said = capsys.readouterr().out
+        assert ("Offsets that keep lane % 4 are multiples of 4; how many xor steps reach all 8 lanes of the group?"
+                in said), said
+        assert "16" not in said.split("\n", 1)[1], "the hint gives the missing offset away"
         assert check_row_group_max(summed) is False
         assert "the group's sum: combine the values with max, not +" in capsys.readouterr().out
         assert check_row_group_max(shifted_down) is False

@@ -7,6 +7,10 @@ blow-up. `draw_im2col` draws one output pixel's patch becoming a row of that
 matrix and the filters becoming its columns; `im2col_viewer` puts the pixel
 behind sliders.
 
+`draw_read_counts` draws how often a kernel read each pixel of a plane (from a
+trace); `draw_spread` draws a gradient plane spread by the stride and padded, what
+the transposed convolution of the backward pass slides its filters over.
+
 `warp_cells` picks the im2col cells one warp of an implicit-GEMM tile loader
 copies; `loader_offsets` gives the addresses of the input it reads for them,
 straight from an NCHW or NHWC input; `sectors` counts the 32-byte sectors that
@@ -156,6 +160,45 @@ def im2col_viewer(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S:
     wo = widgets.IntSlider(0, 0, Wo - 1, description="wo")
     image = figure_view(lambda: draw_im2col(C, H, W, M, R, S, stride, padding, (ho.value, wo.value)), (ho, wo))
     return explorer(widgets.HBox([ho, wo]), image)
+
+
+# -- reads of a plane, and the backward pass's spread gradient -------------------------------------------
+def draw_read_counts(counts, title: str = "reads of each pixel"):
+    """A heat map of ``counts`` (H x W: how often a kernel read each pixel of one plane), each count written in
+    its cell. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    counts = np.asarray(counts)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.imshow(counts, cmap="Blues", vmin=0)
+    light = counts.max() * 0.55  # white text on the darker cells
+    for (h, v), count in np.ndenumerate(counts):
+        ax.text(v, h, count, ha="center", va="center", fontsize=10, color="white" if count > light else "black")
+    ax.set_title(title, fontsize=12)
+    ax.set_xlabel("w")
+    ax.set_ylabel("h")
+    return fig
+
+
+def draw_spread(G, stride: int, padding: int, name: str = "G"):
+    """Gradient plane ``G`` (Ho x Wo) with ``stride - 1`` zeros between its pixels and ``padding`` zeros around:
+    what the transposed convolution slides its flipped filters over. Values in red (positive) and blue
+    (negative), the zeros grey. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    G = np.asarray(G)
+    spread = np.zeros(((G.shape[0] - 1) * stride + 1, (G.shape[1] - 1) * stride + 1), G.dtype)
+    spread[::stride, ::stride] = G
+    framed = np.pad(spread, padding)
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    limit = np.abs(framed).max()  # coolwarm centred on 0
+    ax.imshow(np.where(framed == 0, np.nan, framed), cmap="coolwarm", vmin=-limit, vmax=limit)
+    for (h, v), value in np.ndenumerate(framed):
+        ax.text(v, h, "0" if value == 0 else f"{value:.1f}", ha="center", va="center", fontsize=9,
+                color="0.6" if value == 0 else "white" if abs(value) > 0.4 * limit else "black")
+    ax.set_title(f"{name} ({G.shape[0]} x {G.shape[1]}) spread by stride {stride}, "
+                 f"padded: {framed.shape[0]} x {framed.shape[1]}", fontsize=12)
+    return fig
 
 
 # -- one warp of an implicit-GEMM tile loader ------------------------------------------------------------

@@ -735,7 +735,12 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
     """What a wrong im2col matrix of NHWC ``x`` is: an index mistake the puzzle's learners make, named."""
     x = inputs[0].astype(np.float64)
     B, C, H, W, R, S, stride, padding, Ho, Wo = kase.geometry
-    if np.isnan(got).any():
+    in_padding = _nhwc_cells(np.ones_like(x), R, S, stride, padding, Ho, Wo) == 0
+    unwritten = np.isnan(got)
+    if unwritten.any() and np.all(in_padding[unwritten]):
+        return ("The cells whose tap falls in the padding were never written: they must be 0, so write\n"
+                "  X[n, k] = 0 there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
+    if unwritten.any():
         return ("Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)` (threadIdx.x\n"
                 "  along the columns k), guarded by n < X.shape[0] and k < X.shape[1].")
     models = [(_nhwc_cells(x, R, S, stride, padding, Ho, Wo, order="cpq"),
@@ -745,7 +750,6 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
         if model is not None and np.array_equal(got, model.astype(got.dtype)):
             return said
     right = im2col_nhwc_reference(x, R, S, stride, padding)
-    in_padding = _nhwc_cells(np.ones_like(x), R, S, stride, padding, Ho, Wo) == 0
     if np.all(in_padding[got != right.astype(got.dtype)]):
         return "Every wrong cell is a tap in the padding: such a cell is 0 (and x is not read there)."
     return ""
@@ -766,7 +770,8 @@ def _nhwc_read_hint(read: tuple[int, ...], kase: ConvCase) -> str:
 def check_nhwc_rows(kernel, quiet: bool = False) -> None:
     """Lecture 4's puzzle: ``kernel(X, x, R, S, stride, padding)`` writes the im2col matrix of NHWC ``x``, one thread
     per cell (`nhwc_rows`), on odd sizes, filters that are not square, strides 1 to 3 and paddings 0 to 2. A wrong
-    ``X`` is named: NCHW's column order, the stride or the padding shift missing, Ho or Wo off, the padding read."""
+    ``X`` is named: NCHW's column order, the stride or the padding shift missing, Ho or Wo off, the padding read, its
+    cells left unwritten."""
     __tracebackhide__ = True
     cases = (nhwc_rows([(1, 5, 7, 3, 3, 3), (2, 6, 9, 5, 3, 2)], stride=1, padding=1)
              + nhwc_rows([(2, 9, 7, 3, 3, 3), (1, 8, 11, 2, 2, 3)], stride=2, padding=1, block=(16, 8))

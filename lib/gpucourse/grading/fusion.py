@@ -666,8 +666,10 @@ def _group_hint(got, group: np.ndarray, warp: np.ndarray, groups: int) -> str:
     if np.isclose(got, group.sum(dtype=np.float64), rtol=1e-5):
         return "That is the group's sum: combine the values with max, not +."
     if got in group:
-        return (f"That is the max of some lanes of the group only: together the offsets must reach all {len(group)} "
-                "(xor by 16, 8 and 4 does; shfl_down leaves the last lanes without the others' values).")
+        lanes = len(group)
+        return (f"That is the max of some lanes of the group only: together the offsets must reach all {lanes}.\n"
+                f"Offsets that keep lane % {groups} are multiples of {groups}; how many xor steps reach all {lanes} "
+                "lanes of the group?\n(shfl_down leaves the last lanes without the others' values.)")
     if got in warp:
         return f"That value belongs to another group: an xor offset that changes lane % {groups} mixes groups."
     return f"That is none of the warp's values: combine them with max, by xor offsets that keep lane % {groups}."

@@ -28,9 +28,9 @@ from .precision import (bfloat16_inputs, bfloat16_reference, bit_fields, check_d
                         check_linear_fp16, check_loss_scale_update, check_master_sgd, check_mma_gemm,
                         check_mma_nt, check_scaled_gradient, check_softmax_fp16, check_to_bfloat16,
                         check_training_step, check_unscale)
-from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, one_block_reduce,
-                        pairs_per_thread, reads_each_element_once, shared_reads_per_element, stencil_blocks,
-                        tree_reads, writes_each_element_once)
+from .reduction import (block_per_row, block_sums, check_axis_reduce, check_reduction, halo_reads, no_atomics,
+                        one_block_reduce, pairs_per_thread, reads_each_element_once, shared_reads_per_element,
+                        stencil_blocks, tree_reads, writes_each_element_once)
 from .runner import REDUCTION_RTOL
 from .threads import check_copies
 from . import tuning  # noqa: E402 (after the checks: it builds on run.tuning)
@@ -40,7 +40,7 @@ __all__ = ["CheckFailed", "Case", "case", "check_kernel", "check_function", "che
            "tensor", "check_strided_map", "check_broadcast_zip",
            "one_block_reduce", "block_per_row", "block_sums", "check_axis_reduce", "check_reduction",
            "reads_each_element_once", "writes_each_element_once",
-           "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element", "tree_reads",
+           "pairs_per_thread", "stencil_blocks", "halo_reads", "shared_reads_per_element", "tree_reads", "no_atomics",
            "check_matrix_kernel", "transpose_tiles", "matmul_tiles", "register_tiles", "shared_reads_per_fma", "warp_per_row", "coarsened_grid",
            "coalesced", "reads_per_thread", "tiled_reads", "warp_reads_its_row", "conflict_free_shared_memory",
            "no_shared_memory", "no_local_memory", "float32_only", "barrier_before_reads", "check_transposed_product", "check_block_step",

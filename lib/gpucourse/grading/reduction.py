@@ -148,6 +148,29 @@ def tree_reads(per_level: int, elements_per_thread: int = 1):
     return budget
 
 
+def no_atomics(*names: str):
+    """A budget: no atomic updates (``cuda.atomic.*``) of ``names``, or of any array when none are named.
+
+    For a puzzle that asks for a tree: every thread adding its value to the result with an atomic gives the
+    right sum, but the additions on one address run one after another and the tree is never written.
+    """
+
+    def budget(t):
+        for name, array in t.arrays.items():
+            if names and name not in names:
+                continue
+            per_thread = array.per_thread["atomic"]
+            if per_thread.any():
+                raise BudgetExceeded(
+                    f"{t.kernel}: {int(np.count_nonzero(per_thread))} threads made {int(per_thread.sum())} atomic "
+                    f"updates of `{name}` (cuda.atomic): atomics on one address are served one after another. "
+                    "This exercise asks for no atomics: combine the block's values with a tree in shared memory, a "
+                    "barrier after each level, and let one thread write the result"
+                )
+
+    return budget
+
+
 def shared_reads_per_element(at_most: float, elements_per_thread: int = 2):
     """A budget for a scan in one block: shared-memory reads per element of the block's shared array.
 

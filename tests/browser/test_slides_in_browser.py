@@ -1,4 +1,4 @@
-"""Every lecture deck in a real browser, offline: slides fit the 1280 x 720 canvas, and what does not scrolls."""
+"""Every lecture deck in a real browser, offline: slides fit the 1280 x 720 canvas, and what does not scrolls down."""
 
 from pathlib import Path
 
@@ -23,6 +23,8 @@ MEASURE_SLIDES = """() => Reveal.getSlides().map((slide) => {
         contentHeight: slide.scrollHeight,
         overflowY: getComputedStyle(slide).overflowY,
         scrolledToBottom: slide.scrollHeight - slide.scrollTop - slide.clientHeight < 2,
+        pastRightEdge: Math.max(0, ...Array.from(slide.querySelectorAll("table, img, .jp-OutputArea-output"),
+            (element) => element.getBoundingClientRect().right - slide.getBoundingClientRect().right)),
     };
 })"""
 
@@ -50,13 +52,15 @@ def slide_showing(page, title: str, text: str):
 
 
 def test_slides_fit_the_canvas(built_decks, page):
-    """Few slides taller than a screen, none taller than one and a half; each fills the canvas or scrolls."""
+    """Few slides taller than a screen, none taller than one and a half; each fills the canvas or scrolls; nothing
+    runs past its right edge."""
     slides = []
     for lecture in LECTURES:
         open_deck(page, built_decks / f"{lecture}.slides.html")
         assert page.evaluate("[Reveal.getConfig().width, Reveal.getConfig().height]") == [1280, SCREEN]
         for slide in page.evaluate(MEASURE_SLIDES):
             assert slide["height"] <= SCREEN, (lecture, slide)
+            assert slide["pastRightEdge"] <= 2, f"cut at the slide's right edge (slides do not scroll sideways): {lecture} {slide}"
             if slide["contentHeight"] > slide["height"]:
                 assert slide["overflowY"] in ("auto", "scroll"), f"clipped: {lecture} {slide}"
                 assert slide["scrolledToBottom"], f"cannot scroll to its bottom: {lecture} {slide}"

@@ -39,6 +39,8 @@ CSS = f"""
 /* A line longer than the slide is wide (about 95 characters of code) wraps instead of being cut at its edge. */
 .reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{
     white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; }}
+/* Long code in a table cell (a profiler metric's name) breaks where it must, so the table fits the slide's width. */
+.reveal table code {{ overflow-wrap: anywhere; }}
 """
 
 

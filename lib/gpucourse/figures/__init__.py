@@ -3,7 +3,7 @@
 Holds: `threads` (module 1), `elementwise` and `reduction` (module 2), `matmul` (module 3),
 `conv` (module 4), `fusion` (module 5), `precision` (module 6), `tuning` (module 7: the CPU cost model, Spearman's
 rank correlation, the tuning heat map), `roofline` (the one table of data-sheet
-figures, `DEVICES`, and `show_prediction`: a traced launch's lower bound on time), `occupancy` (blocks per SM from registers and shared
+figures, `DEVICES`, and `show_prediction`: a traced launch's time if every sector came from DRAM), `occupancy` (blocks per SM from registers and shared
 memory). May import: `gpucourse.kernels` and `gpucourse.simulator`.
 """
 

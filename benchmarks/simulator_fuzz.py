@@ -387,7 +387,8 @@ def section(count: int, disagreements: list[str], seed: int, device: str) -> str
     return "\n".join(lines)
 
 
-def main() -> None:
+def main() -> int:
+    """0, or 1 when the GPU and the simulator disagreed (the section records them all the same)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
@@ -404,14 +405,14 @@ def main() -> None:
     from common import without_gpu  # noqa: PLC0415 (the benchmarks' one line when no GPU is here)
 
     if not arguments.cpu_only and without_gpu("simulator_fuzz.py"):  # before gpucourse, which refuses a missing GPU
-        return
+        return 0
     import gpucourse  # noqa: PLC0415
     on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
     if arguments.shard:
         shard = tuple(map(int, arguments.shard.split("/")))
         done, disagreements = run(arguments.kernels, arguments.seed, on_gpu, shard=shard)
         arguments.shard_result.write_text(json.dumps({"done": done, "disagreements": disagreements}))
-        return
+        return 0
     if arguments.workers > 1:
         count, disagreements = run_in_processes(arguments.kernels, arguments.seed, not on_gpu, arguments.workers)
         print(f"{count} kernels in {arguments.workers} processes, {len(disagreements)} disagreements")
@@ -426,7 +427,8 @@ def main() -> None:
         text = section(count, disagreements, arguments.seed, name.decode() if isinstance(name, bytes) else name)
         print(text)
         record(NAME, text)
+    return 1 if disagreements else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,12 +16,16 @@ noisy candidates is biased low) and compared with the library: cuBLAS fp32 (`tor
 (`gpucourse.figures.tuning.cost_model`, for the data sheet of the GPU it runs on when that is a T4, A100, H100 or H200)
 then predicts each timed candidate from a traced launch of the same kernel at a small size, scaled by FLOPs;
 Spearman's rank correlation between predicted and measured times is the model's score (goal: at least 0.8). A
-candidate that fails or computes a wrong result is reported and nothing is recorded.
+candidate that computes a wrong result is reported and nothing is recorded; one that cannot launch (a block that fits
+no SM: registers x threads past the register file) is named in the section, as lecture 3 warns a tile search must
+expect. TF32 is off as in matmul.py and conv.py (``NVIDIA_TF32_OVERRIDE=0`` before the libraries load, and PyTorch's
+switches). Candidates are timed on one set of buffers: at 1024^3 (12 MiB) they stay in the L2, unlike matmul.py's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -78,7 +82,7 @@ class Row:
     tuning_s: float
     predicted: list = field(default_factory=list)  # seconds, one per timed candidate
     measured: list = field(default_factory=list)
-    errors: list = field(default_factory=list)  # "config: error" of the candidates that failed
+    errors: list = field(default_factory=list)  # "config: error" of the candidates that failed or were wrong
     spearman: float | None = None  # of predicted and measured
 
     @property
@@ -87,7 +91,12 @@ class Row:
 
     @property
     def wrong(self) -> bool:
-        return bool(self.errors)
+        """A candidate computed a wrong result (one that cannot launch is a finding, not a failure)."""
+        return any("wrong result" in error for error in self.errors)
+
+    @property
+    def not_launched(self) -> list:
+        return [error for error in self.errors if "wrong result" not in error]
 
     @property
     def percent_of_reference(self) -> float | None:
@@ -108,9 +117,12 @@ def problem_of(case: Case):
 
 
 def reference_launch(case: Case, problem, torch):
-    """A function that runs the library's version of ``case`` once, on torch tensors of the same shapes."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    """A function that runs the library's version of ``case`` once, on torch tensors of the same shapes, TF32 off."""
+    import conv  # noqa: PLC0415 (benchmarks/: their TF32 switches, one way for every script)
+    import matmul  # noqa: PLC0415
+
+    matmul.tf32_off_torch(torch)
+    conv.tf32_off_torch(torch)
     torch.backends.cudnn.benchmark = True
     s = problem.shapes
     if case.family == "sgemm":
@@ -181,6 +193,9 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         "",
         table,
         *(["", note] if note else []),
+        *(["", "Candidates that could not launch (counted in tried, not timed): " + "; ".join(
+            f"{r.case.name}: {error}" for r in rows for error in r.not_launched)] if any(r.not_launched for r in rows)
+          else []),
         "",
         f"Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
         "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by FLOPs.",
@@ -200,6 +215,7 @@ def main(argv=None) -> int:
         return 0
     from gpucourse.figures import tuning as ft  # noqa: PLC0415
 
+    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"  # cuBLAS and cuDNN: never TF32, read when they load
     device, libraries = current_device(), reference_libraries()
     samples = options.samples or (QUICK_SAMPLES if options.quick else SAMPLES)
     budget = options.budget or (QUICK_BUDGET if options.quick else BUDGET)

@@ -47,17 +47,19 @@ def test_the_usage_documents_every_part_and_the_limits():
 
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
     # first those that share the GPU (they check results), then the benchmarks that time it
-    assert gpu_check.all_parts() == ["lectures", "solutions", "differential", "simulator_fuzz", "grading", "bandwidth",
-                                     "compilers", "conv", "fusion", "matmul", "precision", "tuning"]
+    assert gpu_check.all_parts() == ["lectures", "solutions", "differential", "simulator_fuzz", "grading", "matmul",
+                                     "conv", "fusion", "bandwidth", "precision", "tuning", "compilers"]  # goals first
     assert [gpu_check.is_timed(p) for p in gpu_check.all_parts()] == [False] * 5 + [True] * 7
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["grading"]) == ["grading"]
     assert gpu_check.select_parts(["matmul", "differential", "lectures"]) == ["lectures", "differential", "matmul"]
+    assert gpu_check.select_parts(["compilers", "bandwidth"]) == ["bandwidth", "compilers"]
     with pytest.raises(SystemExit, match="no part named transformer; the parts are: lectures, solutions"):
         gpu_check.select_parts(["transformer"])
-    for name in ("common", "simulator_speed", "bandwidth", "conv"):  # a module 4 benchmark is picked up
+    for name in ("common", "simulator_speed", "bandwidth", "conv", "a_new_one"):  # a new benchmark is picked up, last
         (tmp_path / f"{name}.py").write_text("")
-    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", *gpu_check.SIDE_BY_SIDE, "bandwidth", "conv"]
+    assert gpu_check.all_parts(tmp_path) == ["lectures", "solutions", *gpu_check.SIDE_BY_SIDE, "conv", "bandwidth",
+                                             "a_new_one"]
 
 
 @pytest.mark.parametrize("nvidia_smi", [None, "echo 'NVIDIA-SMI has failed: no driver' >&2; exit 9"],
@@ -279,8 +281,9 @@ def test_a_part_expected_to_outlast_the_time_left_is_left_to_the_next_command(tm
     assert [(r.part, r.status) for r in results] == [("lectures", "passed"), ("differential", "not run"),
                                                       ("grading", "passed")]
     assert re.match(r"expected 400 s, \d+ s left: ", results[1].note) and "`--part differential`" in results[1].note
-    record = gpu_check.Record.read("| matmul | partial | 412 |\n| lectures | passed | 900 |\n| tuning | not run | 0 |")
-    assert record.durations() == {"matmul": 412}
+    record = gpu_check.Record.read("| matmul | partial | 412 |\n| lectures | passed | 900 |\n| tuning | not run | 0 |\n"
+                                   "| simulator_fuzz | failed | 570 |\n| grading | passed | 80 |")
+    assert record.durations() == {"matmul": 412, "grading": 80}  # a part stopped at the limit may start again
 
 
 def test_each_benchmark_gets_a_share_of_the_time_left_in_proportion_to_its_last_run():
@@ -344,6 +347,28 @@ def fake_runner(part, python, seconds_left, log, out, settings, share=None):
         return gpu_check.Result(part, "passed", 30.2, "", lines)
     return gpu_check.Result(part, "passed" if part != "matmul" else "failed", 12.4,
                             "" if part != "matmul" else "exit status 1: see gpu-check.log")
+
+
+def test_a_part_that_raises_fails_alone_and_what_ran_is_copied_to_out_at_once(tmp_path):
+    copies = []
+
+    def runner(part, python, seconds_left, log, out, settings, share=None):
+        copies.append((out / "RESULTS.md").exists())
+        if part == "matmul":
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+        return gpu_check.Result(part, "passed", 1.0)
+
+    results = gpu_check.check(["differential", "matmul", "conv"], sys.executable, tmp_path / "out", 500,
+                              gpu_check.Settings(), runner=runner)
+    assert [(r.part, r.status) for r in results] == [("differential", "passed"), ("matmul", "failed"), ("conv", "passed")]
+    assert results[1].note.startswith("gpu-check: UnicodeDecodeError:")
+    assert copies == [False, True, True]  # RESULTS.md in out after the first part already
+
+
+def test_a_childs_undecodable_bytes_are_replaced_not_raised():
+    code, output = gpu_check.run_command([sys.executable, "-c", "import sys; sys.stdout.buffer.write(b'ok \\xff')"],
+                                         dict(os.environ), 30)
+    assert code == 0 and output == "ok \ufffd"
 
 
 def test_the_run_stops_starting_parts_at_its_limit_and_writes_the_log_results_and_summary_to_out(tmp_path):

@@ -38,6 +38,15 @@ def test_a_failed_candidate_records_nothing(bench, capsys):
     assert "nothing recorded" in capsys.readouterr().out
 
 
+def test_a_candidate_that_cannot_launch_is_named_not_counted_wrong(bench):
+    launch = "{'BM': 128, 'BN': 128, 'TM': 2, 'TN': 8}: CudaAPIError: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+    failed = row(bench, 0.9, [launch])
+    assert not failed.wrong and failed.not_launched == [launch]
+    text = bench.section([failed], DEVICE, "versions", 5, "H100")
+    assert f"Candidates that could not launch (counted in tried, not timed): sgemm 4096^3: {launch}" in text
+    assert "could not launch" not in bench.section([row(bench, 0.9)], DEVICE, "versions", 5, "H100")
+
+
 def test_every_case_builds_its_problem_with_a_traced_proxy(bench):
     for case in bench.QUICK_CASES:
         problem = bench.problem_of(case)

@@ -49,6 +49,13 @@ def test_each_roof_can_bound_the_time():
     assert flops.bound_by == "FLOPs" and flops.terms["FLOPs"] == pytest.approx(1e12 / 8.1e12)
 
 
+def test_a_block_that_fits_no_sm_has_no_time_the_launch_fails():
+    with pytest.raises(ValueError, match=r"cannot launch on the H100 SXM: a block of 1024 threads with 71 registers "
+                                         r"each and 0 bytes of shared memory fits no SM \(its registers run out\)"):
+        ft.predict(1000, 0, 0, 132, 1024, 71, 0)
+    assert ft.predict(1000, 0, 0, 132, 1024, 64, 0).blocks_per_sm == 1  # 64 x 1024: the register file exactly
+
+
 def test_spearman_ranks():
     assert ft.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1)
     assert ft.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1)

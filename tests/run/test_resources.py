@@ -78,3 +78,31 @@ def test_launch_bounds_count_for_their_own_jit_of_a_function_only():
     assert kernel_resources(plain, types, "sm_90").registers > 128
     assert kernel_resources(bounded, types, "sm_90").registers <= 128
     assert kernel_resources(plain, types, "sm_90").registers > 128
+
+
+class _NumbaLikeDispatcher:
+    """numba-cuda 0.30's surface: ``compile`` takes a tuple and returns the overload; its ``get_*`` methods take a
+    ``Signature`` (``signature.args``), so a tuple fails there as on a GPU."""
+
+    targetoptions: dict = {}
+
+    class _Kernel:
+        regs_per_thread, shared_mem_per_block, local_mem_per_thread = 40, 2048, 0
+
+    def compile(self, signature):
+        assert isinstance(signature, tuple)
+        return self._Kernel()
+
+    def get_regs_per_thread(self, signature=None):
+        return signature.args
+
+    get_local_mem_per_thread = get_shared_mem_per_block = get_regs_per_thread
+
+
+def test_on_a_gpu_of_the_architecture_asked_the_figures_come_from_the_compiled_overload(monkeypatch):
+    from gpucourse.run import resources
+
+    monkeypatch.setattr(resources, "resources_problem", lambda: None)
+    monkeypatch.setattr(resources, "_gpu_architecture", lambda: "sm_90")
+    found = kernel_resources(_NumbaLikeDispatcher(), (numba.float32[:],), "sm_90")
+    assert (found.registers, found.shared_bytes, found.spilled_bytes, found.local_bytes) == (40, 2048, 0, 0)

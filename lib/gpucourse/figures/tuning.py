@@ -50,7 +50,12 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
-    per_sm = max(1, blocks_per_sm(sm, threads, registers, shared_bytes).blocks)
+    fit = blocks_per_sm(sm, threads, registers, shared_bytes)
+    if not fit.blocks:  # a GPU refuses the launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): it has no time
+        short = [why for why, blocks in fit.limits.items() if not blocks]
+        raise ValueError(f"cannot launch on the {sm.name}: a block of {threads} threads with {registers} registers "
+                         f"each and {shared_bytes} bytes of shared memory fits no SM (its {' and '.join(short)} run out)")
+    per_sm = fit.blocks
     waves = max(1, math.ceil(blocks / (per_sm * sm.sms)))
     last = math.ceil((blocks - (waves - 1) * per_sm * sm.sms) / sm.sms)  # the last wave's blocks on its busiest SM
     busiest = (waves - 1) * per_sm + last  # blocks that SM runs, in turn

@@ -111,12 +111,10 @@ def _from_overload(dispatcher, argtypes, architecture: str) -> Resources:
 
     A kernel without local memory spills nothing, so its report is not needed.
     """
-    signature = tuple(argtypes)
-    dispatcher.compile(signature)
-    local = dispatcher.get_local_mem_per_thread(signature)
+    kernel = dispatcher.compile(tuple(argtypes))  # the overload (its get_*_per_* methods want a Signature)
+    local = kernel.local_mem_per_thread
     spilled = _assembled(dispatcher, argtypes, architecture).spilled_bytes if local else 0
-    return Resources(dispatcher.get_regs_per_thread(signature), dispatcher.get_shared_mem_per_block(signature),
-                     spilled, architecture, local)
+    return Resources(kernel.regs_per_thread, kernel.shared_mem_per_block, spilled, architecture, local)
 
 
 _own: dict = {}  # (py_func, argument types, launch bounds, compute capability) -> PTX

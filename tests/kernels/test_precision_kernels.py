@@ -9,7 +9,8 @@ from numba import cuda, float32, types
 
 from gpucourse import simulated, trace
 from gpucourse.kernels import precision as p
-from gpucourse.run.resources import kernel_resources, ptx_for, resources_problem
+from gpucourse.run.assembler import ptx_for, resources_problem
+from gpucourse.run.resources import kernel_resources
 from gpucourse.run.sass import disassemble, sass_problem
 from gpucourse.run.tuning import innermost_loops, ptx_counts
 from gpucourse.simulator.errors import WarpFault

@@ -11,7 +11,8 @@ from gpucourse import simulated
 from gpucourse.kernels import matmul as mm, sgemm
 from gpucourse.kernels.vector import load4
 from gpucourse.run.ptx import compile_for_gpu
-from gpucourse.run.resources import kernel_resources, resources_problem
+from gpucourse.run.assembler import resources_problem
+from gpucourse.run.resources import kernel_resources
 from gpucourse.run.tuning import ptx_counts
 
 rng = np.random.default_rng(22)

@@ -343,3 +343,19 @@ def test_a_kernel_written_in_python_c_runs_on_the_course_simulator():
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "GPUCOURSE_DEVICE": "cpu"})
     assert run.stdout.splitlines() == ["course: DataRace", "exec: 7.0 True"], run.stderr[-2000:]
+
+
+@pytest.mark.skipif(bool(ptx.toolchain_problem()), reason="needs NVVM and nvJitLink (the course's cu12 or cu13 extra)")
+def test_a_block_past_the_register_file_is_refused_as_on_a_gpu():
+    from gpucourse.kernels import matmul as mm
+
+    wide = mm.make_register_tiled(256, 128, 8, 8, 8)  # 512 threads of 8 x 8 accumulators: about 150 registers each
+    A, B = np.ones((1, 260, 16), np.float32), np.ones((1, 16, 130), np.float32)
+    C = np.zeros((1, 260, 130), np.float32)
+    with pytest.raises(ValueError, match=r"matmul_register_tiled uses \d+ registers per thread \(sm_75\): a block of "
+                                         r"512 threads takes [\d,]+, more than the 65,536 a block may have. A GPU "
+                                         r"refuses this launch \(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES\)"):
+        wide[(2, 2, 1), (16, 32)](C, A, B)
+    fitted = cuda.jit(launch_bounds=(512, 1))(wide.py_func)  # the assembler keeps it at 128 registers
+    fitted[(2, 2, 1), (16, 32)](C, A, B)
+    np.testing.assert_array_equal(C, A @ B)

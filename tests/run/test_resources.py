@@ -8,7 +8,7 @@ import pytest
 
 from gpucourse.kernels import matmul as mm
 from gpucourse.run import kernel_resources, resources_problem
-from gpucourse.run.resources import parse_report
+from gpucourse.run.assembler import parse_report
 
 REPORTS = Path(__file__).parent / "reports"  # real reports: nvJitLink 12.9 and 13.5 on module 3's kernels
 PTX = """.visible .shared .align 4 .b8 _cudapy_smem_1[4096];

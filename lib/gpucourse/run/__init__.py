@@ -2,8 +2,9 @@
 
 Holds: the choice (`device`), the CPU backend behind ``numba.cuda`` (`cpu_backend`, with `device_memory` and
 `simulated_device`), `trace` and `simulated`, the check that every kernel compiles for a real GPU (`ptx`), a
-compiled kernel's registers and shared memory (`resources`), GPU timing with CUDA events (`timing`: the one
-timer of the lectures, the tuner, the grading and the benchmarks), the autotuner and compiled-code findings
+compiled kernel's registers and shared memory (`resources`; the assembler's report in `assembler`), GPU timing
+with CUDA events (`timing`: the one timer of the lectures, the tuner, the grading and the benchmarks), the
+autotuner and compiled-code findings
 (`tuning`, module 7; SASS read with nvdisasm in `sass`), and `doctor`.
 May import: `gpucourse.simulator`.
 """
@@ -16,7 +17,8 @@ from . import ptx  # noqa: E402
 from .doctor import doctor, show_device  # noqa: E402
 from .ptx import (KernelCompileError, compile_for_gpu, float_operations, integer_operations,  # noqa: E402
                   unchecked_kernels)
-from .resources import ARCHITECTURES, Resources, kernel_resources, resources_problem  # noqa: E402
+from .assembler import Resources, resources_problem  # noqa: E402
+from .resources import ARCHITECTURES, kernel_resources  # noqa: E402
 from . import timing  # noqa: E402
 from .timing import median_seconds, seconds_per_launch  # noqa: E402
 from . import tuning  # noqa: E402

@@ -1,7 +1,7 @@
 """The PTX check's compilations kept by what the compiler reads, in memory and on disk.
 
 numba-cuda takes about a second to compile a kernel to PTX on a laptop, and the course compiles every kernel it
-launches (`ptx.check_compiles`) and every kernel whose registers it reports (`resources.ptx_for`). The same kernel
+launches (`ptx.check_compiles`) and every kernel whose registers it reports (`assembler.ptx_for`). The same kernel
 comes back often: a lecture run again in a fresh kernel, a builder called twice with the same tiles, the test
 suite's processes. `key` hashes what the compiler reads of a kernel: the code of the kernel and of every function it
 names, the values of the globals and closure variables they name, the argument types, compute capability and launch

@@ -48,7 +48,7 @@ from numba.cuda.simulator.kernel import FakeCUDAKernel
 
 from .. import simulator
 from ..simulator.arithmetic import as_dtype, cast
-from . import device_memory, ptx, simulated_device
+from . import assembler, device_memory, ptx, simulated_device
 
 def auto_device(obj, stream=0, copy=True, user_explicit=False):
     """``cuda.devicearray.auto_device`` on the simulator: a simulator array, refusing what a GPU refuses."""
@@ -86,6 +86,25 @@ def check_launch_bounds(dispatcher: CUDADispatcher, block: tuple) -> None:
             f"{dispatcher.py_func.__name__} was compiled with launch_bounds={bounds!r}: at most {most} threads per "
             f"block, and this launch has {threads}. A GPU refuses it (CUDA_ERROR_INVALID_VALUE): launch blocks of "
             f"at most {most} threads, or raise the bound"
+        )
+
+
+def check_registers(dispatcher: CUDADispatcher, argtypes: tuple, block: tuple) -> None:
+    """Refuse, as a GPU would, a block whose threads need more registers than a block may have (the assembler's
+    count for the GPU launches are checked for). A block of up to 256 threads always fits: 255 x 256 <= 65,536."""
+    threads = block[0] * block[1] * block[2]
+    if threads <= 256 or ptx.mode() == "off" or ptx.toolchain_problem() or assembler.resources_problem():
+        return
+    architecture = assembler.checked_architecture()
+    used = assembler.assembled(dispatcher, argtypes, architecture)
+    needed = assembler.registers_per_block(used.registers, threads)
+    limit = simulated_device.DEVICE.MAX_REGISTERS_PER_BLOCK
+    if needed > limit:
+        raise ValueError(
+            f"{dispatcher.py_func.__name__} uses {used.registers} registers per thread ({architecture}): a block of "
+            f"{threads} threads takes {needed:,}, more than the {limit:,} a block may have. A GPU refuses this launch "
+            f"(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): launch fewer threads per block, or let the assembler fit them "
+            f"with @cuda.jit(launch_bounds=({threads}, 1)) (it may spill)"
         )
 
 
@@ -249,6 +268,7 @@ class SimulatedLaunch:
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         launched = _launched.setdefault(self.dispatcher, [])
         argtypes = declared or tuple(ptx.argument_type(a) for a in args)
+        check_registers(self.dispatcher, argtypes, block)
         if argtypes not in launched:
             launched.append(argtypes)
             if _installed:  # with `simulated` on a GPU machine, the overloads are numba's compiled kernels

@@ -403,7 +403,7 @@ def unchecked_kernels(namespace: dict) -> list[str]:
     """Names of the kernels and device functions in ``namespace`` never compiled for the GPU.
 
     The notebook tests call this after a notebook ran: every kernel it defines must have
-    been launched (and so compiled) at least once, or compiled for an architecture (`resources.ptx_for`).
+    been launched (and so compiled) at least once, or compiled for an architecture (`assembler.ptx_for`).
     """
     from numba.cuda.dispatcher import CUDADispatcher
 

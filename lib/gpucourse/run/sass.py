@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .resources import assemble
+from .assembler import assemble
 
 # (package, where its folder holds an nvdisasm): NVIDIA's wheel for CUDA 13 (`nvidia` is a namespace package), Triton
 PACKAGED_NVDISASM = (("nvidia", ("cu13", "bin", "nvdisasm")), ("triton", ("backends", "nvidia", "bin", "nvdisasm")))

@@ -27,7 +27,8 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, checked_for
-from .resources import Resources, compute_capability, kernel_resources, max_registers, ptx_for
+from .assembler import Resources, compute_capability, max_registers, ptx_for
+from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
 from .sass import disassemble, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
 from .timing import median_seconds

@@ -1,0 +1,140 @@
+"""What NVIDIA's assembler says of a kernel, with no GPU: registers per thread, local memory, shared memory.
+
+`assembled` compiles the kernel to PTX for an architecture's compute capability (`ptx_for`), assembles it with
+nvJitLink, asking its assembler for a report (``ptxas -v``): registers per thread, the stack frame (local
+memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba declares
+them at module level, where the report does not count them). nvJitLink keeps a cache of its own on a machine
+with a driver, and a cache hit reports nothing of the assembler: the course asks it not to cache
+(``-no-cache``). `parse_report` reads the reports of CUDA 12 and 13. `registers_per_block` is what a launch
+asks of the register file (the CPU backend refuses a block past it, as a GPU does).
+
+Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra), `resources_problem` says why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import ptx as _ptx_check
+from .ptx import compile_for_gpu
+
+
+@dataclass(frozen=True)
+
+
+class Resources:
+    registers: int  # per thread
+    shared_bytes: int  # static shared memory per block
+    spilled_bytes: int  # stores to local memory when the registers run out
+    architecture: str
+    local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
+
+
+def assemble(ptx: str, architecture: str, max_registers: int | None = None) -> tuple[str, bytes]:
+    """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``,
+    with at most ``max_registers`` registers per thread when given (what ``@cuda.jit(max_registers=...)`` asks)."""
+    from cuda.bindings import nvjitlink
+
+    cap = [f"-maxrregcount={max_registers}"] if max_registers else []
+    for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache", *cap],
+                    [f"-arch={architecture}", "-Xptxas=-v", *cap]):
+        try:
+            handle = nvjitlink.create(len(options), options)
+        except nvjitlink.nvJitLinkError:  # an nvJitLink older than -no-cache (12.3 and before)
+            continue
+        try:
+            data = ptx.encode()
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel")
+            nvjitlink.complete(handle)
+            log = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, log)
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+        finally:
+            nvjitlink.destroy(handle)
+        return log.decode(errors="replace").rstrip("\x00"), bytes(cubin)
+    raise RuntimeError(f"nvJitLink refused the options for {architecture}")
+
+
+def resources_problem() -> str | None:
+    """None when `kernel_resources` works here, else one line saying why not."""
+    try:
+        from cuda.bindings import nvjitlink  # noqa: F401
+    except Exception as exc:  # ImportError, or a wheel without the library
+        return f"register counts need nvJitLink (the course's cu12 or cu13 extra): {type(exc).__name__}: {exc}"
+    return None
+
+
+def _entry_section(report: str) -> str:
+    """The part of the report about the (first) entry function: device functions have their own lines."""
+    start = re.search(r"Compiling entry function", report)
+    if start is None:
+        return report
+    end = re.search(r"Compiling entry function", report[start.end():])
+    return report[start.start(): start.end() + end.start() if end else len(report)]
+
+
+def parse_report(report: str, ptx: str, architecture: str) -> Resources:
+    """`Resources` from the assembler's verbose report (CUDA 12 or 13) and the PTX it assembled."""
+    section = _entry_section(report)
+    registers = re.search(r"Used (\d+) registers", section)
+    if registers is None:
+        raise ValueError("no register count in the assembler's report (was the PTX assembled at all? a cached "
+                         f"link reports nothing of the assembler):\n{report}")
+    stack = re.search(r"(\d+) bytes stack frame", section)
+    spilled = re.search(r"(\d+) bytes spill stores", section)
+    shared = sum(int(size) for size in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+    return Resources(int(registers.group(1)), shared, int(spilled.group(1)) if spilled else 0, architecture,
+                     int(stack.group(1)) if stack else 0)
+
+
+_own: dict = {}  # (py_func, argument types, launch bounds, compute capability) -> PTX
+
+
+def compute_capability(architecture: str) -> tuple[int, int]:
+    """``(9, 0)`` for ``"sm_90"``."""
+    digits = architecture.removeprefix("sm_")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def ptx_for(dispatcher, argtypes, architecture: str) -> str:
+    """The PTX that `kernel_resources` assembles for ``architecture``: compiled for its compute capability."""
+    bounds = dispatcher.targetoptions.get("launch_bounds")
+    cc = compute_capability(architecture)
+    key = (dispatcher.py_func, tuple(argtypes))
+    compiled = _ptx_check._compiled  # the PTX check's cache: a kernel already launched is not compiled again
+    if bounds is not None or cc != _ptx_check.COMPUTE_CAPABILITY:
+        # its own PTX: .maxntid and .minnctapersm decide how many registers the assembler may use, and code may
+        # depend on the compute capability (`kernels.precision.mma_m16n8k16`: one instruction from sm_80 on)
+        key, compiled = (*key, bounds, cc), _own
+    if key not in compiled or (bounds is None and ".maxntid" in compiled[key]):  # another jit of it had bounds
+        compiled[key] = compile_for_gpu(dispatcher, argtypes, cc)
+    return compiled[key]
+
+
+def assembled(dispatcher, argtypes, architecture: str) -> Resources:
+    """`Resources` of ``dispatcher`` for ``argtypes`` from the assembler's report on ``architecture``."""
+    ptx = ptx_for(dispatcher, argtypes, architecture)
+    return parse_report(assemble(ptx, architecture, max_registers(dispatcher))[0], ptx, architecture)
+
+
+def max_registers(dispatcher) -> int | None:
+    """The cap on registers per thread the kernel was compiled with (``@cuda.jit(max_registers=...)``), or None."""
+    return dispatcher.targetoptions.get("max_registers") or None
+
+
+REGISTER_UNIT = 256  # registers are given to a warp in units of 256 (CUDA's occupancy calculator)
+
+
+def registers_per_block(registers: int, threads: int) -> int:
+    """The registers a block of ``threads`` threads takes when each uses ``registers``: whole warps, each given
+    ``registers`` x 32 rounded up to `REGISTER_UNIT`. A launch whose block takes more than the device's
+    ``MAX_REGISTERS_PER_BLOCK`` (65,536) fails (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)."""
+    per_warp = -(-registers * 32 // REGISTER_UNIT) * REGISTER_UNIT
+    return -(-threads // 32) * per_warp
+
+
+def checked_architecture() -> str:
+    """``"sm_XY"`` of the GPU that launches on the simulator are checked for (`ptx.checked_for`; the T4 by default)."""
+    return "sm_{}{}".format(*_ptx_check._check_cc)

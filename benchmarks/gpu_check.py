@@ -22,15 +22,17 @@ Parts (``--part`` names one or more; the default runs them all):
 The device time is short (15 minutes a session, the machine's start included), so the parts that check
 results share the GPU and run side by side first: the notebooks, ``--jobs`` at a time (a third of the
 CPUs, at most 6), each in its own process, beside the differential test, the fuzzing and the grading. The
-benchmarks, which time the GPU, run after them one at a time, each with its share of the time left
-(``--seconds``, shared in proportion to how long each took when it last ran): a benchmark measures the
-goals' rows first and names in its section the rows it had no time for (the part is then `partial`).
+benchmarks, which time the GPU, run after them one at a time (those of the course's goals first, the
+compiler baselines last), each with its share of the time left (``--seconds``, shared in proportion to how
+long each took when it last ran): a benchmark measures the goals' rows first and names in its section the
+rows it had no time for (the part is then `partial`).
 
 Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
 seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
 
 Limits (the device tool's): one command under 10 minutes, so nothing new is started once ``--limit``
-seconds (570) are spent, and the summary is always printed. ``--resume`` skips what RESULTS.md's
+seconds (570, counted from the start: installing the wheels included) are spent, and the summary is always
+printed; a part stopped at the limit may start again in the next command. ``--resume`` skips what RESULTS.md's
 `gpu_check` section already records as passed for this same tree (notebook by notebook; a partial
 benchmark runs again), so a second command finishes the run. 64 MiB carried: the wheels folder
 (``make gpu-wheels``, about 45 MiB) plus the working tree (about 3 MiB).
@@ -43,8 +45,8 @@ device tool's machine: PyTorch, CuPy and numba live in /opt/torch/.venv), only t
 into a folder put first on PYTHONPATH (``--site``); elsewhere into a virtual environment that sees the
 machine's packages. ``--use-this-python`` skips both (Colab: install the course first).
 
-Writes to ``--out``: gpu-check.log (everything every part printed), RESULTS.md (benchmarks/RESULTS.md
-after the run, with its `gpu_check` section: device, date, versions, the parts, one line per notebook)
+Writes to ``--out``: gpu-check.log (everything every part printed), RESULTS.md (benchmarks/RESULTS.md,
+copied after every part, so that a command stopped later keeps what ran; at the end with its `gpu_check` section: device, date, versions, the parts, one line per notebook)
 and summary.md (the table printed last). Exit status 0 when every part passed (or was partial). Without
 a GPU it says so in one line and exits with status 2.
 """

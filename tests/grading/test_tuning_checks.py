@@ -461,6 +461,19 @@ def row_sums_shared_sized_at_run_time(out, x):
         out[cuda.blockIdx.x] = partial[0]
 
 
+def test_the_row_sum_is_graded_by_the_cost_model_everywhere_and_a_gpus_timing_only_shown(monkeypatch):
+    from gpucourse.run import device, timing
+
+    model = ft.cost_model("H100")
+    here, how_here = gt.row_sums_speedup(row_sums_small_chunks, 1024, model)
+    assert how_here.startswith("predicted for the H100 by the cost model (8192 x 4096")
+    times = iter([3e-3, 4e-3])  # the reference, then the kernel: measured 0.75x
+    monkeypatch.setattr(device, "chosen_backend", lambda: type("GPU", (), {"on_gpu": True})())
+    monkeypatch.setattr(timing, "median_seconds", lambda launch: next(times))
+    on_gpu, how = gt.row_sums_speedup(row_sums_small_chunks, 1024, model)
+    assert on_gpu == here and how.startswith(how_here) and how.endswith(": 0.75x (shown, not graded)")
+
+
 def test_a_row_sum_faster_by_more_threads_but_uncoalesced_loses_the_mark():
     assert gt.row_sums_speedup(row_sums_small_chunks, 1024, ft.cost_model("H100"))[0] > 1.5  # the speed alone passes
     with pytest.raises(CheckFailed, match=r"warp reads of `x` touch 16\.0 sectors of 32 bytes each on average, more "

@@ -92,3 +92,19 @@ def test_doctor_reports_versions_backend_and_fixes(capsys):
         assert needle in report
     if not gpucourse.BACKEND.on_gpu:
         assert "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in report and "NVVM" in report
+
+
+def test_numbas_performance_warnings_stay_quiet_after_a_config_reload():
+    """numba-cuda warns with its own class, and re-reads its switches from the environment after a NUMBA_ change:
+    a GPU's small teaching grids would write to stderr, which fails a notebook cell."""
+    done = run_python("""
+        import os, warnings
+        import gpucourse
+        from numba.cuda.core import config
+        from numba.cuda.core.errors import NumbaPerformanceWarning
+        os.environ["NUMBA_OPT"] = "2"
+        config.reload_config()
+        assert config.CUDA_LOW_OCCUPANCY_WARNINGS == 0 and config.CUDA_WARN_ON_IMPLICIT_COPY == 0
+        warnings.warn(NumbaPerformanceWarning("Grid size 1 will likely result in GPU under-utilization"))
+    """, GPUCOURSE_DEVICE="cpu")
+    assert done.returncode == 0 and done.stderr == "", done.stderr

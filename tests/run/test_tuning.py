@@ -268,3 +268,15 @@ def test_sweep_gives_every_config_at_every_size_priced_or_timed_and_checked(monk
     timed = rt.sweep(on_gpu)
     assert all(0 < t < math.inf for t in timed[0][1])
     assert timed[1][1][0] < math.inf and timed[1][1][1] == math.inf  # wrong: not a time
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+def test_an_nvdisasm_that_fails_leaves_the_sass_unread_and_says_why(monkeypatch):
+    def older_nvdisasm(*args):  # another package's nvdisasm, older than the assembler's cubin
+        raise RuntimeError("nvdisasm failed on the sm_90 cubin: unsupported ELF version")
+
+    monkeypatch.setattr(rt, "disassemble", older_nvdisasm)
+    x, out = np.arange(32, dtype=np.float32), np.zeros(32, np.float32)
+    found = rt.inspect_compiled(_many_live, (out, x))
+    assert found.sass is None and found.registers > 32
+    assert found.findings[-1] == "SASS not read: nvdisasm failed on the sm_90 cubin: unsupported ELF version"

@@ -73,13 +73,19 @@ def _gpu_usable() -> tuple[bool, str]:
 
 
 def _quiet_numba_performance_warnings() -> None:
-    """Tiny teaching grids must not print warnings (nbgrader fails a cell with stderr)."""
+    """Tiny teaching grids must not print warnings (nbgrader fails a cell with stderr).
+
+    numba-cuda re-reads its configuration from the environment at a compile after any ``NUMBA_*`` variable
+    changed, so the switches are set there too; and its warnings are its own class, not numba's."""
     from numba.core.errors import NumbaPerformanceWarning
     from numba.cuda.core import config
+    from numba.cuda.core.errors import NumbaPerformanceWarning as CudaPerformanceWarning
 
-    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
-    config.CUDA_WARN_ON_IMPLICIT_COPY = 0
-    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
+    for name in ("CUDA_LOW_OCCUPANCY_WARNINGS", "CUDA_WARN_ON_IMPLICIT_COPY"):
+        os.environ.setdefault(f"NUMBA_{name}", "0")
+        setattr(config, name, 0)
+    for category in (NumbaPerformanceWarning, CudaPerformanceWarning):
+        warnings.filterwarnings("ignore", category=category)
 
 
 _chosen: Backend | None = None

@@ -154,11 +154,18 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90", read_sass: b
     counts = ptx_counts(ptx)
     if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
         counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)
-    sass = disassemble(ptx, architecture, max_registers(dispatcher)) if read_sass and resources is not None else None
+    sass, unread = None, None
+    if read_sass and resources is not None:
+        try:
+            sass = disassemble(ptx, architecture, max_registers(dispatcher))
+        except RuntimeError as error:  # an nvdisasm older than the assembler (another package's, on a GPU machine)
+            unread = f"SASS not read: {error}"
     c = Compiled(dispatcher.py_func.__name__, resources and resources.registers,
                  resources and resources.spilled_bytes, shared, **counts,
                  sass=sass_counts(sass) if sass is not None else None)
     c.findings.extend(findings(c))
+    if unread:
+        c.findings.append(unread)
     return c
 
 

@@ -46,7 +46,8 @@ into a folder put first on PYTHONPATH (``--site``); elsewhere into a virtual env
 machine's packages. ``--use-this-python`` skips both (Colab: install the course first).
 
 Writes to ``--out``: gpu-check.log (everything every part printed), RESULTS.md (benchmarks/RESULTS.md,
-copied after every part, so that a command stopped later keeps what ran; at the end with its `gpu_check` section: device, date, versions, the parts, one line per notebook)
+copied after every part, so that a command stopped later keeps what ran; at the end with its `gpu_check`
+section: device, date, versions, the parts, one line per notebook)
 and summary.md (the table printed last). Exit status 0 when every part passed (or was partial). Without
 a GPU it says so in one line and exits with status 2.
 """

@@ -359,3 +359,24 @@ def test_a_block_past_the_register_file_is_refused_as_on_a_gpu():
     fitted = cuda.jit(launch_bounds=(512, 1))(wide.py_func)  # the assembler keeps it at 128 registers
     fitted[(2, 2, 1), (16, 32)](C, A, B)
     np.testing.assert_array_equal(C, A @ B)
+
+
+@pytest.mark.skipif(bool(ptx.toolchain_problem()), reason="needs NVVM and nvJitLink (the course's cu12 or cu13 extra)")
+def test_the_register_check_assembles_a_kernel_once_not_at_every_launch(monkeypatch):
+    from gpucourse.run import assembler
+
+    @cuda.jit
+    def wide_copy(out, a):
+        i = cuda.grid(1)
+        if i < a.size:
+            out[i] = a[i]
+
+    calls = []
+    real = assembler.assembled
+    monkeypatch.setattr(assembler, "assembled", lambda *args: calls.append(args) or real(*args))
+    a = np.arange(600, dtype=np.float32)
+    for _ in range(3):
+        out = np.zeros_like(a)
+        wide_copy[2, 512](out, a)
+        np.testing.assert_array_equal(out, a)
+    assert len(calls) == 1

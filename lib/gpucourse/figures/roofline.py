@@ -9,7 +9,7 @@ bandwidth`` FLOP per byte, memory bounds it; above, arithmetic does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -154,17 +154,19 @@ class LaunchBound:
         return min(self.blocks, self.device.multiprocessors) if self.blocks and self.device.multiprocessors else 0
 
     @property
-    def peak_flops(self) -> float:
+    def filled(self) -> Device:
+        """The device as this grid sees it: the FP32 peak of the SMs it fills, all of the bandwidth."""
         used = self.multiprocessors_used
-        return self.device.peak_flops * (used / self.device.multiprocessors if used else 1)
+        return replace(self.device, peak_flops=self.device.peak_flops * used / self.device.multiprocessors) if used \
+            else self.device
 
     @property
     def seconds(self) -> float:
-        return max(self.flops / self.peak_flops, self.bytes_moved / self.device.bandwidth)
+        return seconds_at_least(self.flops, self.bytes_moved, self.filled)
 
     @property
     def bound_by(self) -> str:
-        return "memory" if self.bytes_moved / self.device.bandwidth >= self.flops / self.peak_flops else "FLOPs"
+        return "memory" if self.bytes_moved / self.device.bandwidth >= self.flops / self.filled.peak_flops else "FLOPs"
 
 
 def _device(device) -> Device:

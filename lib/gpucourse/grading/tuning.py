@@ -10,7 +10,8 @@ The checks of assignment 7: a space's constraint (`check_constraint`, against `s
 and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memory graded on its compiled code
 (`check_moving_sum`), occupancy from resources (`check_occupancy`), tuning with the cost model (`check_tuned`), and
 a row sum graded by its speed against `row_sums_chunked`, priced by the cost model (the same grade on every
-machine; a GPU's measured ratio is printed beside it: `check_row_sums_speed`), and a transpose without 64-bit division in its innermost loop (`check_transpose`).
+machine; a GPU's measured ratio is printed beside it: `check_row_sums_speed`), and a transpose without 64-bit
+division in its innermost loop (`check_transpose`).
 Lecture 7's puzzle: a column sum whose innermost loop tests no index's sign (`check_column_sums`).
 """
 

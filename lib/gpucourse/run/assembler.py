@@ -21,8 +21,6 @@ from .ptx import compile_for_gpu
 
 
 @dataclass(frozen=True)
-
-
 class Resources:
     registers: int  # per thread
     shared_bytes: int  # static shared memory per block
@@ -75,6 +73,11 @@ def _entry_section(report: str) -> str:
     return report[start.start(): start.end() + end.start() if end else len(report)]
 
 
+def shared_bytes(ptx: str) -> int:
+    """Static shared memory per block: the sum of the PTX's ``.shared`` arrays."""
+    return sum(int(size) for size in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+
+
 def parse_report(report: str, ptx: str, architecture: str) -> Resources:
     """`Resources` from the assembler's verbose report (CUDA 12 or 13) and the PTX it assembled."""
     section = _entry_section(report)
@@ -84,8 +87,7 @@ def parse_report(report: str, ptx: str, architecture: str) -> Resources:
                          f"link reports nothing of the assembler):\n{report}")
     stack = re.search(r"(\d+) bytes stack frame", section)
     spilled = re.search(r"(\d+) bytes spill stores", section)
-    shared = sum(int(size) for size in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
-    return Resources(int(registers.group(1)), shared, int(spilled.group(1)) if spilled else 0, architecture,
+    return Resources(int(registers.group(1)), shared_bytes(ptx), int(spilled.group(1)) if spilled else 0, architecture,
                      int(stack.group(1)) if stack else 0)
 
 

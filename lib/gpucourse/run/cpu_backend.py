@@ -89,6 +89,10 @@ def check_launch_bounds(dispatcher: CUDADispatcher, block: tuple) -> None:
         )
 
 
+# Registers per thread of each kernel, by (argument types, architecture): assembled once, not at every launch.
+_registers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def check_registers(dispatcher: CUDADispatcher, argtypes: tuple, block: tuple) -> None:
     """Refuse, as a GPU would, a block whose threads need more registers than a block may have (the assembler's
     count for the GPU launches are checked for). A block of up to 256 threads always fits: 255 x 256 <= 65,536."""
@@ -96,12 +100,15 @@ def check_registers(dispatcher: CUDADispatcher, argtypes: tuple, block: tuple) -
     if threads <= 256 or ptx.mode() == "off" or ptx.toolchain_problem() or assembler.resources_problem():
         return
     architecture = assembler.checked_architecture()
-    used = assembler.assembled(dispatcher, argtypes, architecture)
-    needed = assembler.registers_per_block(used.registers, threads)
+    known = _registers.setdefault(dispatcher, {})
+    if (argtypes, architecture) not in known:
+        known[argtypes, architecture] = assembler.assembled(dispatcher, argtypes, architecture).registers
+    registers = known[argtypes, architecture]
+    needed = assembler.registers_per_block(registers, threads)
     limit = simulated_device.DEVICE.MAX_REGISTERS_PER_BLOCK
     if needed > limit:
         raise ValueError(
-            f"{dispatcher.py_func.__name__} uses {used.registers} registers per thread ({architecture}): a block of "
+            f"{dispatcher.py_func.__name__} uses {registers} registers per thread ({architecture}): a block of "
             f"{threads} threads takes {needed:,}, more than the {limit:,} a block may have. A GPU refuses this launch "
             f"(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): launch fewer threads per block, or let the assembler fit them "
             f"with @cuda.jit(launch_bounds=({threads}, 1)) (it may spill)"

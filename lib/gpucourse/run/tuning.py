@@ -27,7 +27,7 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, checked_for
-from .assembler import Resources, compute_capability, max_registers, ptx_for
+from .assembler import Resources, compute_capability, max_registers, ptx_for, shared_bytes
 from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
 from .sass import disassemble, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
@@ -150,7 +150,7 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90", read_sass: b
     argtypes = tuple(argument_type(a) for a in args)
     ptx = ptx_for(dispatcher, argtypes, architecture)  # compiled for the architecture's compute capability
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
-    shared = sum(int(s) for s in re.findall(r"^\s*(?:\.visible\s+)?\.shared\s.*\[(\d+)\];", ptx, re.M))
+    shared = shared_bytes(ptx)
     counts = ptx_counts(ptx)
     if resources is not None:  # the assembler's stack frame holds the PTX's and the spills
         counts["local_bytes"] = max(counts["local_bytes"], resources.local_bytes)

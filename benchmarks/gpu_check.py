@@ -92,6 +92,7 @@ SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, t
 # minutes) last, so that they cannot eat the others' shares.
 TIMED_FIRST = ("matmul", "conv", "fusion", "bandwidth", "precision", "tuning", "compilers")
 PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
+RECORDED_MARK = "\nwritten to "  # what a benchmark prints once its section is in RESULTS.md (common.finish)
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
 NOT_GPU_BENCHMARKS = {"common", "compiled_code", "gpu_check", "gpu_grading", "grading_scale", "numba_cuda_conformance",
                       "numba_cuda_conformance_plugin", "simulator_speed"}
@@ -519,7 +520,8 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         elif part == "grading":
             command = [python, str(BENCHMARKS / "gpu_grading.py"), "--wheels", str(settings.wheels)]
         elif part == "simulator_fuzz":
-            command = [python, str(BENCHMARKS / "simulator_fuzz.py"), "--workers", str(FUZZ_WORKERS), *quick]
+            command = [python, str(BENCHMARKS / "simulator_fuzz.py"), "--workers", str(FUZZ_WORKERS),
+                       "--log", str(out / "fuzz-disagreements.md"), *quick]
         else:
             budget = ["--seconds", f"{max(1.0, share - STARTUP):.0f}"] if share is not None else []
             command = [python, str(BENCHMARKS / f"{part}.py"), *quick, *budget]
@@ -529,6 +531,9 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     log.write(output)
     seconds = time.monotonic() - start
     if returncode is None:
+        if is_timed(part) and RECORDED_MARK in output:  # its section is written; only its exit was cut
+            return Result(part, "partial", seconds, "recorded its section, then stopped at the time limit before "
+                          "it exited: --resume measures it again when more time is left")
         return Result(part, "failed", seconds, f"stopped at the time limit: run `--part {part}` alone")
     lines = [(m[1], m[2]) for m in NOTEBOOK_LINE.finditer(output)]
     if returncode:

@@ -306,7 +306,8 @@ def disagreement(kernel: Kernel, gpu: dict, simulated: dict) -> str | None:
     """What differs beyond the documented bounds (None: nothing)."""
     for name in ("iout", "total"):
         if not np.array_equal(gpu[name], simulated[name]):
-            return f"{name} differs at {np.flatnonzero(gpu[name] != simulated[name])[:5].tolist()}"
+            where = np.flatnonzero(gpu[name] != simulated[name])[:5].tolist()
+            return f"{name} differs at {where}: {gpu[name][where].tolist()} against {simulated[name][where].tolist()}"
     for name in ("tout", "out"):
         a, b = gpu[name], simulated[name]
         same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
@@ -382,6 +383,9 @@ def section(count: int, disagreements: list[str], seed: int, device: str) -> str
         f"functions within {MATH_ULPS['float32']} ulp in float32 and {MATH_ULPS['float64']} ulp in float64; "
         "everything else bit for bit).",
     ]
+    if disagreements:
+        lines += ["", f"The first {min(10, len(disagreements))}: the output that differs, the GPU's values against "
+                      "the simulator's, and the kernel (`--log` writes them all)."]
     for problem in disagreements[:10]:
         lines += ["", "```", problem.strip(), "```"]
     return "\n".join(lines)
@@ -396,6 +400,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="100 kernels, record nothing (gpu-check --quick)")
     parser.add_argument("--workers", type=int, default=WORKERS,
                         help=f"processes that share the kernels (default here {WORKERS}: half the CPUs, at most 8)")
+    parser.add_argument("--log", type=Path, help="write every disagreement to this file (gpu-check: to its --out)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "k/n": one worker's share
     parser.add_argument("--shard-result", type=Path, help=argparse.SUPPRESS)  # where that worker writes its result
     arguments = parser.parse_args()
@@ -427,6 +432,9 @@ def main() -> int:
         text = section(count, disagreements, arguments.seed, name.decode() if isinstance(name, bytes) else name)
         print(text)
         record(NAME, text)
+    if arguments.log is not None:
+        arguments.log.write_text(f"{len(disagreements)} disagreements in {count} kernels, seed {arguments.seed}: "
+                                 "the GPU's values against the simulator's\n\n" + "\n".join(disagreements))
     return 1 if disagreements else 0
 
 

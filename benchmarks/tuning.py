@@ -84,6 +84,7 @@ class Row:
     measured: list = field(default_factory=list)
     errors: list = field(default_factory=list)  # "config: error" of the candidates that failed or were wrong
     spearman: float | None = None  # of predicted and measured
+    timed: list = field(default_factory=list)  # the timed candidates' configs, in the order of predicted
 
     @property
     def kernel(self) -> str:
@@ -157,6 +158,7 @@ def measure(case: Case, samples: int, budget: int, libraries: dict, model) -> Ro
         for t in (t for t in result.trials if "seconds" in t):
             row.predicted.append(rt.price(problem, t["config"], model))
             row.measured.append(t["seconds"])
+            row.timed.append(t["config"])
     row.spearman = ft.spearman(row.predicted, row.measured) if len(row.measured) > 1 else None
     return row
 
@@ -234,6 +236,9 @@ def main(argv=None) -> int:
     for row in rows:
         for error in row.errors:
             print(f"  {row.kernel}: {error}")
+        for config, predicted, measured in zip(row.timed, row.predicted, row.measured):  # to study the model
+            print(f"  {row.kernel}: {config_text(config)}: predicted {predicted * 1e3:.4g} ms, "
+                  f"measured {measured * 1e3:.4g} ms")
     text = section(rows, device, versions(libraries), samples, model_device, time_budget.note("tuning.py"))
     return finish(NAME, text, rows, write=not options.quick and not options.no_write)
 

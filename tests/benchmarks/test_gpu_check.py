@@ -330,6 +330,22 @@ def test_a_benchmark_is_given_its_share_as_seconds_and_a_section_with_rows_left_
     assert summary.endswith("gpu-check: 2 of 2 parts passed (1 partial: rows left out for time).")
 
 
+
+def test_a_benchmark_cut_at_the_limit_after_recording_its_section_is_partial_and_one_cut_before_fails(
+        tmp_path, monkeypatch):
+    """On the H200 (2026-11-29) compilers.py wrote its section, then outlived the command's limit while
+    PyTorch's compile workers shut down: what it recorded counts."""
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    monkeypatch.setattr(gpu_check, "BENCHMARKS", folder)
+    results = {}
+    for name, before_sleeping in (("compilers", "print('\\nwritten to RESULTS.md', flush=True)"), ("conv", "")):
+        (folder / f"{name}.py").write_text(f"import time\n{before_sleeping}\ntime.sleep(30)\n")
+        with open(tmp_path / "log", "w") as log:
+            results[name] = gpu_check.run_part(name, sys.executable, 3, log, tmp_path, gpu_check.Settings(), share=3)
+    assert results["compilers"].status == "partial" and "recorded its section" in results["compilers"].note
+    assert results["conv"].status == "failed" and "stopped at the time limit" in results["conv"].note
+
 def test_resume_measures_a_partial_benchmark_again_only_with_more_time_than_it_had(tmp_path):
     record = gpu_check.Record.read("- Tree: abc\n| matmul | partial | 200 |\n| conv | partial | 50 |\n| fusion | passed | 9 |")
     assert record.partial("abc") == {"matmul": 200, "conv": 50} and record.partial("another tree") == {}

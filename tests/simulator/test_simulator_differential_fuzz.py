@@ -64,6 +64,38 @@ def test_comparison_bounds(fuzz):
     far = {**exact, "out": exact["out"] * (1 + 8 * np.finfo(np.float32).eps)}
     assert "out differs at [0, 1, 2]" in fuzz.disagreement(kernel, exact, far)
     assert "tout differs" in fuzz.disagreement(kernel, exact, {**exact, "tout": np.nextafter(np.ones(n), 2)})
-    assert "iout differs at [3]" in fuzz.disagreement(kernel, exact, {**exact, "iout": np.array([0, 1, 2, 4])})
+    assert "iout differs at [3]: [3] against [4]" in fuzz.disagreement(kernel, exact, {**exact, "iout": np.array([0, 1, 2, 4])})
     kernel.math_dtype = None
     assert "out differs" in fuzz.disagreement(kernel, exact, near)  # no math: bit for bit
+
+
+# What an NVIDIA H200 computed (make gpu-check, 2026-11-29, seed 1) where the simulator then disagreed: ballot_sync
+# is an int32 in numba-cuda, divmod of a 64-bit unsigned and a signed integer works in float64, and a float % is
+# the GPU's fused |x| - floor(|x| / |y|) * |y|, not C's exact fmod.
+ON_THE_H200 = {
+    140: ("out", [25], [2.6352491533870787e18]),
+    476: ("tout", [32, 33, 34, 35, 36], [-10.75] * 5),
+    567: ("tout", [0, 1, 2, 3, 4], [-1717471108.983259, -1717471122.0078125, -1717471103.17351,
+                                    -1717471121.9609375, -1717471104.7544158]),
+    609: ("tout", [52], [1.9765625]),
+    693: ("tout", [0, 1, 2, 3, 4], [-1440768000.75, -1440768000.75, -1440767999.75, -1440767997.75,
+                                    -1440767994.75]),
+    924: ("tout", [0, 1, 2, 3, 4], [-1591197169.0, -1591197161.0, -1591197148.0, -1591197172.5, -1591197164.0]),
+    980: ("out", [18], [-1.0]),
+    1750: ("out", [28], [1024.0]),
+    1785: ("tout", [0, 1, 2, 3, 4], [-272629760.5625] * 5),
+}
+
+
+def test_the_kernels_the_h200_disagreed_on_now_give_its_values(fuzz, tmp_path):
+    from gpucourse.run import simulated
+
+    generator = fuzz.Generator(1)
+    every = [generator.kernel(number) for number in range(max(ON_THE_H200) + 1)]
+    kernels = [every[number] for number in ON_THE_H200]
+    sys.path.insert(0, str(tmp_path))
+    for (number, (name, where, expected)), kernel, dispatcher in zip(
+            ON_THE_H200.items(), kernels, fuzz.load(kernels, tmp_path)):
+        with simulated():
+            outputs = fuzz.launch(dispatcher, kernel, fuzz.inputs(kernel, 1 * 100_003 + number))
+        assert outputs[name][where].tolist() == expected, kernel.source

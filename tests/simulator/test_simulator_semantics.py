@@ -99,13 +99,61 @@ def test_warp_and_block_votes_match_numpy():
     warp_votes[1, 64](out, a)
     positive = (a > 0).reshape(2, 32)
     bits = (positive * (1 << np.arange(32))).sum(1)
-    np.testing.assert_array_equal(out[0], np.repeat(bits, 32))
+    np.testing.assert_array_equal(out[0], np.repeat(bits.astype(np.uint32).view(np.int32), 32))  # int32 in numba
     assert (out[1] == positive.sum()).all()
     assert (out[2] == int(positive.all())).all() and (out[3] == int(positive.any())).all()
     lanes = np.arange(64)
     np.testing.assert_array_equal(out[4], lanes - lanes % 32 + 31 - lanes % 32)
     np.testing.assert_array_equal(out[5], np.where(lanes % 32 >= 3, lanes - 3, lanes))
     np.testing.assert_array_equal(out[6], np.where(lanes % 2 == 0, 0x55555555, 0))
+
+
+@cuda.jit
+def more_votes(out, a):
+    t = cuda.threadIdx.x
+    positive = a[t] > 0
+    out[0, t] = cuda.eq_sync(0xFFFFFFFF, positive)
+    out[1, t] = cuda.lanemask_lt()
+    out[2, t] = -cuda.any_sync(0xFFFFFFFF, positive)  # a boolean in numba-cuda: -True is -1
+    out[3, t] = cuda.ballot_sync(0xFFFFFFFF, positive) >> 31  # int32: an arithmetic shift
+
+
+def test_votes_have_numba_cudas_types():
+    a = np.ones(64, np.float32)
+    a[40] = -1.0  # the second warp disagrees
+    out = np.zeros((4, 64), np.int64)
+    more_votes[1, 64](out, a)
+    assert out[0].tolist() == [1] * 32 + [0] * 32
+    assert out[1].tolist() == [(1 << lane) - 1 for lane in range(32)] * 2
+    assert (out[2] == -1).all()
+    assert out[3].tolist() == [-1] * 64  # lane 31's bit set: the sign of an int32
+
+
+@cuda.jit
+def float_division(out, x, y, wide):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[0, i] = x[i] % y[i]
+        out[1, i] = x[i] // y[i]
+        out[2, i], out[3, i] = divmod(wide[i], 7)  # uint64 and int64: divmod takes both as float64
+
+
+def test_float_remainders_are_the_gpus_not_pythons():
+    """LLVM's frem on a GPU is |x| - floor(|x| / |y|) * |y| in one fused multiply-add, not C's exact fmod: where
+    the quotient rounds, so does the remainder. 2**64 % 7.0 gave 1024.0 on an NVIDIA H200 (2026-11-29, fuzz
+    kernel k1750 of seed 1); Python says 2.0. An infinite divisor gives NaN, not x."""
+    x = np.array([2.0**64, -5.5, 5.5, -0.0, 7.0, 5.5, 1e300])
+    y = np.array([7.0, 2.0, -2.0, 3.0, 0.0, np.inf, 3e-300])
+    wide = np.array([2**64 - 1, 7, 0, 1, 2, 3, 4], np.uint64)
+    out = np.full((4, x.size), 123.0)
+    float_division[1, 32](out, x, y, wide)
+    quotient_of_2_64 = (2.0**64 - 1024.0) / 7.0
+    # 1e300 / 3e-300 overflows: floor(inf) * 3e-300 is inf, the remainder -inf (what the PTX computes)
+    np.testing.assert_array_equal(out[0], [1024.0, 0.5, -0.5, 0.0, np.nan, np.nan, -np.inf])
+    np.testing.assert_array_equal(out[1], [quotient_of_2_64, -3.0, -3.0, -0.0, np.inf, np.nan, np.inf])
+    assert math.copysign(1, out[0, 3]) == 1 and math.copysign(1, out[1, 3]) == -1
+    assert (out[2, 0], out[3, 0]) == (quotient_of_2_64, 1024.0)
+    assert (out[2, 1:4].tolist(), out[3, 1:4].tolist()) == ([1.0, 0.0, 0.0], [0.0, 0.0, 1.0])
 
 
 def test_the_same_launch_gives_the_same_result_and_trace():

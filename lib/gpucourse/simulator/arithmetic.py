@@ -28,7 +28,7 @@ from numba.core import types
 from numba.cuda.types import bfloat16 as numba_bfloat16
 from numba.np.numpy_support import as_dtype as numba_as_dtype, from_dtype as numba_from_dtype
 
-from . import bfloat16
+from . import bfloat16, fused
 from .bfloat16 import BFLOAT16
 from .conversions import saturated
 
@@ -80,6 +80,17 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         return arguments, result
     except Exception:  # numba's typing refuses these types; the PTX check reports it
         return None
+
+
+@functools.cache
+def argument_dtypes(function, dtypes: tuple) -> tuple | None:
+    """The dtypes numba converts arguments of ``dtypes`` to for ``function``, whatever its result (``divmod``'s is a
+    tuple); None if it has no signature for them."""
+    try:
+        signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
+    except Exception:  # numba's typing refuses these types; the PTX check reports it
+        return None
+    return None if signature is None else tuple(map(as_dtype, signature.args))
 
 
 @functools.cache
@@ -204,7 +215,10 @@ def _true_divide(a, b):
 
 def _floor_divide(a, b):
     """``a // b`` as numba computes it: Python's floor, 0 for a zero divisor (NumPy's too), and 0 for the one
-    signed quotient that overflows, ``MIN // -1`` (numba guards it: "We return 0, 0 instead"; NumPy wraps)."""
+    signed quotient that overflows, ``MIN // -1`` (numba guards it: "We return 0, 0 instead"; NumPy wraps);
+    floats from the GPU's remainder (`_float_floor_divide`)."""
+    if np.result_type(a, b).kind == "f":
+        return _on_floats(_float_floor_divide, a, b)
     quotient = np.floor_divide(a, b)
     if quotient.dtype.kind == "i":
         overflow = (a == np.iinfo(quotient.dtype).min) & (b == -1)
@@ -212,6 +226,57 @@ def _floor_divide(a, b):
             quotient = np.where(overflow, 0, quotient).astype(quotient.dtype)
             return quotient if quotient.ndim else quotient[()]
     return quotient
+
+
+def _remainder(a, b):
+    """``a % b`` as numba computes it: Python's sign rule; integers as NumPy's (0 for a zero divisor), floats
+    from the GPU's remainder (`_float_remainder`)."""
+    if np.result_type(a, b).kind == "f":
+        return _on_floats(_float_remainder, a, b)
+    return operator.mod(a, b)
+
+
+def _on_floats(operation, a, b):
+    """``operation`` on two floats of one type; float16 in float32, rounded once at the end (numba-cuda's
+    float16 ``%`` and ``//`` convert to float32 and back)."""
+    a, b = np.asarray(a), np.asarray(b)
+    dtype, shape = np.result_type(a, b), np.broadcast_shapes(a.shape, b.shape)
+    wide = np.float32 if dtype.itemsize < 4 else dtype
+    a, b = (np.atleast_1d(v).astype(wide, copy=False) for v in (a, b))  # fused.fma works on lanes
+    with np.errstate(all="ignore"):
+        result = operation(a, b).astype(dtype, copy=False).reshape(shape)
+    return result if result.ndim else result[()]
+
+
+def _gpu_frem(a, b):
+    """LLVM's ``frem`` as NVVM emits it and ptxas fuses it: ``|a| - floor(|a| / |b|) * |b|`` in one rounding (a
+    fused multiply-add), with the sign of ``a`` (``+0`` for ``-0``). Not C's exact ``fmod``: where ``|a| / |b|``
+    rounds, the quotient is off and so is the remainder (``2.0**64 % 7.0`` is 1024.0 on a GPU, 2.0 in Python);
+    an infinite ``b`` gives NaN, not ``a``."""
+    magnitude, divisor = np.abs(a), np.abs(b)
+    r = fused.fma(-np.floor(magnitude / divisor), divisor, magnitude)
+    return np.where(a < 0, -r, r)
+
+
+def _float_remainder(a, b):
+    """numba's float ``a % b`` on `_gpu_frem`: moved into the divisor's sign, a zero with the divisor's sign; a
+    zero divisor gives the remainder as it is (NaN)."""
+    r = _gpu_frem(a, b)
+    signed = np.where(r != 0, np.where((b < 0) != (r < 0), r + b, r), np.copysign(r.dtype.type(0), b))
+    return np.where(b == 0, r, signed)
+
+
+def _float_floor_divide(a, b):
+    """numba's float ``a // b`` (CPython's ``float_divmod``) on `_gpu_frem`: ``(a - r) / b``, one less where the
+    remainder's sign is moved, then the nearest integer below; a zero or NaN quotient as numba's ``div * div * a
+    / b`` (a zero of the quotient's sign); ``a / b`` for a zero divisor."""
+    r = _gpu_frem(a, b)
+    quotient = (a - r) / b
+    quotient = np.where((r != 0) & ((b < 0) != (r < 0)), quotient - 1, quotient)
+    below = np.floor(quotient)
+    nearest = np.where(quotient - below > 0.5, below + 1, below)
+    result = np.where(quotient != 0, nearest, quotient * quotient * a / b)
+    return np.where(b == 0, a / b, result)
 
 
 _POWER_CUTOFF = 0x10000  # numba's int_power: past it, math.pow
@@ -338,7 +403,7 @@ class Arithmetic:
     """The operators as methods of the runtime: ``_g_rt.op_Add(a, b)``."""
 
 
-_IMPLEMENTATIONS = {"Div": _true_divide, "FloorDiv": _floor_divide, "Pow": _power}  # where NumPy's differs from numba's
+_IMPLEMENTATIONS = {"Div": _true_divide, "FloorDiv": _floor_divide, "Mod": _remainder, "Pow": _power}  # where NumPy's differs from numba's
 
 for _name, _function in {**BINARY, **UNARY}.items():
     setattr(Arithmetic, method_name(_name),

@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from .arithmetic import Arithmetic, cast, complex_quotient, dtype_of, strong, typed
+from .arithmetic import Arithmetic, argument_dtypes, cast, complex_quotient, dtype_of, strong, typed
 from .conversions import saturated
 from .extrema import extremum
 
@@ -159,8 +159,14 @@ def _round_to_digits(x, ndigits):
 
 
 def _divmod(a, b):
-    """``divmod(a, b)`` as numba computes it: ``(a // b, a % b)`` in the operators' types (integers as int64 or
-    uint64, numba's machine integers) and with their guards (0 for a zero divisor and for ``MIN // -1``)."""
+    """``divmod(a, b)`` as numba computes it: both operands converted to the one type numba's ``divmod`` takes
+    (int64 or uint64, numba's machine integers; float64 for a signed and a 64-bit unsigned integer, where ``//``
+    would take int64), then ``(a // b, a % b)`` with their guards (0 for a zero divisor and for ``MIN // -1``)."""
+    dtypes = tuple(map(dtype_of, (a, b)))
+    if None not in dtypes and not all(type(v) in (int, float) for v in (a, b)):
+        common = argument_dtypes(builtins.divmod, dtypes)
+        if common is not None:
+            a, b = cast(a, common[0]), cast(b, common[1])
     return Arithmetic.op_FloorDiv(a, b), Arithmetic.op_Mod(a, b)
 
 

@@ -236,22 +236,36 @@ def _per_warp_bits(bits: np.ndarray) -> np.ndarray:
 
 
 def ballot_sync(mask, predicate):
+    """The lanes whose predicate holds, one bit each, as numba-cuda types it: int32 (lane 31's bit is the sign)."""
     _check_warp_mask(mask, "cuda.ballot_sync()")
-    return _per_warp_bits(_lanes_of(predicate).astype(bool))
+    return _per_warp_bits(_lanes_of(predicate).astype(bool)).view(np.int32)
 
 
 def activemask():
     return _per_warp_bits(rt.mask)
 
 
+def lanemask_lt():
+    """The bits of the lanes below this one (uint32)."""
+    return ((np.uint32(1) << rt.geometry.laneid.astype(np.uint32)) - np.uint32(1)).astype(np.uint32)
+
+
 def all_sync(mask, predicate):
+    """Whether the predicate holds on every lane of the mask, as numba-cuda types it: a boolean (so is
+    `any_sync`'s and `eq_sync`'s)."""
     _check_warp_mask(mask, "cuda.all_sync()")
-    return (_per_warp_bits(_lanes_of(predicate).astype(bool)) == _per_warp_bits(rt.mask)).astype(np.int32)
+    return _per_warp_bits(_lanes_of(predicate).astype(bool)) == _per_warp_bits(rt.mask)
 
 
 def any_sync(mask, predicate):
     _check_warp_mask(mask, "cuda.any_sync()")
-    return (_per_warp_bits(_lanes_of(predicate).astype(bool)) != 0).astype(np.int32)
+    return _per_warp_bits(_lanes_of(predicate).astype(bool)) != 0
+
+
+def eq_sync(mask, predicate):
+    _check_warp_mask(mask, "cuda.eq_sync()")
+    bits = _per_warp_bits(_lanes_of(predicate).astype(bool))
+    return (bits == 0) | (bits == _per_warp_bits(rt.mask))
 
 
 def syncwarp(mask=0xFFFFFFFF):
@@ -446,8 +460,10 @@ class SimCuda(BitIntrinsics):
     shfl_xor_sync = staticmethod(shfl_xor_sync)
     ballot_sync = staticmethod(ballot_sync)
     activemask = staticmethod(activemask)
+    lanemask_lt = staticmethod(lanemask_lt)
     all_sync = staticmethod(all_sync)
     any_sync = staticmethod(any_sync)
+    eq_sync = staticmethod(eq_sync)
     threadfence = threadfence_block = threadfence_system = staticmethod(lambda: None)
 
     @staticmethod

@@ -15,9 +15,10 @@ At each size (float32 arrays; 1 MiB = 2^20 bytes) it times, in the same process:
   one thread per element, and the grid-stride version with the best of several grid sizes),
   and through the vectorised ones (16-byte loads, several in flight per thread; best grid size);
   for comparison, the same functions in a plain contiguous kernel defined here (not in the library);
-- the six steps of the sum ladder of `gpucourse.kernels.reduction`, each all the way to one
-  value: steps 1-5 relaunch on their partial sums exactly as `block_sums_to_total` does, step 6
-  (grid-stride loop, one atomic add per block) with the best of several grid sizes;
+- the seven steps of the sum ladder of `gpucourse.kernels.reduction`, each all the way to one
+  value: steps 1-5 relaunch on their partial sums exactly as `block_sums_to_total` does, steps 6
+  and 7 (grid-stride loop, one atomic add per block; step 7 with 16-byte loads, several in flight
+  per thread) with the best of several grid sizes;
 - the axis reduction of `gpucourse.kernels.axis_reduction` on a square matrix, along its last
   axis (rows, contiguous) and along its first (columns, strided);
 - ``cupy.sum`` and ``torch.sum`` of the same input, where they are installed.
@@ -212,7 +213,7 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "- Launches: the library's own kernels with their arguments on the device already (`launch_elementwise` "
         "and `launch_axis_reduce` pass shapes and strides as tuples, by value, with nothing to copy); "
         "sum steps 1-5 include every relaunch down to one value, with the partial-sum buffers allocated once "
-        "(`block_sums_to_total` allocates them at each call); step 6 includes zeroing its total.",
+        "(`block_sums_to_total` allocates them at each call); steps 6 and 7 include zeroing their total.",
         "- Bytes: inputs read once plus outputs written once; GB/s = 10^9 bytes/s; 1 MiB = 2^20 bytes. "
         "The copy counts bytes read + bytes written (2 x size); % of copy = GB/s / the copy's GB/s at that size. "
         "Sums count their input only; the axis reductions reduce a square matrix.",
@@ -293,7 +294,7 @@ def sum_launches(kernel, data, blocks: int | None = None):
     with its buffers allocated once, here; after ``launch()``, ``result[0]`` is the sum."""
     from gpucourse.kernels import reduction  # noqa: PLC0415
 
-    if kernel is reduction.sum_grid_stride_atomic:
+    if kernel in reduction.ONE_LAUNCH:
         total, zero = cuda.device_array(1, np.float32), cuda.to_device(np.zeros(1, np.float32))
         configured = kernel[blocks or reduction.blocks_for(kernel, data.size), reduction.THREADS]
 
@@ -425,12 +426,12 @@ def elementwise_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
 
 
 def sum_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
-    """The six steps of the ladder, each to one value; step 6 once per grid size."""
-    from gpucourse.kernels import reduction  # noqa: PLC0415
+    """The seven steps of the ladder, each to one value; steps 6 and 7 once per grid size."""
+    from gpucourse.kernels import elementwise, reduction  # noqa: PLC0415
 
     rows = []
     for step, kernel in enumerate(reduction.LADDER, start=1):
-        atomic = kernel is reduction.sum_grid_stride_atomic
+        atomic = kernel in reduction.ONE_LAUNCH
         alternatives = []
         for m in BLOCK_MULTIPLES if atomic else (None,):
             blocks = m * device.sms if atomic else None
@@ -439,6 +440,8 @@ def sum_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
             _, result, count = planned[0]
             note = f"{blocks} blocks ({m} x SMs) of {reduction.THREADS}" if atomic else \
                 f"{count} launches to one value, {reduction.THREADS} threads/block"
+            if kernel is reduction.sum_grid_stride_vectorised:
+                note += f", {elementwise.CHUNKS} loads of 16 bytes in flight per thread"
             alternatives.append(Case(f"sum {step}: `{kernel.py_func.__name__}`", "sum", (buffers.n,), launches,
                                      result.copy_to_host, buffers.expected_total, TOLERANCE["sum"],
                                      poisoned=[] if atomic else [result], goal="sum", note=note,

@@ -22,7 +22,7 @@ def bench():
     unload()
 
 
-def fake_run(bench, fused_ms=1.0, torch_ms=0.9, flash_ms=2.0, registers_ms=3.4, flash2_ms=0.25):
+def fake_run(bench, fused_ms=1.0, torch_ms=0.9, flash_ms=2.0, registers_ms=3.4, vectorised_ms=3.4, flash2_ms=0.25):
     M = bench.Measurement
     run = []
     for size, times in (((4096, 4096), 1), ((16384, 4096), 4)):  # the second: 4x the bytes, 4x the time
@@ -31,6 +31,7 @@ def fake_run(bench, fused_ms=1.0, torch_ms=0.9, flash_ms=2.0, registers_ms=3.4, 
                 M("`softmax_row_fused`", "softmax", size, fused_ms * times),
                 M("`softmax_online`", "softmax", size, 1.3 * times),
                 M(bench.REGISTERS_SOFTMAX, "softmax", size, registers_ms / 4 * times),
+                M(bench.VECTORISED_SOFTMAX, "softmax", size, vectorised_ms / 4 * times),
                 M(bench.TORCH_SOFTMAX, "softmax", size, torch_ms * times, reference=True)]
     for N in (1024, 4096):
         run += [M(bench.NAIVE_ATTENTION, "attention", (N, 64), 10.0 * (N / 1024) ** 2, 2 * N * N * 4),
@@ -51,7 +52,7 @@ def test_goals_met_and_not_met(bench):
     assert lines[0].startswith("Goal: `softmax_row_fused` >= 3x `softmax_naive` and >= 80% of torch.softmax at "
                                "16384 x 4096: met (4.0x naive, 90% of torch.softmax)")
     assert lines[1].endswith(": met (5.0x; extra memory 0 at every N).")
-    assert lines[2] == "Goal: `softmax_registers` >= 90% of the copy's GB/s at 16384 x 4096: met (94% of the copy)."
+    assert lines[2] == "Goal: `softmax_vectorised` >= 90% of the copy's GB/s at 16384 x 4096: met (94% of the copy)."
     assert lines[3] == ("Goal: `attention_flash2` >= 3x `attention_naive` and <= 3x SDPA's time at N = 4096, extra "
                         "memory O(N): met (40.0x naive, 2.5x SDPA's time; extra memory at most 16 partial results of "
                         "N x (d + 2) at every N).")
@@ -59,7 +60,7 @@ def test_goals_met_and_not_met(bench):
              for m in fake_run(bench)]  # 17 slices' partials, 66 float32 per query
     assert bench.goal_lines(split)[3].endswith("NOT met (40.0x naive, 2.5x SDPA's time; extra memory over 16 partial "
                                                "results of N x (d + 2)).")
-    slow = bench.goal_lines(fake_run(bench, fused_ms=2.0, flash_ms=5.0, registers_ms=4.0, flash2_ms=0.5))
+    slow = bench.goal_lines(fake_run(bench, fused_ms=2.0, flash_ms=5.0, vectorised_ms=4.0, flash2_ms=0.5))
     assert ": NOT met (2.0x naive, 45% of torch.softmax)" in slow[0] and ": NOT met (2.0x;" in slow[1]
     assert slow[2].endswith(": NOT met (80% of the copy).") and ": NOT met (20.0x naive, 5.0x SDPA's" in slow[3]
     without_torch = [m for m in fake_run(bench) if m.path != bench.TORCH_SOFTMAX]
@@ -67,7 +68,7 @@ def test_goals_met_and_not_met(bench):
     assert bench.goal_lines([]) == [
         "Goal: `softmax_row_fused` >= 3x `softmax_naive` and >= 80% of torch.softmax: not measured.",
         "Goal: `attention_flash` >= 3x `attention_naive` at N = 4096, extra memory 0: not measured.",
-        "Goal: `softmax_registers` >= 90% of the copy's GB/s at 16384 x 4096: not measured.",
+        "Goal: `softmax_vectorised` >= 90% of the copy's GB/s at 16384 x 4096: not measured.",
         "Goal: `attention_flash2` >= 3x `attention_naive` and <= 3x SDPA's time at N = 4096, extra memory O(N): "
         "not measured."]
 
@@ -78,7 +79,7 @@ def test_section_has_both_tables_and_records(bench, tmp_path):
     assert text.startswith("## Fusion: row softmax and attention")
     assert "| `softmax_row_fused` | 4096 x 4096 | 1 | 134 | 80% |" in text  # of the copy's 0.8 ms
     assert "| `attention_naive` (3 kernels) | 4096 | 64 | 160 | 128.0 |" in text
-    assert text.count("\n| ") == (1 + 12) + (1 + 8)
+    assert text.count("\n| ") == (1 + 14) + (1 + 8)
     path = tmp_path / "RESULTS.md"
     path.write_text("# Benchmark results\n")
     results.record(bench.NAME, text, path)
@@ -113,12 +114,13 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     device = bench.Device(**SIMULATED)
     run = bench.measure_softmax((5, 70), device, 1, {"torch": fake_torch()})
     assert [m.path for m in run] == [bench.COPY, bench.NAIVE_SOFTMAX, "`softmax_row_fused`", "`softmax_online`",
-                                     bench.REGISTERS_SOFTMAX, bench.TORCH_SOFTMAX]
+                                     bench.REGISTERS_SOFTMAX, bench.VECTORISED_SOFTMAX, bench.TORCH_SOFTMAX]
+    assert run[5].note == "2 blocks of 4 x 32 threads (rows x threads per row), 32 values per thread, 16-byte accesses"
     run += bench.measure_attention(40, device, 1, {}, d=16)
-    assert [m.path for m in run[6:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2, bench.FLASH2_FIVE]
+    assert [m.path for m in run[7:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2, bench.FLASH2_FIVE]
     assert not [m for m in run if m.wrong], [m.note for m in run if m.wrong]
     assert all(m.ms > 0 for m in run)
-    assert run[6].extra_bytes == 2 * 40 * 40 * 4 and run[7].extra_bytes == 0 and run[8].extra_bytes == 0
+    assert run[7].extra_bytes == 2 * 40 * 40 * 4 and run[8].extra_bytes == 0 and run[9].extra_bytes == 0
     text = bench.section(run, device, "versions", 1)
     assert "Goal: `attention_flash` >= 3x `attention_naive` at N = 4096, extra memory 0: not measured." in text
 
@@ -179,7 +181,7 @@ def run(bench, benchmark_run, monkeypatch):
         run.row()
         run.measured.append(f"softmax {shape[0]} x {shape[1]}")
         return [bench.Measurement(bench.COPY, "softmax", shape, 1.0, reference=True),
-                bench.Measurement(bench.REGISTERS_SOFTMAX, "softmax", shape, 1.1)]
+                bench.Measurement(bench.VECTORISED_SOFTMAX, "softmax", shape, 1.1)]
 
     def measure_attention(N, device, samples, libraries, earlier=()):
         run.row()

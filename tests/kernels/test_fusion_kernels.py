@@ -345,3 +345,69 @@ def test_softmax_registers_explains_a_row_too_long_and_keeps_it_in_registers():
     ptx = compile_for_gpu(fu.softmax_registers, (types.float32[:, ::1],) * 2)
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx  # 16-byte accesses where rows are aligned
+
+
+@pytest.mark.parametrize("shape, threads", [((5, 1), 32), ((7, 33), 128), ((4, 300), 64), ((9, 1000), 128),
+                                            ((3, 1027), 256), ((5, 4096), 128), ((6, 4099), 96)], ids=str)
+def test_softmax_vectorised_matches_and_moves_x_and_y_once(shape, threads):
+    """Rows of 1 to 4099 columns (4099: every row starts at another place in a 16-byte vector, its head and tail
+    scalars), one to five warps per row, several rows per block and a last block partly past the matrix."""
+    x = logits(*shape)
+    d_y = poisoned(x.shape)
+    with trace() as t:
+        fu.launch_softmax(fu.softmax_vectorised, d_y, cuda.to_device(x), threads)
+    np.testing.assert_allclose(d_y.copy_to_host(), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    assert global_bytes(t) == 2 * x.nbytes  # one read of x, one write of y
+    t.assert_reads_per_element("x", exactly=1)
+    t.assert_writes_per_element("y", exactly=1)
+    row_threads, _ = fu.vectorised_configuration(*shape, threads)[1]
+    assert t.barriers(0) == (1 if row_threads > 32 else 0)  # a row of one warp merges with shuffles only
+    if shape[1] >= 1000:  # 16-byte accesses (16 sectors a warp request), a row's few scalars aside
+        assert t.sectors_per_request("x") > 12 and t.sectors_per_request("y", "write") > 12
+
+
+@pytest.mark.parametrize("rows, cols, threads", [(5, 300, 256), (4, 301, 96), (3, 129, 128)], ids=str)
+def test_softmax_vectorised_merges_the_warps_of_a_row(rows, cols, threads):
+    """A build with 4 values per thread: 300 columns take 3 warps, 2 rows per block of 256 threads (the third
+    block's second row past the matrix); 129 columns take a warp and a few lanes of another."""
+    kernel = fu.make_softmax_vectorised(1)
+    x = logits(rows, cols)
+    grid, block = fu.vectorised_configuration(rows, cols, threads, vectors=1)
+    assert block[0] == 32 * -(-cols // 128)
+    y = poisoned(x.size)
+    with trace() as t:
+        kernel[grid, block](y, cuda.to_device(x.ravel()), cols)
+    np.testing.assert_allclose(y.copy_to_host().reshape(x.shape), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    assert t.barriers(0) == 1  # the block's one barrier: each warp's state through shared memory
+
+
+def test_softmax_vectorised_reads_scalars_where_x_is_not_16_byte_aligned():
+    rows, cols = 4, 520
+    x = logits(rows, cols)
+    storage = cuda.to_device(np.concatenate([[np.float32(7)], x.ravel()]))  # x starts 4 bytes past a boundary
+    requests = {}
+    for name, flat in (("aligned", cuda.to_device(x.ravel())), ("not aligned", storage[1:])):
+        y = poisoned(x.size)
+        with trace() as t:
+            fu.softmax_vectorised[fu.vectorised_configuration(rows, cols)](y, flat, cols)
+        np.testing.assert_allclose(y.copy_to_host().reshape(x.shape), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+        t.assert_reads_per_element("x", exactly=1)
+        requests[name] = t.array("x").instructions["read"].requests
+    assert requests["not aligned"] >= 3.5 * requests["aligned"]  # each 16-byte vector as four 4-byte loads
+
+
+def test_softmax_vectorised_explains_a_row_too_long_and_keeps_it_in_registers():
+    longest = fu.SOFTMAX_VECTORS * 4 * 1024
+    assert fu.VECTORISED_MAX_COLS == longest
+    x = cuda.to_device(np.zeros((1, longest + 1), np.float32))
+    with pytest.raises(ValueError, match=f"at most {longest} columns .* use softmax_online"):
+        fu.launch_softmax(fu.softmax_vectorised, x, x)
+    signature = (types.float32[::1], types.float32[::1], types.int64)
+    ptx = compile_for_gpu(fu.softmax_vectorised, signature)
+    assert "ld.local" not in ptx and "st.local" not in ptx  # every index of `values` a constant after unrolling
+    assert ptx.count("ld.global.v4.f32") == fu.SOFTMAX_VECTORS and ptx.count("st.global.v4.f32") == fu.SOFTMAX_VECTORS
+    assert ptx.count("bar.sync") == 1  # the one barrier, where a row has several warps
+    used = kernel_resources(fu.softmax_vectorised, signature, "sm_90")
+    if used is not None:  # None without nvJitLink
+        assert used.local_bytes == used.spilled_bytes == 0
+        assert used.registers * 1024 <= 65536  # its launch bounds: a row of 1024 threads launches

@@ -5,13 +5,18 @@ are not contiguous, poisoned outputs; race-free (the simulator would stop) and
 within their access budgets.
 """
 
+import re
+
 import numpy as np
 import pytest
+from numba.core import types
 
 from gpucourse import simulated, trace
 from gpucourse.kernels import axis_reduction, elementwise, reduction
 from gpucourse.course import show_source, source_of
 from gpucourse.kernels import Tensor, broadcast_shape, coalesce, contiguous_strides
+from gpucourse.run.ptx import compile_for_gpu
+from gpucourse.run.resources import kernel_resources
 
 
 @pytest.fixture(autouse=True)
@@ -167,14 +172,45 @@ def test_sum_ladder_budgets(kernel):
         reduction.block_sums_to_total(kernel, a, blocks=3)
     first = t[0]
     first.assert_reads_per_element("a", exactly=1)  # every step reads each element from global memory once
-    assert first.sectors_per_request("a") <= 4.0
-    if kernel is reduction.sum_grid_stride_atomic:
+    # step 7's 16-byte loads: 512 bytes per warp request, 16 sectors; the others' 4-byte loads 4 sectors
+    assert first.sectors_per_request("a") <= (16.0 if kernel is reduction.sum_grid_stride_vectorised else 4.0)
+    if kernel in reduction.ONE_LAUNCH:
         assert len(t) == 1 and first.array("total").per_thread["atomic"].sum() == 3  # one atomic per block
         first.assert_reads_per_thread("a", at_most=-(-3000 // (3 * reduction.THREADS)))
     if kernel is reduction.sum_interleaved_compact:
         assert first.bank_conflicts("buffer") > 1
     else:
         first.assert_no_bank_conflicts()
+
+
+@pytest.mark.parametrize("n, offset, blocks", [(70_003, 0, 8), (5001, 0, 1), (4099, 1, 3), (1030, 2, 5), (3, 0, 2)])
+def test_vectorised_sum_any_length_alignment_and_grid(n, offset, blocks):
+    """Whole rounds of CHUNKS loads (70,003 with 8 blocks: 2), a partial round, a scalar tail of 3; not 16-byte
+    aligned (offset 1 or 2): every element as a scalar. Each element read once, one atomic add per block."""
+    storage = random(n + offset)
+    a = storage[offset:]
+    total = np.array([0, np.nan], np.float32)  # the atomics add into total[0]; total[1] must stay poisoned
+    with trace() as t:
+        reduction.sum_grid_stride_vectorised[blocks, reduction.THREADS](total, a)
+    np.testing.assert_allclose(total[0], a.sum(dtype=np.float64), rtol=1e-5, atol=1e-4)
+    assert np.isnan(total[1])
+    t.assert_reads_per_element("a", exactly=1)
+    assert t.array("total").per_thread["atomic"].sum() == blocks
+    if offset == 0 and n > 1000:  # 16-byte loads: 512 bytes, 16 sectors a warp request (fewer in partial warps)
+        assert 15 < t.sectors_per_request("a") <= 16
+    else:  # 4-byte loads: a warp's 128 bytes, 5 sectors where they start off a sector's boundary
+        assert t.sectors_per_request("a") <= 5
+
+
+def test_vectorised_sum_compiles_to_16_byte_loads_in_registers():
+    signature = (types.float32[::1],) * 2
+    ptx = compile_for_gpu(reduction.sum_grid_stride_vectorised, signature)
+    assert len(re.findall(r"ld\.global\.v4\.f32", ptx)) >= elementwise.CHUNKS + 1  # a round's loads, the partial one
+    assert not re.search(r"\b(ld|st)\.local\b", ptx)
+    used = kernel_resources(reduction.sum_grid_stride_vectorised, signature, "sm_90")
+    if used is not None:  # None without nvJitLink
+        assert used.local_bytes == used.spilled_bytes == 0
+        assert used.registers * reduction.THREADS * 4 <= 65536  # its launch bounds: 4 blocks of 256 per SM
 
 
 def test_interleaved_addressing_leaves_warps_mostly_idle():

@@ -102,31 +102,36 @@ register("elementwise.make_zip_vectorised(x + y)", _vectorised_cases(elementwise
 def _sum_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
-        for n in (1, 1000, 3001):
-            if kernel is not reduction.sum_grid_stride_atomic:
+        for n in (1, 1000, 3001, 9001):
+            if kernel not in reduction.ONE_LAUNCH:
                 made.append(kernel_case(kernel, reduction.blocks_for(kernel, n), reduction.THREADS,
                                         (reduction.blocks_for(kernel, n),), np.float32,
                                         [rng.standard_normal(n).astype(np.float32)], f"n={n}"))
                 continue
-            a = _positive(rng, n)
-            for blocks in (1, 3, 8):
-                def run(a=a, blocks=blocks):  # the total starts at 0: atomics add into it
+            a = _positive(rng, n + 1)
+            for blocks, offset in ((1, 0), (3, 0), (8, 0), (3, 1)):  # offset 1: not 16-byte aligned (step 7: scalars)
+                def run(a=a, n=n, blocks=blocks, offset=offset):  # the total starts at 0: atomics add into it
                     total = cuda.to_device(np.zeros(1, np.float32))
-                    kernel[blocks, reduction.THREADS](total, cuda.to_device(a))
+                    kernel[blocks, reduction.THREADS](total, cuda.to_device(a)[offset:offset + n])
                     return {"total": total.copy_to_host()}
 
-                made.append(Case(f"n={n}, {blocks} blocks of {reduction.THREADS}", run))
+                made.append(Case(f"n={n}, {blocks} blocks of {reduction.THREADS}"
+                                 f"{', 4 bytes past a 16-byte boundary' if offset else ''}", run))
         return made
 
     return cases
 
 
-for _kernel in reduction.LADDER[:-1]:
-    register(f"reduction.{_kernel.py_func.__name__}", _sum_cases(_kernel),
-             why="a tree in a fixed order, the same on both: bit for bit")
+for _kernel in reduction.LADDER:
+    if _kernel not in reduction.ONE_LAUNCH:
+        register(f"reduction.{_kernel.py_func.__name__}", _sum_cases(_kernel),
+                 why="a tree in a fixed order, the same on both: bit for bit")
 register("reduction.sum_grid_stride_atomic", _sum_cases(reduction.sum_grid_stride_atomic), ulps=8,
          why="one atomic add per block (at most 8) in an order the GPU picks: one rounding per block may differ "
              "(positive inputs)")
+register("reduction.sum_grid_stride_vectorised", _sum_cases(reduction.sum_grid_stride_vectorised), ulps=8,
+         why="one atomic add per block (at most 8) in an order the GPU picks: one rounding per block may differ "
+             "(positive inputs); each thread's sum of its vectors and tail in the same order on both")
 
 AXIS_SUM = axis_reduction.make_axis_reduce(add, 0.0)
 
@@ -240,6 +245,25 @@ def _softmax_cases(kernel):
     return cases
 
 
+def _softmax_vectorised_cases(rng) -> list[Case]:
+    """`launch_softmax` of `softmax_vectorised`: rows of one warp (several per block) and of 2 to 5 warps, most of
+    them at another place in a 16-byte vector (columns not a multiple of 4: head and tail scalars)."""
+    made = []
+    for (rows, cols), threads in (((5, 37), 32), ((3, 1000), 128), ((4, 129), 256), ((3, 2051), 128),
+                                  ((2, 4099), 128)):
+        x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
+        x[-1] += 3e4  # large logits: the max must be taken out before exp
+
+        def run(x=x, threads=threads):
+            y = cuda.to_device(_poisoned(x.shape))
+            fusion.launch_softmax(fusion.softmax_vectorised, y, cuda.to_device(x), threads)
+            return {"y": y.copy_to_host()}
+
+        grid, block = fusion.vectorised_configuration(rows, cols, threads)
+        made.append(Case(f"{rows} x {cols}, {grid} blocks of {block[1]} rows x {block[0]} threads", run))
+    return made
+
+
 def _attention_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
@@ -261,6 +285,9 @@ register("fusion.matmul_bias_relu", _gemm_epilogue_cases, ulps=max(MATMUL_K),
 for _kernel in fusion.SOFTMAX_KERNELS + [fusion.softmax_registers]:  # each case's row fits softmax_registers
     register(f"fusion.{_kernel.py_func.__name__}", _softmax_cases(_kernel), ulps=16,
              why=f"{EXP}; the row's sum and the division add a few more")
+register("fusion.softmax_vectorised", _softmax_vectorised_cases, ulps=16,
+         why=f"{EXP}; each value is exp(x - m) times exp(m - M) / L (m: its thread's max, M the row's), and the "
+             "row's sum adds a few more")
 for _kernel in (fusion.attention_row_fused, fusion.attention_flash):
     register(f"fusion.{_kernel.py_func.__name__}", _attention_cases(_kernel), ulps=256,
              why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "

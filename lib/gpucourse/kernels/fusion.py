@@ -29,6 +29,10 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
 - `softmax_registers` (`make_softmax_registers`): the row in registers, every load issued first (16-byte
   loads and stores where the rows are aligned): one read of ``x``, one write of ``y``, rows up to
   ``SOFTMAX_VALUES x threads``.
+- `softmax_vectorised` (`make_softmax_vectorised`), the top rung, built for bandwidth: the matrices flattened, a
+  row held by the fewest warps whose registers cover it (``4 SOFTMAX_VECTORS`` values per thread), several short
+  rows per block; 16-byte loads and stores on every row (its up to 6 elements off a 16-byte boundary as scalars),
+  one exp per element, the row's online-softmax state merged with shuffles and at most one barrier.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.
@@ -371,6 +375,134 @@ def registers_threads(cols: int, values: int = SOFTMAX_VALUES) -> int:
     return max(128, -(-cols // (32 * values)) * 32)
 
 
+SOFTMAX_VECTORS = 8  # softmax_vectorised: 16-byte vectors of the row each thread holds (32 values)
+
+
+@cuda.jit(device=True)
+def row_state(m, l):
+    """The online-softmax state (max, sum) of a row from each of its threads' ``(m, l)``, in every thread of the row.
+
+    A row's threads are row ``threadIdx.y`` of the block, ``blockDim.x`` threads (a multiple of 32): xor shuffles
+    merge each warp's states; where a row has several warps, lane 0 of each leaves the warp's state in shared memory
+    and, after the block's one barrier, every thread merges its row's (in one order: the same result in each).
+    """
+    states_m = cuda.shared.array(MAX_WARPS, float32)
+    states_l = cuda.shared.array(MAX_WARPS, float32)
+    offset = 16
+    while offset > 0:
+        m, l = merge(m, l, cuda.shfl_xor_sync(FULL_MASK, m, offset), cuda.shfl_xor_sync(FULL_MASK, l, offset))
+        offset //= 2
+    warps = cuda.blockDim.x // 32
+    if warps > 1:  # the same in every thread of the block: all of them reach the barrier, or none
+        first = cuda.threadIdx.y * warps  # the row's first warp among the block's
+        if cuda.threadIdx.x % 32 == 0:
+            w = first + cuda.threadIdx.x // 32
+            states_m[w], states_l[w] = m, l
+        cuda.syncthreads()
+        m, l = states_m[first], states_l[first]
+        for w in range(first + 1, first + warps):
+            m, l = merge(m, l, states_m[w], states_l[w])
+    return m, l
+
+
+@cuda.jit(device=True)
+def load_group(a, i, vectors):
+    """``a[i : i + 4]`` of a 1-D array: one 16-byte `vector.load4` where ``vectors``, else four 4-byte loads."""
+    if vectors:
+        return load4(a, (i,))
+    return a[i], a[i + 1], a[i + 2], a[i + 3]
+
+
+@cuda.jit(device=True)
+def store_group(a, i, values, vectors):
+    """``a[i : i + 4] = values``: one 16-byte `vector.store4` where ``vectors``, else four 4-byte stores."""
+    if vectors:
+        store4(a, (i,), values)
+    else:
+        a[i], a[i + 1], a[i + 2], a[i + 3] = values
+
+
+@functools.cache
+def make_softmax_vectorised(VECTORS: int):
+    """`softmax_vectorised` with ``VECTORS`` 16-byte vectors (``4 VECTORS`` values) of the row per thread.
+
+    ``softmax_vectorised(y, x, cols)`` on the (rows, cols) matrices flattened to 1-D (`launch_softmax` passes
+    ``y.ravel(), x.ravel()``); block ``(row threads, rows per block)`` (`vectorised_configuration`): row
+    ``threadIdx.y`` of the block is held by ``blockDim.x`` threads, whole warps, at most ``4 VECTORS blockDim.x``
+    columns. A row of any length lies at any 4-byte boundary of the flat array: up to 3 scalars before its first
+    16-byte boundary (the head), whole vectors, up to 3 scalars after its last (the tail); where ``x`` or ``y`` does
+    not start 16-byte aligned, the same groups of 4 as scalars. Thread t holds vectors ``t, t + blockDim.x, ...``
+    (consecutive threads, consecutive 16 bytes: coalesced) in registers and at most one head or tail scalar.
+
+    One read of ``x`` and one write of ``y`` in 16-byte accesses, every load issued before the first is used, and one
+    exp per element: each thread keeps ``exp(x - m)`` with ``m`` its own max and ``l`` their sum, an online-softmax
+    state; the row's states merge (`row_state`: shuffles, and one barrier where a row has several warps), and each
+    thread scales its values by ``exp(m - M) / L`` as it stores them.
+
+    Fast where a row fills most of its threads' values (``cols`` at or a little under a multiple of ``128 VECTORS``,
+    1024 with the default 8: 4096 columns are one block of 4 warps) and there are many rows (a few per SM at least).
+    Why: at 64 registers 1024 threads fit an SM, each with ``16 VECTORS`` bytes of loads in flight: 128 KiB per SM,
+    where Little's law asks about 25 KiB (4.8 TB/s x ~700 ns over 132 SMs on an H200). Rows under about 200
+    columns leave most values empty (under 25 KiB in flight); rows just past a multiple of ``128 VECTORS`` leave
+    most of their last warp idle.
+    """
+    @cuda.jit(**launch_bounds(32 * MAX_WARPS, 1))  # at most 64 registers, so that a row of 1024 threads launches
+    def softmax_vectorised(y, x, cols):
+        values = cuda.local.array((VECTORS, WIDTH), float32)  # constant indices after unrolling: registers
+        t, row_threads = cuda.threadIdx.x, cuda.blockDim.x  # this thread's place among its row's threads
+        start = (cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y) * cols  # the row's first element
+        inside = start < x.size  # a block's last rows may lie past the matrix: their threads only merge states
+        vectors = vector_aligned(x) and vector_aligned(y)
+        head = min((WIDTH - start % WIDTH) % WIDTH, cols) if vectors else 0  # scalars before a 16-byte boundary
+        groups = (cols - head) // WIDTH  # whole vectors, from start + head on
+        scalars = cols - WIDTH * groups  # the head's and the tail's: thread t < scalars holds one
+        column = t if t < head else t + WIDTH * groups  # the thread's scalar: in the head, else in the tail
+        for k in range(VECTORS):  # every load first ...
+            g = k * row_threads + t
+            if inside and g < groups:
+                values[k, 0], values[k, 1], values[k, 2], values[k, 3] = \
+                    load_group(x, start + head + WIDTH * g, vectors)
+            else:
+                for e in range(WIDTH):
+                    values[k, e] = float32(NEG_INF)
+        scalar = x[start + column] if inside and t < scalars else float32(NEG_INF)
+        m = scalar  # ... then the thread's online-softmax state: its max m, the sum l of exp(x - m)
+        for k in range(VECTORS):
+            for e in range(WIDTH):
+                m = max(m, values[k, e])
+        base = safe_max(m)
+        scalar = math.exp(scalar - base)
+        l = scalar
+        for k in range(VECTORS):
+            for e in range(WIDTH):
+                values[k, e] = math.exp(values[k, e] - base)
+                l += values[k, e]
+        row_m, row_l = row_state(m, l)
+        scale = math.exp(m - safe_max(row_m)) * reciprocal(row_l)  # exp(x - m) to exp(x - M) / L; 0 where m = -inf
+        if inside:
+            for k in range(VECTORS):
+                g = k * row_threads + t
+                if g < groups:
+                    store_group(y, start + head + WIDTH * g, (values[k, 0] * scale, values[k, 1] * scale,
+                                                              values[k, 2] * scale, values[k, 3] * scale), vectors)
+            if t < scalars:
+                y[start + column] = scalar * scale
+
+    return softmax_vectorised
+
+
+softmax_vectorised = make_softmax_vectorised(SOFTMAX_VECTORS)
+VECTORISED_MAX_COLS = SOFTMAX_VECTORS * WIDTH * 32 * MAX_WARPS  # its longest row: 32 values in each of 1024 threads
+
+
+def vectorised_configuration(rows: int, cols: int, threads: int = THREADS, vectors: int = SOFTMAX_VECTORS):
+    """(grid, block) of `softmax_vectorised` (built with ``vectors``): a row held by the fewest warps whose
+    ``4 vectors`` values per thread cover it, as many rows per block as fit in ``threads`` (at least one)."""
+    row_threads = 32 * max(1, -(-cols // (32 * WIDTH * vectors)))
+    rows_per_block = max(1, threads // row_threads)
+    return -(-rows // rows_per_block), (row_threads, rows_per_block)
+
+
 def check_rows(y, x) -> None:
     """A clear error when ``x`` and ``y`` are not two float32 matrices of one shape."""
     if x.ndim != 2 or y.shape != x.shape:
@@ -380,10 +512,23 @@ def check_rows(y, x) -> None:
 
 
 def launch_softmax(kernel, y, x, threads=THREADS) -> None:
-    """``kernel[rows, threads](y, x)``: one block per row; ``threads`` a multiple of 32 up to 1024."""
+    """``kernel[rows, threads](y, x)``: one block per row; ``threads`` a multiple of 32 up to 1024.
+
+    `softmax_vectorised`: on the flattened matrices, with the blocks of `vectorised_configuration` (``threads``: the
+    threads a block fills with rows).
+    """
     check_rows(y, x)
     if threads % 32 or not 32 <= threads <= 32 * MAX_WARPS:
         raise ValueError(f"threads must be a multiple of 32 between 32 and 1024, got {threads}")
+    if kernel is softmax_vectorised:
+        if x.shape[1] > VECTORISED_MAX_COLS:
+            raise ValueError(f"softmax_vectorised holds {SOFTMAX_VECTORS * WIDTH} values per thread, at most "
+                             f"{VECTORISED_MAX_COLS} columns per row of 1024 threads, got {x.shape[1]}; "
+                             "use softmax_online")
+        if x.size:
+            grid, block = vectorised_configuration(*x.shape, threads)
+            kernel[grid, block](y.ravel(), x.ravel(), x.shape[1])
+        return
     if kernel is softmax_row_fused and x.shape[1] > MAX_COLS:
         raise ValueError(f"softmax_row_fused holds a row in shared memory: at most {MAX_COLS} columns, got "
                          f"{x.shape[1]}; use softmax_online for longer rows")

@@ -27,8 +27,9 @@ compiler baselines last), each with its share of the time left (``--seconds``, s
 long each took when it last ran): a benchmark measures the goals' rows first and names in its section the
 rows it had no time for (the part is then `partial`).
 
-Each notebook runs ``--repeat`` times (3) in fresh kernels, each cell within ``--cell-timeout``
-seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
+Each notebook runs ``--repeat`` times (3), each run in its own process and fresh kernel, the runs of all
+notebooks side by side (``--jobs`` at a time, the notebooks that took longest last time first), each cell within
+``--cell-timeout`` seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
 
 Limits (the device tool's): one command under 10 minutes, so nothing new is started once ``--limit``
 seconds (570, counted from the start: installing the wheels included) are spent, and the summary is always
@@ -233,6 +234,24 @@ def execute_repeatedly(path: Path, repeat: int, cell_timeout: float, deadline: f
     return f"{name}: ok, {runs}/{repeat} runs, {max(seconds):.0f} s"
 
 
+def combined_runs(path: Path, outputs: list[str]) -> str:
+    """One notebook's line from its runs' outputs (each ended by a one-run line, e.g. "...: ok, 1/1 runs, 9 s"):
+    "lectures/03_matmul.ipynb: ok, 3/3 runs, 17 s" (the longest run's time), else its first failure or "not
+    finished", with the runs that passed."""
+    name = path.relative_to(ROOT).as_posix()
+    lines = [([m[2] for m in NOTEBOOK_LINE.finditer(output) if m[1] == name] or ["not finished, 0/1 runs"])[-1]
+             for output in outputs]
+    passed = [line for line in lines if line.startswith("ok")]
+    failed = [(k, line) for k, line in enumerate(lines, start=1) if line.startswith("FAILED")]
+    if failed:
+        k, line = failed[0]
+        return f"{name}: FAILED in run {k}, {len(passed)}/{len(lines)} runs: {line.split(' runs: ', 1)[-1]}"
+    if len(passed) < len(lines):
+        return f"{name}: not finished, {len(passed)}/{len(lines)} runs (time limit)"
+    seconds = max(int(re.search(r"(\d+) s$", line)[1]) for line in passed)
+    return f"{name}: ok, {len(lines)}/{len(lines)} runs, {seconds} s"
+
+
 # -- the environment ----------------------------------------------------------------------------------------------
 def no_gpu(driver_gpus: Path = DRIVER_GPUS) -> str | None:
     """Why there is no NVIDIA GPU here (nvidia-smi lists none, or without it the driver lists none), or None."""
@@ -434,6 +453,10 @@ class Record:
         return {p: r.seconds for p, r in self.parts.items() if r.status in ("passed", "partial")
                 and p not in NOTEBOOK_PARTS}
 
+    def notebook_seconds(self) -> dict:
+        """{notebook: seconds of its longest run} as recorded (on any tree): the longest notebooks start first."""
+        return {path: int(m[1]) for path, line in self.notebooks.items() if (m := re.search(r"runs, (\d+) s$", line))}
+
     def partial(self, tree: str) -> dict:
         """{benchmark: seconds} of the benchmarks recorded as partial on ``tree``."""
         return {p: r.seconds for p, r in self.parts.items() if r.status == "partial"} if self.tree == tree else {}
@@ -478,11 +501,12 @@ class Settings:
     cell_timeout: float = 300
     path_first: list = field(default_factory=list)  # folders put first on PYTHONPATH (the installed wheels)
     skip_notebooks: set = field(default_factory=set)  # recorded as ok on this tree (--resume)
-    jobs: int = 1  # notebooks run at a time, over both notebook parts
+    jobs: int = 1  # notebook runs at a time, over both notebook parts
     expected: dict = field(default_factory=dict)  # part -> seconds it took when it last ran to its end
     partial: dict = field(default_factory=dict)  # benchmark -> seconds of its partial run on this tree (--resume)
     wheels: Path = WHEELS  # the carried wheels and bubblewrap's .deb (the grading's sandbox)
     slots: threading.BoundedSemaphore | None = None  # the notebooks' turns, shared by both notebook parts
+    notebook_seconds: dict = field(default_factory=dict)  # notebook -> seconds of a run, as last recorded
 
 
 def run_part(part: str, python: str, seconds_left: float, log, out: Path, settings: Settings,
@@ -495,24 +519,32 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     quick = ["--quick"] if settings.quick else []
     if part in NOTEBOOK_PARTS:
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
-        command = [python, __file__, "--repeat", str(settings.repeat), "--cell-timeout", str(settings.cell_timeout)]
+        command = [python, __file__, "--repeat", "1", "--cell-timeout", str(settings.cell_timeout)]
         note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
-        log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note})\n")
+        log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note}; each run in "
+                  "its own process, the longest notebooks first)\n")
         slots = settings.slots or threading.BoundedSemaphore(max(1, settings.jobs))
+        # every run of every notebook is a task: a long notebook's runs go side by side, not one after another
+        runs = sorted(((path, k) for k in range(settings.repeat) for path in paths),
+                      key=lambda run: -settings.notebook_seconds.get(run[0].relative_to(ROOT).as_posix(), 0))
 
-        def execute(path: Path) -> tuple[int, str]:  # in its own process and kernels, within what is left
+        def execute(run: tuple[Path, int]) -> tuple[int, str]:  # in its own process and kernel, within what is left
+            path, k = run
             with slots:
                 left = seconds_left - (time.monotonic() - start)
-                unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/{settings.repeat} runs (time limit)\n"
                 if left < NOTEBOOK_AT_LEAST:
-                    return 1, unfinished
+                    return 1, f"{path.relative_to(ROOT).as_posix()}: not finished, 0/1 runs (time limit)\n"
                 code, output = run_command([*command, "--limit", str(left - 5), "--execute", str(path)], env, left)
+                unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/1 runs (time limit)\n"
                 return (1, output + unfinished) if code is None else (code, output)
 
-        with ThreadPoolExecutor(max(1, len(paths))) as pool:
-            finished = list(pool.map(execute, paths))
-        output = "".join(text for _, text in finished)
-        returncode = next((code for code, _ in finished if code != 0), 0)
+        with ThreadPoolExecutor(max(1, len(runs))) as pool:
+            finished = dict(zip(runs, pool.map(execute, runs)))
+        output = "".join(f"run {k + 1} of {path.relative_to(ROOT).as_posix()}:\n"  # not a notebook's line
+                         + NOTEBOOK_LINE.sub(r"  \1: \2", text) for (path, k), (_, text) in finished.items())
+        output += "".join(combined_runs(path, [finished[path, k][1] for k in range(settings.repeat)]) + "\n"
+                          for path in paths)
+        returncode = next((code for code, _ in finished.values() if code != 0), 0)
     else:
         note = "quick: nothing recorded" if settings.quick else ""
         if part == "differential":
@@ -684,7 +716,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="fresh runs of each notebook (default 3)")
     parser.add_argument("--cell-timeout", type=float, default=300, help="seconds a notebook cell may run (default 300)")
     parser.add_argument("--jobs", type=int, default=JOBS,
-                        help=f"notebooks run at a time, each in its own process and kernels (default here {JOBS}: "
+                        help=f"notebook runs at a time, each in its own process and kernel (default here {JOBS}: "
                              "a third of the CPUs, at most 6)")
     parser.add_argument("--notebooks", metavar="TEXT", help="only the notebooks whose file name contains TEXT")
     parser.add_argument("--quick", action="store_true", help="the benchmarks' quick modes (a smoke run: nothing recorded)")
@@ -740,7 +772,7 @@ def main(argv=None) -> int:
 
     tree = tree_fingerprint()
     record = Record.read(recorded(SECTION, arguments.results))
-    settings.expected = record.durations()
+    settings.expected, settings.notebook_seconds = record.durations(), record.notebook_seconds()
     if record.tree != tree:
         record = Record(tree)
     if arguments.resume:

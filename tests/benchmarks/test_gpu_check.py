@@ -264,6 +264,35 @@ def test_a_notebook_part_runs_its_notebooks_side_by_side_each_in_its_own_process
     assert result.status == "failed" and all(line.startswith("FAILED") for _, line in result.notebooks)
 
 
+
+def test_a_notebooks_runs_go_side_by_side_longest_notebook_first_and_make_one_line(tmp_path, monkeypatch):
+    """On the H200 lecture 07 took 94 s a run, three runs one after another most of the notebooks' 350 s."""
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    for name in ("short", "long", "flaky"):
+        notebook(tmp_path / "lectures", name, "x = 1")
+    # a stand-in for one run: it logs which notebook started; flaky's second run fails
+    stand_in = executable(tmp_path / "python", textwrap.dedent(f"""\
+        for last; do :; done
+        name=$(basename "$last" .ipynb)
+        echo "$name" >> "{tmp_path}/started"
+        echo x >> "{tmp_path}/count-$name"
+        if [ "$name" = flaky ] && [ $(wc -l < "{tmp_path}/count-$name") = 2 ]; then
+            echo "lectures/$name.ipynb: FAILED in run 1, 0/1 runs: a cell failed: boom"; exit 1
+        fi
+        echo "lectures/$name.ipynb: ok, 1/1 runs, $(wc -l < "{tmp_path}/count-$name") s"
+        """))
+    settings = gpu_check.Settings(repeat=3, jobs=1, notebook_seconds={"lectures/long.ipynb": 94})
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
+    assert (tmp_path / "started").read_text().split()[:3] == ["long"] * 3  # its three runs first
+    assert dict(result.notebooks) == {"lectures/flaky.ipynb": "FAILED in run 2, 2/3 runs: a cell failed: boom",
+                                      "lectures/long.ipynb": "ok, 3/3 runs, 3 s",
+                                      "lectures/short.ipynb": "ok, 3/3 runs, 3 s"}
+    assert result.status == "failed"
+    record = gpu_check.Record.read("lectures/long.ipynb: ok, 3/3 runs, 94 s  \nlectures/a.ipynb: FAILED in run 1, 0/3 runs: x")
+    assert record.notebook_seconds() == {"lectures/long.ipynb": 94}
+
 def test_a_notebook_is_not_started_without_time_for_it(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
     (tmp_path / "lectures").mkdir()

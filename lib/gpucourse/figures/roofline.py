@@ -125,7 +125,7 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     return ax.figure
 
 
-# -- a prediction from the simulator's trace, for lectures until a GPU run is recorded -----------------------------
+# -- a prediction from the simulator's trace, for lectures where no GPU run is recorded ----------------------------
 SECTOR_BYTES = 32
 PREDICTION_LABEL = "Prediction, not a measurement"
 
@@ -228,7 +228,7 @@ def show_prediction(launches: dict, flops=0, useful_bytes=None, devices=("T4", "
     sources = "; ".join(f"{d.name}: {d.peak_flops / 1e12:g} TFLOP/s FP32, {d.bandwidth / 1e9:g} GB/s "
                         f"({d.source.split(':')[0]})" for d in devices)  # the data sheet's name, not its figures again
     text = "\n".join([
-        f"**{PREDICTION_LABEL}** (no GPU run recorded): each traced launch's time "
+        f"**{PREDICTION_LABEL}** (no recorded GPU run here): each traced launch's time "
         + (f"scaled {factor:,.0f}x to {size}, the size a GPU times" if scaled else "at its traced size")
         + " if every 32-byte sector its warps request came from DRAM at peak bandwidth, or its FLOPs at peak "
         "FP32, whichever is slower; no launch overhead. Only where L1 or L2 serve sectors requested again can a "

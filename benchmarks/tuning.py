@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -190,18 +191,30 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         verdict = (f"the cost model for the {model_device} ranks the candidates of every space with Spearman >= {GOAL}: "
                    f"{'met' if met else 'NOT met'} (lowest {worst:.2f} over {len(predicted)} predictions)"
                    if worst is not None else "too few timed candidates for a rank correlation")
+    not_launched = [f"{r.case.name}: {launch_error(error)}" for r in rows for error in r.not_launched]
     return "\n".join([
-        f"{device.name}, {today()}; {versions_}; median of {samples} samples per time.",
+        "## Tuning: the autotuner, its cost model, and the vendor libraries",
+        "",
+        f"`python benchmarks/tuning.py` on {device.name} ({device.sms} SMs).",
+        "",
+        f"- Date: {today()}",
+        f"- Versions: {versions_}",
+        f"- Timing: median of {samples} samples per time; tuning s: the search's wall time, compiling included.",
+        f"- Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
+        "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by "
+        "FLOPs.",
         "",
         table,
         *(["", note] if note else []),
-        *(["", "Candidates that could not launch (counted in tried, not timed): " + "; ".join(
-            f"{r.case.name}: {error}" for r in rows for error in r.not_launched)] if any(r.not_launched for r in rows)
-          else []),
-        "",
-        f"Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
-        "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by FLOPs.",
+        *(["", "Candidates that could not launch (counted in tried, not timed): " + "; ".join(not_launched)]
+          if not_launched else []),
     ])
+
+
+def launch_error(error: str) -> str:
+    """A candidate's launch error in a few words: its config and the CUDA error's name where there is one."""
+    parts, name = re.match(r"(\{.*?\}): (.*)", error, re.S), re.search(r"CUDA_ERROR_\w+", error)
+    return f"{parts[1]} ({name[0]})" if parts and name else error
 
 
 def main(argv=None) -> int:

@@ -43,7 +43,8 @@ def test_a_candidate_that_cannot_launch_is_named_not_counted_wrong(bench):
     failed = row(bench, 0.9, [launch])
     assert not failed.wrong and failed.not_launched == [launch]
     text = bench.section([failed], DEVICE, "versions", 5, "H100")
-    assert f"Candidates that could not launch (counted in tried, not timed): sgemm 4096^3: {launch}" in text
+    assert ("Candidates that could not launch (counted in tried, not timed): sgemm 4096^3: "
+            "{'BM': 128, 'BN': 128, 'TM': 2, 'TN': 8} (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)") in text
     assert "could not launch" not in bench.section([row(bench, 0.9)], DEVICE, "versions", 5, "H100")
 
 
@@ -74,7 +75,7 @@ def test_a_time_budget_tunes_each_spaces_largest_shape_first_and_names_those_lef
     assert run.measured == ["sgemm 4096^3"]
     assert recorded.write  # a full run's cases, cut short by time: still recorded, and says so
     assert [row[:2] for row in table_rows(recorded.text)] == [["sgemm", "4096^3"]]
-    note = recorded.text.split("\n\n")[2]  # under the table, above the goal
+    note = recorded.text.split("\n\n")[4]  # under the table (title, device, list, table, note)
     assert "conv ResNet conv2_x 3x3, batch 32, softmax 4096 x 4096, sgemm 1024^3" in note and "tuning.py" in note
 
 
@@ -82,7 +83,8 @@ def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
     recorded = run()
     assert run.measured == [case.name for case in bench.CASES[1:]] + [bench.CASES[0].name]  # every space first
     assert [row[1] for row in table_rows(recorded.text)] == [case.label for case in bench.CASES]
-    assert recorded.write and recorded.text.split("\n\n")[2].startswith("Goal: ")  # nothing between table and goal
+    blocks = recorded.text.split("\n\n")  # title, device, list with the goal, table: no note
+    assert recorded.write and len(blocks) == 4 and "\n- Goal: " in blocks[2] and blocks[3].startswith("| space |")
 
 
 # -- `measure`, its GPU path, on the simulator at tiny sizes (the simulator's events time the CPU) -------------

@@ -156,6 +156,21 @@ def test_float_remainders_are_the_gpus_not_pythons():
     assert (out[2, 1:4].tolist(), out[3, 1:4].tolist()) == ([1.0, 0.0, 0.0], [0.0, 0.0, 1.0])
 
 
+
+@cuda.jit
+def negations(out, a8, u8, a16, u16):
+    out[0], out[1], out[2], out[3] = -a8[0], -u8[0], -a16[0], -u16[0]
+
+
+def test_negations_of_narrow_integers_are_what_the_gpus_code_computes():
+    """numba negates in the operand's width, then widens to int64; for int16 ptxas negates in 32 bits and drops
+    the sign extension from 16 bits (sm_90 SASS: PRMT 0x9910, IMAD.MOV -R, SHF.R.S32.HI), so -(-32768) is 32768
+    there, where int8 still wraps and unsigned values wrap to their width (fuzz kernel k1568 of seed 1)."""
+    out = np.zeros(4, np.int64)
+    negations[1, 1](out, np.array([-128], np.int8), np.array([1], np.uint8), np.array([-32768], np.int16),
+                    np.array([1], np.uint16))
+    assert out.tolist() == [-128, 255, 32768, 65535]
+
 def test_the_same_launch_gives_the_same_result_and_trace():
     a = np.random.default_rng(3).uniform(-1, 1, 1000).astype(np.float32)
     results, summaries = [], []

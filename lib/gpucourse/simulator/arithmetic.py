@@ -33,6 +33,10 @@ from .bfloat16 import BFLOAT16
 from .conversions import saturated
 
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+# numba negates an int16 in 16 bits, then widens it (``neg.s16``, ``cvt.s64.s16``); ptxas sign-extends the operand
+# to 32 bits, negates there and drops the ``cvt``: on sm_90 -(-32768) is 32768, not -32768 (the SASS:
+# PRMT 0x9910, IMAD.MOV -R, SHF.R.S32.HI; int8 and unsigned negations still wrap).
+_INT16 = np.dtype(np.int16)
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1
 
@@ -77,6 +81,8 @@ def _signature(function, dtypes: tuple) -> tuple | None:
             arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
         elif result.kind in "iu" and bool in arguments:
             arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
+        elif function is operator.neg and arguments == (_INT16,):
+            arguments = (result,)  # ptxas negates int16 in a 32-bit register, no wrap: -(-32768) is 32768 (_INT16)
         return arguments, result
     except Exception:  # numba's typing refuses these types; the PTX check reports it
         return None

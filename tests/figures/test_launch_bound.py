@@ -1,4 +1,4 @@
-"""The prediction lectures show until a GPU run is recorded: a traced launch's time from DRAM sectors, labelled."""
+"""The prediction lectures show where no GPU run is recorded: a traced launch's time from DRAM sectors, labelled."""
 
 import numpy as np
 import pytest

@@ -157,6 +157,17 @@ def test_float_remainders_are_the_gpus_not_pythons():
 
 
 
+
+@cuda.jit
+def remainder_of_arguments(out, a, b):
+    out[0], out[1] = a % b, divmod(a, b)[1]
+
+
+def test_a_float_argument_is_a_float64_of_the_gpu_not_a_python_constant():
+    out = np.zeros(2)
+    remainder_of_arguments[1, 1](out, 2.0**64, 7.0)  # computed at run time on a GPU: its remainder, not Python's
+    assert out.tolist() == [1024.0, 1024.0]
+
 @cuda.jit
 def negations(out, a8, u8, a16, u16):
     out[0], out[1], out[2], out[3] = -a8[0], -u8[0], -a16[0], -u16[0]

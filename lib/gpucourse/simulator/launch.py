@@ -13,6 +13,7 @@ import traceback
 import numpy as np
 
 from . import trace as tracing
+from .arithmetic import strong
 from .calls import device_function
 from .errors import BudgetExceeded, EndlessLoop, KernelFault, TooSlowToSimulate, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
@@ -77,8 +78,8 @@ def _wrap_arguments(names, args) -> list:
         if type(value) is tuple:
             return tuple(wrap(f"{name}[{k}]", item) for k, item in enumerate(value))
         array = host_array(value)
-        if array is None:
-            return value
+        if array is None:  # a float argument is a float64 computed at run time, not a Python constant (`strong`)
+            return strong(value) if type(value) is float else value
         for other, wrapped in seen:  # the memory test first: an array's address takes microseconds to ask
             if (not array.size or np.may_share_memory(array, other)) and _same_memory(array, other):
                 wrapped.name += f"/{name}"

@@ -396,6 +396,18 @@ def test_softmax_vectorised_reads_scalars_where_x_is_not_16_byte_aligned():
     assert requests["not aligned"] >= 3.5 * requests["aligned"]  # each 16-byte vector as four 4-byte loads
 
 
+
+def test_softmax_vectorised_refuses_views_it_would_flatten_into_a_copy():
+    """A column slice or a Fortran-order matrix flattens into a copy: y would be written nowhere."""
+    x, nan = logits(5, 40), np.full((5, 40), np.nan, np.float32)
+    cases = [(cuda.to_device(x)[:, :33], cuda.to_device(nan)[:, :33], x[:, :33]),
+             (cuda.to_device(np.asfortranarray(x)), cuda.to_device(np.asfortranarray(nan)), x)]
+    for source, out, expected in cases:
+        with pytest.raises(ValueError, match="both must be C-contiguous"):
+            fu.launch_softmax(fu.softmax_vectorised, out, source)
+        fu.launch_softmax(fu.softmax_online, out, source)  # the others take views
+        np.testing.assert_allclose(out.copy_to_host(), fu.softmax_reference(expected), rtol=1e-5, atol=1e-7)
+
 def test_softmax_vectorised_explains_a_row_too_long_and_keeps_it_in_registers():
     longest = fu.SOFTMAX_VECTORS * 4 * 1024
     assert fu.VECTORISED_MAX_COLS == longest

@@ -521,6 +521,9 @@ def launch_softmax(kernel, y, x, threads=THREADS) -> None:
     if threads % 32 or not 32 <= threads <= 32 * MAX_WARPS:
         raise ValueError(f"threads must be a multiple of 32 between 32 and 1024, got {threads}")
     if kernel is softmax_vectorised:
+        if not (x.flags["C_CONTIGUOUS"] and y.flags["C_CONTIGUOUS"]):  # flattened below: a copy would lose y
+            raise ValueError("softmax_vectorised reads x and writes y flattened: both must be C-contiguous; pass "
+                             "np.ascontiguousarray copies (and copy y back), or use softmax_online")
         if x.shape[1] > VECTORISED_MAX_COLS:
             raise ValueError(f"softmax_vectorised holds {SOFTMAX_VECTORS * WIDTH} values per thread, at most "
                              f"{VECTORISED_MAX_COLS} columns per row of 1024 threads, got {x.shape[1]}; "

@@ -529,14 +529,19 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
                       key=lambda run: -settings.notebook_seconds.get(run[0].relative_to(ROOT).as_posix(), 0))
 
         def execute(run: tuple[Path, int]) -> tuple[int, str]:  # in its own process and kernel, within what is left
-            path, k = run
+            path, _ = run
+            name = path.relative_to(ROOT).as_posix()
+            unfinished = f"{name}: not finished, 0/1 runs (time limit)\n"
             with slots:
                 left = seconds_left - (time.monotonic() - start)
-                if left < NOTEBOOK_AT_LEAST:
-                    return 1, f"{path.relative_to(ROOT).as_posix()}: not finished, 0/1 runs (time limit)\n"
+                if left < max(NOTEBOOK_AT_LEAST, settings.notebook_seconds.get(name, 0)):  # it would be cut
+                    return 1, unfinished
                 code, output = run_command([*command, "--limit", str(left - 5), "--execute", str(path)], env, left)
-                unfinished = f"{path.relative_to(ROOT).as_posix()}: not finished, 0/1 runs (time limit)\n"
-                return (1, output + unfinished) if code is None else (code, output)
+            if code is None:
+                return 1, output + unfinished
+            if code and not any(m[1] == name for m in NOTEBOOK_LINE.finditer(output)):  # died before its line
+                return code, output + f"{name}: FAILED in run 1, 0/1 runs: its process exited with status {code}\n"
+            return code, output
 
         with ThreadPoolExecutor(max(1, len(runs))) as pool:
             finished = dict(zip(runs, pool.map(execute, runs)))
@@ -564,8 +569,9 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     seconds = time.monotonic() - start
     if returncode is None:
         if is_timed(part) and RECORDED_MARK in output:  # its section is written; only its exit was cut
-            return Result(part, "partial", seconds, "recorded its section, then stopped at the time limit before "
-                          "it exited: --resume measures it again when more time is left")
+            # its seconds are the limit's, not its own: recorded as the share it had (the next run's weight)
+            return Result(part, "partial", min(seconds, share or seconds), "recorded its section, then stopped at "
+                          "the time limit before it exited: --resume measures it again when more time is left")
         return Result(part, "failed", seconds, f"stopped at the time limit: run `--part {part}` alone")
     lines = [(m[1], m[2]) for m in NOTEBOOK_LINE.finditer(output)]
     if returncode:

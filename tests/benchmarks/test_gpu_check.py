@@ -293,6 +293,21 @@ def test_a_notebooks_runs_go_side_by_side_longest_notebook_first_and_make_one_li
     record = gpu_check.Record.read("lectures/long.ipynb: ok, 3/3 runs, 94 s  \nlectures/a.ipynb: FAILED in run 1, 0/3 runs: x")
     assert record.notebook_seconds() == {"lectures/long.ipynb": 94}
 
+
+def test_a_run_that_dies_before_its_line_fails_and_one_the_time_left_would_cut_is_not_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    for name in ("dies", "long"):
+        notebook(tmp_path / "lectures", name, "x = 1")
+    stand_in = executable(tmp_path / "python", "echo Traceback: killed; exit 137\n")  # no notebook line
+    settings = gpu_check.Settings(repeat=1, jobs=2, notebook_seconds={"lectures/long.ipynb": 500})
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
+    assert dict(result.notebooks) == {
+        "lectures/dies.ipynb": "FAILED in run 1, 0/1 runs: its process exited with status 137",
+        "lectures/long.ipynb": "not finished, 0/1 runs (time limit)"}  # 500 s last time, 200 s left
+    assert result.status == "failed"
+
 def test_a_notebook_is_not_started_without_time_for_it(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
     (tmp_path / "lectures").mkdir()
@@ -373,6 +388,7 @@ def test_a_benchmark_cut_at_the_limit_after_recording_its_section_is_partial_and
         with open(tmp_path / "log", "w") as log:
             results[name] = gpu_check.run_part(name, sys.executable, 3, log, tmp_path, gpu_check.Settings(), share=3)
     assert results["compilers"].status == "partial" and "recorded its section" in results["compilers"].note
+    assert results["compilers"].seconds == 3  # the share it had, not the limit's seconds: the next run's weight
     assert results["conv"].status == "failed" and "stopped at the time limit" in results["conv"].note
 
 def test_resume_measures_a_partial_benchmark_again_only_with_more_time_than_it_had(tmp_path):

@@ -68,11 +68,20 @@ def test_goals_met_and_not_met(bench):
     assert "partly measured (no torch.softmax): 4.0x naive" in bench.goal_lines(without_torch)[0]
     assert bench.goal_lines([]) == [
         "Goal: `softmax_row_fused` >= 3x `softmax_naive` and >= 80% of torch.softmax: not measured.",
-        "Goal: `attention_flash2`, keys not split >= 3x `attention_naive` at N = 4096, extra memory 0: not measured.",
+        "Goal: `attention_flash2` with its keys not split >= 3x `attention_naive` at N = 4096, extra memory 0: "
+        "not measured.",
         "Goal: `softmax_vectorised` >= 90% of the copy's GB/s at 16384 x 4096: not measured.",
         "Goal: `attention_flash2` >= 3x `attention_naive` and <= 3x SDPA's time at N = 4096, extra memory O(N): "
         "not measured."]
 
+
+
+def test_the_no_extra_memory_flash_goal_reads_flash2_itself_where_it_did_not_split(bench):
+    unsplit = [m for m in fake_run(bench) if m.path != bench.FLASH2_UNSPLIT]  # flash2's rows: extra memory 0
+    assert bench.goal_lines(unsplit)[1].endswith(": met (40.0x; extra memory 0 at every N).")
+    split = [bench.Measurement(m.path, m.problem, m.size, m.ms, 1024) if m.path == bench.FLASH2 else m
+             for m in unsplit]  # split, with no row of it unsplit
+    assert bench.goal_lines(split)[1].endswith(": not measured.")
 
 def test_section_has_both_tables_and_records(bench, tmp_path):
     run = fake_run(bench)
@@ -123,7 +132,8 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     assert all(m.ms > 0 for m in run)
     assert run[7].extra_bytes == 2 * 40 * 40 * 4 and run[8].extra_bytes == 0 and run[9].extra_bytes == 0
     text = bench.section(run, device, "versions", 1)
-    assert "Goal: `attention_flash2`, keys not split >= 3x `attention_naive` at N = 4096, extra memory 0: not measured." in text
+    assert ("Goal: `attention_flash2` with its keys not split >= 3x `attention_naive` at N = 4096, extra memory 0: "
+            "not measured.") in text
 
 
 def test_flash2_split_over_the_keys_where_its_grid_is_small_for_the_sms(bench):

@@ -86,6 +86,7 @@ JOBS = max(1, min(6, CPUS // 3))  # notebooks at a time: NVVM compiles on the CP
 FUZZ_WORKERS = max(1, min(8, CPUS - JOBS - 4))  # the fuzzing's processes beside them (the differential test, grading)
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
 BENCHMARK_AT_LEAST = 30  # seconds: nor a benchmark
+AGAIN_FROM = 1.5  # a partial benchmark runs again in the time left over when it gets 1.5 times its first run's
 STARTUP = 15  # seconds of a benchmark's share kept for its imports and device set-up (outside its --seconds)
 NOTEBOOK_PARTS = ("lectures", "solutions")  # the parts that run notebooks, not a script
 SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, time nothing: beside the notebooks
@@ -543,7 +544,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
                 return code, output + f"{name}: FAILED in run 1, 0/1 runs: its process exited with status {code}\n"
             return code, output
 
-        with ThreadPoolExecutor(max(1, len(runs))) as pool:
+        with ThreadPoolExecutor(max(1, min(settings.jobs, len(runs)))) as pool:  # a queue: the longest first
             finished = dict(zip(runs, pool.map(execute, runs)))
         output = "".join(f"run {k + 1} of {path.relative_to(ROOT).as_posix()}:\n"  # not a notebook's line
                          + NOTEBOOK_LINE.sub(r"  \1: \2", text) for (path, k), (_, text) in finished.items())
@@ -675,6 +676,15 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
                                        f"{share:.0f} s would measure fewer rows")
             else:
                 results[part] = report(part, lambda: runner(part, python, left, log, out, settings, share=share))
+        # time the shares left over (benchmarks that finished early): the partial ones again, with more of it
+        again = [p for p in timed if results[p].status == "partial"]
+        for k, part in enumerate(again):
+            left = limit - (time.monotonic() - start)
+            share = shares(again[k:], left, {p: results[p].seconds for p in again})[part]
+            if left >= BENCHMARK_AT_LEAST and share >= AGAIN_FROM * results[part].seconds:
+                rerun = report(part, lambda: runner(part, python, left, log, out, settings, share=share))
+                if rerun.status != "failed":  # else the first run's section stands
+                    results[part] = rerun
     ordered = [results[p] for p in parts]
     if record_as is not None:
         record_run(ordered, *record_as, settings, results_file)

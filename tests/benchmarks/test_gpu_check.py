@@ -410,6 +410,20 @@ def fake_runner(part, python, seconds_left, log, out, settings, share=None):
                             "" if part != "matmul" else "exit status 1: see gpu-check.log")
 
 
+
+def test_time_the_benchmarks_leave_over_runs_the_partial_ones_again_with_more_of_it(tmp_path):
+    given = []
+
+    def runner(part, python, seconds_left, log, out, settings, share=None):  # matmul partial, conv quick
+        given.append((part, round(share)))
+        status = "partial" if part == "matmul" and share < 200 else "passed"
+        return gpu_check.Result(part, status, share if part == "matmul" else 5.0)
+
+    settings = gpu_check.Settings(expected={"matmul": 100, "conv": 100})
+    results = gpu_check.check(["matmul", "conv"], sys.executable, tmp_path / "out", 400, settings, runner=runner)
+    assert [part for part, _ in given] == ["matmul", "conv", "matmul"]  # conv's unused share went to matmul
+    assert given[2][1] > 1.5 * given[0][1] and [r.status for r in results] == ["passed", "passed"]
+
 def test_a_part_that_raises_fails_alone_and_what_ran_is_copied_to_out_at_once(tmp_path):
     copies = []
 

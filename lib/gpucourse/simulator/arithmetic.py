@@ -35,7 +35,9 @@ from .conversions import saturated
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 # numba negates an int16 in 16 bits, then widens it (``neg.s16``, ``cvt.s64.s16``); ptxas sign-extends the operand
 # to 32 bits, negates there and drops the ``cvt``: on sm_90 -(-32768) is 32768, not -32768 (the SASS:
-# PRMT 0x9910, IMAD.MOV -R, SHF.R.S32.HI; int8 and unsigned negations still wrap).
+# PRMT 0x9910, IMAD.MOV -R, SHF.R.S32.HI; int8 and unsigned negations still wrap). Not followed: where ptxas
+# folds the negation away (``-a == -32768`` compares ``a`` in 16 bits), and ``abs`` of an int16, typed int16 (its
+# IABS gives 32768 where the value is widened, -32768 where it is stored or converted to a float).
 _INT16 = np.dtype(np.int16)
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1

@@ -225,7 +225,7 @@ def _floor_divide(a, b):
     """``a // b`` as numba computes it: Python's floor, 0 for a zero divisor (NumPy's too), and 0 for the one
     signed quotient that overflows, ``MIN // -1`` (numba guards it: "We return 0, 0 instead"; NumPy wraps);
     floats from the GPU's remainder (`_float_floor_divide`)."""
-    if np.result_type(a, b).kind == "f":
+    if _floats(a, b):
         return _on_floats(_float_floor_divide, a, b)
     quotient = np.floor_divide(a, b)
     if quotient.dtype.kind == "i":
@@ -239,9 +239,18 @@ def _floor_divide(a, b):
 def _remainder(a, b):
     """``a % b`` as numba computes it: Python's sign rule; integers as NumPy's (0 for a zero divisor), floats
     from the GPU's remainder (`_float_remainder`)."""
-    if np.result_type(a, b).kind == "f":
+    if _floats(a, b):
         return _on_floats(_float_remainder, a, b)
     return operator.mod(a, b)
+
+
+def _floats(a, b) -> bool:
+    """Whether ``a op b`` is a float operation (cheap for the typed operands, which have a dtype: every integer
+    ``%`` and ``//`` of a kernel asks)."""
+    try:
+        return a.dtype.kind == "f" or b.dtype.kind == "f"
+    except AttributeError:
+        return np.result_type(a, b).kind == "f"
 
 
 def _on_floats(operation, a, b):

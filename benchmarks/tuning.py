@@ -56,7 +56,7 @@ BUDGET, QUICK_BUDGET = 24, 8
 
 @dataclass(frozen=True)
 class Case:
-    family: str  # "sgemm", "conv", "softmax"
+    family: str  # "sgemm" (module 3's register-tiled kernel), "sgemm_warp" (its warp-tiled top rung), "conv", "softmax"
     label: str  # the shape, for the table
     reference: str  # the library it is compared with
 
@@ -67,8 +67,10 @@ class Case:
 
 
 CASES = [Case("sgemm", "1024^3", "cuBLAS fp32"), Case("sgemm", "4096^3", "cuBLAS fp32"),
+         Case("sgemm_warp", "4096^3", "cuBLAS fp32"),  # module 3's top rung, `sgemm.make_warp_tiled`
          Case("conv", "ResNet conv2_x 3x3, batch 32", "cuDNN fp32"), Case("softmax", "4096 x 4096", "torch.softmax")]
-QUICK_CASES = [Case("sgemm", "512^3", "cuBLAS fp32"), Case("conv", "ResNet conv2_x 3x3, batch 4", "cuDNN fp32"),
+QUICK_CASES = [Case("sgemm", "512^3", "cuBLAS fp32"), Case("sgemm_warp", "512^3", "cuBLAS fp32"),
+               Case("conv", "ResNet conv2_x 3x3, batch 4", "cuDNN fp32"),
                Case("softmax", "1024 x 1024", "torch.softmax")]
 
 
@@ -108,9 +110,13 @@ class Row:
 def problem_of(case: Case):
     from gpucourse.grading import tuning as gt  # noqa: PLC0415 (importing gpucourse picks the backend)
 
-    if case.family == "sgemm":
+    if case.family.startswith("sgemm"):
+        from gpucourse.kernels import sgemm  # noqa: PLC0415
+        from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+
         n = int(case.label.split("^")[0])
-        return gt.sgemm_problem(n, n, n, traced=(128, 128, 64))
+        factory = sgemm.make_warp_tiled if case.family == "sgemm_warp" else mm.make_register_tiled
+        return gt.sgemm_problem(n, n, n, factory=factory, traced=(128, 128, 64))
     if case.family == "conv":
         batch = int(case.label.rsplit(" ", 1)[1])
         return gt.conv_problem(batch, 64, 56, 56, 64, traced=(1, 16, 12, 12, 16))
@@ -127,7 +133,7 @@ def reference_launch(case: Case, problem, torch):
     conv.tf32_off_torch(torch)
     torch.backends.cudnn.benchmark = True
     s = problem.shapes
-    if case.family == "sgemm":
+    if case.family.startswith("sgemm"):
         a = torch.randn(s["M"], s["K"], device="cuda")
         b = torch.randn(s["K"], s["N"], device="cuda")
         return lambda: torch.matmul(a, b)
@@ -144,7 +150,7 @@ def measure(case: Case, samples: int, budget: int, libraries: dict, model) -> Ro
     from gpucourse.run import tuning as rt  # noqa: PLC0415
 
     problem = problem_of(case)
-    random_search = case.family == "sgemm"
+    random_search = case.family.startswith("sgemm")
     began = time.perf_counter()
     result = rt.tune(problem, strategy="random" if random_search else "grid", budget=budget if random_search else None,
                      measure=True)

@@ -76,7 +76,8 @@ def test_a_time_budget_tunes_each_spaces_largest_shape_first_and_names_those_lef
     assert recorded.write  # a full run's cases, cut short by time: still recorded, and says so
     assert [row[:2] for row in table_rows(recorded.text)] == [["sgemm", "4096^3"]]
     note = recorded.text.split("\n\n")[4]  # under the table (title, device, list, table, note)
-    assert "conv ResNet conv2_x 3x3, batch 32, softmax 4096 x 4096, sgemm 1024^3" in note and "tuning.py" in note
+    assert "sgemm_warp 4096^3, conv ResNet conv2_x 3x3, batch 32, softmax 4096 x 4096, sgemm 1024^3" in note
+    assert "tuning.py" in note
 
 
 def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
@@ -95,6 +96,11 @@ def tiny_problem(case):
     if case.family == "sgemm":
         tiles = {"BM": (16, 32), "BN": (16, 32), "TM": (2,), "TN": (2,), "BK": (8,)}
         return gt.sgemm_problem(40, 36, 24, tiles, traced=(24, 20, 16))
+    if case.family == "sgemm_warp":
+        from gpucourse.kernels import sgemm
+
+        tiles = {"BM": (64,), "BN": (64, 128), "BK": (8,), "WM": (32,), "WN": (32, 64), "LANES_M": (4,)}
+        return gt.sgemm_problem(40, 36, 24, tiles, factory=sgemm.make_warp_tiled, traced=(24, 20, 16))
     if case.family == "conv":
         return gt.conv_problem(1, 4, 7, 6, 5, traced=(1, 4, 5, 5, 4))
     return gt.softmax_problem(5, 70, traced=(3, 40))
@@ -114,4 +120,4 @@ def test_measure_tunes_times_and_ranks_every_space_with_the_cost_model_of_the_gp
         assert all(p > 0 for p in row.predicted)
     text = bench.section(rows, SimpleNamespace(name="NVIDIA H200", sms=132), "v", 1, model.device)
     assert "the cost model for the H200 ranks the candidates" in text
-    assert [r[0] for r in table_rows(text)] == ["sgemm", "conv", "softmax"]
+    assert [r[0] for r in table_rows(text)] == ["sgemm", "sgemm_warp", "conv", "softmax"]

@@ -27,12 +27,16 @@ from numba import cuda
 from ..kernels import conv as cv
 from ..kernels import fusion as fu
 from ..kernels import matmul as mm
+from ..kernels import sgemm
 from ..run.tuning import Launch, Problem, Space
 from .core import CheckFailed, plural
 from .matmul import reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
+# module 3's top rung, `sgemm.make_warp_tiled`: block tile, k step, warp tile and the warp's lanes along rows
+WARP_TILED_SPACE = {"BM": (64, 128, 256), "BN": (64, 128, 256), "BK": (8, 16), "WM": (32, 64), "WN": (32, 64),
+                    "LANES_M": (2, 4, 8)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -81,8 +85,10 @@ def _mismatch(got: np.ndarray, want: np.ndarray, rtol: float) -> str | None:
 
 def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factory=mm.make_register_tiled,
                   seed: int = 0, traced: tuple | None = None, on_device: bool = True) -> Problem:
-    """``C = A @ B`` (float32, M x K times K x N) over the tile shapes of ``factory(BM, BN, TM, TN, BK)``;
-    ``traced``: the (M, N, K) the cost model traces instead (on host arrays)."""
+    """``C = A @ B`` (float32, M x K times K x N) over the tile shapes of ``factory``: module 3's register-tiled
+    ``factory(BM, BN, TM, TN, BK)`` (or any factory with those parameters), or its top rung
+    `sgemm.make_warp_tiled` (``BM, BN, BK, WM, WN, LANES_M``); ``traced``: the (M, N, K) the cost model traces
+    instead (on host arrays)."""
     put, poisoned, host = _arrays(on_device)
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
@@ -90,9 +96,13 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
     d_a, d_b = put(a), put(b)
     out = {}
     make = _factories(factory)
+    warp_tiled = factory is sgemm.make_warp_tiled
 
     def build(config: dict) -> Launch:
         out["C"] = poisoned((1, M, N))
+        if warp_tiled:
+            kernel = make(**config)
+            return Launch(kernel, *sgemm.configuration(kernel, (1, M, N)), (out["C"], d_a, d_b))
         kernel = make(config["BM"], config["BN"], config["TM"], config["TN"], config["BK"])
         grid = (-(-N // config["BN"]), -(-M // config["BM"]), 1)
         return Launch(kernel, grid, (config["BN"] // config["TN"], config["BM"] // config["TM"]), (out["C"], d_a, d_b))
@@ -100,10 +110,16 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
     def wrong() -> str | None:  # fp32 sums of K products: errors grow like sqrt(K) ulps of the largest term
         return _mismatch(host(out["C"])[0], want(), 1e-5 * np.sqrt(K) * 8)
 
-    space = Space(f"{factory.__name__}", dict(parameters or SGEMM_SPACE), sgemm_constraint)
+    space = (Space(factory.__name__, dict(parameters or WARP_TILED_SPACE), warp_tiled_constraint) if warp_tiled
+             else Space(factory.__name__, dict(parameters or SGEMM_SPACE), sgemm_constraint))
     proxy = traced and sgemm_problem(*traced, parameters, factory, seed, on_device=False)
     return Problem(f"sgemm:{factory.__module__}.{factory.__name__}", space, build, wrong, 2.0 * M * N * K,
                    {"M": M, "N": N, "K": K}, ("float32",), proxy)
+
+
+def warp_tiled_constraint(config: dict) -> str | None:
+    """Why `sgemm.make_warp_tiled` refuses a config (`sgemm.parameter_problem`), None when it builds."""
+    return sgemm.parameter_problem(**config)
 
 
 def conv_problem(B: int, C: int, H: int, W: int, M: int, R: int = 3, S: int = 3, stride: int = 1, padding: int = 1,

@@ -20,6 +20,8 @@ import math
 import re
 import struct
 
+from .results import cells
+
 SLIDE = 640  # px of content a 720 px slide holds, its margins left out
 CODE_LINE, CODE_BOX = 23, 520  # a source line (they do not wrap); the most a source takes before it scrolls
 TEXT_LINE, TEXT_BOX = 21, 380  # an output line; the most a text output takes before it scrolls
@@ -76,7 +78,7 @@ def markdown_blocks(source: str) -> list[str]:
 
 def row_height(row: str) -> float:
     """A markdown table row: its columns share a line, and the fullest one sets the height."""
-    columns = [column.strip() for column in row.strip().strip("|").split("|")]
+    columns = cells(row)
     width = PROSE_CHARS / len(columns) * 0.8  # each column pads its text
     return TABLE_ROW * max(math.ceil(len(column) / width) or 1 for column in columns)
 

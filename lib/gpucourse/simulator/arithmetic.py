@@ -72,32 +72,38 @@ def dtype_of(value) -> np.dtype | None:
 
 
 @functools.cache
-def _signature(function, dtypes: tuple) -> tuple | None:
-    """(argument dtypes, result dtype) numba resolves for ``function`` on ``dtypes``; None if it has none."""
+def _resolved(function, dtypes: tuple):
+    """The signature numba's CUDA typing resolves for ``function`` on ``dtypes``, or None (it refuses them: the PTX
+    check reports it)."""
     try:
-        signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
-        if signature is None or not isinstance(signature.return_type, (types.Number, types.Boolean)):
-            return None
-        arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
-        if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
-            arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
-        elif result.kind in "iu" and bool in arguments:
-            arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
-        elif function is operator.neg and arguments == (_INT16,):
-            arguments = (result,)  # ptxas negates int16 in a 32-bit register, no wrap: -(-32768) is 32768 (_INT16)
-        return arguments, result
-    except Exception:  # numba's typing refuses these types; the PTX check reports it
+        return _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
+    except Exception:  # noqa: BLE001 (numba raises many kinds of typing errors)
         return None
 
 
 @functools.cache
+def _signature(function, dtypes: tuple) -> tuple | None:
+    """(argument dtypes, result dtype) numba resolves for ``function`` on ``dtypes``; None if it has none."""
+    signature = _resolved(function, dtypes)
+    if signature is None or not isinstance(signature.return_type, (types.Number, types.Boolean)):
+        return None
+    try:
+        arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
+    except Exception:  # noqa: BLE001 (a type NumPy has no dtype for)
+        return None
+    if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
+        arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
+    elif result.kind in "iu" and bool in arguments:
+        arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
+    elif function is operator.neg and arguments == (_INT16,):
+        arguments = (result,)  # ptxas negates int16 in a 32-bit register, no wrap: -(-32768) is 32768 (_INT16)
+    return arguments, result
+
+
 def argument_dtypes(function, dtypes: tuple) -> tuple | None:
     """The dtypes numba converts arguments of ``dtypes`` to for ``function``, whatever its result (``divmod``'s is a
     tuple); None if it has no signature for them."""
-    try:
-        signature = _typing_context().resolve_function_type(function, tuple(map(from_dtype, dtypes)), {})
-    except Exception:  # numba's typing refuses these types; the PTX check reports it
-        return None
+    signature = _resolved(function, dtypes)
     return None if signature is None else tuple(map(as_dtype, signature.args))
 
 

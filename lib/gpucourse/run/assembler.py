@@ -64,6 +64,22 @@ def resources_problem() -> str | None:
     return None
 
 
+def launch_assembler() -> tuple[str, tuple[int, int]] | None:
+    """(name, version) of the assembler that turns a launched kernel's code into the GPU's here: nvJitLink where
+    numba-cuda links with it (``("nvJitLink", (13, 0))``), else the driver's own (its CUDA version); None with
+    neither (no nvJitLink and no GPU). Assemblers differ where PTX leaves them room, and in their bugs."""
+    try:
+        from numba.cuda.cudadrv import driver  # noqa: PLC0415
+
+        if driver._have_nvjitlink():  # what numba-cuda itself asks before linking with it  # noqa: SLF001
+            from cuda.bindings import nvjitlink  # noqa: PLC0415
+
+            return "nvJitLink", tuple(nvjitlink.version())
+        return "the driver's", tuple(driver.driver.get_version())
+    except Exception:  # noqa: BLE001 (no driver: no GPU, so nothing assembles launches)
+        return None
+
+
 def _entry_section(report: str) -> str:
     """The part of the report about the (first) entry function: device functions have their own lines."""
     start = re.search(r"Compiling entry function", report)

@@ -20,6 +20,7 @@ with numba's unification for the number types.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 
@@ -33,12 +34,14 @@ from .bfloat16 import BFLOAT16
 from .conversions import saturated
 
 _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64)}
-# numba negates an int16 in 16 bits, then widens it (``neg.s16``, ``cvt.s64.s16``); ptxas sign-extends the operand
-# to 32 bits, negates there and drops the ``cvt``: on sm_90 -(-32768) is 32768, not -32768 (the SASS:
-# PRMT 0x9910, IMAD.MOV -R, SHF.R.S32.HI; int8 and unsigned negations still wrap). Not followed: where ptxas
-# folds the negation away (``-a == -32768`` compares ``a`` in 16 bits), and ``abs`` of an int16, typed int16 (its
-# IABS gives 32768 where the value is widened, -32768 where it is stored or converted to a float).
+# numba negates an int16 in 16 bits and widens the result (``neg.s16``, ``cvt.s64.s16``): -(-32768) is -32768, as
+# PTX defines it and as ptxas 13.3 and later compile it. ptxas 12.9 to 13.2 (CUDA 13.0's among them) negate the
+# sign-extended value in 32 bits and drop the widening where the result stays an integer (sm_90 SASS: PRMT 0x9910,
+# IMAD.MOV -R, SHF.R.S32.HI): 32768 there, while a conversion to a float still reads 16 bits (I2F.F64.S16):
+# -32768. `int16_negation_unwrapped` computes those assemblers' integer result. ``abs`` of an int16 (typed int16:
+# IABS of the sign-extended value) has the same two faces under them; the simulator wraps it.
 _INT16 = np.dtype(np.int16)
+_INT16_NEGATION_UNWRAPPED = False  # see `int16_negation_unwrapped`
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1
 
@@ -95,9 +98,29 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
     elif result.kind in "iu" and bool in arguments:
         arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
-    elif function is operator.neg and arguments == (_INT16,):
-        arguments = (result,)  # ptxas negates int16 in a 32-bit register, no wrap: -(-32768) is 32768 (_INT16)
+    elif function is operator.neg and arguments == (_INT16,) and _INT16_NEGATION_UNWRAPPED:
+        arguments = (result,)  # as ptxas 12.9 to 13.2 compile it where it stays an integer (_INT16)
     return arguments, result
+
+
+@contextlib.contextmanager
+def int16_negation_unwrapped():
+    """Within it, -x of an int16 is negated in 64 bits, -(-32768) = 32768: what a GPU computes where ptxas 12.9 to
+    13.2 assembled the kernel and the result stays an integer (see ``_INT16``); for the fuzzing's check of such a
+    GPU. Outside it, the simulator wraps, as PTX and numba define the negation."""
+
+    def switch(on: bool) -> None:
+        global _INT16_NEGATION_UNWRAPPED  # noqa: PLW0603 (a switch of the operators' cached plans)
+        _INT16_NEGATION_UNWRAPPED = on
+        _signature.cache_clear()
+        for plans in _PLANS:
+            plans.clear()
+
+    switch(True)
+    try:
+        yield
+    finally:
+        switch(False)
 
 
 def argument_dtypes(function, dtypes: tuple) -> tuple | None:
@@ -339,6 +362,7 @@ def _power(a, b):
 
 
 _UNPLANNED = object()
+_PLANS: list[dict] = []  # each operator's plans by operand types (`_operator`)
 
 
 def _operator(function, implementation=None, arity: int = 2):
@@ -346,6 +370,7 @@ def _operator(function, implementation=None, arity: int = 2):
     of every statement of a simulated kernel)."""
     compute = implementation or function
     plans: dict = {}
+    _PLANS.append(plans)
     python_computes = function is not operator.pow  # Python's ``**`` rounds once, as pow does
 
     def plan_of(operands, key):

@@ -119,7 +119,7 @@ def problem_of(case: Case):
         return gt.sgemm_problem(n, n, n, factory=factory, traced=(128, 128, 64))
     if case.family == "conv":
         batch = int(case.label.rsplit(" ", 1)[1])
-        return gt.conv_problem(batch, 64, 56, 56, 64, traced=(1, 16, 12, 12, 16))
+        return gt.conv_problem(batch, 64, 56, 56, 64, traced=(1, 64, 16, 16, 64))
     rows, columns = (int(v) for v in case.label.split(" x "))
     return gt.softmax_problem(rows, columns, traced=(8, 512))
 
@@ -206,9 +206,9 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         f"- Date: {today()}",
         f"- Versions: {versions_}",
         f"- Timing: median of {samples} samples per time; tuning s: the search's wall time, compiling included.",
-        f"- Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts and FLOPs, "
-        "waves and tails from occupancy), priced from a traced launch of each candidate at a small size, scaled by "
-        "FLOPs.",
+        f"- Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts, FLOPs and "
+        "the issue of the main loop's instructions, waves and tails from occupancy), priced from a traced launch of "
+        "each candidate at a small size, scaled by FLOPs.",
         "",
         table,
         *(["", note] if note else []),

@@ -49,6 +49,18 @@ def test_each_roof_can_bound_the_time():
     assert flops.bound_by == "FLOPs" and flops.terms["FLOPs"] == pytest.approx(1e12 / 8.1e12)
 
 
+def test_a_loop_of_few_fmas_is_bound_by_instruction_issue():
+    common = dict(sectors=1, shared_wavefronts=1, flops=1e12, blocks=1000, threads=256, registers=32, shared_bytes=0)
+    alone = ft.predict(**common, device="H100")
+    assert "instruction issue" not in alone.terms  # no loop of FMAs: no issue roof
+    quarter = ft.predict(**common, device="H100", fma_share=0.25)  # 4 instructions issued per FMA
+    assert quarter.bound_by == "instruction issue"
+    assert quarter.terms["instruction issue"] == pytest.approx(4 * quarter.terms["FLOPs"])
+    # a T4's SM has 64 FP32 lanes, half an issue slot's worth: FMAs alone cannot fill its 4 slots per clock
+    t4 = ft.predict(**common, device="T4", fma_share=0.5)
+    assert t4.terms["instruction issue"] == pytest.approx(t4.terms["FLOPs"])
+
+
 def test_a_block_that_fits_no_sm_has_no_time_the_launch_fails():
     with pytest.raises(ValueError, match=r"cannot launch on the H100 SXM: a block of 1024 threads with 71 registers "
                                          r"each and 0 bytes of shared memory fits no SM \(its registers run out\)"):

@@ -41,6 +41,27 @@ def test_ptx_counts_find_the_innermost_loop_and_what_is_in_it():
 
 
 
+def test_the_main_loop_is_the_innermost_loop_with_the_most_fmas():
+    assert rt.main_loop_fma_share(LOOP_PTX) == pytest.approx(1 / 7)
+    two_loops = LOOP_PTX + """
+$L__BB0_9:
+	fma.rn.f32 %f8, %f1, %f1, %f8;
+	fma.rn.f32 %f9, %f1, %f1, %f9;
+	@%p3 bra $L__BB0_9;
+"""
+    assert rt.main_loop_fma_share(two_loops) == pytest.approx(2 / 3)
+    assert rt.main_loop_fma_share("\tadd.s32 %r1, %r1, 1;\n") is None
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
+def test_larger_register_tiles_have_a_main_loop_of_more_fmas():
+    from gpucourse.kernels import matmul as mm
+
+    C, A, B = (np.zeros((1, 64, 64), np.float32) for _ in range(3))
+    shares = [rt.fma_share(mm.make_register_tiled(64, 64, t, t, 16), (C, A, B), "sm_90") for t in (2, 4, 8)]
+    assert 0 < shares[0] < shares[1] < shares[2] < 1
+
+
 def test_ptx_counts_64_bit_divisions_in_the_innermost_loop_only():
     ptx = """
 $L__BB1_1:

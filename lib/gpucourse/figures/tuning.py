@@ -7,14 +7,17 @@ its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
 - occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks. A launch
   lasts as long as its busiest SM: full waves of that many blocks, then the last wave's blocks dealt out over the
   SMs (the *tail*). Every term below is one SM's share of the work, stretched by the SMs left idle or part-idle;
-- three roofs, the slowest wins: FLOPs at the FP32 peak, global sectors at the memory bandwidth, shared
-  wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
+- four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue* (each SM issues `ISSUE_PER_CLOCK` warp
+  instructions per clock, and a main loop whose FMAs are a share s of its instructions issues 1/s instructions per
+  FMA: `run.tuning.main_loop_fma_share` of the PTX), global sectors at the memory bandwidth, shared wavefronts at
+  one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this model does not see);
 - each launch costs `LAUNCH_SECONDS` on top.
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
-faster), instructions other than FMAs, loads and stores are free, and instruction-level parallelism is unseen.
+faster), instructions outside the main loop are free, the issue roof assumes a warp ready at every clock
+(dependent instructions and barriers stall it) and instruction-level parallelism is unseen.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 
@@ -28,6 +31,7 @@ import numpy as np
 from .occupancy import SMS, blocks_per_sm
 from .roofline import DEVICES, SECTOR_BYTES
 
+ISSUE_PER_CLOCK = 4  # warp instructions an SM issues per clock: one per scheduler, four schedulers (Volta to Hopper)
 WARPS_TO_HIDE = 16  # resident warps per SM below which latency shows (4 per scheduler, one instruction in flight each)
 LAUNCH_SECONDS = 3e-6  # the cost of a launch on the GPU's side, a few microseconds
 
@@ -44,12 +48,15 @@ class Prediction:
 
 
 def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,
-            shared_bytes: int, device: str = "H100") -> Prediction:
-    """The cost model on numbers: see the module's docstring."""
+            shared_bytes: int, device: str = "H100", fma_share: float | None = None) -> Prediction:
+    """The cost model on numbers: see the module's docstring. ``fma_share``: FMAs per instruction of the main loop
+    (None: no loop of FMAs, no issue roof)."""
     roof, sm = DEVICES[device], SMS[device]
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
+    if fma_share:  # warp instructions: FMAs (FLOPs / 2 per lane, 32 lanes) over their share
+        terms["instruction issue"] = flops / 2 / 32 / fma_share / (ISSUE_PER_CLOCK * sm.sms * clock)
     fit = blocks_per_sm(sm, threads, registers, shared_bytes)
     if not fit.blocks:  # a GPU refuses the launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): it has no time
         short = [why for why, blocks in fit.limits.items() if not blocks]
@@ -95,8 +102,10 @@ class CostModel:
         if resources is None:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
+        from ..run.tuning import fma_share  # noqa: PLC0415 (run.tuning calls the model: no import at load)
+
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
-                       resources.shared_bytes, self.device)
+                       resources.shared_bytes, self.device, fma_share(launch.kernel, launch.args, self.architecture))
 
     def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
         return self.prediction(launch_trace, resources, launch, flops, scale).seconds

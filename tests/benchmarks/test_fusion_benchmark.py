@@ -124,13 +124,15 @@ def test_every_path_measured_and_checked_on_the_simulator(bench, monkeypatch):
     device = bench.Device(**SIMULATED)
     run = bench.measure_softmax((5, 70), device, 1, {"torch": fake_torch()})
     assert [m.path for m in run] == [bench.COPY, bench.NAIVE_SOFTMAX, "`softmax_row_fused`", "`softmax_online`",
-                                     bench.REGISTERS_SOFTMAX, bench.VECTORISED_SOFTMAX, bench.TORCH_SOFTMAX]
+                                     bench.REGISTERS_SOFTMAX, bench.VECTORISED_SOFTMAX, bench.VECTORISED_HALF,
+                                     bench.TORCH_SOFTMAX]
     assert run[5].note == "2 blocks of 4 x 32 threads (rows x threads per row), 32 values per thread, 16-byte accesses"
+    assert run[6].note == "2 blocks of 4 x 32 threads, 16 values per thread (`make_softmax_vectorised`)"
     run += bench.measure_attention(40, device, 1, {}, d=16)
-    assert [m.path for m in run[7:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2, bench.FLASH2_FIVE]
+    assert [m.path for m in run[8:]] == [bench.NAIVE_ATTENTION, "`attention_flash`", bench.FLASH2, bench.FLASH2_FIVE]
     assert not [m for m in run if m.wrong], [m.note for m in run if m.wrong]
     assert all(m.ms > 0 for m in run)
-    assert run[7].extra_bytes == 2 * 40 * 40 * 4 and run[8].extra_bytes == 0 and run[9].extra_bytes == 0
+    assert run[8].extra_bytes == 2 * 40 * 40 * 4 and run[9].extra_bytes == 0 and run[10].extra_bytes == 0
     text = bench.section(run, device, "versions", 1)
     assert ("Goal: `attention_flash2` with its keys not split >= 3x `attention_naive` at N = 4096, extra memory 0: "
             "not measured.") in text
@@ -226,3 +228,10 @@ def test_a_full_run_tables_every_size_in_order_with_no_note(bench, run):
     assert softmax == [f"{rows} x {cols}" for rows, cols in bench.SOFTMAX_SHAPES for _ in range(2)]
     assert [row[1] for row in table_rows(recorded.text, "### Attention")] == list(map(str, bench.ATTENTION_N))
     assert recorded.write and recorded.text.splitlines()[-1].startswith("| ")  # nothing under the tables
+
+
+def test_the_softmax_goal_reads_the_faster_vectorised_build(bench):
+    run = fake_run(bench, vectorised_ms=4.0)  # the copy takes 3.2 ms at 16384 x 4096: 80%
+    assert any(line.endswith("NOT met (80% of the copy).") for line in bench.goal_lines(run))
+    run.append(bench.Measurement(bench.VECTORISED_HALF, "softmax", (16384, 4096), 3.4))
+    assert any(line.endswith(": met (94% of the copy, 4 vectors per thread).") for line in bench.goal_lines(run))

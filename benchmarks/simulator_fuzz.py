@@ -337,7 +337,7 @@ def explained_by_the_assembler(kernel: Kernel, gpu: dict, wrapped: dict, dispatc
     assembler that leaves it unwrapped where it stays an integer computes it (`unwraps_int16_negation`): the known
     assembler bug, not the simulator's."""
     from gpucourse.run import simulated  # noqa: PLC0415
-    from gpucourse.simulator.arithmetic import int16_negation_unwrapped  # noqa: PLC0415
+    from gpucourse.simulator import int16_negation_unwrapped  # noqa: PLC0415
 
     with simulated(), int16_negation_unwrapped():
         unwrapped = launch(dispatcher, kernel, arrays)
@@ -353,7 +353,7 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
     that `unwraps_int16_negation`). ``shard`` (k, n): only the kernels whose number is k modulo n (every kernel is
     still generated, so that each has the same source in every shard)."""
     from gpucourse.run import simulated  # noqa: PLC0415
-    from gpucourse.run.assembler import launch_assembler  # noqa: PLC0415
+    from gpucourse.run import launch_assembler  # noqa: PLC0415
 
     generator = Generator(seed)
     every = [generator.kernel(number) for number in range(count)]
@@ -474,7 +474,7 @@ def main() -> int:
         from gpucourse.course import record  # noqa: PLC0415
 
         name = cuda.get_current_device().name
-        from gpucourse.run.assembler import launch_assembler  # noqa: PLC0415
+        from gpucourse.run import launch_assembler  # noqa: PLC0415
 
         text = section(count, disagreements, arguments.seed, name.decode() if isinstance(name, bytes) else name,
                        assembler_bug, launch_assembler())

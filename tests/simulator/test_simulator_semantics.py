@@ -8,8 +8,7 @@ from numba import cuda, int32, njit
 
 from conformance_kernels import block_sums, integer_ops
 from gpucourse import simulated, trace
-from gpucourse.simulator import UnsupportedInKernel
-from gpucourse.simulator.arithmetic import int16_negation_unwrapped
+from gpucourse.simulator import UnsupportedInKernel, int16_negation_unwrapped
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
 """Tuning (module 7) on the CPU: a cost model that predicts a launch's time on a named GPU, and its pictures.
 
 `cost_model("H100")` prices one traced launch (the simulator's count of 32-byte global sectors and of shared-
-memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory) and
+memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory, the
+main loop's share of FMAs) and
 its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
 
 - occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks. A launch
@@ -9,8 +10,8 @@ its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
   SMs (the *tail*). Every term below is one SM's share of the work, stretched by the SMs left idle or part-idle;
 - four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue* (each SM issues `ISSUE_PER_CLOCK` warp
   instructions per clock, and a main loop whose FMAs are a share s of its instructions issues 1/s instructions per
-  FMA: `run.tuning.main_loop_fma_share` of the PTX), global sectors at the memory bandwidth, shared wavefronts at
-  one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
+  FMA: the resources' ``fma_share``, `run.tuning.main_loop_fma_share` of the PTX), global sectors at the memory
+  bandwidth, shared wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this model does not see);
 - each launch costs `LAUNCH_SECONDS` on top.
@@ -102,10 +103,8 @@ class CostModel:
         if resources is None:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
-        from ..run.tuning import fma_share  # noqa: PLC0415 (run.tuning calls the model: no import at load)
-
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
-                       resources.shared_bytes, self.device, fma_share(launch.kernel, launch.args, self.architecture))
+                       resources.shared_bytes, self.device, getattr(resources, "fma_share", None))
 
     def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
         return self.prediction(launch_trace, resources, launch, flops, scale).seconds

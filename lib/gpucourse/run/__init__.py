@@ -17,7 +17,7 @@ from . import ptx  # noqa: E402
 from .doctor import doctor, show_device  # noqa: E402
 from .ptx import (KernelCompileError, compile_for_gpu, float_operations, integer_operations,  # noqa: E402
                   unchecked_kernels)
-from .assembler import Resources, resources_problem  # noqa: E402
+from .assembler import Resources, launch_assembler, resources_problem  # noqa: E402
 from .resources import ARCHITECTURES, kernel_resources  # noqa: E402
 from . import timing  # noqa: E402
 from .timing import median_seconds, seconds_per_launch  # noqa: E402
@@ -57,5 +57,5 @@ def trace():
 
 __all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "counting_copies", "ptx",
            "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
-           "ARCHITECTURES", "Resources", "kernel_resources", "resources_problem", "seconds_per_launch",
+           "ARCHITECTURES", "Resources", "kernel_resources", "launch_assembler", "resources_problem", "seconds_per_launch",
            "median_seconds", "timing", "tuning"]

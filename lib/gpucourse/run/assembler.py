@@ -27,6 +27,7 @@ class Resources:
     spilled_bytes: int  # stores to local memory when the registers run out
     architecture: str
     local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
+    fma_share: float | None = None  # FMAs per instruction of the main loop (`tuning.main_loop_fma_share`), if known
 
 
 def assemble(ptx: str, architecture: str, max_registers: int | None = None) -> tuple[str, bytes]:

@@ -14,6 +14,7 @@ JSON cache keyed by kernel, shapes, dtypes, device and versions: a hit costs no 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -272,7 +273,10 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
         launch()
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
-    return t.last, kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture), launch
+    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture)
+    if resources is not None:  # the cost model's issue roof
+        resources = dataclasses.replace(resources, fma_share=fma_share(launch.kernel, launch.args, architecture))
+    return t.last, resources, launch
 
 
 def _traced(problem: Problem, config: dict, architecture: str) -> tuple:

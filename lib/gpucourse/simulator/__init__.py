@@ -5,6 +5,7 @@ the faults, `recording` and its `Trace`, the trace viewer. May import: nothing o
 outside itself (`gpucourse.run` plugs it in behind ``numba.cuda``).
 """
 
+from .arithmetic import int16_negation_unwrapped
 from .errors import (BudgetExceeded, DataRace, DivergentBarrier, EndlessLoop, KernelFault, OutOfBounds,
                      TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, WarpFault)
 from .geometry import dim3
@@ -16,4 +17,4 @@ from .viewer import explorer, figure_view, show_trace, trace_viewer
 __all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "figure_view", "explorer", "Trace", "LaunchTrace", "BudgetExceeded",
            "KernelFault", "OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault",
            "UnsupportedInKernel", "EndlessLoop", "TooSlowToSimulate", "step_budget", "STEP_BUDGET_ENV",
-           "TIME_BUDGET_ENV"]
+           "TIME_BUDGET_ENV", "int16_negation_unwrapped"]

@@ -2,8 +2,7 @@
 
 `cost_model("H100")` prices one traced launch (the simulator's count of 32-byte global sectors and of shared-
 memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory, the
-main loop's share of FMAs) and
-its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
+main loop's share of FMAs) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
 
 - occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks. A launch
   lasts as long as its busiest SM: full waves of that many blocks, then the last wave's blocks dealt out over the

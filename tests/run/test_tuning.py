@@ -301,3 +301,26 @@ def test_an_nvdisasm_that_fails_leaves_the_sass_unread_and_says_why(monkeypatch)
     found = rt.inspect_compiled(_many_live, (out, x))
     assert found.sass is None and found.registers > 32
     assert found.findings[-1] == "SASS not read: nvdisasm failed on the sm_90 cubin: unsupported ELF version"
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
+def test_the_models_picks_that_lecture_7_quotes():
+    """Lecture 7 (section 7): among benchmarks/tuning.py's 24 random SGEMM candidates (seed 0), the H200 model puts
+    first at 1024^3 the configuration the H200 measured fastest, and at 4096^3 puts the H200's fastest third, behind
+    32 x 64 tiles of 8 x 8."""
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    problems = [gt.sgemm_problem(n, n, n, traced=(128, 128, 64), on_device=False) for n in (1024, 4096)]
+    model, priced = ft.cost_model("H200"), []
+    for config in rt.candidates(problems[0].space, "random", 24, 0):
+        try:
+            priced.append((rt.price_each(problems, config, model), config))
+        except ValueError:  # a block that fits no SM: it cannot launch, and the H200 did not time it
+            continue
+    assert len(priced) == 22
+    at_1024, at_4096 = (sorted(priced, key=lambda pair: pair[0][k]) for k in (0, 1))
+    assert at_1024[0][1] == dict(BM=128, BN=64, TM=4, TN=4, BK=16)
+    assert [config for _, config in at_4096[:3]] == [dict(BM=32, BN=64, TM=8, TN=8, BK=16),
+                                                      dict(BM=128, BN=64, TM=4, TN=4, BK=16),
+                                                      dict(BM=64, BN=64, TM=8, TN=4, BK=8)]

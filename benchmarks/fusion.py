@@ -14,8 +14,8 @@ intermediate array, divide), `softmax_row_fused` (one block per row, the row in 
 4096 columns), `softmax_online` (running max and sum, two reads of x), `softmax_registers` (the row in
 registers, 8 values per thread, all loads issued first), `softmax_vectorised` (the top rung: 16-byte loads
 and stores, 32 values per thread in registers, a row held by the fewest warps that cover it, one barrier;
-and its build with 16 values per thread, twice the threads per row) from `gpucourse.kernels.fusion`, and ``torch.softmax`` when PyTorch is installed (on the same memory,
-through ``__cuda_array_interface__``). Goals: fused at least 3x naive and at least 80% of torch.softmax;
+and its build with 16 values per thread, twice the threads per row) from `gpucourse.kernels.fusion`, and
+``torch.softmax`` when PyTorch is installed (on the same memory, through ``__cuda_array_interface__``). Goals: fused at least 3x naive and at least 80% of torch.softmax;
 issue 22: the best fused softmax, `softmax_vectorised` (the faster of its two builds), at least 90% of the copy's
 GB/s at 16384 x 4096.
 

@@ -128,3 +128,31 @@ def test_the_assemblers_int16_negation_is_told_apart_output_by_output(fuzz, tmp_
     text = fuzz.section(2000, [], 1, "NVIDIA H200", ["k506"], ("nvJitLink", (13, 0)))
     assert "**0 disagreements**" in text and "Assembler of the GPU's code: nvJitLink 13.0" in text
     assert "1 kernel whose every difference is the assembler's" in text and "k506." in text
+
+
+def test_a_gpu_run_counts_the_assemblers_kernels_apart_only_under_such_an_assembler(fuzz, monkeypatch):
+    """`run` on a stand-in GPU that leaves int16 negations unwrapped (the launch after the simulator's, per kernel):
+    under nvJitLink 13.0 kernel k506 is counted apart, under 13.5 it is a disagreement."""
+    import gpucourse.run
+    from gpucourse.simulator import int16_negation_unwrapped
+
+    real, calls = fuzz.launch, {}
+
+    def launch(dispatcher, kernel, arrays):
+        calls[kernel.name] = calls.get(kernel.name, 0) + 1
+        if calls[kernel.name] % 3 != 2:  # the simulator's launches
+            return real(dispatcher, kernel, arrays)
+        with int16_negation_unwrapped():  # the stand-in GPU's
+            return real(dispatcher, kernel, arrays)
+
+    monkeypatch.setattr(fuzz, "launch", launch)
+    for version, apart in (((13, 0), ["k506"]), ((13, 5), [])):
+        monkeypatch.setattr(gpucourse.run, "launch_assembler", lambda: ("nvJitLink", version))
+        calls.clear()
+        lines = []
+        done, disagreements, assembler_bug = fuzz.run(507, 1, on_gpu=True, shard=(506, 507),
+                                                      report=lambda *a, **k: lines.append(a[0]))
+        assert (done, assembler_bug) == (1, apart)
+        assert len(disagreements) == 1 - len(apart)
+        assert lines == ["shard 507 of 507: 1 kernels, 0 disagreements, 1 apart (the assembler's int16 negation)"
+                         if apart else "shard 507 of 507: 1 kernels, 1 disagreements"]

@@ -17,7 +17,9 @@ main loop's share of FMAs) and its FLOPs, on the data-sheet figures of `roofline
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
 faster), instructions outside the main loop are free, the issue roof assumes a warp ready at every clock
-(dependent instructions and barriers stall it) and instruction-level parallelism is unseen.
+(dependent instructions and barriers stall it) and takes every FLOP as half an FMA (rough for a softmax, whose
+main loop is an ``exp``'s few FMAs: memory-bound, its issue roof stays low), and instruction-level parallelism is
+unseen.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 

@@ -72,7 +72,13 @@ def launch_assembler() -> tuple[str, tuple[int, int]] | None:
     try:
         from numba.cuda.cudadrv import driver  # noqa: PLC0415
 
-        if driver._have_nvjitlink():  # what numba-cuda itself asks before linking with it  # noqa: SLF001
+        try:  # numba-cuda 0.30 links with cuda.core's Linker, which decides (True: the driver's cuLink)
+            from cuda.core._linker import _decide_nvjitlink_or_driver  # noqa: PLC0415, PLC2701
+
+            with_nvjitlink = not _decide_nvjitlink_or_driver()
+        except ImportError:  # another cuda.core: what numba-cuda itself asks
+            with_nvjitlink = driver._have_nvjitlink()  # noqa: SLF001
+        if with_nvjitlink:
             from cuda.bindings import nvjitlink  # noqa: PLC0415
 
             return "nvJitLink", tuple(nvjitlink.version())

@@ -116,11 +116,12 @@ def int16_negation_unwrapped():
         for plans in _PLANS:
             plans.clear()
 
+    previous = _INT16_NEGATION_UNWRAPPED  # inside another: left on
     switch(True)
     try:
         yield
     finally:
-        switch(False)
+        switch(previous)
 
 
 def argument_dtypes(function, dtypes: tuple) -> tuple | None:

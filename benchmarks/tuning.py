@@ -50,6 +50,7 @@ from common import (  # noqa: E402
 
 NAME = "tuning"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation of the cost model's predictions with the measured times
+CANDIDATES = "### Every timed candidate"  # the heading of the table of each candidate's time and prediction
 SAMPLES, QUICK_SAMPLES = 5, 3
 BUDGET, QUICK_BUDGET = 24, 8
 
@@ -198,6 +199,10 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
                    f"{'met' if met else 'NOT met'} (lowest {worst:.2f} over {len(predicted)} predictions)"
                    if worst is not None else "too few timed candidates for a rank correlation")
     not_launched = [f"{r.case.name}: {launch_error(error)}" for r in rows for error in r.not_launched]
+    candidates = markdown_table(
+        ["space", "shape", "config", "measured ms", "predicted ms"],
+        [[r.case.family, r.case.label, config_text(config), f"{measured * 1e3:.4g}", f"{predicted * 1e3:.4g}"]
+         for r in rows for config, predicted, measured in zip(r.timed, r.predicted, r.measured)], right={3, 4})
     return "\n".join([
         "## Tuning: the autotuner, its cost model, and the vendor libraries",
         "",
@@ -214,6 +219,8 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         *(["", note] if note else []),
         *(["", "Candidates that could not launch (counted in tried, not timed): " + "; ".join(not_launched)]
           if not_launched else []),
+        *(["", CANDIDATES, "", "Each candidate's measured time beside the model's prediction (`benchmarks/cost_model.py` "
+           "prices them again with the model as it is now).", "", candidates] if predicted else []),
     ])
 
 

@@ -121,3 +121,13 @@ def test_measure_tunes_times_and_ranks_every_space_with_the_cost_model_of_the_gp
     text = bench.section(rows, SimpleNamespace(name="NVIDIA H200", sms=132), "v", 1, model.device)
     assert "the cost model for the H200 ranks the candidates" in text
     assert [r[0] for r in table_rows(text)] == ["sgemm", "sgemm_warp", "conv", "softmax"]
+
+
+def test_the_report_keeps_every_timed_candidates_time_and_prediction(bench):
+    timed = row(bench, 0.5)
+    timed.timed = [{"BM": 64, "BN": 64}, {"BM": 32, "BN": 64}, {"BM": 64, "BN": 32}]
+    text = bench.section([timed], DEVICE, "versions", 5, "H100")
+    assert text.split("\n\n")[-3] == bench.CANDIDATES
+    assert table_rows(text, bench.CANDIDATES) == [["sgemm", "4096^3", "BM=64, BN=64", "1000", "1000"],
+                                                  ["sgemm", "4096^3", "BM=32, BN=64", "3000", "2000"],
+                                                  ["sgemm", "4096^3", "BM=64, BN=32", "2000", "3000"]]

@@ -1,0 +1,279 @@
+"""The cost model against the times a GPU recorded, priced again on the CPU: no GPU needed.
+
+    python benchmarks/cost_model.py             # writes its section of RESULTS.md
+    python benchmarks/cost_model.py --print     # prints only
+
+The GPU benchmarks record measured times in benchmarks/RESULTS.md. This script prices the same launches with the
+cost model as it is now (`gpucourse.figures.tuning.cost_model`, for the GPU that measured them), each from a traced
+launch at a small size scaled by FLOPs, as benchmarks/tuning.py prices its candidates, and scores each group of
+launches with Spearman's rank correlation of predicted and measured times:
+
+- the SGEMM ladder at 4096^3 (section `matmul`): module 3's five kernels, each at its own launch configuration;
+- the convolutions of ResNet conv2_x 3x3, batch 32 (section `conv`): the four algorithms of tuning.py's space
+  ``conv``;
+- the timed candidates of the tuning spaces (section `tuning`, its table "Every timed candidate"), a group per
+  space and shape, where a GPU run recorded them.
+
+So a change of the model is scored against a GPU's own times before the next GPU run (goal, as tuning.py's: at least
+0.8 in every group); the GPU run of benchmarks/tuning.py stays the score of record. A group whose section is missing,
+or was measured on a GPU the model has no data sheet for, is named and left out. Needs nvJitLink (the cu12 or cu13
+extra: the model's registers); a few minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
+
+NAME = "cost_model"  # its section of benchmarks/RESULTS.md
+GOAL = 0.8  # Spearman's rank correlation in every group, as benchmarks/tuning.py's goal
+LADDER_SIZE, LADDER_TRACED = 4096, (128, 128, 64)  # the matmul section's shape, and the size the model traces
+CONV_LAYER, CONV_CASE = "conv2_x 3x3", "ResNet conv2_x 3x3, batch 32"  # the conv section's row, tuning.py's case
+CONV_ALGORITHMS = {"`conv_direct`": "direct", "`conv_implicit_gemm`": "implicit_gemm",
+                   "`conv_implicit_gemm_nhwc`": "implicit_gemm_nhwc",
+                   "`conv_implicit_gemm_warp_tiled`": "implicit_gemm_warp_tiled"}
+
+
+@dataclass
+class Launch:
+    group: str
+    label: str
+    measured: float  # seconds, as recorded
+    predicted: float | None = None  # seconds, priced here; None: it cannot launch on the modelled GPU
+    bound_by: str = ""
+
+
+@dataclass
+class Group:
+    name: str
+    source: str  # "section `matmul`, on NVIDIA H200, 2026-11-29"
+    launches: list
+
+    @property
+    def priced(self) -> list:
+        return [launch for launch in self.launches if launch.predicted is not None]
+
+    @property
+    def spearman(self) -> float | None:
+        from gpucourse.figures import tuning as ft  # noqa: PLC0415
+
+        priced = self.priced
+        return ft.spearman([p.predicted for p in priced], [p.measured for p in priced]) if len(priced) > 1 else None
+
+
+def modelled(section: str) -> tuple[str | None, str]:
+    """(the cost model's name for the GPU that measured ``section``, or None; "on DEVICE, DATE")."""
+    from gpucourse.course import results  # noqa: PLC0415
+    from gpucourse.figures import tuning as ft  # noqa: PLC0415
+
+    where = results.measured_on(section) or "on an unnamed device"
+    return ft.modelled_device(where.removeprefix("on ").split(",")[0]), where
+
+
+def first_number(cell: str) -> float:
+    """``0.98`` of ``"0.98 (2%)"``; ``1243.0`` of ``"1,243"``."""
+    return float(re.match(r"[\d,.]+", cell.strip()).group().replace(",", ""))
+
+
+def ladder_launches(section: str) -> list[Launch]:
+    """The five kernels of module 3's ladder at 4096^3 with their recorded times (from TFLOP/s)."""
+    from gpucourse.course import results  # noqa: PLC0415
+    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+
+    table = results.select_table(section, rows=[f"{LADDER_SIZE}^3"])
+    header, row = (results.cells(line) for line in table.markdown.splitlines()[::2])
+    flops = 2.0 * LADDER_SIZE**3
+    launches = []
+    for kernel in mm.KERNELS:
+        column = next(k for k, name in enumerate(header) if name.startswith(f"`{kernel.py_func.__name__}`"))
+        launches.append(Launch("SGEMM ladder, 4096^3", kernel.py_func.__name__, flops / (first_number(row[column]) * 1e12)))
+    return launches
+
+
+def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):
+    """A one-launch `run.tuning.Problem`: ``C = A @ B`` (n^3, float32) by ``kernel`` at its own launch configuration
+    (`kernels.matmul.configuration`; a launch the model prices, never runs), with its proxy at ``traced`` (M, N, K),
+    the launch the model traces."""
+    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+    from gpucourse.run import tuning as rt  # noqa: PLC0415
+
+    M, N, K = traced
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
+    C = np.zeros((1, M, N), np.float32)
+    space, name = rt.Space("one launch", {"launch": (0,)}), kernel.py_func.__name__
+    proxy = rt.Problem(name, space, lambda _: rt.Launch(kernel, *mm.configuration(kernel, C.shape), (C, A, B)),
+                       lambda: None, 2.0 * M * N * K, {"M": M, "N": N, "K": K}, ("float32",))
+    return rt.Problem(name, space, lambda _: rt.Launch(kernel, *mm.configuration(kernel, (1, n, n)), ()),
+                      lambda: None, 2.0 * n**3, {"M": n, "N": n, "K": n}, ("float32",), proxy)
+
+
+def conv_launches(section: str) -> list[Launch]:
+    """The four algorithms of tuning.py's conv space at conv2_x 3x3, batch 32, with their recorded times."""
+    from gpucourse.course import results  # noqa: PLC0415
+
+    table = results.select_table(section, "Every measurement", rows=list(CONV_ALGORITHMS))
+    lines = table.markdown.splitlines()
+    header = results.cells(lines[0])
+    kernel, layer, ms = (header.index(name) for name in ("kernel", "layer", "time (ms)"))
+    return [Launch("convolutions, conv2_x 3x3", CONV_ALGORITHMS[cells[kernel]], first_number(cells[ms]) / 1e3)
+            for cells in map(results.cells, lines[2:])
+            if cells[kernel] in CONV_ALGORITHMS and cells[layer] == CONV_LAYER]
+
+
+def parsed_config(text: str) -> dict:
+    """``{"BM": 128, "kernel": "row_fused"}`` of ``"BM=128, kernel=row_fused"`` (tuning.py's `config_text`)."""
+    pairs = (item.split("=", 1) for item in text.split(", "))
+    return {key: int(value) if re.fullmatch(r"-?\d+", value) else value for key, value in pairs}
+
+
+def candidate_launches(section: str) -> dict[tuple[str, str], list[Launch]]:
+    """The tuning section's timed candidates by (space, shape), with their recorded times; {} where a run recorded
+    none (before 2026-11-30 tuning.py printed them to its log only)."""
+    from gpucourse.course import results  # noqa: PLC0415
+    import tuning  # noqa: PLC0415
+
+    try:
+        table = results.select_table(section, tuning.CANDIDATES)
+    except LookupError:
+        return {}
+    lines = table.markdown.splitlines()
+    found: dict = {}
+    for space, shape, config, measured, _ in map(results.cells, lines[2:]):
+        found.setdefault((space, shape), []).append(Launch(f"tuning space {space}, {shape}", config,
+                                                          first_number(measured) / 1e3))
+    return found
+
+
+def price(launches: list[Launch], problem, config_of, model) -> None:
+    """Each launch's prediction by ``model`` (None where it cannot launch on the modelled GPU)."""
+    from gpucourse.run import tuning as rt  # noqa: PLC0415
+
+    for launch in launches:
+        try:
+            prediction = rt.prediction(problem, config_of(launch), model)
+        except ValueError:  # a block that fits no SM
+            continue
+        launch.predicted, launch.bound_by = prediction.seconds, prediction.bound_by
+
+
+def groups(results_path: Path | None = None) -> tuple[list[Group], list[str]]:
+    """Every group priced, and a line for each group left out (why)."""
+    from gpucourse.course import results  # noqa: PLC0415
+    from gpucourse.figures import tuning as ft  # noqa: PLC0415
+    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+    import tuning  # noqa: PLC0415
+
+    path = results_path or results.RESULTS
+    done, left_out = [], []
+
+    def read(name: str):
+        """(section, its model, "section `name`, on DEVICE, DATE"), or None (and why, in left_out)."""
+        section = results.recorded(name, path)
+        if section is None:
+            left_out.append(f"section `{name}`: not recorded")
+            return None
+        device, where = modelled(section)
+        if device is None:
+            left_out.append(f"section `{name}` ({where}): the model has no data sheet for that GPU")
+            return None
+        return section, ft.cost_model(device), f"section `{name}`, {where}"
+
+    if found := read("matmul"):
+        section, model, source = found
+        launches = ladder_launches(section)
+        for kernel, launch in zip(mm.KERNELS, launches):
+            price([launch], ladder_problem(kernel, LADDER_SIZE), lambda _: {"launch": 0}, model)
+        done.append(Group(launches[0].group, source, launches))
+    if found := read("conv"):
+        section, model, source = found
+        launches = conv_launches(section)
+        problem = tuning.problem_of(next(c for c in tuning.CASES if c.family == "conv" and c.label == CONV_CASE))
+        price(launches, problem, lambda launch: {"algorithm": launch.label}, model)
+        done.append(Group(launches[0].group, source, launches))
+    if found := read("tuning"):
+        section, model, source = found
+        every = candidate_launches(section)
+        if not every:
+            left_out.append(f"{source}: no table \"{tuning.CANDIDATES.lstrip('# ')}\" (tuning.py records one from "
+                            "2026-11-30 on)")
+        for (space, shape), launches in every.items():
+            case = next(c for c in tuning.CASES + tuning.QUICK_CASES if c.family == space and c.label == shape)
+            price(launches, tuning.problem_of(case), lambda launch: parsed_config(launch.label), model)
+            done.append(Group(launches[0].group, source, launches))
+    return done, left_out
+
+
+def fastest(launches: list[Launch], key) -> str:
+    return min(launches, key=key).label if launches else "-"
+
+
+def section(done: list[Group], left_out: list[str]) -> str:
+    scores = [g.spearman for g in done if g.spearman is not None]
+    worst = min(scores) if scores else None
+    verdict = ("no group priced" if worst is None else
+               f"{'met' if worst >= GOAL else 'NOT met'} (lowest {worst:.2f} over {len(scores)} groups)")
+    summary = markdown_table(
+        ["group", "measured", "launches (priced)", "Spearman", "the model's fastest", "measured fastest"],
+        [[g.name, g.source.removeprefix("section "), f"{len(g.launches)} ({len(g.priced)})",
+          f"{g.spearman:.2f}" if g.spearman is not None else "-",
+          fastest(g.priced, lambda launch: launch.predicted), fastest(g.launches, lambda launch: launch.measured)]
+         for g in done], right={3})
+    every = markdown_table(
+        ["group", "launch", "measured ms", "predicted ms", "bound by"],
+        [[g.name, launch.label, f"{launch.measured * 1e3:.4g}",
+          f"{launch.predicted * 1e3:.4g}" if launch.predicted is not None else "cannot launch", launch.bound_by]
+         for g in done for launch in g.launches], right={2, 3})
+    return "\n".join([
+        "## The cost model against the recorded GPU times (priced on a CPU)",
+        "",
+        f"`python benchmarks/cost_model.py` on {cpu_machine()}, no GPU.",
+        "",
+        f"- Date: {today()}",
+        f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
+        "- Cost model: gpucourse.figures.tuning for the GPU that measured each section, each launch priced from a "
+        "traced launch at a small size scaled by FLOPs (benchmarks/tuning.py's proxies; the ladder at "
+        f"{'x'.join(map(str, LADDER_TRACED))}).",
+        f"- Goal: Spearman >= {GOAL} in every group: {verdict}.",
+        *([f"- Left out: {'; '.join(left_out)}."] if left_out else []),
+        "",
+        summary,
+        "",
+        "### Every launch",
+        "",
+        every,
+    ])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print", action="store_true", help="print the section; do not write RESULTS.md")
+    arguments = parser.parse_args(argv)
+    from gpucourse.run import resources_problem  # noqa: PLC0415 (importing gpucourse picks the backend)
+
+    why = resources_problem()
+    if why:
+        print(f"cost_model: the model needs the kernels' registers: {why}. Nothing recorded.")
+        return 1
+    text = section(*groups())
+    print(text)
+    if not arguments.print:
+        from gpucourse.course import results  # noqa: PLC0415
+
+        results.record(NAME, text, results.RESULTS)
+        print(f"\nwritten to {results.RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

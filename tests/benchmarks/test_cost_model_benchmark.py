@@ -121,10 +121,11 @@ def test_a_tuning_section_without_candidates_says_so(bench, tmp_path):
 def test_print_prints_and_records_nothing_and_a_run_records_its_section(bench, tmp_path, monkeypatch, capsys):
     from gpucourse.course import results
 
-    path = results_file(tmp_path, conv=SECTIONS["conv"])
+    one_candidate = "\n".join(SECTIONS["tuning"].splitlines()[:-2])  # one launch to price: quick
+    path = results_file(tmp_path, tuning=one_candidate)
     monkeypatch.setattr(results, "RESULTS", path)
     before = path.read_text()
     assert bench.main(["--print"]) == 0
-    assert "| convolutions, conv2_x 3x3 |" in capsys.readouterr().out and path.read_text() == before
+    assert "| tuning space sgemm, 1024^3 |" in capsys.readouterr().out and path.read_text() == before
     assert bench.main([]) == 0
     assert results.recorded(bench.NAME, path).startswith("## The cost model against the recorded GPU times")

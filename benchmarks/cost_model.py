@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from common import cpu_machine, markdown_table, package_versions, today  # noqa: E402
+from common import cpu_machine, finish, markdown_table, package_versions, today  # noqa: E402
 
 NAME = "cost_model"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation in every group, as benchmarks/tuning.py's goal
@@ -265,14 +265,7 @@ def main(argv=None) -> int:
     if why:
         print(f"cost_model: the model needs the kernels' registers: {why}. Nothing recorded.")
         return 1
-    text = section(*groups())
-    print(text)
-    if not arguments.print:
-        from gpucourse.course import results  # noqa: PLC0415
-
-        results.record(NAME, text, results.RESULTS)
-        print(f"\nwritten to {results.RESULTS}")
-    return 0
+    return finish(NAME, section(*groups()), [], write=not arguments.print)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,8 @@ def test_print_prints_and_records_nothing_and_a_run_records_its_section(bench, t
     one_candidate = "\n".join(SECTIONS["tuning"].splitlines()[:-2])  # one launch to price: quick
     path = results_file(tmp_path, tuning=one_candidate)
     monkeypatch.setattr(results, "RESULTS", path)
+    real_record = results.record
+    monkeypatch.setattr(results, "record", lambda name, text: real_record(name, text, path))
     before = path.read_text()
     assert bench.main(["--print"]) == 0
     assert "| tuning space sgemm, 1024^3 |" in capsys.readouterr().out and path.read_text() == before

@@ -90,13 +90,14 @@ def ladder_launches(section: str) -> list[Launch]:
     from gpucourse.course import results  # noqa: PLC0415
     from gpucourse.kernels import matmul as mm  # noqa: PLC0415
 
-    table = results.select_table(section, rows=[f"{LADDER_SIZE}^3"])
-    header, row = (results.cells(line) for line in table.markdown.splitlines()[::2])
-    flops = 2.0 * LADDER_SIZE**3
+    lines = results.select_table(section, rows=[f"{LADDER_SIZE}^3"]).markdown.splitlines()
+    header, row = results.cells(lines[0]), results.cells(lines[2])  # the first row of that shape
     launches = []
     for kernel in mm.KERNELS:
-        column = next(k for k, name in enumerate(header) if name.startswith(f"`{kernel.py_func.__name__}`"))
-        launches.append(Launch("SGEMM ladder, 4096^3", kernel.py_func.__name__, flops / (first_number(row[column]) * 1e12)))
+        name = kernel.py_func.__name__
+        column = next(k for k, title in enumerate(header) if title.startswith(f"`{name}`"))
+        seconds = 2.0 * LADDER_SIZE**3 / (first_number(row[column]) * 1e12)
+        launches.append(Launch(f"SGEMM ladder, {LADDER_SIZE}^3", name, seconds))
     return launches
 
 
@@ -126,7 +127,7 @@ def conv_launches(section: str) -> list[Launch]:
     lines = table.markdown.splitlines()
     header = results.cells(lines[0])
     kernel, layer, ms = (header.index(name) for name in ("kernel", "layer", "time (ms)"))
-    return [Launch("convolutions, conv2_x 3x3", CONV_ALGORITHMS[cells[kernel]], first_number(cells[ms]) / 1e3)
+    return [Launch(f"convolutions, {CONV_LAYER}", CONV_ALGORITHMS[cells[kernel]], first_number(cells[ms]) / 1e3)
             for cells in map(results.cells, lines[2:])
             if cells[kernel] in CONV_ALGORITHMS and cells[layer] == CONV_LAYER]
 

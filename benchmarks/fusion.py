@@ -7,17 +7,17 @@
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
-Softmax of each row of a float32 (rows, cols) matrix, in GB/s of the least traffic a softmax needs
-(read x once, write y once: 2 x rows x cols x 4 bytes over the time), beside a device-to-device copy
-of x measured in the same run: `softmax_naive`'s three kernels (row max, exp and sum into an
-intermediate array, divide), `softmax_row_fused` (one block per row, the row in shared memory, up to
-4096 columns), `softmax_online` (running max and sum, two reads of x), `softmax_registers` (the row in
-registers, 8 values per thread, all loads issued first), `softmax_vectorised` (the top rung: 16-byte loads
-and stores, 32 values per thread in registers, a row held by the fewest warps that cover it, one barrier;
-and its build with 16 values per thread, twice the threads per row) from `gpucourse.kernels.fusion`, and
-``torch.softmax`` when PyTorch is installed (on the same memory, through ``__cuda_array_interface__``). Goals: fused at least 3x naive and at least 80% of torch.softmax;
-issue 22: the best fused softmax, `softmax_vectorised` (the faster of its two builds), at least 90% of the copy's
-GB/s at 16384 x 4096.
+Softmax of each row of a float32 (rows, cols) matrix, in GB/s of the least traffic a softmax needs (read x once,
+write y once: 2 x rows x cols x 4 bytes over the time), beside a device-to-device copy of x measured in the same
+run: `softmax_naive`'s three kernels (row max, exp and sum into an intermediate array, divide), `softmax_row_fused`
+(one block per row, the row in shared memory, up to 4096 columns), `softmax_online` (running max and sum, two reads
+of x), `softmax_registers` (the row in registers, 8 values per thread, all loads issued first),
+`softmax_vectorised` (the top rung: 16-byte loads and stores, 32 values per thread in registers, a row held by the
+fewest warps that cover it, one barrier; and its build with 16 values per thread, twice the threads per row) from
+`gpucourse.kernels.fusion`, and ``torch.softmax`` when PyTorch is installed (on the same memory, through
+``__cuda_array_interface__``). Goals: fused at least 3x naive and at least 80% of torch.softmax; issue 22: the best
+fused softmax, `softmax_vectorised` (the faster of its two builds), at least 90% of the copy's GB/s at 16384 x
+4096.
 
 Attention for one head, Q, K, V of (N, d) with d = 64, not causal, N = 1024 ... 16384: time, and the
 device memory each path needs beyond Q, K, V and O (its peak extra memory): `attention_naive`'s three

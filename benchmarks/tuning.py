@@ -219,8 +219,9 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         *(["", note] if note else []),
         *(["", "Candidates that could not launch (counted in tried, not timed): " + "; ".join(not_launched)]
           if not_launched else []),
-        *(["", CANDIDATES, "", "Each candidate's measured time beside the model's prediction (`benchmarks/cost_model.py` "
-           "prices them again with the model as it is now).", "", candidates] if predicted else []),
+        *(["", CANDIDATES, "", "Each candidate's measured time beside the model's prediction "
+           "(`benchmarks/cost_model.py` prices them again with the model as it is now).", "", candidates]
+          if predicted else []),
     ])
 
 

@@ -96,7 +96,8 @@ def test_every_group_priced_against_its_recorded_times(bench, tmp_path):
     text = bench.section(done, left_out)
     assert "- Goal: Spearman >= 0.8 in every group:" in text
     assert table_rows(text)[0][:4] == ["SGEMM ladder, 4096^3", "`matmul`, on NVIDIA H200, 2026-11-29", "5 (5)", "1.00"]
-    assert table_rows(text, "### Every launch")[-1][1:4] == ["BM=128, BN=128, TM=8, TN=2, BK=16", "0.3", "cannot launch"]
+    last = table_rows(text, "### Every launch")[-1]
+    assert last[1:4] == ["BM=128, BN=128, TM=8, TN=2, BK=16", "0.3", "cannot launch"]
 
 
 def test_a_missing_section_or_an_unmodelled_gpu_is_named_and_left_out(bench, tmp_path):
@@ -114,8 +115,8 @@ def test_a_missing_section_or_an_unmodelled_gpu_is_named_and_left_out(bench, tmp
 def test_a_tuning_section_without_candidates_says_so(bench, tmp_path):
     old = SECTIONS["tuning"].split("\n\n### Every timed candidate")[0]
     _, left_out = bench.groups(results_file(tmp_path, tuning=old))
-    assert left_out[-1] == ("section `tuning`, on NVIDIA H100 80GB HBM3, 2026-12-01: no table \"Every timed candidate\" "
-                            "(tuning.py records one from 2026-11-30 on)")
+    assert left_out[-1] == ("section `tuning`, on NVIDIA H100 80GB HBM3, 2026-12-01: no table "
+                            "\"Every timed candidate\" (tuning.py records one from 2026-11-30 on)")
 
 
 def test_print_prints_and_records_nothing_and_a_run_records_its_section(bench, tmp_path, monkeypatch, capsys):

@@ -108,7 +108,8 @@ def test_the_assemblers_int16_negation_is_told_apart_output_by_output(fuzz, tmp_
     float product); a GPU output that is neither simulation stays a disagreement."""
     from gpucourse.run import simulated
 
-    assert fuzz.unwraps_int16_negation(("nvJitLink", (13, 0))) and fuzz.unwraps_int16_negation(("the driver's", (12, 9)))
+    assert fuzz.unwraps_int16_negation(("nvJitLink", (13, 0)))
+    assert fuzz.unwraps_int16_negation(("the driver's", (12, 9)))
     assert not fuzz.unwraps_int16_negation(("nvJitLink", (13, 3))) and not fuzz.unwraps_int16_negation(None)
     generator = fuzz.Generator(1)
     every = [generator.kernel(number) for number in range(507)]

@@ -11,6 +11,8 @@ launches with Spearman's rank correlation of predicted and measured times:
 - the SGEMM ladder at 4096^3 (section `matmul`): module 3's five kernels, each at its own launch configuration;
 - the convolutions of ResNet conv2_x 3x3, batch 32 (section `conv`): the four algorithms of tuning.py's space
   ``conv``;
+- the fused softmaxes at 16384 x 4096 (section `fusion`): row-fused, online, in registers, and both builds of
+  `softmax_vectorised` where they were measured;
 - the timed candidates of the tuning spaces (section `tuning`, its table "Every timed candidate"), a group per
   space and shape, where a GPU run recorded them.
 
@@ -39,6 +41,10 @@ NAME = "cost_model"  # its section of benchmarks/RESULTS.md
 GOAL = 0.8  # Spearman's rank correlation in every group, as benchmarks/tuning.py's goal
 LADDER_SIZE, LADDER_TRACED = 4096, (128, 128, 64)  # the matmul section's shape, and the size the model traces
 CONV_LAYER, CONV_CASE = "conv2_x 3x3", "ResNet conv2_x 3x3, batch 32"  # the conv section's row, tuning.py's case
+SOFTMAX_SIZE, SOFTMAX_TRACED = (16384, 4096), (8, 4096)  # fusion.py's goal size, and the rows the model traces
+# fusion.py's fused softmaxes: None, one block per row (`launch_softmax`); a number, `softmax_vectorised`'s vectors
+SOFTMAX_PATHS = {"`softmax_row_fused`": None, "`softmax_online`": None, "`softmax_registers`": None,
+                 "`softmax_vectorised`": 8, "`softmax_vectorised`, 4 vectors per thread": 4}
 CONV_ALGORITHMS = {"`conv_direct`": "direct", "`conv_implicit_gemm`": "implicit_gemm",
                    "`conv_implicit_gemm_nhwc`": "implicit_gemm_nhwc",
                    "`conv_implicit_gemm_warp_tiled`": "implicit_gemm_warp_tiled"}
@@ -101,22 +107,68 @@ def ladder_launches(section: str) -> list[Launch]:
     return launches
 
 
-def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):
-    """A one-launch `run.tuning.Problem`: ``C = A @ B`` (n^3, float32) by ``kernel`` at its own launch configuration
-    (`kernels.matmul.configuration`; a launch the model prices, never runs), with its proxy at ``traced`` (M, N, K),
-    the launch the model traces."""
-    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+def one_launch_problem(name: str, geometry, arguments, size: tuple, traced: tuple, flops):
+    """A one-launch `run.tuning.Problem` the model prices: ``geometry(shape) -> (kernel, grid, block)`` at the
+    recorded ``size`` (priced, never run: no arrays), and at ``traced`` with ``arguments(traced)``, the launch the
+    model traces; ``flops(shape)`` of each."""
     from gpucourse.run import tuning as rt  # noqa: PLC0415
 
-    M, N, K = traced
-    rng = np.random.default_rng(0)
-    A, B = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
-    C = np.zeros((1, M, N), np.float32)
-    space, name = rt.Space("one launch", {"launch": (0,)}), kernel.py_func.__name__
-    proxy = rt.Problem(name, space, lambda _: rt.Launch(kernel, *mm.configuration(kernel, C.shape), (C, A, B)),
-                       lambda: None, 2.0 * M * N * K, {"M": M, "N": N, "K": K}, ("float32",))
-    return rt.Problem(name, space, lambda _: rt.Launch(kernel, *mm.configuration(kernel, (1, n, n)), ()),
-                      lambda: None, 2.0 * n**3, {"M": n, "N": n, "K": n}, ("float32",), proxy)
+    space, args = rt.Space("one launch", {"launch": (0,)}), arguments(traced)
+    proxy = rt.Problem(name, space, lambda _: rt.Launch(*geometry(traced), args), lambda: None, flops(traced),
+                       {"shape": traced}, ("float32",))
+    return rt.Problem(name, space, lambda _: rt.Launch(*geometry(size), ()), lambda: None, flops(size),
+                      {"shape": size}, ("float32",), proxy)
+
+
+def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):
+    """``C = A @ B`` (n^3, float32) by ``kernel`` at its own launch configuration (`kernels.matmul.configuration`),
+    traced at ``traced`` (M, N, K)."""
+    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+
+    def arguments(shape):
+        M, N, K = shape
+        rng = np.random.default_rng(0)
+        return (np.zeros((1, M, N), np.float32), rng.standard_normal((1, M, K), np.float32),
+                rng.standard_normal((1, K, N), np.float32))
+
+    return one_launch_problem(kernel.py_func.__name__, lambda s: (kernel, *mm.configuration(kernel, (1, s[0], s[1]))),
+                              arguments, (n, n, n), traced, lambda s: 2.0 * s[0] * s[1] * s[2])
+
+
+def softmax_problem(path: str, size: tuple, traced: tuple = SOFTMAX_TRACED):
+    """The row softmax of fusion.py's row ``path`` at ``size`` (rows, cols), launched as fusion.py launches it,
+    traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element)."""
+    from gpucourse.kernels import fusion  # noqa: PLC0415
+
+    vectors = SOFTMAX_PATHS[path]
+    kernel = getattr(fusion, path.strip("`")) if vectors is None else fusion.make_softmax_vectorised(vectors)
+
+    def geometry(shape):
+        rows, cols = shape
+        if vectors is not None:  # the flattened matrices, in `vectorised_configuration`'s blocks
+            blocks, block = fusion.vectorised_configuration(rows, cols, vectors=vectors)
+            return kernel, (blocks,), block
+        threads = fusion.registers_threads(cols) if kernel is fusion.softmax_registers else fusion.THREADS
+        return kernel, (rows,), (threads,)  # one block per row, as `launch_softmax` gives it
+
+    def arguments(shape):
+        y, x = np.zeros(shape, np.float32), np.random.default_rng(0).standard_normal(shape, np.float32)
+        return (y, x) if vectors is None else (y.ravel(), x.ravel(), shape[1])
+
+    return one_launch_problem(path, geometry, arguments, size, traced, lambda shape: 5.0 * shape[0] * shape[1])
+
+
+def softmax_launches(section: str) -> list[Launch]:
+    """fusion.py's fused softmaxes at 16384 x 4096 with their recorded times (the naive one's three launches and
+    the libraries left out)."""
+    from gpucourse.course import results  # noqa: PLC0415
+
+    label = f"{SOFTMAX_SIZE[0]} x {SOFTMAX_SIZE[1]}"
+    lines = results.select_table(section, "Row softmax").markdown.splitlines()
+    header = results.cells(lines[0])
+    path, size, ms = (header.index(name) for name in ("softmax", "rows x cols", "time (ms)"))
+    return [Launch(f"fused softmaxes, {label}", cells[path], first_number(cells[ms]) / 1e3)
+            for cells in map(results.cells, lines[2:]) if cells[path] in SOFTMAX_PATHS and cells[size] == label]
 
 
 def conv_launches(section: str) -> list[Launch]:
@@ -202,6 +254,12 @@ def groups(results_path: Path | None = None) -> tuple[list[Group], list[str]]:
         problem = tuning.problem_of(next(c for c in tuning.CASES if c.family == "conv" and c.label == CONV_CASE))
         price(launches, problem, lambda launch: {"algorithm": launch.label}, model)
         done.append(Group(launches[0].group, source, launches))
+    if found := read("fusion"):
+        section, model, source = found
+        launches = softmax_launches(section)
+        for launch in launches:
+            price([launch], softmax_problem(launch.label, SOFTMAX_SIZE), lambda _: {"launch": 0}, model)
+        done.append(Group(launches[0].group, source, launches))
     if found := read("tuning"):
         section, model, source = found
         every = candidate_launches(section)
@@ -244,7 +302,7 @@ def section(done: list[Group], left_out: list[str]) -> str:
         f"- Versions: {package_versions('numba', 'numba-cuda', 'numpy')}",
         "- Cost model: gpucourse.figures.tuning for the GPU that measured each section, each launch priced from a "
         "traced launch at a small size scaled by FLOPs (benchmarks/tuning.py's proxies; the ladder at "
-        f"{'x'.join(map(str, LADDER_TRACED))}).",
+        f"{'x'.join(map(str, LADDER_TRACED))}, the softmaxes at {SOFTMAX_TRACED[0]} x {SOFTMAX_TRACED[1]}).",
         f"- Goal: Spearman >= {GOAL} in every group: {verdict}.",
         *([f"- Left out: {'; '.join(left_out)}."] if left_out else []),
         "",

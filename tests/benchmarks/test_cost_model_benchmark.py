@@ -36,6 +36,25 @@ SECTIONS = {
 | `conv_implicit_gemm_nhwc` | conv2_x 3x3 | 1.01 | 7.33 | |
 | `conv_implicit_gemm_warp_tiled` | conv2_x 3x3 | 0.2817 | 26.26 | |
 | `conv_direct` | conv3_x 3x3 | 1.0 | 7.0 | |""",
+    "fusion": """## Fusion: row softmax and attention
+
+`python benchmarks/fusion.py` on NVIDIA H200 (132 SMs).
+
+- Date: 2026-12-01
+
+### Row softmax
+
+| softmax | rows x cols | time (ms) | GB/s (read x + write y) | of copy | note |
+|---|---|---:|---:|---:|---|
+| device-to-device copy | 16384 x 4096 | 0.1279 | 4,196 | 100% |  |
+| `softmax_naive` (3 kernels) | 16384 x 4096 | 0.4634 | 1,158 | 28% | |
+| `softmax_row_fused` | 4096 x 4096 | 0.07 | 2,001 | 48% | |
+| `softmax_row_fused` | 16384 x 4096 | 0.2684 | 2,001 | 48% | |
+| `softmax_online` | 16384 x 4096 | 0.3238 | 1,658 | 40% | |
+| `softmax_registers` | 16384 x 4096 | 0.311 | 1,726 | 41% | |
+| `softmax_vectorised` | 16384 x 4096 | 0.14 | 3,800 | 91% | |
+| `softmax_vectorised`, 4 vectors per thread | 16384 x 4096 | 0.15 | 3,600 | 85% | |
+| `torch.softmax` | 16384 x 4096 | 0.2098 | 2,558 | 61% | |""",
     "tuning": """## Tuning: the autotuner, its cost model, and the vendor libraries
 
 `python benchmarks/tuning.py` on NVIDIA H100 80GB HBM3 (132 SMs).
@@ -85,12 +104,17 @@ def test_every_group_priced_against_its_recorded_times(bench, tmp_path):
     assert [(g.name, g.source, len(g.launches), len(g.priced)) for g in done] == [
         ("SGEMM ladder, 4096^3", "section `matmul`, on NVIDIA H200, 2026-11-29", 5, 5),
         ("convolutions, conv2_x 3x3", "section `conv`, on NVIDIA H200, 2026-11-29", 4, 4),
+        ("fused softmaxes, 16384 x 4096", "section `fusion`, on NVIDIA H200, 2026-12-01", 5, 5),
         ("tuning space sgemm, 1024^3", "section `tuning`, on NVIDIA H100 80GB HBM3, 2026-12-01", 3, 2)]
     ladder = done[0].launches
     assert [launch.label for launch in ladder][::4] == ["matmul_naive", "matmul_warp_tiled"]
     assert ladder[0].measured == pytest.approx(2 * 4096**3 / 0.98e12)  # from the 4096^3 row's TFLOP/s
     assert [launch.measured for launch in done[1].launches] == pytest.approx([9.737e-3, 1.243e-3, 1.01e-3, 0.2817e-3])
-    assert done[2].launches[2].predicted is None  # 1024 threads x 72 registers: it cannot launch on an H100
+    assert [launch.label for launch in done[2].launches] == [  # the fused ones at the goal's size only
+        "`softmax_row_fused`", "`softmax_online`", "`softmax_registers`", "`softmax_vectorised`",
+        "`softmax_vectorised`, 4 vectors per thread"]
+    assert done[2].launches[3].predicted < done[2].launches[1].predicted  # one read of x, against online's two
+    assert done[3].launches[2].predicted is None  # 1024 threads x 72 registers: it cannot launch on an H100
     assert all(launch.predicted > 0 for g in done for launch in g.priced)
     assert done[0].spearman == pytest.approx(1.0)  # the ladder in its measured order
     text = bench.section(done, left_out)
@@ -106,7 +130,7 @@ def test_a_missing_section_or_an_unmodelled_gpu_is_named_and_left_out(bench, tmp
     assert done == []
     assert left_out == ["section `matmul`: not recorded",
                         "section `conv` (on CPU simulator, 2026-11-29): the model has no data sheet for that GPU",
-                        "section `tuning`: not recorded"]
+                        "section `fusion`: not recorded", "section `tuning`: not recorded"]
     text = bench.section(done, left_out)
     assert "- Goal: Spearman >= 0.8 in every group: no group priced." in text
     assert "- Left out: section `matmul`: not recorded; section `conv`" in text

@@ -303,7 +303,8 @@ def section(done: list[Group], left_out: list[str]) -> str:
         "- Cost model: gpucourse.figures.tuning for the GPU that measured each section, each launch priced from a "
         "traced launch at a small size scaled by FLOPs (benchmarks/tuning.py's proxies; the ladder at "
         f"{'x'.join(map(str, LADDER_TRACED))}, the softmaxes at {SOFTMAX_TRACED[0]} x {SOFTMAX_TRACED[1]}).",
-        f"- Goal: Spearman >= {GOAL} in every group: {verdict}.",
+        f"- Goal: Spearman >= {GOAL} in every group: {verdict}. The score of record of issue 23's goal is the "
+        "`tuning` section's, measured on the GPU.",
         *([f"- Left out: {'; '.join(left_out)}."] if left_out else []),
         "",
         summary,

@@ -106,3 +106,22 @@ def test_on_a_gpu_of_the_architecture_asked_the_figures_come_from_the_compiled_o
     monkeypatch.setattr(resources, "_gpu_architecture", lambda: "sm_90")
     found = kernel_resources(_NumbaLikeDispatcher(), (numba.float32[:],), "sm_90")
     assert (found.registers, found.shared_bytes, found.spilled_bytes, found.local_bytes) == (40, 2048, 0, 0)
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
+def test_the_launch_assembler_is_nvjitlink_where_numba_cuda_links_with_it(monkeypatch):
+    """Here numba-cuda links through cuda.core's Linker with nvJitLink (the fuzzing reads its version); where
+    cuda.core has no such decision, numba-cuda's own check answers; with neither, no GPU, None."""
+    import sys
+
+    from cuda.bindings import nvjitlink
+
+    from gpucourse.run import launch_assembler
+
+    assert launch_assembler() == ("nvJitLink", tuple(nvjitlink.version()))
+    monkeypatch.setitem(sys.modules, "cuda.core._linker", None)  # an import of it fails
+    assert launch_assembler() == ("nvJitLink", tuple(nvjitlink.version()))
+    from numba.cuda.cudadrv import driver
+
+    monkeypatch.setattr(driver, "_have_nvjitlink", lambda: False)  # the driver's: there is none without a GPU
+    assert launch_assembler() is None

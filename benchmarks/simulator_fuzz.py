@@ -372,10 +372,10 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
             with simulated():
                 on_simulator = launch(dispatcher, kernel, arrays)
             if on_gpu:
-                on_gpu_ = launch(dispatcher, kernel, arrays)
-                problem = disagreement(kernel, on_gpu_, on_simulator)
-                if problem and unwrapping and explained_by_the_assembler(kernel, on_gpu_, on_simulator, dispatcher,
-                                                                         arrays):
+                gpu_outputs = launch(dispatcher, kernel, arrays)
+                problem = disagreement(kernel, gpu_outputs, on_simulator)
+                if problem and unwrapping and explained_by_the_assembler(kernel, gpu_outputs, on_simulator,
+                                                                         dispatcher, arrays):
                     assembler_bug.append(kernel.name)
                 elif problem:
                     disagreements.append(f"{problem}\n{kernel.source}")

@@ -55,10 +55,14 @@ $L__BB0_9:
 
 @pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
 def test_larger_register_tiles_have_a_main_loop_of_more_fmas():
-    from gpucourse.kernels import matmul as mm
+    from numba import types
 
-    C, A, B = (np.zeros((1, 64, 64), np.float32) for _ in range(3))
-    shares = [rt.fma_share(mm.make_register_tiled(64, 64, t, t, 16), (C, A, B), "sm_90") for t in (2, 4, 8)]
+    from gpucourse.kernels import matmul as mm
+    from gpucourse.run.assembler import ptx_for
+
+    argtypes = (types.float32[:, :, ::1],) * 3
+    shares = [rt.main_loop_fma_share(ptx_for(mm.make_register_tiled(64, 64, t, t, 16), argtypes, "sm_90"))
+              for t in (2, 4, 8)]
     assert 0 < shares[0] < shares[1] < shares[2] < 1
 
 

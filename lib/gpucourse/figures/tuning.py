@@ -105,7 +105,7 @@ class CostModel:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
-                       resources.shared_bytes, self.device, getattr(resources, "fma_share", None))
+                       resources.shared_bytes, self.device, resources.fma_share)
 
     def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
         return self.prediction(launch_trace, resources, launch, flops, scale).seconds

@@ -99,11 +99,6 @@ def main_loop_fma_share(ptx: str) -> float | None:
     return fmas / instructions if fmas else None
 
 
-def fma_share(kernel, args, architecture: str) -> float | None:
-    """`main_loop_fma_share` of ``kernel`` compiled for the types of ``args`` on ``architecture`` (no GPU needed)."""
-    return main_loop_fma_share(ptx_for(kernel, tuple(argument_type(a) for a in args), architecture))
-
-
 def ptx_counts(ptx: str) -> dict:
     """The counts of `Compiled` that the PTX alone gives."""
     loops = innermost_loops(ptx)
@@ -274,9 +269,11 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
         launch()
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
-    resources = kernel_resources(launch.kernel, tuple(argument_type(a) for a in launch.args), architecture)
+    argtypes = tuple(argument_type(a) for a in launch.args)
+    resources = kernel_resources(launch.kernel, argtypes, architecture)
     if resources is not None:  # the cost model's issue roof
-        resources = dataclasses.replace(resources, fma_share=fma_share(launch.kernel, launch.args, architecture))
+        share = main_loop_fma_share(ptx_for(launch.kernel, argtypes, architecture))
+        resources = dataclasses.replace(resources, fma_share=share)
     return t.last, resources, launch
 
 

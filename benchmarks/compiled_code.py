@@ -91,6 +91,15 @@ def _softmax():
     return fusion.softmax_registers, (_f32(4, 4096), _f32(4, 4096)), fusion.registers_threads(4096)
 
 
+def _flat_softmax(name):
+    """`softmax_vectorised` or `softmax_pipelined` on rows of 4096 columns, flattened as `launch_softmax` passes them."""
+    from gpucourse.kernels import fusion  # noqa: PLC0415
+
+    kernel = getattr(fusion, name)
+    configure = fusion.vectorised_configuration if name == "softmax_vectorised" else fusion.pipelined_configuration
+    return kernel, (_f32(4 * 4096), _f32(4 * 4096), 4096), np.prod(configure(16384, 4096)[1])
+
+
 def _map():
     from bandwidth import double  # noqa: PLC0415 (the benchmark's own function)
 
@@ -112,6 +121,8 @@ def _kernels() -> list[Kernel]:
         Kernel("`gemm_tensor_core_tiled`", lambda: _tensor_core("gemm_tensor_core_tiled")),
         Kernel("`gemm_tensor_core_async`", lambda: _tensor_core("gemm_tensor_core_async")),
         Kernel("`softmax_registers` (4096 columns)", _softmax),
+        Kernel("`softmax_vectorised` (4096 columns)", lambda: _flat_softmax("softmax_vectorised")),
+        Kernel("`softmax_pipelined` (4096 columns)", lambda: _flat_softmax("softmax_pipelined")),
         Kernel("`map_vectorised` (`2x`)", _map),
     ]
 

@@ -42,9 +42,12 @@ GOAL = 0.8  # Spearman's rank correlation in every group, as benchmarks/tuning.p
 LADDER_SIZE, LADDER_TRACED = 4096, (128, 128, 64)  # the matmul section's shape, and the size the model traces
 CONV_LAYER, CONV_CASE = "conv2_x 3x3", "ResNet conv2_x 3x3, batch 32"  # the conv section's row, tuning.py's case
 SOFTMAX_SIZE, SOFTMAX_TRACED = (16384, 4096), (8, 4096)  # fusion.py's goal size, and the rows the model traces
-# fusion.py's fused softmaxes: None, one block per row (`launch_softmax`); a number, `softmax_vectorised`'s vectors
+# fusion.py's fused softmaxes: None, one block per row (`launch_softmax`); else the build on the flattened matrices
+# and its vectors per thread
 SOFTMAX_PATHS = {"`softmax_row_fused`": None, "`softmax_online`": None, "`softmax_registers`": None,
-                 "`softmax_vectorised`": 8, "`softmax_vectorised`, 4 vectors per thread": 4}
+                 "`softmax_vectorised`": ("vectorised", 8),
+                 "`softmax_vectorised`, 4 vectors per thread": ("vectorised", 4),
+                 "`softmax_pipelined`": ("pipelined", 8)}
 CONV_ALGORITHMS = {"`conv_direct`": "direct", "`conv_implicit_gemm`": "implicit_gemm",
                    "`conv_implicit_gemm_nhwc`": "implicit_gemm_nhwc",
                    "`conv_implicit_gemm_warp_tiled`": "implicit_gemm_warp_tiled"}
@@ -140,20 +143,24 @@ def softmax_problem(path: str, size: tuple, traced: tuple = SOFTMAX_TRACED):
     traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element)."""
     from gpucourse.kernels import fusion  # noqa: PLC0415
 
-    vectors = SOFTMAX_PATHS[path]
-    kernel = getattr(fusion, path.strip("`")) if vectors is None else fusion.make_softmax_vectorised(vectors)
+    build = SOFTMAX_PATHS[path]
+    if build is None:
+        kernel = getattr(fusion, path.strip("`"))
+    else:
+        kernel = (fusion.make_softmax_vectorised if build[0] == "vectorised" else fusion.make_softmax_pipelined)(build[1])
 
     def geometry(shape):
         rows, cols = shape
-        if vectors is not None:  # the flattened matrices, in `vectorised_configuration`'s blocks
-            blocks, block = fusion.vectorised_configuration(rows, cols, vectors=vectors)
+        if build is not None:  # the flattened matrices, in the blocks of `vectorised_configuration` or the
+            configure = fusion.vectorised_configuration if build[0] == "vectorised" else fusion.pipelined_configuration
+            blocks, block = configure(rows, cols, vectors=build[1])  # persistent grid of `pipelined_configuration`
             return kernel, (blocks,), block
         threads = fusion.registers_threads(cols) if kernel is fusion.softmax_registers else fusion.THREADS
         return kernel, (rows,), (threads,)  # one block per row, as `launch_softmax` gives it
 
     def arguments(shape):
         y, x = np.zeros(shape, np.float32), np.random.default_rng(0).standard_normal(shape, np.float32)
-        return (y, x) if vectors is None else (y.ravel(), x.ravel(), shape[1])
+        return (y, x) if build is None else (y.ravel(), x.ravel(), shape[1])
 
     return one_launch_problem(path, geometry, arguments, size, traced, lambda shape: 5.0 * shape[0] * shape[1])
 

@@ -15,8 +15,9 @@ SAMPLE = ROOT / "tests" / "run" / "sass" / "sm_90_shared_product.sass"  # one lo
 
 def test_every_top_rung_is_listed_once():
     labels = [kernel.label for kernel in compiled_code._kernels()]
-    assert len(labels) == len(set(labels)) == 10
+    assert len(labels) == len(set(labels)) == 12
     assert any("matmul_warp_tiled" in label for label in labels) and any("flash2" in label for label in labels)
+    assert any("softmax_pipelined" in label for label in labels)
 
 
 def test_product_loops_are_the_innermost_loops_with_eight_ffma_or_more():

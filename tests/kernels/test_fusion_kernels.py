@@ -423,3 +423,60 @@ def test_softmax_vectorised_explains_a_row_too_long_and_keeps_it_in_registers():
     if used is not None:  # None without nvJitLink
         assert used.local_bytes == used.spilled_bytes == 0
         assert used.registers * 1024 <= 65536  # its launch bounds: a row of 1024 threads launches
+
+
+@pytest.mark.parametrize("shape, sms", [((5, 1), 1), ((37, 300), 1), ((6, 2051), 1), ((9, 4099), 1), ((40, 1024), 3),
+                                        ((3, 8192), 1)], ids=str)
+def test_softmax_pipelined_matches_and_moves_x_and_y_once_over_several_turns(shape, sms):
+    """The persistent grid of ``sms`` SMs: each block takes 1 to 5 turns (uneven: 9 rows over 2 blocks), rows of
+    one warp (8 per block, the last turn's group partly past the matrix) to 8 warps, 16-byte heads and tails."""
+    rows, cols = shape
+    x = logits(rows, cols)
+    grid, block = fu.pipelined_configuration(rows, cols, sms=sms)
+    turns = -(-(-(-rows // block[1])) // grid)
+    y = poisoned(x.size)
+    with trace() as t:
+        fu.softmax_pipelined[grid, block](y, cuda.to_device(x.ravel()), cols)
+    np.testing.assert_allclose(y.copy_to_host().reshape(shape), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    assert grid == min(fu.PIPELINED_BLOCKS_PER_SM * sms, -(-rows // block[1]))
+    assert global_bytes(t) == 2 * x.nbytes  # one read of x, one write of y: the rows loaded ahead are the next turn's
+    t.assert_reads_per_element("x", exactly=1)
+    t.assert_writes_per_element("y", exactly=1)
+    assert t.barriers(0) == (turns if block[0] > 32 else 0)  # a barrier per turn where a row has several warps
+
+
+def test_softmax_pipelined_through_launch_softmax_and_on_unaligned_rows():
+    """`launch_softmax` plans for the simulator's stand-in SM count (132): one turn here; x 4 bytes past a 16-byte
+    boundary takes the scalar path, each vector as four 4-byte loads."""
+    x = logits(7, 1030)
+    d_y = poisoned(x.shape)
+    fu.launch_softmax(fu.softmax_pipelined, d_y, cuda.to_device(x))
+    np.testing.assert_allclose(d_y.copy_to_host(), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+    storage = cuda.to_device(np.concatenate([[np.float32(7)], x.ravel()]))  # x starts 4 bytes past a boundary
+    requests = {}
+    for name, flat in (("aligned", cuda.to_device(x.ravel())), ("not aligned", storage[1:])):
+        y = poisoned(x.size)
+        with trace() as t:
+            fu.softmax_pipelined[fu.pipelined_configuration(*x.shape, sms=1)](y, flat, x.shape[1])
+        np.testing.assert_allclose(y.copy_to_host().reshape(x.shape), fu.softmax_reference(x), rtol=1e-5, atol=1e-7)
+        t.assert_reads_per_element("x", exactly=1)
+        requests[name] = t.array("x").instructions["read"].requests
+    assert requests["not aligned"] >= 3.5 * requests["aligned"]  # each 16-byte vector as four 4-byte loads
+
+
+def test_softmax_pipelined_explains_a_row_too_long_and_keeps_both_rows_in_registers():
+    longest = fu.SOFTMAX_PIPELINED_VECTORS * 4 * fu.PIPELINED_THREADS
+    assert fu.PIPELINED_MAX_COLS == longest
+    x = cuda.to_device(np.zeros((1, longest + 1), np.float32))
+    with pytest.raises(ValueError, match=f"at most {longest} columns .* use softmax_vectorised"):
+        fu.launch_softmax(fu.softmax_pipelined, x, x)
+    signature = (types.float32[::1], types.float32[::1], types.int64)
+    ptx = compile_for_gpu(fu.softmax_pipelined, signature)
+    assert "ld.local" not in ptx and "st.local" not in ptx  # `now` and `ahead`: constant indices after unrolling
+    vectors = fu.SOFTMAX_PIPELINED_VECTORS
+    assert ptx.count("ld.global.v4.f32") == 2 * vectors  # the first turn's row, and each next one's in the loop
+    assert ptx.count("st.global.v4.f32") == vectors and ptx.count("bar.sync") == 1
+    used = kernel_resources(fu.softmax_pipelined, signature, "sm_90")
+    if used is not None:  # None without nvJitLink
+        assert used.local_bytes == used.spilled_bytes == 0
+        assert used.registers * fu.PIPELINED_THREADS * fu.PIPELINED_BLOCKS_PER_SM <= 65536  # its launch bounds

@@ -264,6 +264,25 @@ def _softmax_vectorised_cases(rng) -> list[Case]:
     return made
 
 
+def _softmax_pipelined_cases(rng) -> list[Case]:
+    """`softmax_pipelined` on the persistent grid of one SM (2 blocks), so that on the GPU as on the simulator each
+    block computes several rows in turns, the next row's loads in flight: rows of one warp (8 per block) and of 2
+    to 5 warps, columns not a multiple of 4 among them."""
+    made = []
+    for rows, cols in ((29, 37), (19, 1000), (5, 2051), (6, 4099)):
+        x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
+        x[-1] += 3e4  # large logits: the max must be taken out before exp
+        grid, block = fusion.pipelined_configuration(rows, cols, sms=1)
+
+        def run(x=x, grid=grid, block=block):
+            y = cuda.to_device(_poisoned(x.size))
+            fusion.softmax_pipelined[grid, block](y, cuda.to_device(x.ravel()), x.shape[1])
+            return {"y": y.copy_to_host().reshape(x.shape)}
+
+        made.append(Case(f"{rows} x {cols}, {grid} blocks of {block[1]} rows x {block[0]} threads, in turns", run))
+    return made
+
+
 def _attention_cases(kernel):
     def cases(rng) -> list[Case]:
         made = []
@@ -288,6 +307,8 @@ for _kernel in fusion.SOFTMAX_KERNELS + [fusion.softmax_registers]:  # each case
 register("fusion.softmax_vectorised", _softmax_vectorised_cases, ulps=16,
          why=f"{EXP}; each value is exp(x - m) times exp(m - M) / L (m: its thread's max, M the row's), and the "
              "row's sum adds a few more")
+register("fusion.softmax_pipelined", _softmax_pipelined_cases, ulps=16,
+         why=f"{EXP}; as softmax_vectorised's: exp(x - m) times exp(m - M) / L, and the row's sum")
 for _kernel in (fusion.attention_row_fused, fusion.attention_flash):
     register(f"fusion.{_kernel.py_func.__name__}", _attention_cases(_kernel), ulps=256,
              why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "

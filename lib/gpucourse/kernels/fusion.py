@@ -33,6 +33,9 @@ Rows are the last axis; every array is C-contiguous float32 on the device.
   row held by the fewest warps whose registers cover it (``4 SOFTMAX_VECTORS`` values per thread), several short
   rows per block; 16-byte loads and stores on every row (its up to 6 elements off a 16-byte boundary as scalars),
   one exp per element, the row's online-softmax state merged with shuffles and at most one barrier.
+- `softmax_pipelined` (`make_softmax_pipelined`): the same rows on a persistent grid (`pipelined_configuration`),
+  each block taking rows in turns and each thread's loads of its next row in flight while it computes the current
+  one (software pipelining through a second set of registers), rows up to ``PIPELINED_MAX_COLS``.
 
 A row of scores that is all ``-inf`` (every key masked) gives zeros, not NaN (torch
 gives NaN): the references and every kernel here agree on that.
@@ -379,29 +382,32 @@ SOFTMAX_VECTORS = 8  # softmax_vectorised: 16-byte vectors of the row each threa
 
 
 @cuda.jit(device=True)
-def row_state(m, l):
+def row_state(m, l, turn):
     """The online-softmax state (max, sum) of a row from each of its threads' ``(m, l)``, in every thread of the row.
 
     A row's threads are row ``threadIdx.y`` of the block, ``blockDim.x`` threads (a multiple of 32): xor shuffles
     merge each warp's states; where a row has several warps, lane 0 of each leaves the warp's state in shared memory
     and, after the block's one barrier, every thread merges its row's (in one order: the same result in each).
+    A kernel that merges rows in turns passes the turn's number: even and odd turns use their own shared slots, so
+    that a warp already in the next turn cannot overwrite a state another warp has yet to read.
     """
-    states_m = cuda.shared.array(MAX_WARPS, float32)
-    states_l = cuda.shared.array(MAX_WARPS, float32)
+    states_m = cuda.shared.array((2, MAX_WARPS), float32)
+    states_l = cuda.shared.array((2, MAX_WARPS), float32)
     offset = 16
     while offset > 0:
         m, l = merge(m, l, cuda.shfl_xor_sync(FULL_MASK, m, offset), cuda.shfl_xor_sync(FULL_MASK, l, offset))
         offset //= 2
     warps = cuda.blockDim.x // 32
     if warps > 1:  # the same in every thread of the block: all of them reach the barrier, or none
+        slot = turn % 2
         first = cuda.threadIdx.y * warps  # the row's first warp among the block's
         if cuda.threadIdx.x % 32 == 0:
             w = first + cuda.threadIdx.x // 32
-            states_m[w], states_l[w] = m, l
+            states_m[slot, w], states_l[slot, w] = m, l
         cuda.syncthreads()
-        m, l = states_m[first], states_l[first]
+        m, l = states_m[slot, first], states_l[slot, first]
         for w in range(first + 1, first + warps):
-            m, l = merge(m, l, states_m[w], states_l[w])
+            m, l = merge(m, l, states_m[slot, w], states_l[slot, w])
     return m, l
 
 
@@ -420,6 +426,78 @@ def store_group(a, i, values, vectors):
         store4(a, (i,), values)
     else:
         a[i], a[i + 1], a[i + 2], a[i + 3] = values
+
+
+@cuda.jit(device=True)
+def row_layout(start, cols, vectors):
+    """How a row of ``cols`` elements at flat index ``start`` splits into 16-byte vectors: ``(head, groups, scalars,
+    column)``: up to 3 scalars before its first 16-byte boundary (none where not ``vectors``), ``groups`` whole
+    vectors from ``start + head`` on, ``scalars`` in the head and the tail together, and the column of this thread's
+    scalar (thread t < scalars holds one: in the head, else in the tail)."""
+    t = cuda.threadIdx.x
+    head = min((WIDTH - start % WIDTH) % WIDTH, cols) if vectors else 0
+    groups = (cols - head) // WIDTH
+    return head, groups, cols - WIDTH * groups, (t if t < head else t + WIDTH * groups)
+
+
+@cuda.jit(device=True)
+def load_row(values, x, start, cols, inside, vectors):
+    """This thread's share of the row at ``start`` (`row_layout`) loaded into ``values`` (vectors, 4): vectors ``t,
+    t + blockDim.x, ...``, -inf where it has none or the row is not ``inside`` the matrix; returns its scalar (or
+    -inf). The loads are only issued: nothing here waits for them."""
+    t = cuda.threadIdx.x
+    head, groups, scalars, column = row_layout(start, cols, vectors)
+    for k in range(values.shape[0]):
+        g = k * cuda.blockDim.x + t
+        if inside and g < groups:
+            values[k, 0], values[k, 1], values[k, 2], values[k, 3] = load_group(x, start + head + WIDTH * g, vectors)
+        else:
+            for e in range(WIDTH):
+                values[k, e] = float32(NEG_INF)
+    return x[start + column] if inside and t < scalars else float32(NEG_INF)
+
+
+@cuda.jit(device=True)
+def exp_row(values, scalar):
+    """This thread's online-softmax state of its values: ``values`` and the returned scalar become ``exp(x - m)``,
+    one exp per element; returns ``(m, l, scalar)``, m its max (-inf where it holds none), l their sum."""
+    m = scalar
+    for k in range(values.shape[0]):
+        for e in range(WIDTH):
+            m = max(m, values[k, e])
+    base = safe_max(m)
+    scalar = math.exp(scalar - base)
+    l = scalar
+    for k in range(values.shape[0]):
+        for e in range(WIDTH):
+            values[k, e] = math.exp(values[k, e] - base)
+            l += values[k, e]
+    return m, l, scalar
+
+
+@cuda.jit(device=True)
+def store_row(y, values, scalar, scale, start, cols, inside, vectors):
+    """This thread's share of the row at ``start`` (as `load_row` read it), times ``scale``, into ``y``."""
+    if inside:
+        t = cuda.threadIdx.x
+        head, groups, scalars, column = row_layout(start, cols, vectors)
+        for k in range(values.shape[0]):
+            g = k * cuda.blockDim.x + t
+            if g < groups:
+                store_group(y, start + head + WIDTH * g, (values[k, 0] * scale, values[k, 1] * scale,
+                                                          values[k, 2] * scale, values[k, 3] * scale), vectors)
+        if t < scalars:
+            y[start + column] = scalar * scale
+
+
+@cuda.jit(device=True)
+def softmax_of_row(y, values, scalar, start, cols, inside, vectors, turn):
+    """The softmax of a row whose values this thread holds (`load_row`), written to ``y``: each thread's state
+    (`exp_row`), the row's (`row_state`), and each value scaled from ``exp(x - m)`` to ``exp(x - M) / L``."""
+    m, l, scalar = exp_row(values, scalar)
+    row_m, row_l = row_state(m, l, turn)
+    scale = math.exp(m - safe_max(row_m)) * reciprocal(row_l)  # 0 where m = -inf
+    store_row(y, values, scalar, scale, start, cols, inside, vectors)
 
 
 @functools.cache
@@ -449,46 +527,55 @@ def make_softmax_vectorised(VECTORS: int):
     @cuda.jit(**launch_bounds(32 * MAX_WARPS, 1))  # at most 64 registers, so that a row of 1024 threads launches
     def softmax_vectorised(y, x, cols):
         values = cuda.local.array((VECTORS, WIDTH), float32)  # constant indices after unrolling: registers
-        t, row_threads = cuda.threadIdx.x, cuda.blockDim.x  # this thread's place among its row's threads
         start = (cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y) * cols  # the row's first element
         inside = start < x.size  # a block's last rows may lie past the matrix: their threads only merge states
         vectors = vector_aligned(x) and vector_aligned(y)
-        head = min((WIDTH - start % WIDTH) % WIDTH, cols) if vectors else 0  # scalars before a 16-byte boundary
-        groups = (cols - head) // WIDTH  # whole vectors, from start + head on
-        scalars = cols - WIDTH * groups  # the head's and the tail's: thread t < scalars holds one
-        column = t if t < head else t + WIDTH * groups  # the thread's scalar: in the head, else in the tail
-        for k in range(VECTORS):  # every load first ...
-            g = k * row_threads + t
-            if inside and g < groups:
-                values[k, 0], values[k, 1], values[k, 2], values[k, 3] = \
-                    load_group(x, start + head + WIDTH * g, vectors)
-            else:
-                for e in range(WIDTH):
-                    values[k, e] = float32(NEG_INF)
-        scalar = x[start + column] if inside and t < scalars else float32(NEG_INF)
-        m = scalar  # ... then the thread's online-softmax state: its max m, the sum l of exp(x - m)
-        for k in range(VECTORS):
-            for e in range(WIDTH):
-                m = max(m, values[k, e])
-        base = safe_max(m)
-        scalar = math.exp(scalar - base)
-        l = scalar
-        for k in range(VECTORS):
-            for e in range(WIDTH):
-                values[k, e] = math.exp(values[k, e] - base)
-                l += values[k, e]
-        row_m, row_l = row_state(m, l)
-        scale = math.exp(m - safe_max(row_m)) * reciprocal(row_l)  # exp(x - m) to exp(x - M) / L; 0 where m = -inf
-        if inside:
-            for k in range(VECTORS):
-                g = k * row_threads + t
-                if g < groups:
-                    store_group(y, start + head + WIDTH * g, (values[k, 0] * scale, values[k, 1] * scale,
-                                                              values[k, 2] * scale, values[k, 3] * scale), vectors)
-            if t < scalars:
-                y[start + column] = scalar * scale
+        scalar = load_row(values, x, start, cols, inside, vectors)  # every load first ...
+        softmax_of_row(y, values, scalar, start, cols, inside, vectors, 0)  # ... then the arithmetic
 
     return softmax_vectorised
+
+
+SOFTMAX_PIPELINED_VECTORS = 8  # softmax_pipelined: 16-byte vectors per thread and row (32 values; twice: 2 rows)
+PIPELINED_THREADS = 256  # its blocks: rows up to 8 x 4 x 256 = 8192 columns with the default
+PIPELINED_BLOCKS_PER_SM = 2  # blocks of 256 resident per SM: at most 128 registers (64 hold the two rows' values)
+
+
+@functools.cache
+def make_softmax_pipelined(VECTORS: int, BLOCKS_PER_SM: int = PIPELINED_BLOCKS_PER_SM):
+    """`softmax_pipelined`: `softmax_vectorised`'s rows (the same layout and launch arguments), with each thread's
+    loads of its next row in flight while it reduces and writes the current one.
+
+    Why: in `softmax_vectorised` a block loads its row, then reduces it while none of its bytes are in flight, then
+    stores; memory stays busy only as far as other blocks happen to be loading. Here the grid is persistent
+    (``BLOCKS_PER_SM`` blocks per SM, `pipelined_configuration`): block b takes the row groups ``b, b + gridDim.x,
+    ...`` in turns, and each turn first issues the loads of the next turn's row into a second set of registers
+    (``ahead``), then computes the softmax of the row it holds (``now``): like a copy, every SM always has
+    ``16 VECTORS`` bytes in flight per thread. The cost: twice the registers for the values (launch bounds of
+    `PIPELINED_THREADS` threads and ``BLOCKS_PER_SM`` blocks per SM), and two shared slots for the rows' states
+    (`row_state`'s turns).
+    """
+    @cuda.jit(**launch_bounds(PIPELINED_THREADS, BLOCKS_PER_SM))
+    def softmax_pipelined(y, x, cols):
+        now = cuda.local.array((VECTORS, WIDTH), float32)  # the row this turn computes
+        ahead = cuda.local.array((VECTORS, WIDTH), float32)  # the next turn's row, loading meanwhile
+        vectors = vector_aligned(x) and vector_aligned(y)
+        groups = -(-(x.size // cols) // cuda.blockDim.y)  # groups of blockDim.y rows: one per block and turn
+        turns = -(-(groups - cuda.blockIdx.x) // cuda.gridDim.x)  # the same in every thread of the block
+        step = cuda.gridDim.x * cuda.blockDim.y * cols  # from a row to the one it computes next turn
+        start = (cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y) * cols
+        scalar_ahead = load_row(ahead, x, start, cols, start < x.size, vectors)
+        for turn in range(turns):
+            for k in range(VECTORS):
+                for e in range(WIDTH):
+                    now[k, e] = ahead[k, e]
+            scalar = scalar_ahead
+            if turn + 1 < turns:  # the next row's loads first: they arrive while this row is computed
+                scalar_ahead = load_row(ahead, x, start + step, cols, start + step < x.size, vectors)
+            softmax_of_row(y, now, scalar, start, cols, start < x.size, vectors, turn)
+            start += step
+
+    return softmax_pipelined
 
 
 softmax_vectorised = make_softmax_vectorised(SOFTMAX_VECTORS)
@@ -503,6 +590,19 @@ def vectorised_configuration(rows: int, cols: int, threads: int = THREADS, vecto
     return -(-rows // rows_per_block), (row_threads, rows_per_block)
 
 
+softmax_pipelined = make_softmax_pipelined(SOFTMAX_PIPELINED_VECTORS)
+PIPELINED_MAX_COLS = SOFTMAX_PIPELINED_VECTORS * WIDTH * PIPELINED_THREADS  # its longest row: one block's threads
+
+
+def pipelined_configuration(rows: int, cols: int, sms: int | None = None, vectors: int = SOFTMAX_PIPELINED_VECTORS,
+                            blocks_per_sm: int = PIPELINED_BLOCKS_PER_SM):
+    """(grid, block) of `softmax_pipelined` (built with ``vectors`` and ``blocks_per_sm``) on ``sms`` SMs (default:
+    `multiprocessors`): `vectorised_configuration`'s blocks of `PIPELINED_THREADS`, at most ``blocks_per_sm`` per
+    SM (the persistent grid: each block computes its rows in turns)."""
+    grid, block = vectorised_configuration(rows, cols, PIPELINED_THREADS, vectors)
+    return min(grid, blocks_per_sm * (multiprocessors() if sms is None else sms)), block
+
+
 def check_rows(y, x) -> None:
     """A clear error when ``x`` and ``y`` are not two float32 matrices of one shape."""
     if x.ndim != 2 or y.shape != x.shape:
@@ -515,21 +615,28 @@ def launch_softmax(kernel, y, x, threads=THREADS) -> None:
     """``kernel[rows, threads](y, x)``: one block per row; ``threads`` a multiple of 32 up to 1024.
 
     `softmax_vectorised`: on the flattened matrices, with the blocks of `vectorised_configuration` (``threads``: the
-    threads a block fills with rows).
+    threads a block fills with rows). `softmax_pipelined`: the same, on its persistent grid (`pipelined_configuration`;
+    ``threads`` unused: its launch bounds fix its blocks at `PIPELINED_THREADS`).
     """
     check_rows(y, x)
     if threads % 32 or not 32 <= threads <= 32 * MAX_WARPS:
         raise ValueError(f"threads must be a multiple of 32 between 32 and 1024, got {threads}")
-    if kernel is softmax_vectorised:
+    if kernel is softmax_vectorised or kernel is softmax_pipelined:
+        name = kernel.py_func.__name__
         if not (x.flags["C_CONTIGUOUS"] and y.flags["C_CONTIGUOUS"]):  # flattened below: a copy would lose y
-            raise ValueError("softmax_vectorised reads x and writes y flattened: both must be C-contiguous; pass "
+            raise ValueError(f"{name} reads x and writes y flattened: both must be C-contiguous; pass "
                              "np.ascontiguousarray copies (and copy y back), or use softmax_online")
+        if kernel is softmax_pipelined and x.shape[1] > PIPELINED_MAX_COLS:
+            raise ValueError(f"softmax_pipelined holds {SOFTMAX_PIPELINED_VECTORS * WIDTH} values per thread, at "
+                             f"most {PIPELINED_MAX_COLS} columns per row of {PIPELINED_THREADS} threads, got "
+                             f"{x.shape[1]}; use softmax_vectorised (rows up to {VECTORISED_MAX_COLS})")
         if x.shape[1] > VECTORISED_MAX_COLS:
             raise ValueError(f"softmax_vectorised holds {SOFTMAX_VECTORS * WIDTH} values per thread, at most "
                              f"{VECTORISED_MAX_COLS} columns per row of 1024 threads, got {x.shape[1]}; "
                              "use softmax_online")
         if x.size:
-            grid, block = vectorised_configuration(*x.shape, threads)
+            grid, block = (vectorised_configuration(*x.shape, threads) if kernel is softmax_vectorised
+                           else pipelined_configuration(*x.shape))
             kernel[grid, block](y.ravel(), x.ravel(), x.shape[1])
         return
     if kernel is softmax_row_fused and x.shape[1] > MAX_COLS:

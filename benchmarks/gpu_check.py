@@ -21,14 +21,15 @@ Parts (``--part`` names one or more; the default runs them all):
 
 The device time is short (15 minutes a session, the machine's start included), so the parts that check
 results share the GPU and run side by side first: the notebooks, ``--jobs`` at a time (a third of the
-CPUs, at most 6), each in its own process, beside the differential test, the fuzzing and the grading. The
+CPUs, at most 6), each in its own process, beside the differential test, the fuzzing and the grading, and
+``--jobs-alone`` at a time (two thirds of the CPUs, at most 12) once those three are done. The
 benchmarks, which time the GPU, run after them one at a time (those of the course's goals first, the
 compiler baselines last), each with its share of the time left (``--seconds``, shared in proportion to how
 long each took when it last ran): a benchmark measures the goals' rows first and names in its section the
 rows it had no time for (the part is then `partial`).
 
 Each notebook runs ``--repeat`` times (3), each run in its own process and fresh kernel, the runs of all
-notebooks side by side (``--jobs`` at a time, the notebooks that took longest last time first), each cell within
+notebooks side by side (as many at a time as above, the notebooks that took longest last time first), each cell within
 ``--cell-timeout`` seconds (300): a cell past it is reported with the notebook, the cell's index and its first line.
 
 Limits (the device tool's): one command under 10 minutes, so nothing new is started once ``--limit``
@@ -83,6 +84,8 @@ PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environm
 LIMIT = 570  # seconds: the device tool stops a command at 600
 CPUS = os.cpu_count() or 1
 JOBS = max(1, min(6, CPUS // 3))  # notebooks at a time: NVVM compiles on the CPU
+JOBS_ALONE = max(JOBS, min(12, CPUS * 2 // 3))  # once the parts beside them are done (on the H200 they took 145-173 s
+# of the notebooks' 350)
 FUZZ_WORKERS = max(1, min(8, CPUS - JOBS - 4))  # the fuzzing's processes beside them (the differential test, grading)
 NOTEBOOK_AT_LEAST = 20  # seconds: a notebook is not started with less time left
 BENCHMARK_AT_LEAST = 30  # seconds: nor a benchmark
@@ -502,11 +505,12 @@ class Settings:
     cell_timeout: float = 300
     path_first: list = field(default_factory=list)  # folders put first on PYTHONPATH (the installed wheels)
     skip_notebooks: set = field(default_factory=set)  # recorded as ok on this tree (--resume)
-    jobs: int = 1  # notebook runs at a time, over both notebook parts
+    jobs: int = 1  # notebook runs at a time, over both notebook parts, beside the other parts that share the GPU
+    jobs_alone: int = 0  # and once those are done (at least ``jobs``)
     expected: dict = field(default_factory=dict)  # part -> seconds it took when it last ran to its end
     partial: dict = field(default_factory=dict)  # benchmark -> seconds of its partial run on this tree (--resume)
     wheels: Path = WHEELS  # the carried wheels and bubblewrap's .deb (the grading's sandbox)
-    slots: threading.BoundedSemaphore | None = None  # the notebooks' turns, shared by both notebook parts
+    slots: "Slots | None" = None  # the notebooks' turns, shared by both notebook parts
     notebook_seconds: dict = field(default_factory=dict)  # notebook -> seconds of a run, as last recorded
 
 
@@ -521,10 +525,13 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     if part in NOTEBOOK_PARTS:
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
         command = [python, __file__, "--repeat", "1", "--cell-timeout", str(settings.cell_timeout)]
+        wide = max(settings.jobs, settings.jobs_alone)
         note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
+        if wide > settings.jobs:
+            note += f" ({wide} once alone)"
         log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note}; each run in "
                   "its own process, the longest notebooks first)\n")
-        slots = settings.slots or threading.BoundedSemaphore(max(1, settings.jobs))
+        slots = settings.slots or Slots(settings.jobs)
         # every run of every notebook is a task: a long notebook's runs go side by side, not one after another
         runs = sorted(((path, k) for k in range(settings.repeat) for path in paths),
                       key=lambda run: -settings.notebook_seconds.get(run[0].relative_to(ROOT).as_posix(), 0))
@@ -544,7 +551,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
                 return code, output + f"{name}: FAILED in run 1, 0/1 runs: its process exited with status {code}\n"
             return code, output
 
-        with ThreadPoolExecutor(max(1, min(settings.jobs, len(runs)))) as pool:  # a queue: the longest first
+        with ThreadPoolExecutor(max(1, min(wide, len(runs)))) as pool:  # a queue: the longest first
             finished = dict(zip(runs, pool.map(execute, runs)))
         output = "".join(f"run {k + 1} of {path.relative_to(ROOT).as_posix()}:\n"  # not a notebook's line
                          + NOTEBOOK_LINE.sub(r"  \1: \2", text) for (path, k), (_, text) in finished.items())
@@ -593,6 +600,28 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     return Result(part, "passed", seconds, note, lines)
 
 
+class Slots:
+    """The notebooks' turns: ``jobs`` runs at a time, more after `widen` (a semaphore that can grow)."""
+
+    def __init__(self, jobs: int):
+        self.capacity, self.taken, self.changed = max(1, jobs), 0, threading.Condition()
+
+    def widen(self, jobs: int) -> None:
+        with self.changed:
+            self.capacity = max(self.capacity, jobs)
+            self.changed.notify_all()
+
+    def __enter__(self):
+        with self.changed:
+            self.changed.wait_for(lambda: self.taken < self.capacity)
+            self.taken += 1
+
+    def __exit__(self, *exc):
+        with self.changed:
+            self.taken -= 1
+            self.changed.notify()
+
+
 def run_command(command: list[str], env: dict, seconds: float) -> tuple[int | None, str]:
     """(exit status, or None when it ran past ``seconds``; what it printed)."""
     try:
@@ -632,17 +661,27 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
     gpu_check section."""
     out.mkdir(parents=True, exist_ok=True)
     start, results = time.monotonic(), {}
-    settings.slots = threading.BoundedSemaphore(max(1, settings.jobs))
+    settings.slots = Slots(settings.jobs)
     with open(out / "gpu-check.log", "a") as log:
         log.write(f"gpu-check {time.strftime('%Y-%m-%d %H:%M:%S')}: {versions(python, settings.path_first)}\n")
 
+        beside, finishing = {p for p in parts if p in SIDE_BY_SIDE}, threading.Lock()  # beside the notebooks
+        if not beside:
+            settings.slots.widen(settings.jobs_alone)
+
         def run(part: str) -> Result:  # a part that shares the GPU
-            left = limit - (time.monotonic() - start)
-            expected = settings.expected.get(part, 0) if part not in NOTEBOOK_PARTS else 0
-            if left < 10 or expected > left:  # a part that would be cut is not started
-                why = f"expected {expected:.0f} s, {left:.0f} s left" if expected > left else "time limit"
-                return Result(part, "not run", 0, f"{why}: run `--part {part}` in another command")
-            return report(part, lambda: runner(part, python, left, log, out, settings))
+            try:
+                left = limit - (time.monotonic() - start)
+                expected = settings.expected.get(part, 0) if part not in NOTEBOOK_PARTS else 0
+                if left < 10 or expected > left:  # a part that would be cut is not started
+                    why = f"expected {expected:.0f} s, {left:.0f} s left" if expected > left else "time limit"
+                    return Result(part, "not run", 0, f"{why}: run `--part {part}` in another command")
+                return report(part, lambda: runner(part, python, left, log, out, settings))
+            finally:
+                with finishing:
+                    beside.discard(part)
+                    if not beside:  # the notebooks have the CPUs to themselves now
+                        settings.slots.widen(settings.jobs_alone)
 
         copying = threading.Lock()
 
@@ -731,6 +770,9 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=float, default=LIMIT, help=f"seconds for the whole command (default {LIMIT})")
     parser.add_argument("--repeat", type=int, default=3, help="fresh runs of each notebook (default 3)")
     parser.add_argument("--cell-timeout", type=float, default=300, help="seconds a notebook cell may run (default 300)")
+    parser.add_argument("--jobs-alone", type=int, default=JOBS_ALONE,
+                        help=f"notebook runs at a time once the differential test, the fuzzing and the grading are "
+                             f"done (default here {JOBS_ALONE}: two thirds of the CPUs, at most 12)")
     parser.add_argument("--jobs", type=int, default=JOBS,
                         help=f"notebook runs at a time, each in its own process and kernel (default here {JOBS}: "
                              "a third of the CPUs, at most 6)")
@@ -772,7 +814,7 @@ def main(argv=None) -> int:
         return 2
     arguments.out.mkdir(parents=True, exist_ok=True)
     settings = Settings(arguments.notebooks, arguments.quick, arguments.repeat, arguments.cell_timeout,
-                        jobs=arguments.jobs, wheels=arguments.wheels)
+                        jobs=arguments.jobs, jobs_alone=arguments.jobs_alone, wheels=arguments.wheels)
     python = sys.executable
     if not arguments.use_this_python:
         with open(arguments.out / "gpu-check.log", "a") as log:

@@ -8,8 +8,10 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 import nbformat
 import pytest
@@ -517,3 +519,50 @@ def test_a_whole_run_on_a_machine_whose_gpu_is_not_usable_fails_its_parts_and_st
     assert "\n| differential | failed | " in run.stdout and run.stdout.endswith("\n\ngpu-check: 0 of 1 parts passed.\n")
     assert "GPUCOURSE_DEVICE=gpu but no usable CUDA GPU found" in (out / "gpu-check.log").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["RESULTS.md", "gpu-check.log", "summary.md"]
+
+
+def test_the_notebooks_take_more_turns_once_the_parts_beside_them_are_done(tmp_path):
+    """On the H200 the differential test and the fuzzing were done after 145-173 s of the notebooks' 350: the
+    notebooks then had the CPUs to themselves, 5 at a time."""
+    lock, holding, seen = threading.Lock(), [0], []
+
+    def runner(part, python, seconds_left, log, out, settings, share=None):
+        if part == "differential":
+            time.sleep(0.6)
+            with lock:
+                seen.append(("differential done", time.monotonic()))
+            return gpu_check.Result(part, "passed", 0.6)
+
+        def one_run(_):  # a notebook's run: it takes a turn, as run_part's do
+            with settings.slots:
+                with lock:
+                    holding[0] += 1
+                    seen.append((holding[0], time.monotonic()))
+                time.sleep(0.25)
+                with lock:
+                    holding[0] -= 1
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(one_run, range(8)))
+        return gpu_check.Result(part, "passed", 1.0)
+
+    settings = gpu_check.Settings(jobs=1, jobs_alone=3)
+    gpu_check.check(["lectures", "differential"], sys.executable, tmp_path / "out", 500, settings, runner=runner)
+    done = next(at for what, at in seen if what == "differential done")
+    assert max(n for n, at in seen if n != "differential done" and at < done) == 1  # one at a time beside it
+    assert max(n for n, at in seen if n != "differential done" and at > done) == 3  # then three
+
+
+def test_turns_widen_at_once_where_nothing_runs_beside_the_notebooks():
+    slots = gpu_check.Slots(2)
+    slots.widen(1)  # never narrower
+    assert slots.capacity == 2
+    entered = []
+    with slots, slots:
+        worker = threading.Thread(target=lambda: slots.__enter__() or entered.append(1))
+        worker.start()
+        worker.join(0.2)
+        assert not entered  # both turns taken
+        slots.widen(3)
+        worker.join(5)
+        assert entered

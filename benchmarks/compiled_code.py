@@ -92,7 +92,8 @@ def _softmax():
 
 
 def _flat_softmax(name):
-    """`softmax_vectorised` or `softmax_pipelined` on rows of 4096 columns, flattened as `launch_softmax` passes them."""
+    """`softmax_vectorised` or `softmax_pipelined` on rows of 4096 columns, flattened as `launch_softmax` passes
+    them."""
     from gpucourse.kernels import fusion  # noqa: PLC0415
 
     kernel = getattr(fusion, name)

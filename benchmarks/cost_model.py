@@ -138,22 +138,25 @@ def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):
                               arguments, (n, n, n), traced, lambda s: 2.0 * s[0] * s[1] * s[2])
 
 
-def softmax_problem(path: str, size: tuple, traced: tuple = SOFTMAX_TRACED):
-    """The row softmax of fusion.py's row ``path`` at ``size`` (rows, cols), launched as fusion.py launches it,
-    traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element)."""
+def softmax_problem(path: str, size: tuple, sms: int, traced: tuple = SOFTMAX_TRACED):
+    """The row softmax of fusion.py's row ``path`` at ``size`` (rows, cols), launched as fusion.py launches it on a
+    GPU of ``sms`` SMs, traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element)."""
     from gpucourse.kernels import fusion  # noqa: PLC0415
 
     build = SOFTMAX_PATHS[path]
     if build is None:
         kernel = getattr(fusion, path.strip("`"))
     else:
-        kernel = (fusion.make_softmax_vectorised if build[0] == "vectorised" else fusion.make_softmax_pipelined)(build[1])
+        make = fusion.make_softmax_vectorised if build[0] == "vectorised" else fusion.make_softmax_pipelined
+        kernel = make(build[1])
 
     def geometry(shape):
         rows, cols = shape
-        if build is not None:  # the flattened matrices, in the blocks of `vectorised_configuration` or the
-            configure = fusion.vectorised_configuration if build[0] == "vectorised" else fusion.pipelined_configuration
-            blocks, block = configure(rows, cols, vectors=build[1])  # persistent grid of `pipelined_configuration`
+        if build is not None and build[0] == "vectorised":  # the flattened matrices, in its blocks
+            blocks, block = fusion.vectorised_configuration(rows, cols, vectors=build[1])
+            return kernel, (blocks,), block
+        if build is not None:  # the same blocks, on the persistent grid of the GPU's SMs
+            blocks, block = fusion.pipelined_configuration(rows, cols, sms=sms, vectors=build[1])
             return kernel, (blocks,), block
         threads = fusion.registers_threads(cols) if kernel is fusion.softmax_registers else fusion.THREADS
         return kernel, (rows,), (threads,)  # one block per row, as `launch_softmax` gives it
@@ -265,7 +268,8 @@ def groups(results_path: Path | None = None) -> tuple[list[Group], list[str]]:
         section, model, source = found
         launches = softmax_launches(section)
         for launch in launches:
-            price([launch], softmax_problem(launch.label, SOFTMAX_SIZE), lambda _: {"launch": 0}, model)
+            problem = softmax_problem(launch.label, SOFTMAX_SIZE, ft.SMS[modelled(section)[0]].sms)
+            price([launch], problem, lambda _: {"launch": 0}, model)
         done.append(Group(launches[0].group, source, launches))
     if found := read("tuning"):
         section, model, source = found

@@ -344,11 +344,11 @@ def softmax_cases(xs: list, ys: list, libraries: dict) -> list[Case]:
                                "values per thread (`make_softmax_vectorised`)"))
     if cols <= fusion.PIPELINED_MAX_COLS:
         calls = [functools.partial(fusion.launch_softmax, fusion.softmax_pipelined, y, x) for x, y in zip(xs, ys)]
-        grid, (row_threads, rows_per_block) = fusion.pipelined_configuration(rows, cols)
-        turns = -(-(-(-rows // rows_per_block)) // grid)
+        grid, block = fusion.pipelined_configuration(rows, cols)
         cases.append(Case(PIPELINED_SOFTMAX, calls, first.copy_to_host,
                           note=f"persistent grid {grid} ({fusion.PIPELINED_BLOCKS_PER_SM} per SM), blocks of "
-                               f"{rows_per_block} x {row_threads} threads, at most {turns} turns, "
+                               f"{block[1]} x {block[0]} threads, rows per block: at most "
+                               f"{fusion.pipelined_turns(rows, grid, block)} (one per turn), "
                                f"{fusion.SOFTMAX_PIPELINED_VECTORS * fusion.WIDTH} values per thread and row"))
     if "torch" in libraries:
         torch = libraries["torch"]

@@ -525,13 +525,14 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     if part in NOTEBOOK_PARTS:
         paths = [p for p in notebooks(part, settings.match) if p.relative_to(ROOT).as_posix() not in settings.skip_notebooks]
         command = [python, __file__, "--repeat", "1", "--cell-timeout", str(settings.cell_timeout)]
-        wide = max(settings.jobs, settings.jobs_alone)
-        note = f"{len(paths)} notebooks, {settings.repeat} runs each, {min(settings.jobs, len(paths) or 1)} at a time"
-        if wide > settings.jobs:
-            note += f" ({wide} once alone)"
+        slots = settings.slots or Slots(settings.jobs)
+        count = len(paths) * settings.repeat or 1
+        at_once, wide = min(slots.capacity, count), min(max(slots.capacity, settings.jobs_alone), count)
+        note = f"{len(paths)} notebooks, {settings.repeat} runs each, {at_once} at a time"
+        if wide > at_once:
+            note += f" ({wide} once the parts beside them are done)"
         log.write(f"\n===== {part}: {' '.join(command)} --limit SECONDS --execute NOTEBOOK ({note}; each run in "
                   "its own process, the longest notebooks first)\n")
-        slots = settings.slots or Slots(settings.jobs)
         # every run of every notebook is a task: a long notebook's runs go side by side, not one after another
         runs = sorted(((path, k) for k in range(settings.repeat) for path in paths),
                       key=lambda run: -settings.notebook_seconds.get(run[0].relative_to(ROOT).as_posix(), 0))

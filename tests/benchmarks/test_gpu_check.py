@@ -264,6 +264,17 @@ def test_a_notebook_part_runs_its_notebooks_side_by_side_each_in_its_own_process
     with open(tmp_path / "log", "w") as log:
         result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
     assert result.status == "failed" and all(line.startswith("FAILED") for _, line in result.notebooks)
+    for marker in tmp_path.glob("saw-*"):
+        marker.unlink()
+    settings = gpu_check.Settings(repeat=1, jobs=1, jobs_alone=3)  # one at a time, until the parts beside are done
+    settings.slots = gpu_check.Slots(1)
+    monkeypatch.setenv("WINDOW", "60")
+    threading.Timer(1.0, settings.slots.widen, [3]).start()  # they are done a second in
+    with open(tmp_path / "log", "w") as log:
+        result = gpu_check.run_part("lectures", str(stand_in), 200, log, tmp_path, settings)
+    assert result.status == "passed", result  # all three at once: the part's pool has a thread for each turn
+    logged = (tmp_path / "log").read_text()
+    assert "3 notebooks, 1 runs each, 1 at a time (3 once the parts beside them are done)" in logged
 
 
 
@@ -553,16 +564,20 @@ def test_the_notebooks_take_more_turns_once_the_parts_beside_them_are_done(tmp_p
     assert max(n for n, at in seen if n != "differential done" and at > done) == 3  # then three
 
 
-def test_turns_widen_at_once_where_nothing_runs_beside_the_notebooks():
+def test_turns_widen_at_once_where_nothing_runs_beside_the_notebooks_or_what_did_was_not_run(tmp_path):
+    capacity = {}
+
+    def runner(part, python, seconds_left, log, out, settings, share=None):
+        capacity[part] = settings.slots.capacity
+        return gpu_check.Result(part, "passed", 0.1)
+
+    settings = gpu_check.Settings(jobs=1, jobs_alone=3)
+    gpu_check.check(["lectures"], sys.executable, tmp_path / "out", 500, settings, runner=runner)
+    assert capacity == {"lectures": 3}  # widened before the notebooks start: nothing beside them
+    settings = gpu_check.Settings(jobs=1, jobs_alone=3, expected={"differential": 10**6})  # no time for it
+    results = gpu_check.check(["lectures", "differential"], sys.executable, tmp_path / "out", 500, settings,
+                              runner=runner)
+    assert results[1].status == "not run" and settings.slots.capacity == 3
     slots = gpu_check.Slots(2)
     slots.widen(1)  # never narrower
     assert slots.capacity == 2
-    entered = []
-    with slots, slots:
-        worker = threading.Thread(target=lambda: slots.__enter__() or entered.append(1))
-        worker.start()
-        worker.join(0.2)
-        assert not entered  # both turns taken
-        slots.widen(3)
-        worker.join(5)
-        assert entered

@@ -432,8 +432,9 @@ def test_softmax_pipelined_matches_and_moves_x_and_y_once_over_several_turns(sha
     one warp (8 per block, the last turn's group partly past the matrix) to 8 warps, 16-byte heads and tails."""
     rows, cols = shape
     x = logits(rows, cols)
+    x[-1] = -np.inf  # a masked row in a later turn than logits' own: zeros, nothing carried over from a turn before
     grid, block = fu.pipelined_configuration(rows, cols, sms=sms)
-    turns = -(-(-(-rows // block[1])) // grid)
+    turns = fu.pipelined_turns(rows, grid, block)
     y = poisoned(x.size)
     with trace() as t:
         fu.softmax_pipelined[grid, block](y, cuda.to_device(x.ravel()), cols)
@@ -470,12 +471,17 @@ def test_softmax_pipelined_explains_a_row_too_long_and_keeps_both_rows_in_regist
     x = cuda.to_device(np.zeros((1, longest + 1), np.float32))
     with pytest.raises(ValueError, match=f"at most {longest} columns .* use softmax_vectorised"):
         fu.launch_softmax(fu.softmax_pipelined, x, x)
+    x = cuda.to_device(np.zeros((1, fu.VECTORISED_MAX_COLS + 1), np.float32))
+    with pytest.raises(ValueError, match="use softmax_online"):  # too long for softmax_vectorised too
+        fu.launch_softmax(fu.softmax_pipelined, x, x)
     signature = (types.float32[::1], types.float32[::1], types.int64)
     ptx = compile_for_gpu(fu.softmax_pipelined, signature)
     assert "ld.local" not in ptx and "st.local" not in ptx  # `now` and `ahead`: constant indices after unrolling
     vectors = fu.SOFTMAX_PIPELINED_VECTORS
     assert ptx.count("ld.global.v4.f32") == 2 * vectors  # the first turn's row, and each next one's in the loop
     assert ptx.count("st.global.v4.f32") == vectors and ptx.count("bar.sync") == 1
+    loads = [m.start() for m in re.finditer(r"ld\.global\.v4\.f32", ptx)]
+    assert max(loads) < ptx.index("ex2.approx")  # the next row's loads come before this row's first exp
     used = kernel_resources(fu.softmax_pipelined, signature, "sm_90")
     if used is not None:  # None without nvJitLink
         assert used.local_bytes == used.spilled_bytes == 0

@@ -266,10 +266,10 @@ def _softmax_vectorised_cases(rng) -> list[Case]:
 
 def _softmax_pipelined_cases(rng) -> list[Case]:
     """`softmax_pipelined` on the persistent grid of one SM (2 blocks), so that on the GPU as on the simulator each
-    block computes several rows in turns, the next row's loads in flight: rows of one warp (8 per block) and of 2
-    to 5 warps, columns not a multiple of 4 among them."""
+    block computes several rows in turns, the next row's loads in flight: rows of one warp (8 per block), 2, 3 and
+    5 warps, columns not a multiple of 4 among them."""
     made = []
-    for rows, cols in ((29, 37), (19, 1000), (5, 2051), (6, 4099)):
+    for rows, cols in ((29, 37), (19, 1000), (7, 1500), (5, 2051), (6, 4099)):
         x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
         x[-1] += 3e4  # large logits: the max must be taken out before exp
         grid, block = fusion.pipelined_configuration(rows, cols, sms=1)

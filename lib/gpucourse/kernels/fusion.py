@@ -546,14 +546,17 @@ def make_softmax_pipelined(VECTORS: int, BLOCKS_PER_SM: int = PIPELINED_BLOCKS_P
     """`softmax_pipelined`: `softmax_vectorised`'s rows (the same layout and launch arguments), with each thread's
     loads of its next row in flight while it reduces and writes the current one.
 
-    Why: in `softmax_vectorised` a block loads its row, then reduces it while none of its bytes are in flight, then
-    stores; memory stays busy only as far as other blocks happen to be loading. Here the grid is persistent
-    (``BLOCKS_PER_SM`` blocks per SM, `pipelined_configuration`): block b takes the row groups ``b, b + gridDim.x,
-    ...`` in turns, and each turn first issues the loads of the next turn's row into a second set of registers
-    (``ahead``), then computes the softmax of the row it holds (``now``): like a copy, every SM always has
-    ``16 VECTORS`` bytes in flight per thread. The cost: twice the registers for the values (launch bounds of
-    `PIPELINED_THREADS` threads and ``BLOCKS_PER_SM`` blocks per SM), and two shared slots for the rows' states
-    (`row_state`'s turns).
+    Why (a prediction until a GPU times it): in `softmax_vectorised` a block loads its row, then reduces it while
+    none of its bytes are in flight, then stores; memory stays busy only as far as other blocks happen to be
+    loading. Here the grid is persistent (``BLOCKS_PER_SM`` blocks per SM, `pipelined_configuration`): block b
+    takes the row groups ``b, b + gridDim.x, ...`` in turns (`pipelined_turns`), and each turn first issues the
+    loads of the next turn's row into a second set of registers (``ahead``), then computes the softmax of the row
+    it holds (``now``): up to ``16 VECTORS`` bytes per thread stay in flight while it computes, one row ahead
+    (moving ``ahead`` to ``now`` waits for them, so never two), and none in a block's last turn. The cost: twice
+    the registers for the values (launch bounds of `PIPELINED_THREADS` threads and ``BLOCKS_PER_SM`` blocks per
+    SM), so half the threads of `softmax_vectorised` per SM and half its bytes in flight at its peak (64 against
+    128 KiB per SM with the defaults), held through the whole turn instead of only while the rows load; and two
+    shared slots for the rows' states (`row_state`'s turns).
     """
     @cuda.jit(**launch_bounds(PIPELINED_THREADS, BLOCKS_PER_SM))
     def softmax_pipelined(y, x, cols):
@@ -603,6 +606,12 @@ def pipelined_configuration(rows: int, cols: int, sms: int | None = None, vector
     return min(grid, blocks_per_sm * (multiprocessors() if sms is None else sms)), block
 
 
+def pipelined_turns(rows: int, grid: int, block) -> int:
+    """The most rows a block of `softmax_pipelined` computes, one per turn: its row groups, ``block[1]`` rows each,
+    shared by ``grid`` blocks."""
+    return -(-rows // (block[1] * grid))
+
+
 def check_rows(y, x) -> None:
     """A clear error when ``x`` and ``y`` are not two float32 matrices of one shape."""
     if x.ndim != 2 or y.shape != x.shape:
@@ -627,9 +636,11 @@ def launch_softmax(kernel, y, x, threads=THREADS) -> None:
             raise ValueError(f"{name} reads x and writes y flattened: both must be C-contiguous; pass "
                              "np.ascontiguousarray copies (and copy y back), or use softmax_online")
         if kernel is softmax_pipelined and x.shape[1] > PIPELINED_MAX_COLS:
+            instead = (f"softmax_vectorised (rows up to {VECTORISED_MAX_COLS})" if x.shape[1] <= VECTORISED_MAX_COLS
+                       else "softmax_online")
             raise ValueError(f"softmax_pipelined holds {SOFTMAX_PIPELINED_VECTORS * WIDTH} values per thread, at "
                              f"most {PIPELINED_MAX_COLS} columns per row of {PIPELINED_THREADS} threads, got "
-                             f"{x.shape[1]}; use softmax_vectorised (rows up to {VECTORISED_MAX_COLS})")
+                             f"{x.shape[1]}; use {instead}")
         if x.shape[1] > VECTORISED_MAX_COLS:
             raise ValueError(f"softmax_vectorised holds {SOFTMAX_VECTORS * WIDTH} values per thread, at most "
                              f"{VECTORISED_MAX_COLS} columns per row of 1024 threads, got {x.shape[1]}; "

@@ -4,6 +4,7 @@ No timing is asserted: on the simulator its times measure the CPU.
 """
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -51,6 +52,24 @@ def test_relative_error(bandwidth):
     assert bandwidth.relative_error(np.ones(4), np.ones(4)) == 0
     assert bandwidth.relative_error([1.0, np.nan], [1.0, 1.0]) == math.inf  # a poisoned output left unwritten
     assert bandwidth.relative_error(np.ones(3), np.ones(4)) == math.inf
+
+
+def test_relative_error_in_chunks_is_the_whole_arrays_norm(bandwidth, monkeypatch):
+    """Chunked (3 chunks and a part of one here), as over the whole arrays in float64: 2-D, float16 and float32,
+    a NaN or an infinity in the last chunk, an all-zero reference."""
+    common = sys.modules[bandwidth.relative_error.__module__]
+    monkeypatch.setattr(common, "ERROR_CHUNK", 16)
+    rng = np.random.default_rng(3)
+    want = rng.standard_normal((7, 8))
+    for got in (want + 1e-3 * rng.standard_normal((7, 8)), (want * 1.5).astype(np.float32), want.astype(np.float16)):
+        whole = np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want)
+        assert bandwidth.relative_error(got, want) == pytest.approx(whole, rel=1e-12)
+    for bad in (np.nan, np.inf):
+        got = want.copy()
+        got[-1, -1] = bad
+        assert bandwidth.relative_error(got, want) == math.inf
+    assert bandwidth.relative_error(np.ones(40), np.zeros(40)) == math.inf  # nothing to compare against
+    assert bandwidth.relative_error(np.zeros(40), np.zeros(40)) == 0
 
 
 def fake_measurements(bandwidth, map_fraction=0.95):

@@ -25,6 +25,7 @@ extra: the model's registers); a few minutes on two cores.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -145,18 +146,18 @@ def softmax_problem(path: str, size: tuple, sms: int, traced: tuple = SOFTMAX_TR
 
     build = SOFTMAX_PATHS[path]
     if build is None:
-        kernel = getattr(fusion, path.strip("`"))
-    else:
-        make = fusion.make_softmax_vectorised if build[0] == "vectorised" else fusion.make_softmax_pipelined
-        kernel = make(build[1])
+        kernel, configure = getattr(fusion, path.strip("`")), None
+    else:  # the pipelined kernel: the vectorised one's blocks, on the persistent grid of the GPU's SMs
+        family, vectors = build
+        make, configure = ((fusion.make_softmax_vectorised, fusion.vectorised_configuration) if family == "vectorised"
+                           else (fusion.make_softmax_pipelined, functools.partial(fusion.pipelined_configuration,
+                                                                                  sms=sms)))
+        kernel = make(vectors)
 
     def geometry(shape):
         rows, cols = shape
-        if build is not None and build[0] == "vectorised":  # the flattened matrices, in its blocks
-            blocks, block = fusion.vectorised_configuration(rows, cols, vectors=build[1])
-            return kernel, (blocks,), block
-        if build is not None:  # the same blocks, on the persistent grid of the GPU's SMs
-            blocks, block = fusion.pipelined_configuration(rows, cols, sms=sms, vectors=build[1])
+        if configure is not None:  # the flattened matrices
+            blocks, block = configure(rows, cols, vectors=vectors)
             return kernel, (blocks,), block
         threads = fusion.registers_threads(cols) if kernel is fusion.softmax_registers else fusion.THREADS
         return kernel, (rows,), (threads,)  # one block per row, as `launch_softmax` gives it

@@ -99,8 +99,8 @@ TIMED_FIRST = ("matmul", "conv", "fusion", "bandwidth", "precision", "tuning", "
 PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
 RECORDED_MARK = "\nwritten to "  # what a benchmark prints once its section is in RESULTS.md (common.finish)
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
-NOT_GPU_BENCHMARKS = {"common", "compiled_code", "cost_model", "gpu_check", "gpu_grading", "grading_scale",
-                      "numba_cuda_conformance", "numba_cuda_conformance_plugin", "simulator_speed"}
+NOT_GPU_BENCHMARKS = {"common", "compiled_code", "cost_model", "fuzz_narrowing", "gpu_check", "gpu_grading",
+                      "grading_scale", "numba_cuda_conformance", "numba_cuda_conformance_plugin", "simulator_speed"}
 # For the device machine: Linux x86_64, CPython 3.12, manylinux wheels.
 PLATFORM = ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
             "--platform", "manylinux2014_x86_64", "--python-version", "3.12", "--implementation", "cp",

@@ -52,6 +52,7 @@ DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint6
 MATH = ("sqrt", "exp", "log", "sin", "cos", "tanh")
 MATH_ULPS = {"float32": 4, "float64": 2}  # libdevice's stated maxima (2 and 1 ulp) plus NumPy's own error
 FLOAT_LITERALS = ("0.5", "-1.25", "3.0", "0.1", "-0.0", "7.75")
+NARROWED = 10  # disagreements per process run again with probes (`fuzz_narrowing`): two compiles each
 
 
 INT64, FLOAT64 = np.dtype("int64"), np.dtype("float64")
@@ -295,14 +296,17 @@ def inputs(kernel: Kernel, seed: int) -> list[np.ndarray]:
 OUTPUTS = ("iout", "total", "tout", "out")
 
 
-def launch(dispatcher, kernel: Kernel, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
-    """One launch on the current backend; the outputs, copied to the host."""
+def launch(dispatcher, kernel: Kernel, arrays: list[np.ndarray], probes: int = 0) -> dict[str, np.ndarray]:
+    """One launch on the current backend; the outputs, copied to the host. ``probes``: rows of the ``probe`` array
+    of a probed copy (`fuzz_narrowing`), one column per thread, NaN until stored."""
     from numba import cuda  # noqa: PLC0415
 
+    blocks = -(-kernel.elements // kernel.threads)
     outputs = {"out": np.zeros(kernel.elements), "iout": np.zeros(kernel.elements, np.int64),
                "tout": np.zeros(kernel.elements), "total": np.zeros(1, np.int64)}
+    if probes:
+        outputs["probe"] = np.full((probes, blocks * kernel.threads), np.nan)
     device = [cuda.to_device(a) for a in (*arrays, *outputs.values())]
-    blocks = -(-kernel.elements // kernel.threads)
     dispatcher[blocks, kernel.threads](*device)
     return dict(zip(outputs, (d.copy_to_host() for d in device[len(arrays):])))
 
@@ -324,6 +328,14 @@ def disagreement(kernel: Kernel, gpu: dict, simulated: dict, names=OUTPUTS) -> s
             where = np.flatnonzero(~same)[:5].tolist()
             return f"{name} differs at {where}: {a[where].tolist()} against {b[where].tolist()}"
     return None
+
+
+def simulated_launch(dispatcher, kernel: Kernel, arrays: list[np.ndarray], probes: int = 0) -> dict[str, np.ndarray]:
+    """`launch` on the simulator."""
+    from gpucourse.run import simulated  # noqa: PLC0415
+
+    with simulated():
+        return launch(dispatcher, kernel, arrays, probes)
 
 
 def unwraps_int16_negation(assembler) -> bool:
@@ -353,9 +365,11 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
     """Generate ``count`` kernels from ``seed``, run each on the simulator (and the GPU when ``on_gpu``); the
     number run, the disagreements, each with its kernel's source, and the names of the kernels whose every
     difference is the GPU assembler's int16 negation (`explained_by_the_assembler`, where `launch_assembler` is one
-    that `unwraps_int16_negation`). ``shard`` (k, n): only the kernels whose number is k modulo n (every kernel is
-    still generated, so that each has the same source in every shard)."""
-    from gpucourse.run import simulated  # noqa: PLC0415
+    that `unwraps_int16_negation`). Each disagreement also says where the two runs part (`fuzz_narrowing.narrow`).
+    ``shard`` (k, n): only the kernels whose number is k modulo n (every kernel is still generated, so that each has
+    the same source in every shard)."""
+    from fuzz_narrowing import narrow  # noqa: PLC0415 (benchmarks/, on the path of this script)
+
     from gpucourse.run import launch_assembler  # noqa: PLC0415
 
     generator = Generator(seed)
@@ -369,8 +383,7 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
         numbered = mine[start:start + batch]
         for (number, kernel), dispatcher in zip(numbered, load([k for _, k in numbered], folder)):
             arrays = inputs(kernel, seed * 100_003 + number)
-            with simulated():
-                on_simulator = launch(dispatcher, kernel, arrays)
+            on_simulator = simulated_launch(dispatcher, kernel, arrays)
             if on_gpu:
                 gpu_outputs = launch(dispatcher, kernel, arrays)
                 problem = disagreement(kernel, gpu_outputs, on_simulator)
@@ -378,7 +391,9 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
                                                                          dispatcher, arrays):
                     assembler_bug.append(kernel.name)
                 elif problem:
-                    disagreements.append(f"{problem}\n{kernel.source}")
+                    where = narrow(kernel, arrays, launch, simulated_launch, lambda ks: load(ks, folder)) \
+                        if len(disagreements) < NARROWED else f"narrowed: not probed (only the first {NARROWED} are)"
+                    disagreements.append(f"{problem}\n{where}\n{kernel.source}")
             done += 1
         where = f"shard {shard[0] + 1} of {shard[1]}: " if shard[1] > 1 else ""
         report(f"{where}{done} kernels, {counted(disagreements, assembler_bug)}", flush=True)

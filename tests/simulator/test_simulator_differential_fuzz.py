@@ -137,23 +137,112 @@ def test_a_gpu_run_counts_the_assemblers_kernels_apart_only_under_such_an_assemb
     import gpucourse.run
     from gpucourse.simulator import int16_negation_unwrapped
 
-    real, calls = fuzz.launch, {}
+    from gpucourse.run import simulated
 
-    def launch(dispatcher, kernel, arrays):
-        calls[kernel.name] = calls.get(kernel.name, 0) + 1
-        if calls[kernel.name] % 3 != 2:  # the simulator's launches
-            return real(dispatcher, kernel, arrays)
-        with int16_negation_unwrapped():  # the stand-in GPU's
-            return real(dispatcher, kernel, arrays)
+    real = fuzz.launch
 
-    monkeypatch.setattr(fuzz, "launch", launch)
+    def on_the_gpu(dispatcher, kernel, arrays, probes=0):  # the stand-in GPU
+        with int16_negation_unwrapped():
+            return real(dispatcher, kernel, arrays, probes)
+
+    def on_the_simulator(dispatcher, kernel, arrays, probes=0):
+        with simulated():
+            return real(dispatcher, kernel, arrays, probes)
+
+    monkeypatch.setattr(fuzz, "launch", on_the_gpu)
+    monkeypatch.setattr(fuzz, "simulated_launch", on_the_simulator)
     for version, apart in (((13, 0), ["k506"]), ((13, 5), [])):
         monkeypatch.setattr(gpucourse.run, "launch_assembler", lambda: ("nvJitLink", version))
-        calls.clear()
         lines = []
         done, disagreements, assembler_bug = fuzz.run(507, 1, on_gpu=True, shard=(506, 507),
                                                       report=lambda *a, **k: lines.append(a[0]))
         assert (done, assembler_bug) == (1, apart)
         assert len(disagreements) == 1 - len(apart)
+        if disagreements:  # it says where the runs part: the int16 negation
+            assert "narrowed: the first statement that differs, line 15 of the kernel: `iout[i] = -x0[j]`" \
+                in disagreements[0]
+            assert "the operation that differs: `-x0[j]`" in disagreements[0]
         assert lines == ["shard 507 of 507: 1 kernels, 0 disagreements, 1 apart (the assembler's int16 negation)"
                          if apart else "shard 507 of 507: 1 kernels, 1 disagreements"]
+
+
+BRANCHY = """def k9(x0, x1, out, iout, tout, total):
+    i = cuda.grid(1)
+    j = min(i, x0.size - 1)
+    t = 0.25
+    for k in range(i % 5):
+        t = min(t + k, 100.0)
+    if i < out.size:
+        cuda.atomic.add(total, 0, int64(x1[j] // 2))
+    t = t + cuda.shfl_down_sync(0xFFFFFFFF, float64(x1[j]), 3)
+    if divmod(-x0[j], 5)[0] > x1[j]:
+        t = t * 0.5
+    if i < out.size:
+        tout[i] = t
+"""
+
+
+@pytest.fixture()
+def narrowing(fuzz, tmp_path):
+    """(fuzz_narrowing, a stand-in GPU that leaves int16 negations unwrapped, the kernel loader)."""
+    import fuzz_narrowing
+
+    from gpucourse.run import simulated
+    from gpucourse.simulator import int16_negation_unwrapped
+
+    def on_the_gpu(dispatcher, kernel, arrays, probes=0):
+        with simulated(), int16_negation_unwrapped():
+            return fuzz.launch(dispatcher, kernel, arrays, probes)
+
+    sys.path.insert(0, str(tmp_path))
+    yield fuzz_narrowing, on_the_gpu, lambda kernels: fuzz.load(kernels, tmp_path)
+    sys.path.remove(str(tmp_path))
+
+
+def test_narrowing_names_the_statement_then_the_operation(fuzz, narrowing):
+    """The first statement whose value differs, in source order (a condition before its branch), then the innermost
+    operation that differs while its operands agree; the probed copy keeps the kernel's statements and order."""
+    narrow, on_the_gpu, load = narrowing
+    kernel = fuzz.Kernel("k9", BRANCHY, ("int16", "int32"), 32, 37, None)
+    arrays = fuzz.inputs(kernel, 5)
+    assert arrays[0].min() == -32768
+    source, statements = narrow.statement_probes(BRANCHY)
+    assert [s.lineno for s in statements] == [2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13]  # each if, the atomic's value
+    assert source.count("probe[") == 11 and "shfl_down_sync(4294967295, float64(x1[j]), 3)" in source
+    report = narrow.narrow(kernel, arrays, on_the_gpu, fuzz.simulated_launch, load).splitlines()
+    assert report[0].startswith("narrowed: the first statement that differs, line 10 of the kernel: "
+                                "`if divmod(-x0[j], 5)[0] > x1[j]:`; thread ")
+    assert report[1].startswith("  the operation that differs: `-x0[j]`; thread ")
+    assert report[1].endswith("GPU 32768.0, simulator -32768.0; its operands agree: `x0[j]` = -32768.0")
+    assert len(report) == 2  # divmod(...)[0] and the comparison differ only through -x0[j]
+
+
+def test_narrowing_says_when_nothing_differs_and_never_raises(fuzz, narrowing):
+    narrow, _, load = narrowing
+    kernel = fuzz.Kernel("k9", BRANCHY, ("int16", "int32"), 32, 37, None)
+    arrays = fuzz.inputs(kernel, 5)
+    assert narrow.narrow(kernel, arrays, fuzz.simulated_launch, fuzz.simulated_launch, load).startswith(
+        "narrowed: no probed statement differs")
+
+    def broken(kernels):
+        raise RuntimeError("NVVM failed")
+
+    assert narrow.narrow(kernel, arrays, fuzz.simulated_launch, fuzz.simulated_launch, broken) == \
+        "narrowed: could not probe the kernel (RuntimeError: NVVM failed)"
+
+
+def test_every_kernel_of_the_grammar_can_be_probed(fuzz, narrowing):
+    """Probed copies of random kernels (shared memory, shuffles and votes, atomics, loops, early returns) compile
+    for the GPU (the launch's PTX check) and run on both sides; the int16 kernels among them are narrowed to a
+    negation."""
+    narrow, on_the_gpu, load = narrowing
+    generator = fuzz.Generator(1)
+    every = [generator.kernel(number) for number in range(40)]
+    text = "\n".join(k.source for k in every)
+    assert all(feature in text for feature in ("cuda.shared.array", "_sync(", "cuda.atomic.", "return", "while "))
+    for number, kernel in enumerate(every):
+        report = narrow.narrow(kernel, fuzz.inputs(kernel, 100_003 + number), on_the_gpu, fuzz.simulated_launch,
+                               load)
+        assert report.startswith(("narrowed: no probed statement differs", "narrowed: the first statement")), report
+        if "the first statement" in report:
+            assert "the operation that differs: `-" in report, report

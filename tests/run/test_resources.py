@@ -125,3 +125,62 @@ def test_the_launch_assembler_is_nvjitlink_where_numba_cuda_links_with_it(monkey
 
     monkeypatch.setattr(driver, "_have_nvjitlink", lambda: False)  # the driver's: there is none without a GPU
     assert launch_assembler() is None
+
+
+def float16_difference():
+    """A new kernel ``out = a - b`` of float16 arrays: numba-cuda calls its CUDA C++ float16 operator, linked when
+    the kernel loads."""
+    from numba import cuda
+
+    @cuda.jit
+    def difference(out, a, b):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] - b[i]
+
+    return difference
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+@pytest.mark.parametrize("architecture", ["sm_75", "sm_90"])
+def test_a_float16_kernel_is_linked_with_numba_cudas_cpp_as_a_gpu_links_it(architecture):
+    """numba-cuda's float16 operators are CUDA C++ it compiles with NVRTC and links as the kernel loads, with
+    link-time optimization where nvJitLink is there: inlined. The kernel's PTX alone declares them .extern, and
+    nvJitLink refused it (ERROR_INTERNAL: a student's fp16 kernel in blocks over 256 threads crashed on the CPU)."""
+    from gpucourse.run.assembler import ptx_for
+    from gpucourse.run.tuning import inspect_compiled
+
+    kernel = float16_difference()
+    half = np.zeros(4, np.float16)
+    types = [numba.typeof(half)] * 3
+    found = kernel_resources(kernel, types, architecture)
+    assert 0 < found.registers < 64 and found.local_bytes == found.spilled_bytes == 0
+    ptx = ptx_for(kernel, types, architecture)
+    assert ".extern" not in ptx and "sub.f16" in ptx and f".target {architecture}" in ptx
+    assert "no local memory" in str(inspect_compiled(kernel, (half, half, half), architecture, read_sass=False))
+
+
+def test_a_float16_kernel_launches_in_blocks_of_512_threads_on_the_simulator():
+    """A launch over 256 threads checks the registers a block needs, which assembles the kernel (with the
+    float16 operators numba-cuda links in)."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(1000).astype(np.float16) for _ in range(2))
+    out = np.full(1000, np.nan, np.float16)
+    float16_difference()[2, 512](out, a, b)
+    np.testing.assert_array_equal(out, a - b)  # one IEEE half subtraction each: exact as NumPy's
+
+
+def test_code_the_course_cannot_link_is_named_and_a_launch_then_skips_its_register_check(monkeypatch):
+    from gpucourse.run import assembler
+    from gpucourse.run.linked_code import UnlinkableCode, _source
+
+    with pytest.raises(UnlinkableCode, match="kernel links .o code; the course links only CUDA C.. without a GPU"):
+        _source("helper.o", "kernel")
+
+    def unlinkable(*args):
+        raise UnlinkableCode("kernel links .o code")
+
+    monkeypatch.setattr(assembler, "assembled", unlinkable)
+    out = np.zeros(600, np.float16)
+    float16_difference()[2, 512](out, np.ones(600, np.float16), np.ones(600, np.float16))
+    assert (out == 0).all()

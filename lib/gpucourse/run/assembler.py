@@ -5,7 +5,8 @@ nvJitLink, asking its assembler for a report (``ptxas -v``): registers per threa
 memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba declares
 them at module level, where the report does not count them). nvJitLink keeps a cache of its own on a machine
 with a driver, and a cache hit reports nothing of the assembler: the course asks it not to cache
-(``-no-cache``). `parse_report` reads the reports of CUDA 12 and 13. `registers_per_block` is what a launch
+(``-no-cache``). A kernel that calls CUDA C++ numba-cuda links in (its float16 operators) is first linked with
+it, as a GPU's load links it (`linked_code`). `parse_report` reads the reports of CUDA 12 and 13. `registers_per_block` is what a launch
 asks of the register file (the CPU backend refuses a block past it, as a GPU does).
 
 Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra), `resources_problem` says why.
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from . import ptx as _ptx_check
+from .linked_code import linked_ptx, needs_linking
 from .ptx import compile_for_gpu
 
 
@@ -124,7 +126,8 @@ def compute_capability(architecture: str) -> tuple[int, int]:
 
 
 def ptx_for(dispatcher, argtypes, architecture: str) -> str:
-    """The PTX that `kernel_resources` assembles for ``architecture``: compiled for its compute capability."""
+    """The PTX that `kernel_resources` assembles for ``architecture``: compiled for its compute capability (and
+    linked with the CUDA C++ numba-cuda links into it, where it calls some: `linked_code`)."""
     bounds = dispatcher.targetoptions.get("launch_bounds")
     cc = compute_capability(architecture)
     key = (dispatcher.py_func, tuple(argtypes))
@@ -135,6 +138,8 @@ def ptx_for(dispatcher, argtypes, architecture: str) -> str:
         key, compiled = (*key, bounds, cc), _own
     if key not in compiled or (bounds is None and ".maxntid" in compiled[key]):  # another jit of it had bounds
         compiled[key] = compile_for_gpu(dispatcher, argtypes, cc)
+    if needs_linking(compiled[key]):  # it calls numba-cuda's CUDA C++ (float16 operators): linked, as a GPU does
+        return linked_ptx(dispatcher.py_func, tuple(argtypes), cc, bounds)
     return compiled[key]
 
 

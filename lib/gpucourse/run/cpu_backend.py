@@ -49,6 +49,7 @@ from numba.cuda.simulator.kernel import FakeCUDAKernel
 from .. import simulator
 from ..simulator.arithmetic import as_dtype, cast
 from . import assembler, device_memory, ptx, simulated_device
+from .linked_code import UnlinkableCode
 
 def auto_device(obj, stream=0, copy=True, user_explicit=False):
     """``cuda.devicearray.auto_device`` on the simulator: a simulator array, refusing what a GPU refuses."""
@@ -102,8 +103,13 @@ def check_registers(dispatcher: CUDADispatcher, argtypes: tuple, block: tuple) -
     architecture = assembler.checked_architecture()
     known = _registers.setdefault(dispatcher, {})
     if (argtypes, architecture) not in known:
-        known[argtypes, architecture] = assembler.assembled(dispatcher, argtypes, architecture).registers
+        try:
+            known[argtypes, architecture] = assembler.assembled(dispatcher, argtypes, architecture).registers
+        except UnlinkableCode:  # code numba-cuda links that the course cannot compile here: no count to check
+            known[argtypes, architecture] = None
     registers = known[argtypes, architecture]
+    if registers is None:
+        return
     needed = assembler.registers_per_block(registers, threads)
     limit = simulated_device.DEVICE.MAX_REGISTERS_PER_BLOCK
     if needed > limit:

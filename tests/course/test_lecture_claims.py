@@ -1,0 +1,35 @@
+"""Claims a lecture's prose makes about what its cells print (on the CPU, the cost model's predictions): the prose
+is written once, the model changes, so each such claim is checked on the executed lecture (shared with the other
+lecture tests: no extra run)."""
+
+import re
+
+from conftest import ROOT
+
+
+def outputs(cell) -> str:
+    return "".join(out.get("text", "") or out.get("data", {}).get("text/markdown", "") for out in cell.outputs)
+
+
+def code_cell(notebook, marker: str):
+    return next(c for c in notebook.cells if c.cell_type == "code" and marker in c.source)
+
+
+def test_tuning_lecture_bert_puzzle_shows_the_gain_its_text_explains(executed_lecture):
+    """Section 8's prose: version 2 changes almost nothing for training, and for serving gives version 1's 64 x 64
+    tiles of 8 x 8 (2 warps) twice the warps with 4 x 8 per thread; its puzzle's answer is "serving". A model that
+    priced both workloads the same once made the puzzle mark that answer wrong (review of 2026-11-30)."""
+    notebook = executed_lecture(ROOT / "lectures" / "07_tuning.ipynb")
+    table = outputs(code_cell(notebook, "one_config_or_one_per_shape"))
+    assert "Version 1: 64x64 / 8x8" in table, table
+    training, serving = (float(gain) for gain in re.findall(r"\*\* \(([\d.]+)x\) \|", table))
+    assert training < 1.01 < 1.2 < serving, table
+    picks = [row.split(" | ")[3] for row in table.splitlines() if row.startswith("| 128 tokens |") and "all" not in row]
+    assert len(picks) == 4 and all(pick.startswith("64x64 / 4x8") for pick in picks), table
+
+
+def test_tuning_lecture_names_the_tie_its_text_explains(executed_lecture):
+    notebook = executed_lecture(ROOT / "lectures" / "07_tuning.ipynb")
+    printed = outputs(code_cell(notebook, "rt.tune(problem, model=ft.cost_model"))
+    tied = int(re.search(r"(\d+) candidates share that price", printed)[1])
+    assert tied > 1, printed  # the text: "Several candidates share the best price"

@@ -275,22 +275,27 @@ _RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found fo
 
 # storing an array into an element: `out[i, j] = w[m, k]` with a 4-D `w`
 _ARRAY_STORED = re.compile(r">>> setitem\(array\([^)]*\), [^\n]*?, array\(")
+# numba's list of every implementation it tried for a call, each with its registered types: dozens of lines that bury
+# the one that says which call, with which types, found none (up to the line that says where, when it gives one)
+_CANDIDATES = re.compile(r"^There are (\d+) candidate implementations:\n.*?(?=^During:|\Z)", re.M | re.S)
 
 
 def _short(message: str, limit: int = 40) -> str:
-    """numba's message, at most ``limit`` lines; only the message of the function a call was refused by, where
-    it gave one (a course intrinsic's, such as a fragment of the wrong size): numba's list of candidates adds
-    nothing to it. A shared or local array sized at run time, or an array stored into an element, gets one plain
-    line first."""
+    """numba's message, at most ``limit`` lines, without its list of the implementations a call did not match;
+    only the message of the function a call was refused by, where it gave one (a course intrinsic's, such as a
+    fragment of the wrong size): numba's list of candidates adds nothing to it. A shared or local array sized at
+    run time, or an array stored into an element, gets one plain line first."""
     specific = _SPECIFIC.search(str(message))
     if specific:
         return specific.group(1).strip()
-    lines = [line for line in str(message).splitlines() if line.strip()]
-    if _ARRAY_STORED.search(str(message)):
+    message = _CANDIDATES.sub(lambda m: f"(numba then lists the {m.group(1)} implementations it tried: none takes "
+                                        "these types)\n", str(message))
+    lines = [line for line in message.splitlines() if line.strip()]
+    if _ARRAY_STORED.search(message):
         lines.insert(0, "the value stored is an array, not a number: an array indexed with fewer indices than it has "
                         "dimensions gives an array (an argument with more dimensions than the kernel indexes, such "
                         "as 4-D filters where the kernel reads w[m, k]? flatten it, w.reshape(M, -1)). numba says:")
-    shape = _RUN_TIME_SHAPE.search(str(message))
+    shape = _RUN_TIME_SHAPE.search(message)
     if shape:
         lines.insert(0, f"cuda.{shape.group(1)}.array needs a shape the compiler knows: an integer literal, a global "
                         "constant or a tuple of them, not a value known only at run time (cuda.blockDim.x, an "

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 
-from gpucourse.course.slide_layout import SLIDE, cell_height, fit
+from gpucourse.course.slide_layout import CODE_LINE, SLIDE, TEXT_BOX, TEXT_LINE, cell_height, fit
 from gpucourse.course.slides import main
 
 CDN_HOSTS = re.compile(r"cdnjs|unpkg|jsdelivr|googleapis|gstatic|cdn\.|mathjax\.org|jquery\.com")
@@ -165,3 +165,26 @@ def test_a_widget_becomes_its_first_picture_and_a_note():
     assert [o.data for o in notebook.cells[0].outputs] == [{"image/png": data["image/png"]}, {"text/plain": WIDGET_NOTE}]
     assert [o.data for o in notebook.cells[1].outputs] == [{"text/plain": WIDGET_NOTE}]
     assert "widgets" not in notebook.metadata
+
+
+def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_three_boxes():
+    """A shown source (markdown, one fenced block) or printed text a little taller than its box used to scroll in
+    it, its end hidden on a projected slide (lecture 7's `timing.measure`, review of 2026-11-30); a much taller
+    one (a data dump) still scrolls."""
+    source = "\n".join(["def f():", *(f"    x{i} = {i}  # a comment" for i in range(40))])
+    shown = nbformat.v4.new_output("display_data", data={"text/markdown": f"```python\n{source}\n```",
+                                                         "text/plain": "<Markdown>"})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="".join(f"line {i}\n" for i in range(30)))
+    dump = nbformat.v4.new_output("stream", name="stdout", text="line\n" * 200)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("show(f)", outputs=[shown, printed, dump])])
+    fit(notebook)
+    outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
+    fences = [o.data["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
+    assert len(fences) == 3 and all(f.startswith("```python\n") and f.endswith("\n```") for f in fences)
+    assert [line for f in fences for line in f.splitlines()[1:-1]] == source.splitlines()
+    texts = [o.text for o in outputs if o.get("output_type") == "stream"]
+    assert len(texts) == 3 and "".join(texts[:2]) == printed.text and texts[2] == dump.text
+    assert all(CODE_LINE * (len(f.splitlines()) - 2) + 20 <= TEXT_BOX for f in fences)  # each fits its box
+    assert all(TEXT_LINE * len(t.splitlines()) + 12 <= TEXT_BOX for t in texts[:2])
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+    assert all(cell_height(cell) <= SLIDE for cell in notebook.cells[:-1])

@@ -6,7 +6,8 @@ lines and their images' sizes) and, walking the cells in order, starts a new
 sub-slide where the next cell would overflow the one it is on. A cell taller than
 a slide is split first: a markdown cell between its blocks (a long table between
 rows, its header repeated), a code cell into its source and its outputs, each on a
-sub-slide of its own. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
+sub-slide of its own; an output taller than its box (printed text, a shown source) is cut
+between its lines, up to three boxes. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
 type is kept; a ``fragment`` that would overflow becomes a sub-slide (the next
 press still shows it). What is still too tall on its own scrolls in a fixed box
 (`CSS`): long code, long text output, and figures are capped in height.
@@ -25,9 +26,12 @@ from .results import cells
 SLIDE = 640  # px of content a 720 px slide holds, its margins left out
 CODE_LINE, CODE_BOX = 23, 520  # a source line (they do not wrap); the most a source takes before it scrolls
 TEXT_LINE, TEXT_BOX = 21, 380  # an output line; the most a text output takes before it scrolls
+MOST_PIECES = 3  # an output up to this many boxes tall is cut onto sub-slides; a longer one scrolls in its box
 FIGURE_WIDTH, FIGURE_BOX = 1180, 500  # a figure is scaled to fit both
 PROSE_LINE, PROSE_CHARS = 27, 105  # a line of markdown text, and how many characters it holds
 CODE_CHARS, CELL = 110, 24  # an output line's characters before it wraps; the padding around each cell
+SHOWN_CODE_CHARS, PRINTED_CHARS = 95, 80  # where a shown source's and printed text's lines wrap, counted safely
+# (a printed line wraps between words, earlier than its characters say): cutting an output into pieces uses them
 HEADINGS = {1: 95, 2: 75, 3: 60, 4: 45, 5: 40, 6: 40}
 TABLE_ROW, FORMULA, MARKDOWN_IMAGE = 36, 70, 420
 NEW_SLIDE = ("slide", "subslide")
@@ -194,12 +198,51 @@ def renamed(cell, number: int):
     return piece
 
 
+def _fence(lines: list[str], language: str) -> str:
+    return "\n".join([f"```{language}", *lines, "```"])
+
+
+def _cut(lines: list[str], height) -> list[list[str]]:
+    """``lines`` in consecutive runs, each as long as ``height(run)`` allows within `TEXT_BOX` (one line at least)."""
+    runs = [[]]
+    for line in lines:
+        if runs[-1] and height([*runs[-1], line]) > TEXT_BOX:
+            runs.append([])
+        runs[-1].append(line)
+    return runs
+
+
+def _with(output, key: str, value):
+    """A copy of ``output`` (of its own type: a notebook's node stays one) with ``key`` set to ``value``."""
+    piece = copy.deepcopy(output)
+    piece[key] = value
+    return piece
+
+
+def output_pieces(output) -> list:
+    """An output taller than its box, cut between lines into outputs that each fit it: text printed (a stream),
+    or a shown source (markdown that is one fenced code block), up to `MOST_PIECES` boxes tall; any other output,
+    or a longer one (it scrolls in its box), as it is."""
+    if output.get("output_type") == "stream":
+        lines = output.get("text", "").splitlines()
+        runs = _cut(lines, lambda run: TEXT_LINE * wrapped(run, PRINTED_CHARS) + 12)
+        made = [_with(output, "text", "\n".join(run) + "\n") for run in runs]
+    elif re.fullmatch(r"```(\w*)\n.*\n```\s*", output.get("data", {}).get("text/markdown", ""), re.S):
+        language, *lines = output["data"]["text/markdown"].strip().splitlines()[:-1]
+        runs = _cut(lines, lambda run: CODE_LINE * wrapped(run, SHOWN_CODE_CHARS) + 20)
+        made = [_with(output, "data", {"text/markdown": _fence(run, language.strip("`"))}) for run in runs]
+    else:
+        return [output]
+    return made if 1 < len(made) <= MOST_PIECES else [output]
+
+
 def split_code(cell) -> list:
-    """A code cell as its source (no outputs), then its outputs (source hidden) in as few cells as fit."""
+    """A code cell as its source (no outputs), then its outputs (source hidden) in as few cells as fit, each output
+    taller than its box first cut between its lines (`output_pieces`)."""
     source = renamed(cell, 0)
     source["outputs"] = []
     groups, used = [[]], 0.0
-    for output in cell["outputs"]:
+    for output in (piece for output in cell["outputs"] for piece in output_pieces(output)):
         height = output_height(output)
         if groups[-1] and used + height > SLIDE - CELL:
             groups.append([])
@@ -217,8 +260,9 @@ def split_code(cell) -> list:
 
 
 def pieces(cell) -> list:
-    """``cell``, or the cells it is split into when it is taller than a slide."""
-    if cell_height(cell) <= SLIDE or slide_type(cell) in ("skip", "notes"):
+    """``cell``, or the cells it is split into when it is taller than a slide or an output of it would scroll."""
+    cut = cell["cell_type"] == "code" and any(len(output_pieces(o)) > 1 for o in cell.get("outputs", []))
+    if (cell_height(cell) <= SLIDE and not cut) or slide_type(cell) in ("skip", "notes"):
         return [cell]
     if cell["cell_type"] == "markdown":
         return split_markdown(cell)

@@ -564,8 +564,11 @@ def test_column_sums_puzzle_wants_an_unsigned_loop_index(capsys):
     assert try_puzzle(gt.check_column_sums, make_column_sums(True))
     assert capsys.readouterr().out.startswith("✓ column_sums_unsigned: correct on 6 launches; its innermost loop: "
                                               "no sign test")
-    for signed in (gt.column_sums, make_column_sums(False, unsigned_column=True)):  # the column alone is not enough
-        with pytest.raises(CheckFailed, match="correct, but its innermost loop still tests the sign"):
-            gt.check_column_sums(signed)
+    with pytest.raises(CheckFailed, match="correct, but its innermost loop still tests the sign"):
+        gt.check_column_sums(gt.column_sums)
+    # the column alone is not enough, and uint64(j) < x.shape[0] compares in float64 (numba's uint64 and int64)
+    with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU \(.*setp\.geu\.f64.*numba also compares "
+                                          r"and adds a uint64 and a signed integer in float64"):
+        gt.check_column_sums(make_column_sums(False, unsigned_column=True))
     assert not try_puzzle(gt.check_column_sums, make_column_sums(True, rows_of=0))
     assert capsys.readouterr().out.startswith("✗ Not yet: column_sums_unsigned gave a wrong result")

@@ -481,7 +481,9 @@ def float32_only():
             raise BudgetExceeded(
                 f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.`, `1.0` or "
                 "`-math.inf` is a float64 and makes what it touches float64, and so does a float32 divided by an "
-                "integer (`total / n`): write float32(0), float32(-math.inf), total / float32(n)."
+                "integer (`total / n`): write float32(0), float32(-math.inf), total / float32(n). numba also "
+                "compares and adds a uint64 and a signed integer in float64 (`uint64(j) < x.shape[1]`): make both "
+                "unsigned."
             )
 
     return budget

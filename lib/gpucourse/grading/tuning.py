@@ -30,7 +30,7 @@ from ..kernels import matmul as mm
 from ..kernels import sgemm
 from ..run.tuning import Launch, Problem, Space
 from .core import CheckFailed, plural
-from .matmul import reads_per_thread
+from .matmul import float32_only, reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
@@ -362,7 +362,8 @@ def moving_sum_reference(x: np.ndarray, width: int = 4) -> np.ndarray:
 def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> None:
     """``kernel[blocks, threads](out, x, items)``: each thread writes ``items`` consecutive windows of 4; correct for
     every size, each thread reading its ``items + 3`` values of ``x`` once (a window that slides, in a traced launch
-    at the largest size), and its compiled code uses no local memory (no stack frame, no ld.local / st.local)."""
+    at the largest size) and computing in float32 only, and its compiled code uses no local memory (no stack frame,
+    no ld.local / st.local)."""
     __tracebackhide__ = True
     from ..run.tuning import inspect_compiled  # noqa: PLC0415
     from .core import check_budgets, run_checked  # noqa: PLC0415
@@ -387,7 +388,7 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
     n = max(sizes)
     blocks = max(1, -(-n // (items * threads)))
     described = f"n={n}, items={items}, {blocks} blocks of {threads}"
-    budgets = [reads_per_thread("x", items + 3)]  # a window of 4 sliding over `items` outputs
+    budgets = [reads_per_thread("x", items + 3), float32_only()]  # a window of 4 sliding over `items` outputs
     _, recorded = run_checked(kernel, "moving_sum", described, blocks, threads, (n,), np.float32,
                               (rng.standard_normal(n + 3).astype(np.float32), items), ("out", "x", "items"), budgets)
     check_budgets("moving_sum", described, budgets, recorded, ["out", "x", "items"])
@@ -465,15 +466,16 @@ def column_sums(out, x):
 
 
 def check_column_sums(kernel, shapes=((1, 1), (7, 33), (70, 100)), threads=(32, 64)) -> None:
-    """``kernel[ceil(columns / T), T](out, x)`` sums the columns of ``x`` (rows, columns) for every shape and ``T``,
-    and the innermost loop of its compiled code never tests a 64-bit index's sign (`column_sums`'s does)."""
+    """``kernel[ceil(columns / T), T](out, x)`` sums the columns of ``x`` (rows, columns) for every shape and ``T``
+    in float32 only, and the innermost loop of its compiled code never tests a 64-bit index's sign (`column_sums`'s
+    does)."""
     __tracebackhide__ = True
     from ..run.tuning import inspect_compiled  # noqa: PLC0415
     from .core import blocks_needed, case, check_kernel, kernel_name  # noqa: PLC0415
 
     name = kernel_name(kernel)
     cases = [case(blocks_needed(cols, t), t, [(rows, cols)], out=(cols,)) for rows, cols in shapes for t in threads]
-    check_kernel(kernel, lambda x: x.astype(np.float64).sum(axis=0), cases, quiet=True)
+    check_kernel(kernel, lambda x: x.astype(np.float64).sum(axis=0), cases, quiet=True, budget=float32_only())
     arguments = (np.zeros(2, np.float32), np.zeros((3, 2), np.float32))
     try:
         got = inspect_compiled(kernel, arguments, read_sass=False)

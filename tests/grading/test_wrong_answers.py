@@ -1,4 +1,5 @@
-"""Assignments 1 to 3, 5 and 7: plausible wrong answers lose marks in the solution notebook's own test cells.
+"""Assignments 1 to 3, 5 and 7: plausible wrong answers lose marks in the solution notebook's own test cells, and
+right answers other than the solution's keep them.
 
 Each wrong answer is the solution's answer with a change a student makes, one that used to get full marks.
 It is run against the test cell that must now take a mark away, as nbgrader runs it (visible and hidden
@@ -182,18 +183,40 @@ def notebooks():
 @pytest.mark.parametrize("wrong", WRONG_ANSWERS)
 def test_a_plausible_wrong_answer_loses_the_mark_with_a_reason(wrong, notebooks, tmp_path):
     assignment, answer, test, changes, message = WRONG_ANSWERS[wrong]
+    with simulated():
+        namespace, test = changed_answer(notebooks, tmp_path, assignment, answer, test, changes)
+        with pytest.raises(CheckFailed, match=message):
+            run(test, namespace, tmp_path / "test.py")
+
+
+# Right answers that differ from the solution, which the checks once refused (a student-path review, 2026-11-30).
+RIGHT_ANSWERS = {
+    "a fully masked row written as zeros without reading x again": (
+        "05", "softmax_online_kernel", "test_softmax_online_passes",
+        [("y[row, c] = math.exp(x[row, c] - m) * inverse",
+          "y[row, c] = math.exp(x[row, c] - m) * inverse if l > float32(0) else float32(0)")]),
+}
+
+
+def changed_answer(notebooks, tmp_path, assignment, answer, test, changes) -> tuple[dict, str]:
+    """The namespace after the setup cells and the solution's ``answer`` with ``changes``; the ``test`` cell."""
     setup, answers, tests = notebooks[assignment]
     source = answers[answer]
     for old, new in changes:
-        assert source.count(old) == 1, f"the solution of {answer} changed: update this wrong answer ({old!r})"
+        assert source.count(old) == 1, f"the solution of {answer} changed: update this answer ({old!r})"
         source = source.replace(old, new)
     namespace = {}
+    for k, cell in enumerate(setup):
+        run(cell, namespace, tmp_path / f"setup_{k}.py")
+    run(source, namespace, tmp_path / "answer.py")
+    return namespace, tests[test]
+
+
+@pytest.mark.parametrize("right", RIGHT_ANSWERS)
+def test_a_right_answer_other_than_the_solution_keeps_the_mark(right, notebooks, tmp_path):
     with simulated():
-        for k, cell in enumerate(setup):
-            run(cell, namespace, tmp_path / f"setup_{k}.py")
-        run(source, namespace, tmp_path / "answer.py")
-        with pytest.raises(CheckFailed, match=message):
-            run(tests[test], namespace, tmp_path / "test.py")
+        namespace, test = changed_answer(notebooks, tmp_path, *RIGHT_ANSWERS[right])
+        run(test, namespace, tmp_path / "test.py")
 
 
 EMPTY_KERNEL_ASSIGNMENTS = {**NOTEBOOKS, "04": ROOT / "solutions" / "04_conv_as_gemm" / "conv_as_gemm.ipynb",

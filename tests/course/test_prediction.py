@@ -73,3 +73,11 @@ def test_a_guess_off_by_a_power_of_1000_is_told_to_check_the_unit(capsys):
     assert "1,000,000 times too large" in capsys.readouterr().out
     check_prediction(300, 210.0, why="")
     assert "check the unit" not in capsys.readouterr().out
+
+
+def test_a_guess_that_is_no_number_where_the_answer_is_one_is_told_to_write_a_number(capsys):
+    for guess, actual in (("twelve", 12), ([12], 12), ("many", 0)):
+        check_prediction(guess, actual, why="Counted.")
+        assert "(The answer is a number: write it as one, such as 12 or 0.5.)" in capsys.readouterr().out
+    check_prediction("12", 12, why="Counted.")  # a number in quotes is one
+    assert capsys.readouterr().out.startswith("✓ Right: 12.")

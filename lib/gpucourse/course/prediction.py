@@ -36,13 +36,15 @@ def _same(guess, actual, tolerance: float) -> bool:
 
 
 def _unit_slip(guess, actual, tolerance: float) -> str:
-    """A note when a wrong numeric ``guess`` is ``actual`` times a power of 1000 (µs for ms, bytes for KB)."""
-    if not isinstance(actual, numbers.Real) or isinstance(actual, bool) or not actual:
+    """A note when a wrong numeric ``guess`` is ``actual`` times a power of 1000 (µs for ms, bytes for KB), or is
+    no number where the answer is one (``"twelve"``, ``[12]``)."""
+    if not isinstance(actual, numbers.Real) or isinstance(actual, bool):
         return ""
     try:
-        ratio = float(guess) / float(actual)
+        guessed = float(guess)
     except (TypeError, ValueError):
-        return ""
+        return " (The answer is a number: write it as one, such as 12 or 0.5.)"
+    ratio = guessed / float(actual) if actual else 0.0
     for factor in (1e3, 1e6, 1e9):
         for times, words in ((factor, "too large"), (1 / factor, "too small")):
             if math.isclose(ratio, times, rel_tol=max(tolerance, 0.05)):

@@ -167,7 +167,7 @@ def test_a_widget_becomes_its_first_picture_and_a_note():
     assert "widgets" not in notebook.metadata
 
 
-def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_three_boxes():
+def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_five_boxes():
     """A shown source (markdown, one fenced block) or printed text a little taller than its box used to scroll in
     it, its end hidden on a projected slide (lecture 7's `timing.measure`, review of 2026-11-30); a much taller
     one (a data dump) still scrolls."""

@@ -90,6 +90,13 @@ def test_a_tile_max_over_other_keys_than_the_query_sees_fails_on_its_planted_sco
         check(make_update(**wrong), SHAPES)
 
 
+def test_exp_where_the_scores_are_scaled_for_exp2_is_named():
+    """The scores carry log2(e) / sqrt(d): exp of them is attention with every score times 1.44, which the check
+    now says (a student-path review of 2026-11-30 got the generic 'check the running max...' for it)."""
+    with pytest.raises(CheckFailed, match=r"every score multiplied by log2\(e\) = 1\.44: .*use math\.exp2"):
+        check(make_update(exp=math.exp))
+
+
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():
     with pytest.raises(CheckFailed, match=r"query 0 sees key 0: its sum l stayed 0. Either the mask hides key 0 \(mask "
                                           r"a key after the query, key > query, not key >= query\)"):

@@ -430,6 +430,10 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
                 return (f"its output is attention over the block of keys {keys.start} to {keys.stop - 1} alone: the "
                         "blocks before it were lost (rescale the running sum and output by exp(m_old - m_new), "
                         "do not reset them)")
+        tempered = attention_reference(Q[row:row + 1] * LOG2E, K[:last], V[:last])[0]
+        if np.allclose(got, tempered, atol=1e-4 * scale):  # exp of scores scaled for exp2: each weighs e^(1.44 s)
+            return ("its output is attention with every score multiplied by log2(e) = 1.44: the scores carry the "
+                    "scale log2(e) / sqrt(d) for exp2, and exp of them weighs each key too sharply; use math.exp2")
         return (f"the keys of query row {row} are 0 to {last - 1}, in {blocks} block{'s' if blocks > 1 else ''} of "
                 f"{key_block}: check the "
                 "running max, the rescale exp(m_old - m_new) of l and of the output, and the final division by l")

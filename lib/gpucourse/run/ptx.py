@@ -342,7 +342,7 @@ def check_compiles(dispatcher, args, argtypes: tuple | None = None) -> dict:
     except Exception as exc:
         name = dispatcher.py_func.__name__
         raise (KernelTypingError if isinstance(exc, TypingError) else KernelCompileError)(
-            f"kernel `{name}` runs on the CPU simulator but would not compile for a real GPU "
+            f"kernel `{name}` would not compile for a real GPU, so the simulator does not run it either "
             f"(arguments: {', '.join(map(str, argtypes))}).\n{_short(exc)}"
         ) from None
     if _check_cc == COMPUTE_CAPABILITY:

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 
-from gpucourse.course.slide_layout import CODE_LINE, SLIDE, TEXT_BOX, TEXT_LINE, cell_height, fit
+from gpucourse.course.slide_layout import CODE_BOX, CODE_LINE, SLIDE, TEXT_BOX, TEXT_LINE, cell_height, fit
 from gpucourse.course.slides import main
 
 CDN_HOSTS = re.compile(r"cdnjs|unpkg|jsdelivr|googleapis|gstatic|cdn\.|mathjax\.org|jquery\.com")
@@ -188,3 +188,20 @@ def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_five_boxes
     assert all(TEXT_LINE * len(t.splitlines()) + 12 <= TEXT_BOX for t in texts[:2])
     assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
     assert all(cell_height(cell) <= SLIDE for cell in notebook.cells[:-1])
+
+
+def test_a_source_taller_than_its_box_is_cut_between_top_level_statements():
+    first = "\n".join(["def first(x):", *(f"    x = x + {i}" for i in range(16))])
+    second = "\n".join(["def second(x):", *(f"    x = x * {i}" for i in range(16))])
+    source = f"{first}\n\n\n{second}\n\n\nprint(first(1), second(1))"
+    one_function = "\n".join(["def long(x):", *(f"    x = x + {i}" for i in range(40))])
+    cells = [nbformat.v4.new_code_cell(source, outputs=[nbformat.v4.new_output("stream", name="stdout", text="1 0\n")]),
+             nbformat.v4.new_code_cell(one_function)]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    fit(notebook)
+    sources = [cell.source for cell in notebook.cells if cell.source and not cell.metadata.get("transient")]
+    assert len(sources) == 3 and sources[0] == first and sources[1].startswith("def second(x):")
+    assert "\n".join(sources[:2]).split() == source.split() and sources[2] == one_function  # no cut inside a function
+    assert all(CODE_LINE * len(text.splitlines()) <= CODE_BOX for text in sources[:2])
+    assert [cell.outputs for cell in notebook.cells[:2]] == [[], []] and notebook.cells[2].outputs[0].text == "1 0\n"
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)

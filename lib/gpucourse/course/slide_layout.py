@@ -6,8 +6,8 @@ lines and their images' sizes) and, walking the cells in order, starts a new
 sub-slide where the next cell would overflow the one it is on. A cell taller than
 a slide is split first: a markdown cell between its blocks (a long table between
 rows, its header repeated), a code cell into its source and its outputs, each on a
-sub-slide of its own; an output taller than its box (printed text, a shown source) is cut
-between its lines, up to five boxes. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
+sub-slide of its own; a source taller than its box is cut between top-level statements, and
+an output taller than its box (printed text, a shown source) between its lines, up to five boxes. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
 type is kept; a ``fragment`` that would overflow becomes a sub-slide (the next
 press still shows it). What is still too tall on its own scrolls in a fixed box
 (`CSS`): long code, long text output, and figures are capped in height.
@@ -237,22 +237,59 @@ def output_pieces(output) -> list:
     return made if 1 < len(made) <= MOST_PIECES else [output]
 
 
+_NOT_A_STATEMENT = ("else", "elif", "except", "finally", ")", "]", "}")  # top-level lines that continue one
+
+
+def _starts_a_statement(lines: list[str], k: int) -> bool:
+    """Whether line ``k`` starts a top-level statement (not the first line, not a clause or closing bracket of the
+    one before, not the line after a decorator, a comment or an open bracket)."""
+    line, before = lines[k], lines[k - 1].rstrip()
+    return bool(line[:1].strip()) and not line.startswith(_NOT_A_STATEMENT) and not before.startswith(("@", "#")) \
+        and not before.endswith(("\\", "(", "[", "{", ","))
+
+
+def source_pieces(source: str) -> list[str]:
+    """A source taller than its box, cut before top-level statements into as few pieces as fit the box each; the
+    source whole where no such cut makes them fit."""
+    lines = source.splitlines()
+
+    def fits(run) -> bool:  # a line longer than the box is wide wraps (`CSS`)
+        return CODE_LINE * wrapped(run, SHOWN_CODE_CHARS) <= CODE_BOX
+
+    if fits(lines):
+        return [source]
+    cuts = [k for k in range(1, len(lines)) if _starts_a_statement(lines, k)]
+    pieces, start = [], 0
+    while not fits(lines[start:]):
+        fitting = [k for k in cuts if k > start and fits(lines[start:k])]
+        if not fitting:
+            return [source]
+        pieces.append("\n".join(lines[start:fitting[-1]]).rstrip())
+        start = fitting[-1]
+    return [*pieces, "\n".join(lines[start:])]
+
+
 def split_code(cell) -> list:
-    """A code cell as its source (no outputs), then its outputs (source hidden) in as few cells as fit, each output
-    taller than its box first cut between its lines (`output_pieces`)."""
-    source = renamed(cell, 0)
-    source["outputs"] = []
+    """A code cell as its source (no outputs; cut between top-level statements where taller than its box,
+    `source_pieces`), then its outputs (source hidden) in as few cells as fit, each output taller than its box
+    first cut between its lines (`output_pieces`)."""
+    cells = []
+    for number, text in enumerate(source_pieces(cell["source"])):
+        piece = renamed(cell, number)
+        piece["source"], piece["outputs"] = text, []
+        if number:
+            set_slide_type(piece, "-")
+        cells.append(piece)
     groups, used = [[]], 0.0
-    for output in (piece for output in cell["outputs"] for piece in output_pieces(output)):
+    for output in (piece for output in cell.get("outputs", []) for piece in output_pieces(output)):
         height = output_height(output)
         if groups[-1] and used + height > SLIDE - CELL:
             groups.append([])
             used = 0.0
         groups[-1].append(output)
         used += height
-    cells = [source]
-    for number, outputs in enumerate(groups, 1):
-        piece = renamed(cell, number)
+    for outputs in (group for group in groups if group):
+        piece = renamed(cell, len(cells))
         piece["outputs"] = outputs
         piece.setdefault("metadata", {})["transient"] = {"remove_source": True}
         set_slide_type(piece, "-")
@@ -261,15 +298,16 @@ def split_code(cell) -> list:
 
 
 def pieces(cell) -> list:
-    """``cell``, or the cells it is split into when it is taller than a slide or an output of it would scroll."""
-    cut = cell["cell_type"] == "code" and any(len(output_pieces(o)) > 1 for o in cell.get("outputs", []))
-    if (cell_height(cell) <= SLIDE and not cut) or slide_type(cell) in ("skip", "notes"):
+    """``cell``, or the cells it is split into when it is taller than a slide or its source or an output of it
+    would scroll."""
+    if slide_type(cell) in ("skip", "notes"):
         return [cell]
     if cell["cell_type"] == "markdown":
-        return split_markdown(cell)
-    if cell["cell_type"] == "code" and cell.get("outputs") and cell["source"].strip():
-        return split_code(cell)
-    return [cell]
+        return split_markdown(cell) if cell_height(cell) > SLIDE else [cell]
+    if cell["cell_type"] != "code" or not cell["source"].strip():
+        return [cell]
+    cut = len(source_pieces(cell["source"])) > 1 or any(len(output_pieces(o)) > 1 for o in cell.get("outputs", []))
+    return split_code(cell) if cut or (cell_height(cell) > SLIDE and cell.get("outputs")) else [cell]
 
 
 def fit(notebook) -> None:

@@ -97,6 +97,15 @@ def test_exp_where_the_scores_are_scaled_for_exp2_is_named():
         check(make_update(exp=math.exp))
 
 
+def test_a_max_over_the_whole_warp_is_named_by_the_rows_it_zeroes():
+    """Offsets 16, 8 and 4 bring the planted large row's scores into its warp's other rows: every p of theirs
+    underflows to 0 (the generic 'check the running max...' before a review of 2026-11-30)."""
+    with pytest.raises(CheckFailed, match=r"its output is all 0, though query \d+ sees keys 0 to \d+: .*shuffle "
+                                          r"offsets that stay within its row group; one that reaches further brings in "
+                                          r"other rows' scores"):
+        check(make_update(offsets=(16, 8, 4, 2, 1)), SHAPES)
+
+
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():
     with pytest.raises(CheckFailed, match=r"query 0 sees key 0: its sum l stayed 0. Either the mask hides key 0 \(mask "
                                           r"a key after the query, key > query, not key >= query\)"):

@@ -418,6 +418,11 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
             return ("its output is 0, but query 0 sees key 0: its sum l stayed 0. Either the mask hides key 0 (mask "
                     "a key after the query, key > query, not key >= query), or p is never added to l, or the "
                     "running max m is never updated (then exp2(m - m_new) = 0 wipes l and the output at every tile)")
+        if not np.any(got):  # a row that sees keys came out 0: every p underflowed, or none reached l
+            return (f"its output is all 0, though query {row} sees keys 0 to {last - 1}: every p = exp2(s - m) of it "
+                    "was 0, or never added to l. A max m far above all of this row's scores does it: take the max "
+                    "over the lanes that hold this row only (shuffle offsets that stay within its row group; one "
+                    "that reaches further brings in other rows' scores)")
         if causal and row:  # the diagonal masked too: query `row` sees keys 0 to row - 1
             strict = attention_reference(Q[row:row + 1], K[:row], V[:row])[0]
             if np.allclose(got, strict, atol=1e-4 * scale):

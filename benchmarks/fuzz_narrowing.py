@@ -191,14 +191,14 @@ def _run_both(kernel, source: str, rows: int, arrays, on_gpu, on_simulator, load
 def _narrow(kernel, arrays, on_gpu, on_simulator, load):
     source, statements = statement_probes(kernel.source)
     gpu, simulated = _run_both(kernel, source, len(statements), arrays, on_gpu, on_simulator, load)
-    first = next((row for row, statement in enumerate(statements)
-                  if _differs(gpu[row], simulated[row], _has_math(statement)).any()), None)
+    differs = [_differs(gpu[row], simulated[row], _has_math(s)) for row, s in enumerate(statements)]
+    first = next((row for row, where in enumerate(differs) if where.any()), None)
     if first is None:
         yield ("narrowed: no probed statement differs (a probe changes the compiled code around it, or the "
                "difference is in how a store converts its value)")
         return
     statement = statements[first]
-    thread = int(np.flatnonzero(_differs(gpu[first], simulated[first], _has_math(statement)))[0])
+    thread = int(np.flatnonzero(differs[first])[0])
     yield (f"narrowed: the first statement that differs, line {statement.lineno} of the kernel: "
            f"`{_header(statement)}`; thread {thread}: {_values(gpu[first], simulated[first], thread)}")
     source, expressions = expression_probes(kernel.source, first)

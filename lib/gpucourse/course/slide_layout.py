@@ -6,9 +6,10 @@ lines and their images' sizes) and, walking the cells in order, starts a new
 sub-slide where the next cell would overflow the one it is on. A cell taller than
 a slide is split first: a markdown cell between its blocks (a long table between
 rows, its header repeated), a code cell into its source and its outputs, each on a
-sub-slide of its own; a source taller than its box is cut between top-level statements, and
-an output taller than its box (printed text, a shown source) between its lines, up to five boxes. A cell's own ``slide``, ``subslide``, ``skip`` or ``notes``
-type is kept; a ``fragment`` that would overflow becomes a sub-slide (the next
+sub-slide of its own; a source taller than its box is cut between top-level
+statements, and an output taller than its box (printed text, a shown source)
+between its lines, up to five boxes. A cell's own ``slide``, ``subslide``, ``skip``
+or ``notes`` type is kept; a ``fragment`` that would overflow becomes a sub-slide (the next
 press still shows it). What is still too tall on its own scrolls in a fixed box
 (`CSS`): long code, long text output, and figures are capped in height.
 """
@@ -24,8 +25,8 @@ import struct
 from .results import cells
 
 SLIDE = 640  # px of content a 720 px slide holds, its margins left out
-CODE_LINE, CODE_BOX = 23, 590  # a source line (they do not wrap); the most a source takes before it scrolls (a
-# source that tall sits on a sub-slide of its own: `split_code`, `fit`)
+CODE_LINE, CODE_BOX = 23, 590  # a source line; the most a source takes before it scrolls (a source that tall sits
+# on a sub-slide of its own: `split_code`, `fit`)
 TEXT_LINE, TEXT_BOX = 21, 380  # an output line; the most a text output takes before it scrolls
 MOST_PIECES = 5  # an output up to this many boxes tall is cut onto sub-slides; a longer one scrolls in its box
 FIGURE_WIDTH, FIGURE_BOX = 1180, 500  # a figure is scaled to fit both

@@ -86,6 +86,13 @@ def test_a_key_that_forgets_a_field_or_the_order_loses_marks():
         with pytest.raises(CheckFailed, match=f"only {field} changed"):
             gt.check_cache_key(key_with(keep={field: part}))
 
+    def digits_run_together(kernel, shapes, dtypes, device, compute_capability, versions):
+        sizes = "".join(str(size) for _, size in sorted(shapes.items()))
+        return "-".join([kernel, sizes, *map(str, dtypes), device, str(compute_capability), str(versions)])
+
+    with pytest.raises(CheckFailed, match="only shapes changed.*digits, written one after another"):
+        gt.check_cache_key(digits_run_together)
+
     def salted(kernel, shapes, dtypes, device, compute_capability, versions):
         return str(hash(json.dumps([kernel, shapes, dtypes, device, compute_capability, versions], sort_keys=True)))
 

@@ -250,11 +250,19 @@ KEY_FIELDS = {"kernel": "sgemm", "shapes": {"M": 512, "N": 256, "K": 128}, "dtyp
               "versions": {"numba-cuda": "0.20.0", "numpy": "2.3.0"}}
 KEY_CHANGES = {  # each field alone changed, in the ways a key that keeps only part of it misses
     "kernel": ["softmax"],
-    "shapes": [{"M": 512, "N": 256, "K": 129}, {"M": 256, "N": 512, "K": 128}],  # a value; two values swapped
+    "shapes": [{"M": 512, "N": 256, "K": 129}, {"M": 256, "N": 512, "K": 128},  # a value; two values swapped
+               {"M": 12, "N": 256, "K": 1285}, {"M": 5122, "N": 56, "K": 128}],  # the same digits run together
     "dtypes": [("float32",), ("float32", "float16")],  # the order says which array has which dtype
     "device": ["Tesla T4"],
     "compute_capability": [(9, 0), (8, 6)],  # the minor version too: 8.6 has less shared memory than 8.0
     "versions": [{"numba-cuda": "0.21.0", "numpy": "2.3.0"}, {"numba-cuda": "0.20.0", "numpy": "2.4.0"}]}
+
+
+def _digits_alike(shapes: dict) -> bool:
+    """Whether ``shapes``' sizes, written one after another (by name or as listed), read as KEY_FIELDS' do."""
+    def digits(sizes, order):
+        return "".join(str(sizes[name]) for name in order(sizes))
+    return any(digits(shapes, order) == digits(KEY_FIELDS["shapes"], order) for order in (sorted, list))
 
 
 def check_cache_key(key) -> None:
@@ -275,8 +283,11 @@ def check_cache_key(key) -> None:
     for field, values in KEY_CHANGES.items():
         for value in values:
             if _call(key, "cache_key", *dict(KEY_FIELDS, **{field: value}).values()) == base:
+                alike = field == "shapes" and _digits_alike(value)
+                hint = (" (their sizes' digits, written one after another, read the same: put a separator or the "
+                        "names between them, as json.dumps does)") if alike else ""
                 raise CheckFailed(f"cache_key gave the same key when only {field} changed ({KEY_FIELDS[field]!r} -> "
-                                  f"{value!r}): a result tuned for the old {field} would be reused for the new")
+                                  f"{value!r}): a result tuned for the old {field} would be reused for the new{hint}")
     print(f"✓ cache_key: the same for the same fields, different when any of {len(KEY_CHANGES)} changes")
 
 

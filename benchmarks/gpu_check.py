@@ -93,9 +93,9 @@ AGAIN_FROM = 1.5  # a partial benchmark runs again in the time left over when it
 STARTUP = 15  # seconds of a benchmark's share kept for its imports and device set-up (outside its --seconds)
 NOTEBOOK_PARTS = ("lectures", "solutions")  # the parts that run notebooks, not a script
 SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, time nothing: beside the notebooks
-# The benchmarks of the fast-kernels goals first; the compiler baselines (a cold Triton autotune and torch.compile,
-# minutes) last, so that they cannot eat the others' shares.
-TIMED_FIRST = ("matmul", "conv", "fusion", "bandwidth", "precision", "tuning", "compilers")
+# The benchmarks of the fast-kernels goals first, then the counters of their kernels; the compiler baselines (a cold
+# Triton autotune and torch.compile, minutes) last, so that they cannot eat the others' shares.
+TIMED_FIRST = ("matmul", "conv", "fusion", "bandwidth", "precision", "tuning", "counters", "compilers")
 PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
 RECORDED_MARK = "\nwritten to "  # what a benchmark prints once its section is in RESULTS.md (common.finish)
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.

@@ -50,8 +50,9 @@ def test_the_usage_documents_every_part_and_the_limits():
 def test_the_parts_are_the_notebooks_every_gpu_benchmark_and_the_differential_test(tmp_path):
     # first those that share the GPU (they check results), then the benchmarks that time it
     assert gpu_check.all_parts() == ["lectures", "solutions", "differential", "simulator_fuzz", "grading", "matmul",
-                                     "conv", "fusion", "bandwidth", "precision", "tuning", "compilers"]  # goals first
-    assert [gpu_check.is_timed(p) for p in gpu_check.all_parts()] == [False] * 5 + [True] * 7
+                                     "conv", "fusion", "bandwidth", "precision", "tuning", "counters",
+                                     "compilers"]  # goals first
+    assert [gpu_check.is_timed(p) for p in gpu_check.all_parts()] == [False] * 5 + [True] * 8
     assert gpu_check.select_parts(None) == gpu_check.select_parts(["all"]) == gpu_check.all_parts()
     assert gpu_check.select_parts(["grading"]) == ["grading"]
     assert gpu_check.select_parts(["matmul", "differential", "lectures"]) == ["lectures", "differential", "matmul"]

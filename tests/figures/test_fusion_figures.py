@@ -129,6 +129,24 @@ def test_figures_build():
     plt.close("all")
 
 
+def test_series_with_the_same_points_are_drawn_side_by_side():
+    """Lecture 5's largest allocations of row-fused and flash are equal (4 N d): flash's markers hid row-fused's."""
+    ns = [64, 128, 256]
+    fused = (ns, [4 * n * 16 for n in ns])
+    fig = ff.draw_memory_against_n({"largest": {"naive": (ns, [4 * n * n for n in ns]), "row-fused": fused,
+                                                "flash": fused}},
+                                   {"largest": {"row-fused": lambda n: 64 * n, "flash": lambda n: 64 * n}})
+    ax = fig.axes[0]
+    points = [line for line in ax.lines if line.get_marker() not in ("None", "")]
+    naive, row_fused, flash = (line.get_transform().transform(line.get_xydata()) for line in points)
+    size = points[0].get_markersize() * fig.dpi / 72
+    assert np.all(flash[:, 0] - row_fused[:, 0] >= size) and np.allclose(flash[:, 1], row_fused[:, 1])
+    assert np.allclose(naive, points[0].axes.transData.transform(points[0].get_xydata()))  # alone: where it is
+    assert [line.get_linestyle() for line in ax.lines if line.get_marker() in ("None", "")] == ["-", "--"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()][2] == "flash: slope 1.00, same as row-fused"
+    plt.close(fig)
+
+
 def test_stepper_builds():
     pytest.importorskip("ipywidgets")
     stepper = ff.online_softmax_stepper(rng.standard_normal(10), 3)

@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from gpucourse.figures import H100_SXM, Device, attainable, draw_roofline, intensity, seconds_at_least  # noqa: E402
+from gpucourse.figures import (DEVICES, H100_SXM, Device, attainable, draw_roofline, intensity,  # noqa: E402
+                               seconds_at_least)
 
 
 def test_h100_numbers_from_the_data_sheet():
@@ -44,4 +45,41 @@ def test_legend_is_readable_on_a_slide(points):
     texts = fig.axes[0].get_legend().get_texts()
     assert [t.get_text() for t in texts][-1] == "cuBLAS: measured 51.7 TFLOP/s" and len(texts) == points + 2
     assert min(t.get_fontsize() for t in texts) * fig.dpi / 72 * scale >= 13
+    plt.close(fig)
+
+
+def marker_boxes_of(line):
+    """The box of each of ``line``'s markers, in pixels."""
+    from matplotlib.transforms import Bbox
+
+    if line.get_marker() in ("None", "", None):
+        return []
+    r = line.get_markersize() / 2 * line.figure.dpi / 72
+    return [Bbox.from_bounds(x - r, y - r, 2 * r, 2 * r) for x, y in line.get_transform().transform(line.get_xydata())]
+
+
+def marker_boxes(ax):
+    return [box for line in ax.get_lines() for box in marker_boxes_of(line)]
+
+
+@pytest.mark.parametrize("kernels, device, measured", [
+    ({"SGEMM 4096^3, each matrix once": 682.7, "register-tiled, every read from DRAM": 15.9}, DEVICES["H200"],
+     {"register-tiled": (15.9, 11.39), "warp-tiled (top rung)": (31.5, 35.24), "cuBLAS fp32": (682.7, 51.42)}),
+    ({"add_bias": 0.123, "relu": 0.125, "matmul_plain (16 x 16 tiles)": 2.87}, DEVICES["H100"], None),
+    ({f"T = {T}": T / 4 for T in (1, 16, 32, 64, 128)} | {"every matrix moved once": 682.7}, DEVICES["H100"], None)],
+    ids=["lecture 7", "lecture 5", "lecture 3"])
+def test_no_note_or_marker_hides_another(kernels, device, measured):
+    """Lecture 7's ridge label sat under a marker, lecture 5's relu marker on add_bias's (a review of the figures).
+    A measured point may touch the kernel's own point on the roof above it: both are data at one intensity."""
+    fig = draw_roofline(kernels, device, measured=measured)
+    ax = fig.axes[0]
+    model = ax.get_lines()[2:2 + len(kernels)]
+    on_the_roof = [box for line in model for box in marker_boxes_of(line)]
+    notes = [text.get_window_extent() for text in ax.texts]
+    assert len(notes) == 4
+    for k, box in enumerate(on_the_roof + notes):
+        assert not any(box.overlaps(other) for other in (on_the_roof + notes)[k + 1:])
+    assert not any(note.overlaps(box) for note in notes for box in marker_boxes(ax))
+    for line, i in zip(model, kernels.values()):  # moved on the screen, along the roof, not in the data
+        assert tuple(line.get_xydata()[0]) == (i, attainable(i, device) / 1e12)
     plt.close(fig)

@@ -4,6 +4,7 @@ a loop bound known only at run time, a float64 constant, the diagonal masked, a 
 
 import math
 
+import numpy as np
 import pytest
 from numba import cuda, float32
 from numba.core import types
@@ -11,6 +12,7 @@ from numba.core import types
 from gpucourse import simulated
 from gpucourse.grading import CheckFailed, float32_only
 from gpucourse.grading import fusion as gf
+from gpucourse.kernels.fusion import attention_reference
 
 ROWS, ROW_STEP, LANES = gf.EXERCISE_ROWS, gf.EXERCISE_ROW_STEP, gf.EXERCISE_LANES
 KEYS, COLS = gf.EXERCISE_KEYS // LANES, gf.EXERCISE_MAX_D // LANES
@@ -104,6 +106,27 @@ def test_a_max_over_the_whole_warp_is_named_by_the_rows_it_zeroes():
                                           r"offsets that stay within its row group; one that reaches further brings in "
                                           r"other rows' scores"):
         check(make_update(offsets=(16, 8, 4, 2, 1)), SHAPES)
+
+
+@pytest.mark.parametrize("offsets, lanes", [((1,), r"2 of its 4 lanes \(shuffle offset 1 alone: lanes 4g and 4g \+ 1"),
+                                            ((2,), r"2 of its 4 lanes \(shuffle offset 2 alone: lanes 4g and 4g \+ 2"),
+                                            ((0,), r"1 of its 4 lanes \(no shuffle: each lane keeps its own max")],
+                         ids=["offset 1 alone", "offset 2 alone", "no shuffle"])
+def test_a_max_over_part_of_the_row_group_is_named(offsets, lanes):
+    """Each part of the group subtracts its own max: the output matches the kernel emulated with those parts (the
+    generic 'check the running max...' before a student-path review of assignment 5). Offset 0: a lane's own."""
+    with pytest.raises(CheckFailed, match=rf"its output is what query \d+ gets when its max is taken over {lanes}.*"
+                                          r"A row group is 4 consecutive lanes \(the same lane // 4\), which differ in "
+                                          r"their 2 lowest bits: shuffle with offsets 2 and 1"):
+        check(make_update(offsets=offsets), SHAPES)
+
+
+def test_the_emulated_update_with_one_group_is_attention():
+    rng = np.random.default_rng(2)
+    Q, K, V = (rng.standard_normal((45, 16)) for _ in range(3))
+    expected = attention_reference(Q, K, V, True)
+    for row in (0, 17, 44):
+        np.testing.assert_allclose(gf.split_group_attention(Q, K, V, row, [(0, 1, 2, 3)]), expected[row], atol=1e-12)
 
 
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():

@@ -167,6 +167,19 @@ def matmul_then_relu_in_place(C, A, B, bias):  # correct, but writes C twice and
         C[row, col] = max(C[row, col], float32(0))
 
 
+def test_gelu_in_its_erf_form_is_named_only_where_the_spec_is_the_tanh_form():
+    z = np.linspace(-4, 4, 12).reshape(2, 6)
+    tanh_form = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    erf_form = (0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))).astype(np.float32)
+    tolerance = np.full(z.shape, 1e-5)
+    hint = gf.gelu_diagnosis(z, tanh_form, tolerance)
+    assert hint(1, erf_form[1]).startswith("its output is GELU's exact form, 0.5 z (1 + erf(z / sqrt(2))), but the "
+                                           "exercise asks for its tanh form, gelu(z) = 0.5 z (1 + tanh(sqrt(2 / pi) "
+                                           "(z + 0.044715 z^3)))")
+    assert hint(1, erf_form[1] + 1e-3) == ""
+    assert gf.gelu_diagnosis(z, np.maximum(z, 0), tolerance)(1, erf_form[1]) == ""  # a ReLU epilogue
+
+
 def test_gemm_epilogue_check_and_traffic_budget():
     shapes = [(20, 33, 17), (1, 5, 40)]
     gf.check_gemm_epilogue(fu.matmul_bias_relu, gelu_spec, shapes, quiet=True,

@@ -67,13 +67,15 @@ def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
         checks.check_linear_fp16(make_linear(accumulator), [(5, 30, 7)])
 
 
-def make_dot_rows(accumulator):
+def make_dot_rows(accumulator, first=0, short=0):
+    """A dot product per row; ``first`` and ``short`` move the loop's bounds (``range(first, K - short)``)."""
+
     @cuda.jit
     def dot_rows(out, A, x):
         r = cuda.grid(1)
         if r < A.shape[0]:
             acc = accumulator(0)
-            for k in range(A.shape[1]):
+            for k in range(first, A.shape[1] - short):
                 acc += accumulator(A[r, k]) * accumulator(x[k])
             out[r] = float32(acc)
 
@@ -91,6 +93,19 @@ def test_dot_rows_puzzle_needs_a_float32_accumulator(capsys):
         checks.check_dot_rows(make_dot_rows(types.float64))
     assert not try_puzzle(checks.check_dot_rows, make_dot_rows(float16))
     assert capsys.readouterr().out.startswith("✗ Not yet: dot_rows gave a wrong result")
+
+
+@pytest.mark.parametrize("first, short, shapes, hint", [
+    (1, 0, [(33, 1000)], r"your sum leaves out element 0, A\[0, 0\] \* x\[0\]: check the loop's bounds; k runs "
+                         r"from 0 to K - 1 = 999, as range\(A.shape\[1\]\) gives"),
+    (0, 1, [(300, 17)], r"your sum leaves out the last element, A\[0, 16\] \* x\[16\]: check the loop's bounds"),
+    (1, 0, ((1, 1),), r"got 0: does your loop over the row run\? Check its bounds: k runs from 0 to K - 1 = 0"),
+    (0, 1, ((1, 1),), r"got 0: does your loop over the row run\?")],
+    ids=["range(1, K)", "range(K - 1)", "range(1, K) over one element", "range(K - 1) over one element"])
+def test_a_dot_product_loop_with_a_wrong_bound_is_told_to_check_it(first, short, shapes, hint):
+    """A student-path review of lecture 6 met the accumulator's hint ('is the accumulator float32...') for these."""
+    with pytest.raises(CheckFailed, match=r"rounding allows ±\S+ there: " + hint):
+        checks.check_dot_rows(make_dot_rows(float32, first, short), shapes)
 
 
 def make_row_sum(compensated, guard_infinities, accumulator=float16):

@@ -136,6 +136,17 @@ WRONG_ANSWERS = {
         "05", "cross_entropy_kernel", "test_cross_entropy_one_pass",
         [("m, l, picked = float32(-math.inf), float32(0), float32(0)", "m, l, picked = -math.inf, 0.0, 0.0")],
         FLOAT64),
+    "GELU's exact erf form where the exercise asks for the tanh form": (
+        "05", "linear_gelu_kernel", "test_linear_gelu",
+        [("C[row, col] = float32(0.5) * z * (float32(1) + math.tanh(inner))",
+          "C[row, col] = float32(0.5) * z * (float32(1) + math.erf(z / math.sqrt(float32(2))))")],
+        r"its output is GELU's exact form, 0\.5 z \(1 \+ erf\(z / sqrt\(2\)\)\), but the exercise asks for its tanh "
+        r"form, gelu\(z\) = 0\.5 z \(1 \+ tanh\(sqrt\(2 / pi\) \(z \+ 0\.044715 z\^3\)\)\)"),
+    "a flash update whose row max shuffles with offset 1 alone": (
+        "05", "online_softmax_tile", "test_flash_attention",
+        [("for offset in (2, 1):", "for offset in (1,):")],
+        r"its output is what query \d+ gets when its max is taken over 2 of its 4 lanes \(shuffle offset 1 alone: "
+        r"lanes 4g and 4g \+ 1 share one max.*shuffle with offsets 2 and 1"),
     "a constraint without the register file's limit": (
         "07", "constraint", "test_constraint_boundaries", [(" or registers * threads > 65536", "")],
         r"allowed a config that cannot run: 68 registers per thread"),

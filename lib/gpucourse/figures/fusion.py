@@ -262,6 +262,20 @@ def slope(ns, values) -> float:
     return float(np.polyfit(np.log(np.asarray(ns, float)), np.log(np.asarray(values, float)), 1)[0])
 
 
+def _alike(series: dict[str, tuple]) -> dict[str, list[str]]:
+    """Each series' group: the series (in order) with the same N and the same bytes as it, within 2%."""
+    groups: list[list[str]] = []
+    for name, (ns, measured) in series.items():
+        for group in groups:
+            other_ns, other = series[group[0]]
+            if list(ns) == list(other_ns) and np.allclose(measured, other, rtol=0.02):
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return {name: group for group in groups for name in group}
+
+
 def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[str, dict[str, object]] | None = None,
                           span=(64, 1024), note: str = "points: measured on the simulator; lines: the formulas"):
     """Log-log panels of bytes against N: measured points, and formula lines over ``span``.
@@ -269,9 +283,12 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
     ``panels``: panel title -> {series name -> (ns, bytes measured)}. ``formulas``: panel title ->
     {series name -> a function of N giving bytes}, drawn as lines of the series' colour through
     N = s, 1.5 s, 2 s, 3 s, ... (s = ``span[0]``); the legend shows each series' measured slope
-    (1: linear, 2: quadratic). ``note``: the figure's caption. Returns the figure.
+    (1: linear, 2: quadratic). Series of a panel with the same points (within 2%) are drawn side by side
+    and the formula lines of all but the first dashed, so that none hides another.
+    ``note``: the figure's caption. Returns the figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import offset_copy
 
     formulas = formulas or {}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
@@ -280,15 +297,21 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
     colour = {n: palette[i % 10] for i, n in enumerate(names)}
     line = [n for k in range(int(np.log2(span[1] / span[0])) + 1) for n in (span[0] * 2 ** k, span[0] * 3 * 2 ** k // 2)
             if n <= span[1]]
-    markers = "osD^v<>"
+    markers, size = "osD^v<>", 7
     for ax, (title, series) in zip(axes[0], panels.items()):
+        alike = _alike(series)
         for name, (ns, measured) in series.items():
             label = f"{name}: slope {slope(ns, measured):.2f}" if len(ns) > 1 else name
-            ax.plot(ns, measured, markers[names.index(name) % len(markers)], color=colour[name], ms=7,
-                    label=label)
+            group = alike[name]
+            if group[0] != name:
+                label += f", same as {group[0]}"
+            shift = (group.index(name) - (len(group) - 1) / 2) * 1.3 * size  # points: centres a marker apart
+            ax.plot(ns, measured, markers[names.index(name) % len(markers)], color=colour[name], ms=size,
+                    label=label, transform=offset_copy(ax.transData, fig=fig, x=shift, units="points"))
             formula = formulas.get(title, {}).get(name)
             if formula is not None:
-                ax.plot(line, [formula(n) for n in line], color=colour[name], lw=1.2, alpha=0.7)
+                ax.plot(line, [formula(n) for n in line], color=colour[name], lw=1.2, alpha=0.7,
+                        ls="-" if group[0] == name else "--")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.yaxis.set_major_formatter(_in_bytes)

@@ -87,9 +87,11 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     """The roof of ``device`` on log-log axes, with each kernel (name -> FLOPs per byte) on it. Returns the figure.
 
     ``measured`` (name -> (FLOPs per byte, TFLOP/s)) adds points a GPU measured. The legend sits under the axes,
-    one line per point, in a font readable on a slide.
+    one line per point, in a font readable on a slide. Kernels whose markers would overlap are set apart along the
+    roof, and each note goes where it covers no marker or line.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import offset_copy
 
     measured = measured or {}
     if ax is None:  # the legend under the axes grows with the points: the axes shrink so the whole stays slide-sized
@@ -97,25 +99,31 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     points = list(kernels.values()) + [i for i, _ in measured.values()]
     low = min([device.ridge / 1000] + [i / 2 for i in points])
     high = max([device.ridge * 30] + [i * 2 for i in points])
-    peak = device.peak_flops / 1e12
+    peak, ridge = device.peak_flops / 1e12, device.ridge
+    bottom = attainable(low, device) / 1e12 / 2
     x = np.geomspace(low, high, 400)
     ax.loglog(x, attainable(x, device) / 1e12, color="black", lw=2, label=f"{device.name} roof")
-    ax.axvspan(low, device.ridge, color=(0.85, 0.91, 0.99), zorder=0)
-    ax.axvline(device.ridge, color="0.4", ls=":", lw=1)
-    note = {"fontsize": LEGEND_FONT - 1, "color": "0.25"}
-    ax.text(device.ridge * 1.1, peak * 0.5, f"ridge: {device.ridge:.0f} FLOP/byte", **note)
-    ax.text(low * 1.3, peak * 1.25, "memory-bound: judged in bytes/s", **note)
-    ax.text(device.ridge * 1.3, peak * 1.25, "compute-bound: FLOP/s", **note)
-    ax.text(low * 1.3, peak * 0.55, f"sloped roof: intensity x bandwidth ({device.bandwidth / 1e12:.2f} TB/s)", **note)
-    markers = "osD^v<>"
-    for k, (name, i) in enumerate(kernels.items()):
+    ax.axvspan(low, ridge, color=(0.85, 0.91, 0.99), zorder=0)
+    ax.axvline(ridge, color="0.4", ls=":", lw=1)
+    ax.set_xlim(low, high)
+    ax.set_ylim(bottom, peak * 4)
+    markers, size = "osD^v<>", 8
+    shifts = _along_the_roof(ax, list(kernels.values()), device, size)
+    for k, ((name, i), (dx, dy)) in enumerate(zip(kernels.items(), shifts)):
         reach = float(attainable(i, device))
-        ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=8, label=f"{name}: {i:.3g} FLOP/byte, "
-                f"at most {reach / 1e12:.2f} TFLOP/s ({reach / device.peak_flops:.1%} of peak)")
+        ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=size, label=f"{name}: {i:.3g} FLOP/byte, "
+                f"at most {reach / 1e12:.2f} TFLOP/s ({reach / device.peak_flops:.1%} of peak)",
+                transform=offset_copy(ax.transData, fig=ax.figure, x=dx, y=dy, units="points"))
     for k, (name, (i, tflops)) in enumerate(measured.items()):
         ax.plot(i, tflops, "x*+"[k % 3], ms=11, mew=2, label=f"{name}: measured {tflops:g} TFLOP/s")
-    ax.set_xlim(low, high)
-    ax.set_ylim(attainable(low, device) / 1e12 / 2, peak * 3)
+    taken = []
+    _note(ax, "memory-bound: judged in bytes/s", [(low * 1.3, peak, "left", 8)], taken)
+    _note(ax, f"sloped roof: intensity x bandwidth ({device.bandwidth / 1e12:.2f} TB/s)",
+          [(low * 1.3, peak * 0.55, "left", 0)], taken)
+    _note(ax, "compute-bound: FLOP/s", [(ridge * 1.3, peak, "left", 8), (high / 1.3, peak, "right", 8),
+                                        (ridge * 1.3, peak, "left", -10), (high / 1.3, peak, "right", -10)], taken)
+    _note(ax, f"ridge: {ridge:.0f} FLOP/byte", [(ridge * 1.1, bottom * 1.5, "left", 0),
+                                                 (ridge / 1.1, bottom * 1.5, "right", 0)], taken)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)", fontsize=LEGEND_FONT)
     ax.set_ylabel("attainable TFLOP/s (FP32)", fontsize=LEGEND_FONT)
     ax.tick_params(labelsize=LEGEND_FONT - 1)
@@ -123,6 +131,50 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     ax.legend(fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     ax.grid(True, which="major", color="0.9")
     return ax.figure
+
+
+def _along_the_roof(ax, intensities: list[float], device: Device, size: float) -> list[tuple[float, float]]:
+    """Offsets in points for markers of ``size`` points on the roof at ``intensities``: one that would overlap an
+    earlier one moves along the roof, to the right, until it is 1.2 markers away from every earlier one."""
+    px = ax.figure.dpi / 72  # pixels per point
+    placed, shifts = [], []
+    for i in intensities:
+        here, ahead = ax.transData.transform([(i, attainable(i, device) / 1e12),
+                                              (i * 1.01, attainable(i * 1.01, device) / 1e12)])
+        step = (ahead - here) / np.hypot(*(ahead - here)) * 1.2 * size * px / 4
+        shift = np.zeros(2)
+        while any(np.hypot(*(here + shift - other)) < 1.2 * size * px for other in placed):
+            shift += step
+        placed.append(here + shift)
+        shifts.append(tuple(shift / px))
+    return shifts
+
+
+def _note(ax, text: str, places: list[tuple[float, float, str, float]], taken: list) -> None:
+    """``text`` at the first of ``places`` (x, y in data coordinates, ha, and points above (below, if negative)
+    that spot) where its box, 5 px wider, meets no marker or line of ``ax`` and no box of ``taken`` (the notes
+    before it, which it joins); else at the first."""
+    from matplotlib.transforms import Bbox
+
+    boxes, paths = list(taken), []
+    for line in ax.get_lines():
+        transform = line.get_transform()
+        if line.get_linestyle() not in ("None", ""):
+            paths.append(transform.transform_path(line.get_path()))
+        if line.get_marker() not in ("None", "", None):
+            r = (line.get_markersize() / 2 + line.get_markeredgewidth()) * ax.figure.dpi / 72
+            boxes += [Bbox.from_bounds(x - r, y - r, 2 * r, 2 * r) for x, y in transform.transform(line.get_xydata())]
+    label = ax.annotate(text, places[0][:2], xytext=(0, 0), textcoords="offset points", fontsize=LEGEND_FONT - 1,
+                        color="0.25")
+    for x, y, ha, up in places + places[:1]:  # the first again where none is clear
+        label.xy = (x, y)
+        label.set_position((0, up))
+        label.set_horizontalalignment(ha)
+        label.set_verticalalignment("bottom" if up >= 0 else "top")
+        box = label.get_window_extent().padded(5)
+        if not any(box.overlaps(b) for b in boxes) and not any(p.intersects_bbox(box, filled=False) for p in paths):
+            break
+    taken.append(box)
 
 
 # -- a prediction from the simulator's trace, for lectures where no GPU run is recorded ----------------------------

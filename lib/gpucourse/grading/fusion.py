@@ -384,13 +384,67 @@ def check_gemm_epilogue(kernel, spec: Callable, shapes: Iterable[tuple[int, int,
             tolerance = 2e-5 * (np.abs(A64) @ np.abs(B64) + np.abs(bias64)) + 1e-6
             grid = (blocks_needed(N, tile), blocks_needed(M, tile))
             yield RowLaunch(grid, (tile, tile), f"A {(M, K)}, B {(K, N)}, bias {(N,)} -> C {(M, N)}",
-                            [A, B, bias], expected, tolerance)
+                            [A, B, bias], expected, tolerance, diagnose=gelu_diagnosis(A64 @ B64 + bias64, expected,
+                                                                                       tolerance))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 
 
-def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
-    """A hint for a wrong query row: the output it matches when some blocks of keys are left out or not rescaled."""
+GELU_TANH = "gelu(z) = 0.5 z (1 + tanh(sqrt(2 / pi) (z + 0.044715 z^3)))"
+
+
+def gelu_diagnosis(z: np.ndarray, expected: np.ndarray, tolerance: np.ndarray) -> Callable:
+    """A hint for a wrong row of an epilogue whose spec is GELU's tanh form of ``z``: it is GELU's exact erf form."""
+    tanh_form = 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    erf_form = 0.5 * z * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
+    asked = np.allclose(expected, tanh_form, rtol=1e-9, atol=0)
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        if asked and np.all(np.abs(got - erf_form[row]) <= tolerance[row]):
+            return (f"its output is GELU's exact form, 0.5 z (1 + erf(z / sqrt(2))), but the exercise asks for its "
+                    f"tanh form, {GELU_TANH} (use SQRT_2_OVER_PI, GELU_CUBIC and math.tanh); the two differ by up "
+                    "to 5e-4")
+        return ""
+
+    return diagnose
+
+
+def split_group_attention(Q, K, V, row: int, groups: Sequence[Sequence[int]]) -> np.ndarray:
+    """Query ``row``'s output from assignment 5's flash kernel (`make_flash_exercise`, causal) when the update takes
+    each row's max within ``groups`` of its row group's lanes (``col``), not over all 4: each group subtracts its
+    own running max, while the kernel adds up the p, l and output of all 4 lanes as if they shared one."""
+    N, d = Q.shape
+    lanes = EXERCISE_LANES
+    scores = K[:row + 1].astype(np.float64) @ Q[row].astype(np.float64) / math.sqrt(d)  # the keys it sees
+    group = np.array([next(g for g, members in enumerate(groups) if lane in members) for lane in range(lanes)])
+    m = np.full(len(groups), -np.inf)
+    acc, l = np.zeros((lanes, d)), np.zeros(lanes)
+    first = row - row % EXERCISE_QUERIES
+    for start in range(0, min(N, first + EXERCISE_QUERIES), EXERCISE_KEYS):  # the block's tiles
+        keys = np.arange(start, min(start + EXERCISE_KEYS, row + 1))
+        tops = [scores[keys[np.isin(keys % lanes, members)]].max(initial=-np.inf) for members in groups]
+        m_new = np.maximum(m, tops)
+        base = np.where(np.isneginf(m_new), 0.0, m_new)
+        rescale, m = np.exp(m - base), m_new
+        p = np.exp(scores[keys] - base[group[keys % lanes]])
+        acc = acc * rescale[group, None] + p @ V[keys].astype(np.float64)
+        l = l * rescale[group] + np.bincount(keys % lanes, p, minlength=lanes)
+    return acc[np.arange(d) % lanes, np.arange(d)] / l.sum()
+
+
+# a row's max over part of its group in the flash exercise: the sets of its lanes (lane % 4) that share one, in words
+PART_GROUP_MAXES = [
+    ([(0, 1), (2, 3)], "2 of its 4 lanes (shuffle offset 1 alone: lanes 4g and 4g + 1 share one max, 4g + 2 and "
+                       "4g + 3 another)"),
+    ([(0, 2), (1, 3)], "2 of its 4 lanes (shuffle offset 2 alone: lanes 4g and 4g + 2 share one max, 4g + 1 and "
+                       "4g + 3 another)"),
+    ([(0,), (1,), (2,), (3,)], "1 of its 4 lanes (no shuffle: each lane keeps its own max)"),
+]
+
+
+def attention_diagnosis(Q, K, V, causal: bool, key_block: int, exercise: bool = False) -> Callable:
+    """A hint for a wrong query row: the output it matches when some blocks of keys are left out or not rescaled;
+    with ``exercise`` (assignment 5's flash kernel), also when a row's max is taken over part of its row group."""
 
     def diagnose(row: int, got: np.ndarray) -> str:
         N = K.shape[0]
@@ -435,6 +489,12 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int) -> Callable:
                 return (f"its output is attention over the block of keys {keys.start} to {keys.stop - 1} alone: the "
                         "blocks before it were lost (rescale the running sum and output by exp(m_old - m_new), "
                         "do not reset them)")
+        for groups, which in PART_GROUP_MAXES if exercise and causal else ():
+            if np.allclose(got, split_group_attention(Q, K, V, row, groups), atol=1e-4 * scale):
+                return (f"its output is what query {row} gets when its max is taken over {which}: the lanes of its "
+                        "row group then subtract different maxes, but their p and l are added up as if they shared "
+                        "one. A row group is 4 consecutive lanes (the same lane // 4), which differ in their 2 lowest "
+                        "bits: shuffle with offsets 2 and 1, so that every lane of the group gets the max of all 4")
         tempered = attention_reference(Q[row:row + 1] * LOG2E, K[:last], V[:last])[0]
         if np.allclose(got, tempered, atol=1e-4 * scale):  # exp of scores scaled for exp2: each weighs e^(1.44 s)
             return ("its output is attention with every score multiplied by log2(e) = 1.44: the scores carry the "
@@ -497,6 +557,7 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
     """
     __tracebackhide__ = True
     rng = np.random.default_rng(seed)
+    exercise = any(built is kernel for _, built in _flash_exercises.values())
 
     def launches():
         for N, d in shapes:
@@ -515,7 +576,7 @@ def check_attention(kernel, shapes: Iterable[tuple[int, int]], *, block_rows: in
             tolerance = 1e-5 * float(np.abs(V).max()) * (1 + scores.max(axis=1, keepdims=True)) + 1e-6
             yield RowLaunch((blocks_needed(N, block_rows),), (threads or block_rows,), f"Q, K, V of shape {(N, d)}",
                             [Q, K, V], expected, np.broadcast_to(tolerance, expected.shape), notes,
-                            attention_diagnosis(Q, K, V, causal, key_block))
+                            attention_diagnosis(Q, K, V, causal, key_block, exercise))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 

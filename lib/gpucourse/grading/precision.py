@@ -216,11 +216,27 @@ def check_dot_rows(kernel, shapes: Iterable[tuple[int, int]] = ((1, 1), (33, 100
         out, after = _launch(kernel, name, described, grid, threads, (M,), np.float32, [A, x])
         _unchanged(name, described, ["A", "x"], [A, x], after)
         exact = A.astype(np.float64) @ x.astype(np.float64)
-        _compare_within(name, described, "out", out, exact, (K + 1) * U32 * exact, np.float32,
-                        "is the accumulator float32, and each fp16 value widened before the product?")
+        bound = (K + 1) * U32 * exact
+        _compare_within(name, described, "out", out, exact, bound, np.float32, _dot_rows_hint(A, x, out, exact, bound))
         _float_budget(kernel, name, [out, A, x], [64], "write float32(0), not 0., for the accumulator.")
         count += 1
     report(name, count, quiet)
+
+
+def _dot_rows_hint(A: np.ndarray, x: np.ndarray, got: np.ndarray, exact: np.ndarray, bound: np.ndarray) -> str:
+    """The hint for the first row out of ``bound``: a loop that does not run (0), or one that leaves out the first
+    or the last product (a wrong bound); else the accumulator's."""
+    got64 = got.astype(np.float64)
+    wrong = np.flatnonzero(~(np.abs(got64 - exact) <= bound))
+    if len(wrong):
+        r, K = int(wrong[0]), A.shape[1]
+        bounds = f"k runs from 0 to K - 1 = {K - 1}, as range(A.shape[1]) gives"
+        if got[r] == 0 and exact[r] != 0:
+            return f"got 0: does your loop over the row run? Check its bounds: {bounds}"
+        for k, which in ((0, "element 0"), (K - 1, "the last element")):
+            if abs(got64[r] - (exact[r] - float(A[r, k]) * float(x[k]))) <= bound[r]:
+                return f"your sum leaves out {which}, A[{r}, {k}] * x[{k}]: check the loop's bounds; {bounds}"
+    return "is the accumulator float32, and each fp16 value widened before the product?"
 
 
 # ---------------------------------------------------------------- exercise 2: Kahan sums in fp16

@@ -70,6 +70,7 @@ SOFTMAX_LEFT_OUT = (fusion.COPY, fusion.NAIVE_SOFTMAX)  # a copy is no kernel; t
 BANDWIDTH_ROWS = ("map: 16-byte vectors, grid-stride", "zip: 16-byte vectors, grid-stride", "sum 6: ", "sum 7: ")
 TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3, "second": 1.0}
 BYTES = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+TIMED_OUT = "Not profiled: ncu ran past this run's time budget."
 STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
 NOT_STALLS = {"selected"}  # a warp that issues is not held back
 STALLS = {  # ncu's reasons, in a student's words
@@ -338,7 +339,7 @@ def profile_group(ncu: str, group: str, size, seconds: float | None) -> list[Row
             ran = subprocess.run(profile_command(ncu, report, group, size, manifest), capture_output=True,
                                  text=True, timeout=seconds)
         except subprocess.TimeoutExpired:
-            return f"Not profiled: ncu ran past its {seconds:.0f} s."
+            return TIMED_OUT
         printed = ran.stdout + ran.stderr
         errors = [line for line in printed.splitlines() if "==ERROR==" in line or "Error" in line]
         exported = report.with_suffix(".ncu-rep")
@@ -393,6 +394,8 @@ def main(argv=None) -> int:
         else:
             left = None if options.seconds is None else max(1.0, options.seconds - (time.monotonic() - budget.start))
             results[title] = profile_group(ncu, *groups[title], left)
+            if results[title] == TIMED_OUT:  # named among the rows left out: the part is partial, --resume goes on
+                budget.left_out.append(title)
         print(f"  {title}: {'profiled' if not isinstance(results[title], str) else results[title]}", flush=True)
     text = section(results, device, versions(reference_libraries()), ncu_version(ncu) if ncu else "no ncu",
                    budget.note("counters.py"))

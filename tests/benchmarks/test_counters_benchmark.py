@@ -132,6 +132,18 @@ def test_a_group_profiled_through_ncu_and_where_ncu_cannot_read_the_counters(ben
     assert why.startswith("Not profiled: ncu could not read the counters here (==ERROR== ERR_NVGPUCTRPERM")
 
 
+def test_a_group_past_its_time_is_named_as_left_out(bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "without_gpu", lambda script: False)
+    monkeypatch.setattr(bench, "current_device", lambda: bench.Device(**SIMULATED))
+    monkeypatch.setattr(bench, "ncu_path", lambda: "ncu")
+    monkeypatch.setattr(bench, "profile_group", lambda *arguments: bench.TIMED_OUT)
+    monkeypatch.setattr(bench, "ncu_version", lambda ncu: "ncu 2025.3.1")
+    assert bench.main(["--no-write", "--seconds", "600"]) == 0
+    printed = capsys.readouterr().out
+    assert "Not measured within this run's time budget (600 s, `--seconds`): Softmax, 16384 x 4096, Map, zip and " \
+           "sum, 256 MiB." in printed  # gpu-check's mark of a partial part
+
+
 def test_without_ncu_the_section_says_so(bench, monkeypatch, capsys):
     monkeypatch.setattr(bench, "without_gpu", lambda script: False)
     monkeypatch.setattr(bench, "current_device", lambda: bench.Device(**SIMULATED))

@@ -13,6 +13,18 @@ from conftest import ROOT, load_benchmark
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+def stand_in_gpu(launch):
+    """``launch`` on a stand-in GPU: the simulator, with int16 negations left unwrapped as ptxas 12.9 to 13.2 do."""
+    from gpucourse.run import simulated
+    from gpucourse.simulator import int16_negation_unwrapped
+
+    def on_the_gpu(dispatcher, kernel, arrays, probes=0):
+        with simulated(), int16_negation_unwrapped():
+            return launch(dispatcher, kernel, arrays, probes)
+
+    return on_the_gpu
+
+
 @pytest.fixture(scope="module")
 def fuzz():
     module, unload = load_benchmark("simulator_fuzz", "simulator_fuzz_under_test")
@@ -135,21 +147,15 @@ def test_a_gpu_run_counts_the_assemblers_kernels_apart_only_under_such_an_assemb
     """`run` on a stand-in GPU that leaves int16 negations unwrapped (the launch after the simulator's, per kernel):
     under nvJitLink 13.0 kernel k506 is counted apart, under 13.5 it is a disagreement."""
     import gpucourse.run
-    from gpucourse.simulator import int16_negation_unwrapped
-
     from gpucourse.run import simulated
 
     real = fuzz.launch
-
-    def on_the_gpu(dispatcher, kernel, arrays, probes=0):  # the stand-in GPU
-        with int16_negation_unwrapped():
-            return real(dispatcher, kernel, arrays, probes)
 
     def on_the_simulator(dispatcher, kernel, arrays, probes=0):
         with simulated():
             return real(dispatcher, kernel, arrays, probes)
 
-    monkeypatch.setattr(fuzz, "launch", on_the_gpu)
+    monkeypatch.setattr(fuzz, "launch", stand_in_gpu(real))
     monkeypatch.setattr(fuzz, "simulated_launch", on_the_simulator)
     for version, apart in (((13, 0), ["k506"]), ((13, 5), [])):
         monkeypatch.setattr(gpucourse.run, "launch_assembler", lambda: ("nvJitLink", version))
@@ -187,15 +193,8 @@ def narrowing(fuzz, tmp_path):
     """(fuzz_narrowing, a stand-in GPU that leaves int16 negations unwrapped, the kernel loader)."""
     import fuzz_narrowing
 
-    from gpucourse.run import simulated
-    from gpucourse.simulator import int16_negation_unwrapped
-
-    def on_the_gpu(dispatcher, kernel, arrays, probes=0):
-        with simulated(), int16_negation_unwrapped():
-            return fuzz.launch(dispatcher, kernel, arrays, probes)
-
     sys.path.insert(0, str(tmp_path))
-    yield fuzz_narrowing, on_the_gpu, lambda kernels: fuzz.load(kernels, tmp_path)
+    yield fuzz_narrowing, stand_in_gpu(fuzz.launch), lambda kernels: fuzz.load(kernels, tmp_path)
     sys.path.remove(str(tmp_path))
 
 

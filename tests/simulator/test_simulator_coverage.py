@@ -344,8 +344,48 @@ def test_a_shape_index_out_of_range_is_out_of_bounds_in_the_threads_that_use_it(
     out = np.zeros(4, np.int64)
     shape_by_thread[1, 3](np.zeros((5, 6)), out)  # -1, 0, 1: Python's negative index, as in numba
     assert out.tolist() == [6, 5, 6, 0]
-    with pytest.raises(OutOfBounds, match=r"threadIdx=\(2, 0, 0\).*index 1 in `a\.shape\[i - 1\]`: tuple index out of range"):
+    with pytest.raises(OutOfBounds, match=r"threadIdx=\(2, 0, 0\).*: `a\.shape\[i - 1\]` with i - 1 = 1: the "
+                       r"tuple has 1 element \(index 0, or -1\); numba raises IndexError"):
         shape_by_thread[1, 4](np.zeros(5), out)
+
+
+@cuda.jit(device=True)
+def contiguous_offset(index, shape):
+    offset = 0
+    for j in range(4):
+        if shape[j] != 1 and j >= 0:
+            offset += index * shape[j]
+    return offset
+
+
+@cuda.jit
+def offsets(a, out, j):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a.shape[j]
+        if j == 0:
+            out[i] = contiguous_offset(i, a.shape)
+
+
+def test_a_tuple_index_out_of_range_is_the_kernel_s_fault_and_a_negative_one_counts_from_the_end():
+    """numba-cuda indexes a tuple at run time as Python does, -n to -1 from the end, and raises IndexError past
+    it (a GPU without debug=True ends the thread there): the student's bug, reported as such."""
+    a, out = np.zeros((2, 3, 4)), np.zeros(4, np.int64)
+    for j, extent in ((1, 3), (-1, 4), (-3, 2)):
+        offsets[1, 4](a, out, j)
+        assert out.tolist() == [extent] * 4
+    with pytest.raises(OutOfBounds) as fault:
+        offsets[1, 4](a, out, 0)
+    line = contiguous_offset.py_func.__code__.co_firstlineno + 4  # the decorator's line, then 4 on: the if
+    assert str(fault.value) == (
+        f"kernel `offsets`, device function `contiguous_offset`, line {line}: if shape[j] != 1 and j >= 0:\n"
+        "  thread threadIdx=(0, 0, 0) of block blockIdx=(0, 0, 0): `shape[j]` with j = 3: the tuple has 3 elements "
+        "(indices 0 to 2, or -3 to -1 from the end); numba raises IndexError for an index out of range (on a GPU "
+        "without debug=True, the thread just stops there)")
+    with pytest.raises(OutOfBounds, match=r"`a\.shape\[j\]` with j = -4: the tuple has 3 elements"):
+        offsets[1, 4](a, out, -4)
+    with pytest.raises(OutOfBounds, match=r"`a\.shape\[j\]` with j = 3: the tuple has 3 elements"):
+        offsets[1, 4](a, out, 3)
 
 
 def test_slices_with_bounds_that_differ_from_thread_to_thread():

@@ -1,6 +1,8 @@
 """Exceptions a kernel raises carry numba's message; debug=True divides by zero as numba's Python error
 model does; a launch that does not finish stops at its step budget."""
 
+import inspect
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -70,6 +72,34 @@ def test_division_by_zero_raises_only_in_debug(dtype):
         quotients_debug[3, 32](out, a, b)
     assert (out == -7).all()  # the launch stopped at the division, before any store
     quotients[3, 32](out, a, b)  # no error model without debug: no exception
+
+
+@cuda.jit(debug=True, opt=False)
+def divides_in_a_header(out, a, b, where):
+    i = cuda.grid(1)
+    if where == 0 and a[i] // b[i] > 0:
+        out[i] += 1
+    if where != 1:
+        out[i] += 2
+    elif a[i] // b[i] > 0:
+        out[i] += 3
+    k = 0
+    while where == 2 and k < a[i] // b[i]:
+        k += 1
+        out[i] += k
+    for k in range(a[i] // b[i] if where == 3 else 1):
+        out[i] += k
+        cuda.syncthreads()
+
+
+@pytest.mark.parametrize("where, header", [(0, "if "), (1, "elif "), (2, "while "), (3, "for ")])
+def test_an_error_in_a_header_names_the_header_s_line(where, header):
+    """As numba does: the line of the ``if``, ``elif``, ``while`` or ``for`` header, not one of its body."""
+    lines, first = inspect.getsourcelines(divides_in_a_header.py_func)
+    line = first + next(k for k, text in enumerate(lines) if text.strip().startswith(header))
+    a, b = np.ones(4, np.int32), np.zeros(4, np.int32)
+    with pytest.raises(ZeroDivisionError, match=rf", line {line}, tid=\[0, 0, 0\] ctaid=\[0, 0, 0\]: division by"):
+        divides_in_a_header[1, 4](np.zeros(4, np.int32), a, b, where)
 
 
 @cuda.jit

@@ -15,6 +15,7 @@ fresh ``cuda.device_array`` that nothing zeroed gives whatever the memory held).
 
 import importlib.util
 import math
+import re
 
 import numpy as np
 import pytest
@@ -77,6 +78,12 @@ TYPING = [
     ("range_of_uint32", "RANGE s", "element", F32, F32, U32),  # uint64
     ("range_of_uint64_per_lane", "RANGE a[i], a[i] + b[i]", "element", U64, U64, I32),  # uint64, bounds per thread
     ("range_of_uint64_and_int64", "RANGE a[i], a[i] + b[i]", "element", U64, I64, I32),  # int64
+    ("range_of_float64", "RANGE s", "element", F32, F32, F64),  # int32: numba-cuda converts the float toward zero
+    ("range_of_float32_per_lane", "RANGE a[i], a[i] + b[i]", "element", F32, F32, I32),  # int32
+    ("range_of_float16_and_float64", "RANGE a[i], b[i], s", "element", F16, F64, F64),  # int32
+    ("range_of_int64_and_float64", "RANGE a[i], b[i]", "element", I64, F64, I32),  # int64
+    ("range_of_uint64_and_float32", "RANGE a[i], b[i]", "element", U64, F32, I32),  # uint64
+    ("range_of_ceil_of_a_quotient", "RANGE math.ceil(a[i] / s)", "element", I32, I32, I32),  # int32: ceil is float64
 ]
 HEADER = "import math\n\nfrom numba import cuda\n"
 
@@ -290,6 +297,41 @@ def test_a_grid_stride_loop_covers_every_element_with_any_grid():
         with simulated():
             doubled_grid_stride[blocks, threads](out, a)
         np.testing.assert_array_equal(out, 2 * a)
+
+
+TILE = 16
+
+
+@cuda.jit
+def tile_counts(out, k):
+    i = cuda.grid(1)
+    if i < out.size:
+        for step in range(math.ceil(k / TILE)):  # math.ceil of a float64 is a float64 in numba-cuda
+            out[i] += step + 1
+
+
+@cuda.jit
+def float_bounds(out, starts, stops):
+    i = cuda.grid(1)
+    if i < out.size:
+        for k in range(starts[i], stops[i], 2.9):  # int32 bounds and step: 2.9 is 2
+            out[i] = out[i] * 10 + k
+
+
+def test_range_of_floats_converts_them_toward_zero_as_numba_cuda_does():
+    """numba-cuda types ``range`` of floats as ``range(int32)`` and converts each with ``cvt.rzi.s32``."""
+    out = np.zeros(N, np.int64)
+    with simulated():
+        tile_counts[3, 32](out, 40)  # ceil(2.5): 3 steps
+    np.testing.assert_array_equal(out, 1 + 2 + 3)
+    starts, stops = data(low=-9, high=9, dtype=np.float64), data(low=-9, high=9, dtype=np.float32)
+    out = np.zeros(N, np.int64)
+    with simulated():
+        float_bounds[3, 32](out, starts, stops)
+    expected = [sum(k * 10**e for e, k in enumerate(reversed(range(int(a), int(b), 2)))) for a, b in zip(starts, stops)]
+    np.testing.assert_array_equal(out, expected)
+    compiled = ptx.compile_for_gpu(float_bounds, (types.int64[::1], types.float64[::1], types.float32[::1]))
+    assert set(re.findall(r"cvt\.rzi\.\w+\.\w+", compiled)) == {"cvt.rzi.s32.f64", "cvt.rzi.s32.f32"}
 
 
 @cuda.jit

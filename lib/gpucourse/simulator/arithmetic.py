@@ -133,12 +133,12 @@ def argument_dtypes(function, dtypes: tuple) -> tuple | None:
 
 @functools.cache
 def range_dtype(dtypes: tuple) -> np.dtype:
-    """The type numba gives the variable of a loop over ``range`` of values of ``dtypes``: int32 for int32 and
-    narrower, uint64 when every bound is unsigned, else int64."""
+    """The type numba-cuda's typing gives the variable of a loop over ``range`` of values of ``dtypes``, and converts
+    every bound to: int32 (signed int32 and narrower; floats and booleans alone), uint64 (unsigned) or int64."""
     try:
         return as_dtype(_typing_context().resolve_function_type(range, tuple(map(from_dtype, dtypes)), {})
                         .return_type.dtype)
-    except Exception:  # not integers: numba refuses them, and the PTX check says so
+    except Exception:  # not numbers (complex ones included): numba refuses them, and the PTX check says so
         return np.dtype(np.int64)
 
 

@@ -7,6 +7,7 @@ for the code that calls it.
 
 from __future__ import annotations
 
+import ast
 import time
 
 import numpy as np
@@ -347,10 +348,13 @@ class Runtime(Arithmetic):
             self.set_mask(entry & ~frame.returned)
 
     def loop_range(self, *arguments):
-        start, stop, step = (0, arguments[0], 1) if len(arguments) == 1 else (tuple(arguments) + (1,))[:3]
+        """``for ... in range(...)``: numba-cuda converts the bounds to the type of the loop variable (int32, int64
+        or uint64), a float as ``cvt.rzi`` does (toward zero: ``range(2.9)`` is ``range(2)``)."""
         dtype = INT64
-        if any(type(a) is not int for a in arguments):  # numba's type for the loop variable: int32, int64 or uint64
+        if any(type(a) is not int for a in arguments):
             dtype = range_dtype(tuple(INT64 if type(a) is int else dtype_of(a) for a in arguments))
+            arguments = tuple(a if dtype_of(a) is None else cast(a, dtype) for a in arguments)
+        start, stop, step = (0, arguments[0], 1) if len(arguments) == 1 else (tuple(arguments) + (1,))[:3]
         if any(isinstance(a, np.ndarray) for a in (start, stop, step)):
             return self._lane_range(start, stop, step, dtype)
         values = iter(range(start, stop, step))
@@ -679,8 +683,8 @@ class Runtime(Arithmetic):
                 return array.view(_as_tuple(index))
             array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
-            if type(array) is tuple and isinstance(index, np.ndarray):  # a.shape[i % 2]: an element per lane
-                return self._tuple_item(array, index, site)
+            if isinstance(array, tuple) and (isinstance(index, np.ndarray) or not -len(array) <= index < len(array)):
+                return self._tuple_item(array, index, site)  # a.shape[i % 2]: an element per lane; or out of range
             return array[index]
         if len(_as_tuple(index)) < array.ndim:
             return SimView(array, _as_tuple(index) + tuple(map(range, array.shape[len(_as_tuple(index)):])))
@@ -704,16 +708,23 @@ class Runtime(Arithmetic):
             values[lanes] = active
         return values.view(np.recarray) if array.dtype.names else values  # r[i].x reads a field
 
-    def _tuple_item(self, items: tuple, index: np.ndarray, site: int) -> np.ndarray:
-        """``items[index]`` in each active lane (Python's negative indices, as numba); out of range: `OutOfBounds`."""
+    def _tuple_item(self, items: tuple, index, site: int) -> np.ndarray:
+        """``items[index]`` in each active lane: Python's negative indices, as numba's run-time tuple index (-n to
+        -1 are the last n items); out of range: `OutOfBounds`, where numba raises IndexError (a GPU without
+        debug=True ends the thread there)."""
         lanes, n = self.active_lanes(), len(items)
         wanted = np.broadcast_to(index, (self.geometry.lanes,))[lanes].astype(np.int64)
         bad = (wanted < -n) | (wanted >= n)
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
+            subscript = ast.parse(SITES[site].expression, mode="eval").body
+            named, value = ast.unparse(subscript.slice), int(wanted[first])
             raise fault(OutOfBounds, self.where(site),
-                        f"{self.geometry.thread_name(int(lanes[first]))}: index {wanted[first]} in "
-                        f"`{SITES[site].expression}`: tuple index out of range (the tuple has {n} items)")
+                        f"{self.geometry.thread_name(int(lanes[first]))}: `{SITES[site].expression}`"
+                        + ("" if named == str(value) else f" with {named} = {value}")
+                        + f": the tuple has {n} element{'s' * (n != 1)} ({_tuple_indices(n)}); numba raises "
+                        "IndexError for an index out of range (on a GPU without debug=True, the thread just stops "
+                        "there)")
         per_lane = np.stack([np.broadcast_to(np.asarray(item), (self.geometry.lanes,)) for item in items])
         values = np.zeros(self.geometry.lanes, per_lane.dtype)
         values[lanes] = per_lane[wanted, lanes]  # each lane its own item (items may differ per lane)
@@ -946,6 +957,13 @@ def _per_lane(value, lanes, n, dtype) -> np.ndarray:
     if isinstance(value, np.ndarray) and value.ndim:
         value = value if lanes is None else value[lanes]
     return np.broadcast_to(cast(np.asarray(value), dtype), (n,))
+
+
+def _tuple_indices(n: int) -> str:
+    """The indices a tuple of ``n`` elements has, as numba takes them at run time."""
+    if n < 2:
+        return "index 0, or -1" if n else "no index"
+    return f"indices 0 to {n - 1}, or -{n} to -1 from the end"
 
 
 def _element_name(array: SimArray, element: int) -> str:

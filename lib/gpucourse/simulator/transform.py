@@ -470,6 +470,19 @@ def rewrite(py_func) -> tuple[ast.Module, str]:
         raise UnsupportedInKernel(f"`{py_func.__name__}` is not a `def`: write kernels and device functions with def")
     file_lines = [""] * (first - 1) + [line.rstrip("\n") for line in lines]
     new = KernelRewriter(tree, filename, file_lines).function_def()
-    result = ast.fix_missing_locations(ast.Module([new], []))
-    return result, filename
+    return _locate_made_nodes(ast.Module([new], [])), filename
+
+
+def _locate_made_nodes(node: ast.AST, line: int = 1, column: int = 0) -> ast.AST:
+    """Put each node the rewrite made where the nearest source node above it starts, on that one line (not over its
+    lines, as `ast.fix_missing_locations` does): CPython puts a method call on the last line of its attribute, so a
+    ``_g_rt.load(...)`` failing in an ``if``, ``while`` or ``for`` header would name the last line of the body."""
+    if "lineno" in node._attributes:
+        if getattr(node, "lineno", None) is None:
+            node.lineno, node.col_offset, node.end_lineno, node.end_col_offset = line, column, line, column
+        else:
+            line, column = node.lineno, node.col_offset
+    for child in ast.iter_child_nodes(node):
+        _locate_made_nodes(child, line, column)
+    return node
 

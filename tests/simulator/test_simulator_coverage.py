@@ -135,6 +135,21 @@ def test_iteration_over_arrays_enumerate_zip_and_shape_by_expression():
 
 
 @cuda.jit
+def array_attributes(out, a, b):
+    s = cuda.shared.array((4, 8), float32)
+    out[0], out[1], out[2], out[3] = a.strides[0], a.strides[1], b.strides[0], s.strides[0]
+    out[4], out[5], out[6] = a.itemsize, a.nbytes, s.nbytes
+
+
+def test_strides_itemsize_and_nbytes_in_bytes_as_numba_gives_them():
+    """Of a global array, a strided view and a shared array (numba-cuda compiles each: UniTuple(int64) strides)."""
+    out = cuda.to_device(np.zeros(7, np.int64))
+    b = cuda.to_device(np.zeros(20, np.float64))[::2]
+    array_attributes[1, 1](out, cuda.to_device(np.zeros((3, 5), np.float32)), b)
+    assert out.copy_to_host().tolist() == [20, 4, 16, 32, 4, 60, 128]
+
+
+@cuda.jit
 def add_one(a):
     i = cuda.grid(1)
     if i < a.size:

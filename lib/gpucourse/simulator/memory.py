@@ -242,6 +242,19 @@ class SimArray:
     def __len__(self) -> int:
         return self.shape[0]
 
+    @property
+    def strides(self) -> tuple:
+        """``a.strides`` in a kernel: the bytes from one element to the next along each dimension."""
+        return tuple(int(s) for s in self.byte_strides)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
     def __repr__(self) -> str:
         return f"<{self.space} array {self.name} {self.shape} {self.dtype}>"
 

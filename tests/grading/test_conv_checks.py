@@ -196,6 +196,27 @@ def test_a_missing_write_says_it_was_never_written():
     assert "overlaps the padding" not in str(failed.value)
 
 
+def test_outputs_never_written_are_not_blamed_on_the_padding():
+    """Outputs left unwritten (the NaN poison, or a denormal of device memory nothing wrote) whose windows all
+    overlap the padding are said to be unwritten, with the usual causes, not padding read wrong."""
+    unwritten = r"\n  they were never written: usually a grid too small to cover the output .*an index that skips them"
+    with pytest.raises(CheckFailed, match=r"got nan \(never written.*\n  128 of 1152 elements are wrong" + unwritten) \
+            as failed:  # threadIdx.x along the pixels: 32 of 36
+        check_conv(depthwise_along(channels=False), depthwise_spec,
+                   depthwise_pixels([(1, 9, 9, 32, 3, 3)], stride=2, padding=2, block=(32, 4)))
+    assert "overlaps the padding" not in str(failed.value)
+
+    def last_pixels_left_as_allocated(x, w, s, p):
+        y = conv_spec(x, w, s, p).astype(np.float32)
+        y.reshape(-1)[-2:] = np.float32(5.6e-42)  # what unwritten device memory reads back as, often
+        return y
+
+    with pytest.raises(CheckFailed, match=r"got 5\.\d+e-42 \(a denormal: memory nothing wrote, as cuda.device_array "
+                                          r"leaves it\)\n  2 of 60 elements are wrong" + unwritten) as failed:
+        check_conv_function(last_pixels_left_as_allocated, conv_spec, [(1, 2, 6, 5, 2, 3, 3)], padding=1)
+    assert "overlaps the padding" not in str(failed.value)
+
+
 def test_other_layouts_are_named_in_their_own_terms():
     nhwc, = depthwise_pixels([(1, 4, 5, 3, 3, 3)], padding=1)
     kase, = filter_gradients([(1, 2, 5, 5, 3, 3, 3)])
@@ -548,6 +569,9 @@ SQUARE_PATCH = ("rows, width = (TILE - 1) * stride + R, (TILE - 1) * stride + S"
 DEPTHWISE_LOOPS_SWAPPED = [("for p in range(k.shape[0]):", "for p in range(k.shape[1]):"),
                            ("for q in range(k.shape[1]):", "for q in range(k.shape[0]):")]
 HO_SHORT = ("Ho = (H + 2 * padding - R) // stride + 1", "Ho = (H + 2 * padding - R) // stride")
+GEMM_TILE_UNWRITTEN = (r"(?s)\A(?!.*patch).*which nothing has written .*\n  The block copied `tile_\w\[[0-9:, ]+\]` "
+                       r"\(what its threads wrote\) and reads `tile_\w\[\d+, \d+\]`, past it\. Every step copies both "
+                       r"tiles whole, 0 past the edge of the matrix .*a load under an `if` with no `else`")
 
 # (answer cell, test cell, the student's changes to the solution's answer, what the failure says)
 WRONG_ANSWERS = {
@@ -601,6 +625,35 @@ WRONG_ANSWERS = {
     "conv_im2col that copies the filters without flattening them": (
         "conv_im2col", "test_conv_im2col", [("cuda.to_device(w.reshape(M, K))", "cuda.to_device(w)")],
         r"in kernel `gemm_nchw_kernel`, `M, K = w.shape` needs a 2-D w, got a 4-D one: pass w.reshape\(M, C\*R\*S\)"),
+    "a GEMM that loads its tiles under an if, with no else": (
+        "gemm_nchw_kernel", "test_gemm_nchw",
+        [("        tile_w[ty, tx] = w[m, k0 + tx] if m < M and k0 + tx < K else float32(0)\n"
+          "        tile_c[ty, tx] = cols[k0 + ty, n] if k0 + ty < K and n < N else float32(0)\n",
+          "        if m < M and k0 + tx < K:\n            tile_w[ty, tx] = w[m, k0 + tx]\n"
+          "        if k0 + ty < K and n < N:\n            tile_c[ty, tx] = cols[k0 + ty, n]\n")],
+        GEMM_TILE_UNWRITTEN),
+    "a GEMM whose threads past the edge return before the barriers": (
+        "gemm_nchw_kernel", "test_gemm_nchw",
+        [("    acc = float32(0)\n", "    if m >= M or n >= N:\n        return\n    acc = float32(0)\n")],
+        GEMM_TILE_UNWRITTEN),
+    "conv_im2col written while im2col_kernel is still the stub": (
+        "im2col_kernel", "test_conv_im2col",
+        [("    B, C, H, W = x.shape\n    Wo", "    raise NotImplementedError()\n    B, C, H, W = x.shape\n    Wo")],
+        r"\Aim2col_kernel is not written yet \(conv_im2col calls it\): replace its "
+        r"`raise NotImplementedError\(\)` with your code and run its cell\.\Z"),
+    "a tiled convolution that copies its patch in two loops stepping by blockDim": (
+        "conv_tiled_kernel", "test_conv_tiled_halo",
+        [("        for e in range(ty * TILE + tx, rows * width, TILE * TILE):\n"
+          "            i, j = top + e // width, left + e % width\n"
+          "            patch[e // width, e % width] = x[b, c, i, j] if 0 <= i < H and 0 <= j < W else float32(0)\n",
+          "        for r in range(ty, rows, cuda.blockDim.y):\n"
+          "            for q in range(tx, width, cuda.blockDim.x):\n"
+          "                i, j = top + r, left + q\n"
+          "                patch[r, q] = x[b, c, i, j] if 0 <= i < H and 0 <= j < W else float32(0)\n")],
+        r"read `x` 12 times, more than 6: per channel the block's 256 threads copy the 324 inputs of its tile and halo "
+        r"into shared memory once, 2 each\. Two loops over the patch's rows and columns, stepping by blockDim, share "
+        r"them unevenly: a thread gets up to 2 of its 18 rows and 2 of its 18 columns, 4 inputs per channel \(3 "
+        r"channels here\)\. The flat copy spreads them"),
     "loader tables with Ho off by one": (
         "loader_kernel", "test_loader",
         [("Ho, Wo = (H + 2 * padding - R) // stride + 1,", "Ho, Wo = (H + 2 * padding - R) // stride,")],

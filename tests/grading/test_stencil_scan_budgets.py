@@ -228,7 +228,14 @@ def test_an_inclusive_scan_for_an_exclusive_one_is_told_to_shift_by_one():
 
 
 def test_a_blelloch_scan_that_keeps_the_root_is_told_to_clear_it_not_to_shift():
-    for sizes in ([1], [50]):
-        with pytest.raises(CheckFailed, match=r"too large by the total of a: .*Set the last element to 0"):
-            check_reduction(make_blelloch(clear_the_root=False), exclusive_scan_spec,
-                            pairs_per_thread(sizes, threads=[32]))
+    with pytest.raises(CheckFailed, match=r"too large by the total of a: .*Set the last element to 0"):
+        check_reduction(make_blelloch(clear_the_root=False), exclusive_scan_spec, pairs_per_thread([50], threads=[32]))
+
+
+def test_a_scan_of_one_element_names_every_mistake_that_gives_its_value():
+    """With one element, keeping the root, the inclusive scan and a down-sweep without the swap all give a[0]."""
+    for kernel in (make_blelloch(clear_the_root=False), make_hillis_steele(0)):
+        with pytest.raises(CheckFailed, match=r"With one element, out\[0\] = a\[0\] fits three mistakes: the "
+                                              r"down-sweep started from the total \(set the last element to 0 .*"
+                                              r"inclusive scan"):
+            check_reduction(kernel, exclusive_scan_spec, pairs_per_thread([1], threads=[32]))

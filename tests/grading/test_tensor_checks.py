@@ -338,7 +338,8 @@ def test_unguarded_thread_and_wrong_index_get_different_advice():
 
 
 def test_unwritten_device_function_says_what_to_do():
-    with pytest.raises(CheckFailed, match=r"not written yet: it \(or a device function it calls\) raised"):
+    with pytest.raises(CheckFailed, match=r"\Aposition_not_written is not written yet \(contiguous_device_function_"
+                                          r"not_written calls it\): replace its `raise NotImplementedError\(\)`"):
         check_strided_map(contiguous_device_function_not_written, copy_spec, [tensor(4)])
 
 

@@ -31,6 +31,11 @@ NOTEBOOKS = {
 
 FLOAT64 = r"computes in float64 on the GPU \(.*\.f64.* in its PTX\)"
 NO_BARRIER = r"reads `tile\[0, 0\]` with no barrier since it was written"
+SCAN_LOADS = ("s[t] = a[t] if t < n else float32(0)  # two elements per thread, zeros past the end\n"
+              "    s[t + T] = a[t + T] if t + T < n else float32(0)\n")
+NO_SWAP = ("left = s[i - d]\n            s[i - d] = s[i]\n            s[i] += left", "s[i] += s[i - d]")
+SCAN_OF_ONE = (r"inputs \(1,\) -> out \(1,\):\n.*\n.*\n  With one element, out\[0\] = a\[0\] fits three mistakes: "
+               r"the down-sweep started from the total .*; the inclusive scan .*; or a down-sweep without the swap")
 
 # (assignment, answer cell, test cell, the student's changes to the solution's answer, what the failure says)
 WRONG_ANSWERS = {
@@ -112,6 +117,23 @@ WRONG_ANSWERS = {
                        "    d = m\n"),  # the sweeps' loops do nothing now
          ("    if t == 0:\n        s[m - 1] = float32(0)\n", ""), ("d = m // 2", "d = 0")],
         r"read shared memory 258 times, more than 50 \(6 per level of a tree over the block's 256 values"),
+    "thread 0 loads the whole scan": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan_once",
+        [(SCAN_LOADS, "if t == 0:\n        for e in range(m):\n            s[e] = a[e] if e < n else float32(0)\n")],
+        r"each thread may read `a` at most 2 times, but thread threadIdx=\(0, 0, 0\) .* read it 7 times: spread the "
+        r"work"),
+    "a scan that keeps the root, on one element": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan", [("    if t == 0:\n        s[m - 1] = float32(0)\n", "")],
+        SCAN_OF_ONE),
+    "an inclusive scan, on one element": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan", [("out[t] = s[t]\n", "out[t] = s[t] + a[t]\n")],
+        SCAN_OF_ONE),
+    "a down-sweep without the swap, on one element": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan", [NO_SWAP], SCAN_OF_ONE),
+    "a down-sweep without the swap": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan_once", [NO_SWAP],
+        r"inputs \(7,\) -> out \(7,\):\n.*\n.*\n  out\[i\] is still a\[i\] at every even i .*: the down-sweep never "
+        r"wrote element i − d"),
     "a tiled product summed from 0.": (
         "03", "matmul_nt_kernel", "test_matmul_nt_tiled", [("acc = float32(0)", "acc = 0.")], FLOAT64),
     "micro-tile copies down the columns of the tile": (
@@ -206,6 +228,10 @@ RIGHT_ANSWERS = {
         "05", "softmax_online_kernel", "test_softmax_online_passes",
         [("y[row, c] = math.exp(x[row, c] - m) * inverse",
           "y[row, c] = math.exp(x[row, c] - m) * inverse if l > float32(0) else float32(0)")]),
+    "a scan whose threads load consecutive pairs, a[2t] and a[2t + 1] (GPU Gems 3)": (
+        "02", "blelloch_scan_kernel", "test_blelloch_scan_once",
+        [(SCAN_LOADS, "s[2 * t] = a[2 * t] if 2 * t < n else float32(0)\n"
+                      "    s[2 * t + 1] = a[2 * t + 1] if 2 * t + 1 < n else float32(0)\n")]),
 }
 
 

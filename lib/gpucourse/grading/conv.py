@@ -248,16 +248,34 @@ def element_name(kase: ConvCase, index: tuple[int, ...]) -> str:
     return f"image b={b}, output pixel h={h}, w={w}, channel m={m}"
 
 
+def _unwritten(values: np.ndarray) -> np.ndarray:
+    """Which float ``values`` look never written: the check's NaN poison, or a denormal, what leftovers of
+    ``cuda.device_array``'s memory (a few bits set) read as."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f":
+        return np.zeros(values.shape, bool)
+    return np.isnan(values) | ((values != 0) & (np.abs(values) < np.finfo(values.dtype).tiny))
+
+
+LEFTOVER = " (a denormal: memory nothing wrote, as cuda.device_array leaves it)"
+UNWRITTEN = ("usually a grid too small to cover the output (ceil(N / threads) blocks, not N // threads), or a guard "
+             "or an index that skips them (threadIdx.x and threadIdx.y swapped, a wrong Ho or Wo)")
+
+
 def explain(name: str, kase: ConvCase, got: np.ndarray, expected: np.ndarray, bad: np.ndarray) -> str:
     first = tuple(int(i) for i in bad[0])
     value = got[first]
     lines = [
         f"{name} gave a wrong result with {kase.describe()}:",
         f"  out[{', '.join(map(str, first))}] ({element_name(kase, first)}) should be {expected[first].item()!r}, "
-        f"got {value.item()!r}" + (POISONED if _is_poison(value) else ""),
+        f"got {value.item()!r}" + (POISONED if _is_poison(value) else LEFTOVER if _unwritten(value) else ""),
         f"  {len(bad)} of {got.size} elements are wrong",
     ]
-    if kase.kind in (NCHW, NHWC) and kase.geometry[7] > 0:
+    unwritten = int(np.count_nonzero(_unwritten(got[tuple(bad.T)])))
+    if unwritten and kase.kind != ROWS_NHWC:  # an NHWC im2col matrix's diagnosis says which cells and why
+        said = "they were" if unwritten == len(bad) else f"{unwritten} of them were"
+        lines.append(f"  {said} never written: {UNWRITTEN}")
+    elif kase.kind in (NCHW, NHWC) and kase.geometry[7] > 0:
         hw = [(int(i[2]), int(i[3])) if kase.kind == NCHW else (int(i[1]), int(i[2])) for i in bad]
         if all(_window_overlaps_padding(kase, h, w) for h, w in hw):
             lines.append("  every wrong output's window overlaps the padding: inputs outside the image count as 0 "
@@ -324,10 +342,17 @@ def explain_launch_failure(message: str, kase: ConvCase, out_name: str, relaunch
     return message
 
 
+GEMM_TILES = ("Every step copies both tiles whole, 0 past the edge of the matrix (`w[m, k] if m < M and k < K else "
+              "float32(0)`): a load under an `if` with no `else` leaves those elements unwritten, and so does a thread "
+              "that returns before the barriers (every thread loads its elements and meets every barrier; guard only "
+              "the store to y).")
+
+
 def _unwritten_shared_hint(message: str, kase: ConvCase, relaunch: Callable | None) -> str:
-    """For a read of a shared element nothing wrote: the patch copied is smaller than what is read, or threads
-    returned before copying their share."""
-    returned = ("\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
+    """For a read of a shared element nothing wrote: a product's tile not copied whole (`GEMM_TILES`), the patch
+    copied smaller than what is read, or threads returned before copying their share."""
+    returned = (f"\n  {GEMM_TILES}" if kase.product else
+                "\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
                 "their share of the shared array is never written: every thread of the block copies its "
                 "elements and meets every barrier; guard only the final store.")
     found = re.search(r"of block blockIdx=\((\d+), (\d+), (\d+)\) reads `(\w+)\[([-\d, ]+)\]`, which nothing", message)
@@ -349,8 +374,10 @@ def _unwritten_shared_hint(message: str, kase: ConvCase, relaunch: Callable | No
     if all(i < e for i, e in zip(index, extent)):
         return returned
     copied = ", ".join(f"0:{e}" for e in extent)
-    hint = (f"\n  The block copied `{name}[{copied}]` (what its threads wrote) and reads `{name}{list(index)}`, past it: "
-            "the patch it copies is smaller than what its threads read.")
+    past = f"\n  The block copied `{name}[{copied}]` (what its threads wrote) and reads `{name}{list(index)}`, past it"
+    if kase.product:
+        return f"{past}. {GEMM_TILES}"
+    hint = f"{past}: the patch it copies is smaller than what its threads read."
     if kase.kind == NCHW and len(index) == 2:
         tile, (R, S, stride) = kase.block[0], kase.geometry[4:7]
         hint += (f" A block of {tile} x {tile} outputs at stride {stride} reads ((TILE − 1)·stride + R) x "
@@ -526,22 +553,46 @@ def halo_tile_reads(name: str = "x", tile: int = 16, stride: int = 1):
 
     A block of ``tile x tile`` threads needs a patch of ``((tile-1)*stride + R) x ((tile-1)*stride + S)``
     inputs of each channel, the tile and its halo: copied once into shared memory, its threads
-    share the copying. A thread that reads its own ``C*R*S`` inputs is over the budget.
+    share the copying. A thread that reads its own ``C*R*S`` inputs is over the budget, and so is a copy in
+    two loops over the patch's rows and columns stepping by the block's size, which the message tells apart.
     """
 
     def budget(t):
         C = t.array(name).shape[1]
         R, S = t.array("w").shape[2:]
-        patch = ((tile - 1) * stride + R) * ((tile - 1) * stride + S)
-        limit = C * blocks_needed(patch, tile * tile)
-        worst = int(t.reads_per_thread(name).max())
-        if worst > limit:
+        rows, width = (tile - 1) * stride + R, (tile - 1) * stride + S
+        patch, share = rows * width, blocks_needed(rows * width, tile * tile)
+        reads = t.reads_per_thread(name)
+        worst = int(reads.max())
+        if worst <= C * share:
+            return
+        said = (f"{t.kernel}: {t.geometry.thread_name(int(reads.argmax()))} read `{name}` {worst} times, more than "
+                f"{C * share}: per channel the block's {tile * tile} threads copy the {patch} inputs of its tile and "
+                f"halo into shared memory once, {share} each")
+        if _copies_a_grid(t, name, int(reads.argmax())):
+            down, across = blocks_needed(rows, tile), blocks_needed(width, tile)
             raise BudgetExceeded(
-                f"{t.kernel}: a thread read `{name}` {worst} times, more than {limit}: per channel the block's "
-                f"{tile * tile} threads copy the {patch} inputs of its tile and halo into shared memory once, "
-                f"{blocks_needed(patch, tile * tile)} each, and compute from there")
+                f"{said}. Two loops over the patch's rows and columns, stepping by blockDim, share them unevenly: a "
+                f"thread gets up to {down} of its {rows} rows and {across} of its {width} columns, {down * across} "
+                f"inputs per channel ({C} channels here). The flat copy spreads them: thread t = ty·{tile} + tx "
+                f"copies elements e = t, t + {tile * tile}, ... of the patch (row e // width, column e % width)")
+        raise BudgetExceeded(f"{said}, and compute from there")
 
     return budget
+
+
+def _copies_a_grid(t, name: str, lane: int) -> bool:
+    """Whether thread ``lane`` read, in an image channel of NCHW ``name``, a grid of inputs blockDim.y rows and
+    blockDim.x columns apart: what two copy loops over a patch's rows and columns, stepping by blockDim, read."""
+    array = t.array(name)
+    read = [elements[lanes == lane] for kind, lanes, elements, *_ in array.events if kind == "read"]
+    b, c, i, j = np.unravel_index(np.concatenate(read), array.shape)
+    mine = (b == b[0]) & (c == c[0])
+    rows, columns = np.unique(i[mine]), np.unique(j[mine])
+    cells = len(np.unique(i[mine] * array.shape[3] + j[mine]))
+    bx, by, _ = t.geometry.block
+    return (1 < cells == rows.size * columns.size and not np.any(np.diff(rows) % by)
+            and not np.any(np.diff(columns) % bx))
 
 
 # ---------------------------------------------------------------- the implicit GEMM's loader (assignment 4)

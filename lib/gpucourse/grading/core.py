@@ -15,9 +15,13 @@ expected and the actual value.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import linecache
+import os
 import re
+import sysconfig
+import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -50,6 +54,7 @@ class Case:
     block: tuple[int, ...]
     inputs: tuple[Shape, ...]
     out: Shape
+    per_thread: int = 1  # elements of each input the plan gives a thread (a scan's `pairs_per_thread`: 2)
 
     def describe(self) -> str:
         shapes = ", ".join(str(s) for s in self.inputs)
@@ -216,9 +221,31 @@ def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[
 GUARD_HINT = "Either this thread has no element"  # how `explain_failure`'s advice on a read out of bounds starts
 
 
+# Where the course and the Python it runs on keep their files: a frame outside them is the student's code
+_LIBRARIES = tuple({os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    *(sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib"))})
+
+
+def _stub(exc: NotImplementedError) -> str:
+    """The kernel, device function or function whose ``raise NotImplementedError()`` ``exc`` comes from: the one
+    the simulator names (``In function 'f'``), else the innermost frame of the traceback outside the course's and
+    Python's files; "" if none."""
+    named = re.match(r"In function '(\w+)'", str(exc))
+    if named:
+        return named.group(1)
+    frames = [frame for frame, _ in traceback.walk_tb(exc.__traceback__)
+              if not os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARIES)]
+    return frames[-1].f_code.co_name if frames else ""
+
+
 def explain_failure(name: str, described: str, exc: BaseException, out_name: str = "out") -> str:
-    """Why a launch did not finish: not written yet, a fault the simulator found, or an error."""
+    """Why a launch did not finish: not written yet (``name``, or the stub it calls), a fault the simulator found,
+    or an error."""
     if isinstance(exc, NotImplementedError):
+        stub = _stub(exc)
+        if stub and stub != name:
+            return (f"{stub} is not written yet ({name} calls it): replace its `raise NotImplementedError()` with "
+                    "your code and run its cell.")
         return (
             f"{name} is not written yet: it (or a device function it calls) raised NotImplementedError. "
             "Replace `raise NotImplementedError()` with your code."
@@ -274,22 +301,34 @@ def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype
     return got, recorded
 
 
-def check_budgets(name: str, described: str, budgets, recorded, parameters: list[str]) -> None:
-    """Run each budget on the launch's trace; say which one a correct kernel is over, and why."""
+_PER_THREAD = contextvars.ContextVar("per_thread", default=1)
+
+
+def planned_per_thread() -> int:
+    """Inside a budget: the elements of each input that the launch's plan gives a thread (`Case.per_thread`)."""
+    return _PER_THREAD.get()
+
+
+def check_budgets(name: str, described: str, budgets, recorded, parameters: list[str], per_thread: int = 1) -> None:
+    """Run each budget on the launch's trace (``per_thread``: its plan's `Case.per_thread`); say which one a correct
+    kernel is over, and why."""
     if budgets and not len(recorded):
         raise CheckFailed(f"{name} ran, but the course simulator kept no trace of it, so its budget cannot be "
                           "checked: a kernel without source code (built by exec from a string) runs on numba's "
                           "simulator. Define it in a notebook cell or a .py file.")
-    for budget in budgets:
-        try:
+    planned = _PER_THREAD.set(per_thread)
+    try:
+        for budget in budgets:
             budget(recorded.last)
-        except BudgetExceeded as exc:
-            raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
-        except KeyError as exc:  # the budget names an array the kernel does not have
-            raise CheckFailed(
-                f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
-                f"({', '.join(parameters)}): the budget refers to them."
-            ) from None
+    except BudgetExceeded as exc:
+        raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
+    except KeyError as exc:  # the budget names an array the kernel does not have
+        raise CheckFailed(
+            f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
+            f"({', '.join(parameters)}): the budget refers to them."
+        ) from None
+    finally:
+        _PER_THREAD.reset(planned)
 
 
 def report(name: str, count: int, quiet: bool, unit: str = "launch", budgeted: bool = False) -> None:

@@ -14,12 +14,13 @@ those launches run on the course simulator, also on a GPU machine, so a data rac
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import numpy as np
 
 from ..simulator import BudgetExceeded
-from .core import Case, blocks_needed, case
+from .core import Case, blocks_needed, case, planned_per_thread
 from .runner import Launch, check_launches, expected_of, random_values
 
 
@@ -37,13 +38,14 @@ def block_per_row(shapes: Iterable[tuple[int, int]], threads: Iterable[int]) -> 
 
 
 def pairs_per_thread(sizes: Iterable[int], threads: Iterable[int]) -> list[Case]:
-    """One block of ``T`` threads over 1-D inputs of ``n <= 2 T`` elements (two per thread); ``out`` as ``a``."""
+    """One block of ``T`` threads over 1-D inputs of ``n <= 2 T`` elements (two per thread, which
+    `reads_each_element_once` allows each thread whatever ``n``); ``out`` as ``a``."""
     cases = []
     for n in sizes:
         for t in threads:
             if n > 2 * t:
                 raise ValueError(f"{n} elements need at least {blocks_needed(n, 2)} threads, not {t}")
-            cases.append(case(1, t, [(n,)], out=(n,)))
+            cases.append(replace(case(1, t, [(n,)], out=(n,)), per_thread=2))
     return cases
 
 
@@ -73,19 +75,21 @@ def reads_each_element_once(*names: str, evenly: bool = True):
     """A budget: every element of each array read exactly once from global memory.
 
     With ``evenly`` (the default), also no thread reads more than its share,
-    ``ceil(size / threads in the launch)`` elements: the work is spread over the block.
+    ``ceil(size / threads in the launch)`` elements (the work is spread over the block), or more than the plan
+    gives it (`pairs_per_thread`: two, as a scan that loads ``a[2t]`` and ``a[2t + 1]`` does).
     """
     def budget(t):
         for name in names:
             t.assert_reads_per_element(name, exactly=1)
             if evenly:
-                share = _per_thread_share(t, name)
+                share, planned = _per_thread_share(t, name), planned_per_thread()
+                given = f", up to {planned} each as the exercise gives them" if planned > share else ""
                 try:
-                    t.assert_reads_per_thread(name, at_most=share)
+                    t.assert_reads_per_thread(name, at_most=max(share, planned))
                 except BudgetExceeded as exc:
                     raise BudgetExceeded(
                         f"{exc}: spread the work so that every thread reads about as many elements of "
-                        f"`{name}` as the others ({t.array(name).size} elements over {t.geometry.lanes} threads)"
+                        f"`{name}` as the others ({t.array(name).size} elements over {t.geometry.lanes} threads{given})"
                     ) from None
 
     return budget
@@ -262,9 +266,11 @@ def _padding_hint(launch, got, first) -> str:
     return ""
 
 
-def _inclusive_scan_hint(launch, got, first) -> str:
-    """A hint for an exclusive scan that came out inclusive (out[i] holds a[0] + ... + a[i]), or off by the total
-    of ``a`` everywhere (Blelloch's down-sweep started from the total: the root was not cleared)."""
+def _scan_hint(launch, got, first) -> str:
+    """A hint for an exclusive scan that came out as a known mistake: off by the total of ``a`` everywhere
+    (Blelloch's down-sweep started from the total: the root was not cleared), inclusive, or with ``a``'s values
+    left at every even index (a down-sweep without the swap: no element ``i - d`` is written). With one element
+    all three give ``out[0] = a[0]``, and the hint names them all."""
     a = np.asarray(launch.arguments[0], np.float64) if launch.arguments else None
     if a is None or a.ndim != 1 or got.shape != a.shape or not a.size:
         return ""
@@ -273,17 +279,29 @@ def _inclusive_scan_hint(launch, got, first) -> str:
     close = np.cumsum(np.abs(a)) * 1e-4 + 1e-6  # float32 sums, far looser than a shift by one element
     if not np.all(np.abs(launch.expected - exclusive) <= close):
         return ""
+    if a.size == 1:
+        if abs(got[0] - a[0]) <= close[0]:
+            return ("\n  With one element, out[0] = a[0] fits three mistakes: the down-sweep started from the total "
+                    "(set the last element to 0 between the sweeps, step 2); the inclusive scan (out[i] includes a[i]: "
+                    "shift by one); or a down-sweep without the swap (element i − d takes the value of element i, "
+                    "step 3). With more elements, the first makes every out[i] too large by the total of a, the "
+                    "second gives a[0] + ... + a[i], the third leaves out[i] = a[i] at every even i.")
+        return ""
     if np.all(np.abs(got - (exclusive + inclusive[-1])) <= close + np.abs(a).sum() * 1e-4):
         return ("\n  Every out[i] is too large by the total of a: the down-sweep started from the total. Set the last "
                 "element to 0 between the sweeps (step 2).")
-    if np.all(np.abs(got - inclusive) <= close):  # with 2 elements or more: with one, the total's hint above
+    if np.all(np.abs(got - inclusive) <= close):
         return ("\n  This is the inclusive scan (out[i] includes a[i]); the exclusive scan starts with out[0] = 0 and "
                 "leaves a[i] out of out[i]: shift by one.")
+    if a.size >= 3 and np.all(np.abs(got[::2] - a[::2]) <= close[::2]):
+        return ("\n  out[i] is still a[i] at every even i (out[0], out[2], ...): the down-sweep never wrote element "
+                "i − d. Step 3 swaps: element i − d takes the value of element i, and element i adds the old value "
+                "of i − d (keep it in a variable first).")
     return ""
 
 
 def _reduction_hint(launch, got, first) -> str:
-    return _padding_hint(launch, got, first) + _inclusive_scan_hint(launch, got, first)
+    return _padding_hint(launch, got, first) + _scan_hint(launch, got, first)
 
 
 def check_reduction(
@@ -320,7 +338,7 @@ def check_reduction(
                 raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
             scale = expected_of(spec, dtype, *[np.abs(x) for x in inputs]) if float_dtype else None
             yield Launch(kase.grid, kase.block, f"inputs {', '.join(map(str, kase.inputs))} -> out {kase.out}",
-                          inputs, expected, scale)
+                          inputs, expected, scale, kase.per_thread)
 
     check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget,
-                    hint=hint or (_reduction_hint if values == "negative" else _inclusive_scan_hint))
+                    hint=hint or (_reduction_hint if values == "negative" else _scan_hint))

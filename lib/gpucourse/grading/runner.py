@@ -59,6 +59,7 @@ class Launch:
     arguments: list  # host arrays and scalars, in the kernel's order after `out`
     expected: np.ndarray
     scale: np.ndarray | None = None  # per element: the size of a sum's terms (reductions), else None
+    per_thread: int = 1  # `Case.per_thread` of the plan behind it
 
     def describe(self) -> str:
         return f"grid={self.grid}, block={self.block}, {self.what}"
@@ -118,7 +119,7 @@ def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, bu
             if hint:
                 message += hint(launch, got, first)
             raise CheckFailed(message)
-        check_budgets(name, launch.describe(), budgets, recorded, parameters)
+        check_budgets(name, launch.describe(), budgets, recorded, parameters, launch.per_thread)
         count += 1
     report(name, count, quiet, budgeted=bool(budgets))
 

@@ -180,6 +180,95 @@ def test_uninitialised_shared_read():
     assert "thread threadIdx=(0, 0, 0) of block blockIdx=(0, 0, 0) reads `tile[31]`, which nothing has written" in str(
         fault.value
     )
+    assert str(fault.value).endswith("before reading it)")  # no thread returned: nothing about returns
+
+
+def line_of(text: str) -> int:
+    """The line of this file that starts with ``text`` (once)."""
+    with open(__file__) as source:
+        lines = [number for number, line in enumerate(source, 1) if line.strip().startswith(text)]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+HALO = TILE + 2
+
+
+@cuda.jit
+def window_sum_returns_before_copy(out, a):
+    window = cuda.shared.array(HALO, float32)
+    t = cuda.threadIdx.x
+    start = cuda.blockIdx.x * cuda.blockDim.x
+    if start + t >= a.size: return  # noqa: E701 (the one-line guard a student writes)
+    window[t + 1] = a[start + t]
+    if t == 0:
+        window[0] = a[start - 1] if start > 0 else float32(0)
+        window[HALO - 1] = float32(0)
+    cuda.syncthreads()
+    out[start + t] = window[t] + window[t + 1] + window[t + 2]
+
+
+def test_unwritten_shared_read_names_the_threads_that_returned_before_the_copy():
+    a = data(TILE + 3)
+    with pytest.raises(UninitializedRead) as fault:
+        window_sum_returns_before_copy[2, TILE](np.zeros_like(a), a)
+    line = line_of("if start + t >= a.size: return")
+    assert (
+        "thread threadIdx=(2, 0, 0) of block blockIdx=(1, 0, 0) reads `window[4]`, which nothing has written (shared "
+        "memory starts with leftovers; write it, then syncthreads, before reading it); 29 threads of this block "
+        f"(threadIdx.x 3 to 31) had returned before this read, at line {line} (`if start + t >= a.size: return  # "
+        "noqa: E701 (the one-line guard a student writes)`): if one of them was to write `window[4]`, every thread "
+        "must reach the copy and the barrier before returning (guard the work, not the barrier)"
+    ) in str(fault.value)
+
+
+@cuda.jit
+def tile_2d_returns_at_two_lines(out, a):
+    s = cuda.shared.array((8, 8), float32)
+    x, y = cuda.threadIdx.x, cuda.threadIdx.y
+    if y >= 6:
+        return  # the first return
+    if x >= 5:
+        return  # the second return
+    s[y, x] = a[y * 8 + x]
+    cuda.syncthreads()
+    out[y * 8 + x] = s[7 - y, 7 - x]
+
+
+def test_unwritten_shared_read_after_returns_at_two_lines_names_the_first():
+    a = data(64)
+    with pytest.raises(UninitializedRead) as fault:
+        tile_2d_returns_at_two_lines[1, (8, 8)](np.zeros_like(a), a)
+    assert (
+        "; 34 threads of this block (among them threadIdx=(5, 0, 0) and threadIdx=(7, 7, 0)) had returned before "
+        f"this read, at line {line_of('return  # the first return')} (`return  # the first return`) and at 1 other "
+        "return: if one of them was to write `s[7, 7]`"
+    ) in str(fault.value)
+
+
+@cuda.jit(device=True)
+def clamped(v):
+    if v > 0:
+        return v
+    return float32(0)
+
+
+@cuda.jit
+def skips_the_copy_without_returning(out, a):
+    tile = cuda.shared.array(TILE, float32)
+    t = cuda.threadIdx.x
+    if clamped(a[t]) > 0:  # a return in a device function is no thread's exit
+        tile[t] = a[t]
+    cuda.syncthreads()
+    out[t] = tile[TILE - 1 - t]
+
+
+def test_unwritten_shared_read_without_exited_threads_says_nothing_about_returns():
+    a = -np.abs(data(TILE))
+    with pytest.raises(UninitializedRead) as fault:
+        skips_the_copy_without_returning[1, TILE](np.zeros_like(a), a)
+    assert str(fault.value).endswith("which nothing has written (shared memory starts with leftovers; write it, then "
+                                     "syncthreads, before reading it)")
 
 
 @cuda.jit

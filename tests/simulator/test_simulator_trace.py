@@ -178,9 +178,12 @@ def test_summary_and_viewer_show_a_tiled_launch():
     figure = show_trace(t, block=(1, 0), phase=0)
     titles = [ax.get_title(loc="left") for ax in figure.axes if ax.get_title(loc="left")]
     assert titles == ["global a (64, 64)", "shared tile (32, 33)"]
-    assert "phase 0" in figure._suptitle.get_text()
-    reads_of_one_thread = show_trace(t, block=0, phase=1, thread=(3, 2))
-    assert "thread (3, 2) = 67" in reads_of_one_thread._suptitle.get_text()
+    assert figure._suptitle.get_text() == (
+        "transpose_through_tile: block (1, 0, 0), phase 0 (after 0 barriers), all threads")
+    reads_of_one_thread = show_trace(t, block=3, phase=1, thread=(3, 2))
+    assert reads_of_one_thread._suptitle.get_text() == (
+        "transpose_through_tile: block (1, 1, 0), phase 1 (after 1 barrier), thread (3, 2), number 67 (reads blue, "
+        "writes red)")
     viewer = trace_viewer(t)
     block, phase, thread = viewer.children[0].children
     assert (block.max, phase.max, thread.max) == (3, 1, 1023)

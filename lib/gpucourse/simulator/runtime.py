@@ -87,6 +87,7 @@ class Runtime(Arithmetic):
             else:
                 self.__dict__.pop(name, None)
         self.exits = 0
+        self.return_site = None  # per lane, the site of the `return` its thread exited the kernel at (-1: none)
         self.frames: list[Frame] = []
         self.loops: list[Loop] = []
         self.shared: dict = {}
@@ -101,6 +102,7 @@ class Runtime(Arithmetic):
 
     def end(self) -> None:
         self.geometry = None
+        self.return_site = None
         self.variable_types = {}
         self.shared = {}
         self.trace = None
@@ -224,8 +226,14 @@ class Runtime(Arithmetic):
         self.exits += 1
         self.set_mask(self.nobody)
 
-    def ret(self, value) -> None:
+    def ret(self, value, site: int | None = None) -> None:
+        """``return value`` at ``site``: the active lanes leave the call (in the kernel's frame, their threads exit:
+        `return_site` keeps where)."""
         frame = self.frames[-1]
+        if site is not None and len(self.frames) == 1 and self.any:
+            if self.return_site is None:
+                self.return_site = np.full(self.geometry.lanes, -1, np.int64)
+            self.return_site[self.mask] = site
         if value is not None:
             frame.result = value if frame.result is None else self.merge_result(frame.result, value)
         frame.returned = self.mask if frame.returned is None else frame.returned | self.mask
@@ -590,11 +598,37 @@ class Runtime(Arithmetic):
         if _any(unwritten):
             first = int(np.flatnonzero(unwritten)[0])
             lane = int(self.active_lanes()[first])
+            element = f"{array.name}{_element_name(array, int(elements[first]))}"
+            hint = self.returned_before(lane, element) if array.space == "shared" else ""
             raise fault(
                 UninitializedRead, self.where(site),
-                f"{self.geometry.thread_name(lane)} reads `{array.name}{_element_name(array, int(elements[first]))}`, "
-                f"which nothing has written ({_UNWRITTEN[array.space]})",
+                f"{self.geometry.thread_name(lane)} reads `{element}`, "
+                f"which nothing has written ({_UNWRITTEN[array.space]}){hint}",
             ) from None
+
+    def returned_before(self, lane: int, element: str) -> str:
+        """For a read of shared ``element`` nothing wrote: the threads of ``lane``'s block that had already returned
+        from the kernel (which never write their share), and the first line they returned at; "" if none had."""
+        g = self.geometry
+        returned = np.flatnonzero(self.exited & (g.block_of == g.block_of[lane]))
+        if not len(returned):
+            return ""
+        count = len(returned)
+        threads = f"{count} threads of this block" if count > 1 else "1 thread of this block"
+        at = ""
+        if self.return_site is not None:
+            sites = {int(s) for s in np.unique(self.return_site[returned]) if s >= 0}
+            if sites:
+                first = min(sites, key=lambda s: (SITES[s].line, s))
+                lines = {SITES[s].line for s in sites}
+                at = f", at line {SITES[first].line} (`{SITES[first].source.strip()}`)"
+                if len(lines) > 1:
+                    others = len(lines) - 1
+                    at += f" and at {others} other return{'s' if others > 1 else ''}"
+        them = "one of them was" if count > 1 else "it was"
+        return (f"; {threads} ({_threads_named(g, returned)}) had returned before this read{at}: if {them} to write "
+                f"`{element}`, every thread must reach the copy and the barrier before returning (guard the work, "
+                f"not the barrier)")
 
     def through_view(self, view: SimView, index, site: int, verb: str) -> tuple:
         """(base array, its index) of element ``view[index]``, the index checked against the view's own axes."""
@@ -964,6 +998,36 @@ def _tuple_indices(n: int) -> str:
     if n < 2:
         return "index 0, or -1" if n else "no index"
     return f"indices 0 to {n - 1}, or -{n} to -1 from the end"
+
+
+def _runs(values) -> str:
+    """Sorted distinct integers as ranges: ``3 to 31``, ``5``, ``0 to 2 and 9 to 31`` (the first three, then "...")."""
+    values = np.unique(values)
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    runs = [(int(run[0]), int(run[-1])) for run in np.split(values, breaks)]
+    named = [f"{a}" if a == b else f"{a} to {b}" for a, b in runs[:3]]
+    if len(runs) > 3:
+        return ", ".join(named) + ", ..."
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def _threads_named(g: Geometry, lanes: np.ndarray) -> str:
+    """The threads of one block in ``lanes``: ``threadIdx.x 3 to 31``; in a 2-D or 3-D block, ranges along each
+    axis if they form a box (``threadIdx.x 0 to 15, threadIdx.y 12 to 15``), else the first and the last
+    (``among them threadIdx=(12, 0, 0) and threadIdx=(15, 15, 0)``)."""
+    t = g.threadIdx
+    axes = [(name, values[lanes]) for name, values, size in zip("xyz", (t.x, t.y, t.z), g.block) if size > 1]
+    if not axes:
+        return "threadIdx.x 0"
+    if len(axes) == 1:
+        return f"threadIdx.{axes[0][0]} {_runs(axes[0][1])}"
+    box = 1
+    for _, values in axes:
+        box *= int(values.max() - values.min() + 1)
+    if box == len(lanes):
+        return ", ".join(f"threadIdx.{name} {_runs(values)}" for name, values in axes)
+    first, last = int(lanes[0]), int(lanes[-1])
+    return f"among them {g.thread_coordinates(first)} and {g.thread_coordinates(last)}"
 
 
 def _element_name(array: SimArray, element: int) -> str:

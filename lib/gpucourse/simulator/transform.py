@@ -297,7 +297,7 @@ class KernelRewriter:
             return self.while_loop(node)
         if isinstance(node, ast.Return):
             value = self.expr(node.value) if node.value is not None else ast.Constant(None)
-            return [ast.Expr(_call("ret", value))]
+            return [ast.Expr(_call("ret", value, self.site(node)))]  # the site: where threads that exit left
         if isinstance(node, ast.Break):
             return [ast.Expr(_call("brk"))]
         if isinstance(node, ast.Continue):

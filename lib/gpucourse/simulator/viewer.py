@@ -128,9 +128,11 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         axis.set_xticks(range(0, columns, max(1, columns // 8)))
         axis.set_yticks(range(0, rows, max(1, rows // 8)))
         axis.set_title(f"{array.space} {name} {array.shape}", fontsize=TITLE_FONT, loc="left")
-    named = f"{tuple(thread)} = {me}" if isinstance(thread, (tuple, list)) else f"{me}"
+    # no "=" in the title: at its size the glyph's two strokes blur into one that reads as bold
+    named = f"{tuple(thread)}, number {me}" if isinstance(thread, (tuple, list)) else f"{me}"
     who = "all threads" if me is None else f"thread {named} (reads blue, writes red)"
-    fig.suptitle(f"{launch.kernel}: block {launch.geometry.block_name(b)}, phase {phase} "
+    gx, gy, _ = launch.geometry.grid
+    fig.suptitle(f"{launch.kernel}: block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}), phase {phase} "
                  f"(after {phase} barrier{'s' if phase != 1 else ''}), {who}", fontsize=TITLE_FONT + 1)
     fig.tight_layout()
     for axis, columns, labels in labelled:

@@ -122,6 +122,30 @@ def test_unwritten_element_is_reported_as_poison():
     assert "1 of 7 elements are wrong" in message
 
 
+@cuda.jit
+def add_ten_2d_row_from_x(out, a):
+    row, col = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        out[row, col] = a[row, col] + 10
+
+
+@cuda.jit
+def add_ten_2d_columns_guarded_by_rows(out, a):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[0]:
+        out[row, col] = a[row, col] + 10
+
+
+def test_a_row_taken_from_x_is_named_where_no_wrong_guard_explains_what_was_written():
+    with pytest.raises(CheckFailed, match=r"Only out\[0:5, 0:6\] was written, as if the row came from x \(8 threads "
+                                          r"along x\) and the column from y \(6 along y\)\. cuda\.grid\(2\) gives"):
+        check_kernel(add_ten_2d_row_from_x, lambda a: a + 10, blocks_2d([(5, 7)], [(8, 2)]))
+    for kernel in (add_ten_2d_row_from_x, add_ten_2d_columns_guarded_by_rows):  # both write out[0:4, 0:4]
+        with pytest.raises(CheckFailed) as failure:
+            check_kernel(kernel, lambda a: a + 10, blocks_2d([(4, 7)], [(8, 4)]))
+        assert "never written" in str(failure.value) and "cuda.grid(2) gives" not in str(failure.value)
+
+
 def test_wrong_index_shows_expected_and_actual_values():
     with pytest.raises(CheckFailed) as failure:
         check_kernel(zip_reads_neighbour, add, one_block([6], inputs=2), seed=3)

@@ -1,5 +1,7 @@
 """gpucourse.grading.matmul: launch plans and budgets that tell a tiled, coalesced, coarsened kernel from a naive one."""
 
+import math
+
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -218,6 +220,24 @@ def test_a_missing_barrier_is_a_data_race():
         check_matrix_kernel(transpose_without_barrier, transpose_spec, transpose_tiles([(5, 3)]))
 
 
+def test_a_transpose_write_that_is_wrong_on_whole_tiles_too_is_told_what_to_check():
+    @cuda.jit
+    def transpose_copied_in_place(out, a):  # neither moved nor transposed inside: out = a on a square
+        tile = cuda.shared.array((TILE, PADDED), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row0, col0 = cuda.blockIdx.y * TILE, cuda.blockIdx.x * TILE
+        if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:
+            tile[ty, tx] = a[row0 + ty, col0 + tx]
+        cuda.syncthreads()
+        if row0 + ty < out.shape[0] and col0 + tx < out.shape[1]:
+            out[row0 + ty, col0 + tx] = tile[ty, tx]
+
+    with pytest.raises(CheckFailed, match=r"which nothing has written .*\n  The write reads cells the copy left out\. "
+                                          r"Check the write: it reads the tile across \(tile\[tx, ty\]\), its guard is "
+                                          r"against out's shape and its block offsets are swapped from the copy's"):
+        check_matrix_kernel(transpose_copied_in_place, transpose_spec, transpose_tiles([(5, 3)]))
+
+
 # ---------------------------------------------------------------- budgets
 
 
@@ -347,6 +367,39 @@ def test_float64_arithmetic_is_found_in_the_ptx():
     np.testing.assert_array_equal(out, np.cumsum(a))
     with pytest.raises(BudgetExceeded, match=r"computes in float64 on the GPU \(.*\.f64.*write float32\(0\)"):
         float32_only()(t.last)
+
+
+@cuda.jit
+def tile_steps_from_math_ceil(out, a):
+    """Sums of a's rows in steps of 4, the steps counted in float64 (math.ceil(K / 4)); and with ``0.``, summed so."""
+    i = cuda.grid(1)
+    if i < out.size:
+        total = float32(0)
+        for t in range(math.ceil(a.shape[1] / 4)):
+            for k in range(t * 4, min(t * 4 + 4, a.shape[1])):
+                total += a[i, k]
+        out[i] = total
+
+
+@cuda.jit
+def tile_steps_from_math_ceil_summed_in_float64(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        total = 0.
+        for t in range(math.ceil(a.shape[1] / 4)):
+            for k in range(t * 4, min(t * 4 + 4, a.shape[1])):
+                total += a[i, k]
+        out[i] = total
+
+
+def test_float64_from_a_tile_count_is_named_and_the_rest_too():
+    plan = [case(1, 32, [(20, 30)], out=(20,))]
+    tile_count = r"`K / TILE` of two integers is a float64 .* count tiles with integers, \(K \+ TILE - 1\) // TILE\."
+    with pytest.raises(CheckFailed, match=tile_count + "$"):
+        check_matrix_kernel(tile_steps_from_math_ceil, lambda a: a.sum(1), plan, budget=float32_only())
+    with pytest.raises(CheckFailed, match=tile_count + r" For the other float64 operations: A literal such as `0\.`"):
+        check_matrix_kernel(tile_steps_from_math_ceil_summed_in_float64, lambda a: a.sum(1), plan,
+                            budget=float32_only())
 
 
 # ---------------------------------------------------------------- register micro-tiles (Assignment 3, Exercise 5)

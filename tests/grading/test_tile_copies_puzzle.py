@@ -1,5 +1,5 @@
 """Lecture 3's tile-copy puzzle (`check_tile_copies`): the right copies pass; no zeros past an edge, swapped
-indices, a missing barrier and a loop that skips the last partial tile are each named."""
+indices, a copy of the wrong element, a missing barrier and a loop that skips the last partial tile are each named."""
 
 import pytest
 from numba import cuda, float32
@@ -118,3 +118,46 @@ def copy_b_down_columns(tile_b, B, k, col, tx, ty):
 def test_a_tile_copied_down_the_columns_of_b_is_right_but_not_coalesced():
     with pytest.raises(CheckFailed, match=r"warp reads of `B` touch .* sectors"):
         check_tile_copies(make(copy_a, copy_b_down_columns))
+
+
+def a_along_ty(tile_a, A, row, k, tx, ty):  # A[row, start + ty]
+    k = k - tx + ty
+    tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0)
+
+
+def b_along_tx(tile_b, B, k, col, tx, ty):  # B[start + tx, col]
+    k = k - ty + tx
+    tile_b[ty, tx] = B[k, col] if k < B.shape[0] and col < B.shape[1] else float32(0)
+
+
+def a_from_step(tile_a, A, row, k, tx, ty):  # A[row, step + tx]: the step's number, not its first k
+    k = (k - tx) // TILE + tx
+    tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0)
+
+
+def a_shifted(tile_a, A, row, k, tx, ty):  # A[row, start + tx + 1]: no copy the check knows
+    k = k + 1
+    tile_a[ty, tx] = A[row, k] if row < A.shape[0] and k < A.shape[1] else float32(0)
+
+
+def test_a_copy_of_an_element_the_check_cannot_name_gets_what_each_copy_reads():
+    with pytest.raises(CheckFailed, match=r"\n  Check the copies: Thread \(tx, ty\) copies A\[row, start \+ tx\] "
+                                          r"into tile_a\[ty, tx\] and B\[start \+ ty, col\] into tile_b\[ty, tx\], "
+                                          r"float32\(0\) where the element lies past the edge\.$"):
+        check_tile_copies(make(a_shifted, copy_b))
+
+
+@pytest.mark.parametrize("kernel, wrong", [
+    (make(a_along_ty, copy_b), "tile_a[ty, tx] = A[row, start + ty]: that copy reads the wrong element"),
+    (make(copy_a, b_along_tx), "tile_b[ty, tx] = B[start + tx, col]: that copy reads the wrong element"),
+    (make(a_from_step, copy_b), "tile_a[ty, tx] = A[row, step + tx]: that copy reads the wrong element"),
+    (make(a_along_ty, b_along_tx), "tile_a[ty, tx] = A[row, start + ty] and tile_b[ty, tx] = B[start + tx, col]: "
+                                   "both copies read the wrong one"),
+], ids=["A along ty", "B along tx", "A from step", "both"])
+def test_a_copy_of_the_wrong_element_is_named_not_blamed_on_the_partial_tile(kernel, wrong):
+    with pytest.raises(CheckFailed) as failed:
+        check_tile_copies(kernel)
+    message = str(failed.value)
+    assert f"C is what the loop gives with {wrong}. Thread (tx, ty) copies A[row, start + tx] into tile_a[ty, tx] " \
+           "and B[start + ty, col] into tile_b[ty, tx]" in message
+    assert "is not a multiple of" not in message

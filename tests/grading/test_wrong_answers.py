@@ -34,6 +34,18 @@ NO_BARRIER = r"reads `tile\[0, 0\]` with no barrier since it was written"
 SCAN_LOADS = ("s[t] = a[t] if t < n else float32(0)  # two elements per thread, zeros past the end\n"
               "    s[t + T] = a[t + T] if t + T < n else float32(0)\n")
 NO_SWAP = ("left = s[i - d]\n            s[i - d] = s[i]\n            s[i] += left", "s[i] += s[i - d]")
+NT_LOOP = "    for k0 in range(0, K, TILE):\n"
+MICRO_LOOP = "    for k0 in range(0, K, BK):\n"
+TRANSPOSE_WRITE = ("if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:\n"
+                   "        out[col0 + ty, row0 + tx] = tile[tx, ty]")
+TILE_COUNT = (FLOAT64 + r"\. `K / TILE` of two integers is a float64 .*: count tiles with integers, "
+              r"\(K \+ TILE - 1\) // TILE\.$")
+NO_TILES = (r"C is 0 everywhere: nothing was added to the sums\. K // TILE rounds down, to 0 here "
+            r"\(K = 3, less than a tile\)")
+UNWRITTEN_TILE = (r"which nothing has written \(shared memory.*\n(.*\n)?  Every thread writes its share of both tiles "
+                  r"at every step \(a cell each, or several in a loop .*a copy under an `if` with no `else` leaves its "
+                  r"cell unwritten\. And every thread meets both barriers: none returns before the loop\.$")
+X_ALONG_COLUMNS = r"as if the row came from x .* cuda\.grid\(2\) gives \(x, y\): x counts along a row's columns"
 SCAN_OF_ONE = (r"inputs \(1,\) -> out \(1,\):\n.*\n.*\n  With one element, out\[0\] = a\[0\] fits three mistakes: "
                r"the down-sweep started from the total .*; the inclusive scan .*; or a down-sweep without the swap")
 
@@ -70,6 +82,59 @@ WRONG_ANSWERS = {
         [("if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:\n        out[col0 + ty, row0 + tx] = tile[tx, ty]",
           "if row0 + ty < a.shape[0] and col0 + tx < a.shape[1]:\n        out[col0 + tx, row0 + ty] = tile[ty, tx]")],
         r"warp writes of `out` touch .* sectors"),
+    "a tile count from math.ceil(K / TILE), in float64": (
+        "03", "matmul_nt_kernel", "test_matmul_nt_tiled",
+        [(NT_LOOP, "    for t in range(math.ceil(K / TILE)):\n        k0 = t * TILE\n")], TILE_COUNT),
+    "a micro-tile's tile count from math.ceil(K / BK), in float64": (
+        "03", "matmul_micro_tile_kernel", "test_matmul_micro_tile_global_reads",
+        [(MICRO_LOOP, "    for t in range(math.ceil(K / BK)):\n        k0 = t * BK\n")], TILE_COUNT),
+    "K // TILE tiles (none when K < TILE)": (
+        "03", "matmul_nt_kernel", "test_matmul_nt",
+        [(NT_LOOP, "    for t in range(K // TILE):\n        k0 = t * TILE\n")], NO_TILES),
+    "K // BK tiles of a micro-tile (none when K < BK)": (
+        "03", "matmul_micro_tile_kernel", "test_matmul_micro_tile",
+        [(MICRO_LOOP, "    for t in range(K // BK):\n        k0 = t * BK\n")], NO_TILES),
+    "a tile copy under an if with no else": (
+        "03", "matmul_nt_kernel", "test_matmul_nt",
+        [("tile_a[ty, tx] = A[a, row, k] if row < M and k < K else float32(0)",
+          "if row < M and k < K:\n            tile_a[ty, tx] = A[a, row, k]")], UNWRITTEN_TILE),
+    "threads outside C return before the tile loop": (
+        "03", "matmul_nt_kernel", "test_matmul_nt",
+        [("    acc = float32(0)\n", "    acc = float32(0)\n    if row >= M or col >= N:\n        return\n")],
+        UNWRITTEN_TILE),
+    "a micro-tile copy of one element per thread, not four": (
+        "03", "matmul_micro_tile_kernel", "test_matmul_micro_tile",
+        [("for e in range(me, BM * BK, THREADS * THREADS):", "for e in range(me, me + 1):")], UNWRITTEN_TILE),
+    "a transpose that reads its tile back as it wrote it": (
+        "03", "transpose_kernel", "test_transpose", [("tile[tx, ty]", "tile[ty, tx]")],
+        r"reads `tile\[0, 3\]`, which nothing has written .*\n  Each tile of out holds its tile of a, but not "
+        r"transposed inside.* Read it across, tile\[tx, ty\]"),
+    "a transpose whose write is guarded by the copy's guard": (
+        "03", "transpose_kernel", "test_transpose",
+        [(TRANSPOSE_WRITE, TRANSPOSE_WRITE.replace("col0 + ty < out.shape[0] and row0 + tx < out.shape[1]",
+                                                   "row0 + ty < a.shape[0] and col0 + tx < a.shape[1]"))],
+        r"which nothing has written .*\n  On a square a of whole tiles this kernel is right: a guard is wrong at the "
+        r"partial tiles\. .*the write's against out's"),
+    "a transpose that writes each tile at its own block's place": (
+        "03", "transpose_kernel", "test_transpose",
+        [(TRANSPOSE_WRITE, "if row0 + ty < out.shape[0] and col0 + tx < out.shape[1]:\n"
+                           "        out[row0 + ty, col0 + tx] = tile[tx, ty]")],
+        r"which nothing has written .*\n  On a square a of whole tiles each tile is transposed but stays in its own "
+        r"block's place: the write's block offsets are swapped"),
+    "a grid-stride loop that reads a[i] twice": (
+        "01", "double_stride_kernel", "test_double_stride", [("float32(2) * a[i]", "a[i] + a[i]")],
+        r"`a\[0\]` was read 2 time\(s\) .* \(thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read `a\[0\]` "
+        r"twice: read it once into a variable, x = a\[i\], and use x twice\)"),
+    "a 2-D grid with the row from x and the column from y": (
+        "01", "add_2d_kernel", "test_add_2d", [("c, r = cuda.grid(2)", "r, c = cuda.grid(2)")],
+        r"Only out\[0:5, 0:6\] was written, " + X_ALONG_COLUMNS),
+    "a 2-D block with the row from threadIdx.x": (
+        "01", "map_2d_kernel", "test_map_2d",
+        [("c = cuda.threadIdx.x\n    r = cuda.threadIdx.y", "r = cuda.threadIdx.x\n    c = cuda.threadIdx.y")],
+        r"Only out\[0:2, 0:4\] was written, " + X_ALONG_COLUMNS),
+    "a tile copy with the row from x and the column from y": (
+        "01", "tile_copy_kernel", "test_tile_copy", [("c, r = cuda.grid(2)", "r, c = cuda.grid(2)")],
+        r"Only out\[0:20, 0:32\] was written, " + X_ALONG_COLUMNS),
     "the tuned softmax's bound and waves written down, not asked of the model": (
         "07", "tune_and_explain", "test_tune_softmax",
         [("return result, picked.bound_by, picked.waves", "return result, \"global memory\", 1")],
@@ -228,6 +293,13 @@ RIGHT_ANSWERS = {
         "05", "softmax_online_kernel", "test_softmax_online_passes",
         [("y[row, c] = math.exp(x[row, c] - m) * inverse",
           "y[row, c] = math.exp(x[row, c] - m) * inverse if l > float32(0) else float32(0)")]),
+    "a tile count in integers, (K + TILE - 1) // TILE": (
+        "03", "matmul_nt_kernel", "test_matmul_nt_tiled",
+        [(NT_LOOP, "    for t in range((K + TILE - 1) // TILE):\n        k0 = t * TILE\n")]),
+    "a transpose whose write is guarded against a's shape, read across": (
+        "03", "transpose_kernel", "test_transpose",
+        [("col0 + ty < out.shape[0] and row0 + tx < out.shape[1]",
+          "row0 + tx < a.shape[0] and col0 + ty < a.shape[1]")]),
     "a scan whose threads load consecutive pairs, a[2t] and a[2t + 1] (GPU Gems 3)": (
         "02", "blelloch_scan_kernel", "test_blelloch_scan_once",
         [(SCAN_LOADS, "s[2 * t] = a[2 * t] if 2 * t < n else float32(0)\n"

@@ -351,6 +351,28 @@ def explain_mismatch(name, kase, got, expected, bad, out_name: str = "out") -> s
     return "\n".join(lines)
 
 
+def _swapped_axes_hint(kase: Case, got: np.ndarray, bad: np.ndarray) -> str:
+    """For a 2-D ``out`` right where written, and written exactly where the row is below the launch's threads along x
+    and the column below those along y (where the two extents differ, and no guard against the wrong shape gives the
+    same): the kernel took its row from x and its column from y."""
+    if got.ndim != 2 or len(kase.block) < 2:
+        return ""
+    rows, cols = got.shape
+    x, y = (kase.grid + (1,))[0] * kase.block[0], (kase.grid + (1,))[1] * kase.block[1]
+    written = (min(rows, x), min(cols, y))
+    if written in ((rows, cols), (rows, min(cols, rows)), (min(rows, cols), cols)):
+        return ""
+    rest = np.ones(got.shape, bool)
+    rest[:written[0], :written[1]] = False
+    unwritten = np.isnan(got) if got.dtype.kind == "f" else got == _poison_value(got.dtype)
+    if len(bad) != rest.sum() or not (rest & unwritten)[tuple(bad.T)].all():  # wrong: the rest, unwritten, only
+        return ""
+    return (f"\n  Only out[0:{written[0]}, 0:{written[1]}] was written, as if the row came from x ({x} threads along "
+            f"x) and the column from y ({y} along y). cuda.grid(2) gives (x, y): x counts along a row's columns (the "
+            "fastest-varying index), y along the rows: c, r = cuda.grid(2), or in one block c = cuda.threadIdx.x, "
+            "r = cuda.threadIdx.y.")
+
+
 def check_kernel(
     kernel,
     spec: Callable[..., np.ndarray],
@@ -385,7 +407,8 @@ def check_kernel(
                                     labels, budgets)
         bad = _mismatches(got, expected)
         if len(bad):
-            raise CheckFailed(explain_mismatch(name, kase, got, expected, bad, parameters[0] if parameters else "out"))
+            raise CheckFailed(explain_mismatch(name, kase, got, expected, bad, parameters[0] if parameters else "out")
+                              + _swapped_axes_hint(kase, got, bad))
         check_budgets(name, described, budgets, recorded, parameters)
     report(name, len(cases), quiet, budgeted=bool(budgets))
 

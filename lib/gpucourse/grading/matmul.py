@@ -23,17 +23,24 @@ one block's step of a register-tiled product (`check_block_step`).
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import Case, CheckFailed, blocks_needed, case, in_place_of_guard_hint, kernel_name
+from .core import Case, CheckFailed, blocks_needed, case, in_place_of_guard_hint, kernel_name, launch_on_copies
 from .reduction import check_reduction, shared_arrays
 from .runner import Launch, check_launches, expected_of, random_values
 
 WARP = 32
+
+# For a read of a tile's cell that nothing wrote, in a shared-memory product
+TILE_CELLS = ("Every thread writes its share of both tiles at every step (a cell each, or several in a loop when a "
+              "tile has more cells than the block has threads), float32(0) where the element lies past the edge "
+              "(row >= M or k >= K for A, k >= K or col >= N for B): a copy under an `if` with no `else` leaves its "
+              "cell unwritten. And every thread meets both barriers: none returns before the loop.")
 
 
 def check_matrix_kernel(
@@ -51,12 +58,76 @@ def check_matrix_kernel(
 
     As `check_reduction` with mixed-sign values: float outputs may differ from the float64
     spec by the rounding of float32 sums of products (see the module's docstring). A wrong product that is the
-    product over the first terms of k only, or a transpose whose tiles are in place but not transposed inside, is
-    named as such.
+    product over the first terms of k only (or none), or a transpose whose tiles are in place but not transposed
+    inside, is named as such. A read of a tile's cell that nothing wrote gets what a product's copies must do, or
+    for a transpose what its write does wrong (`_transpose_write_hint`).
     """
     __tracebackhide__ = True
-    check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget,
-                    hint=_matrix_hint)
+    cases = list(cases)
+    try:
+        check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget,
+                        hint=_matrix_hint)
+    except CheckFailed as failed:
+        message = str(failed)
+        if "which nothing has written (shared memory" not in message:
+            raise
+        if all(_is_product(kase) for kase in cases):
+            message += f"\n  {TILE_CELLS}"
+        elif all(_is_transpose(kase) for kase in cases):
+            message += _transpose_write_hint(kernel, cases[0].block[0], dtype)
+        raise CheckFailed(message) from None
+
+
+def _is_product(kase: Case) -> bool:
+    """``kase`` launches ``C = A @ B`` or ``A @ B.T`` (batched or not)."""
+    if len(kase.inputs) != 2 or min(len(s) for s in kase.inputs) < 2:
+        return False
+    (M, K), (rows, cols), out = kase.inputs[0][-2:], kase.inputs[1][-2:], kase.out[-2:]
+    return out[0] == M and ((rows, out[1]) == (K, cols) or (cols, out[1]) == (K, rows))
+
+
+def _is_transpose(kase: Case) -> bool:
+    return len(kase.inputs) == 1 and len(kase.inputs[0]) == 2 and kase.out == kase.inputs[0][::-1]
+
+
+NOT_TRANSPOSED_INSIDE = ("Each tile of out holds its tile of a, but not transposed inside: the block wrote its tile "
+                         "as tile[ty, tx] and read it the same way. Read it across, tile[tx, ty], so that a warp "
+                         "writes a row of out from a column of the tile.")
+
+
+def _blockwise(a: np.ndarray, tile: int, move: bool, across: bool) -> np.ndarray:
+    """``a`` (a square of whole tiles) with each tile moved to its transposed place or not, transposed inside or
+    not."""
+    out = np.empty_like(a)
+    for r0 in range(0, a.shape[0], tile):
+        for c0 in range(0, a.shape[1], tile):
+            block = a[r0:r0 + tile, c0:c0 + tile]
+            r, c = (c0, r0) if move else (r0, c0)
+            out[r:r + tile, c:c + tile] = block.T if across else block
+    return out
+
+
+def _transpose_write_hint(kernel, tile: int, dtype) -> str:
+    """For a transpose that read a cell of its tile that nothing wrote: the kernel again, on a square of 2 x 2 whole
+    tiles, where no cell goes unwritten, tells a wrong guard (right there) from a wrong write (wrong there)."""
+    a = random_values(np.random.default_rng(0), (2 * tile, 2 * tile), dtype)
+    try:
+        got = launch_on_copies(kernel, (2, 2), (tile, tile), a.shape, dtype, [a])[0]
+    except Exception:  # a fault here too: the hint below lists what to look at
+        got = None
+    write = ("thread (tx, ty) of block (bx, by) writes out[bx * TILE + ty, by * TILE + tx] from tile[tx, ty], if "
+             "bx * TILE + ty < out.shape[0] and by * TILE + tx < out.shape[1]")
+    if got is not None and np.array_equal(got, a.T):
+        return ("\n  On a square a of whole tiles this kernel is right: a guard is wrong at the partial tiles. The "
+                "copy's guard is against a's shape (by * TILE + ty < a.shape[0], bx * TILE + tx < a.shape[1]), the "
+                f"write's against out's: {write}.")
+    if got is not None and np.array_equal(got, _blockwise(a, tile, move=True, across=False)):
+        return f"\n  {NOT_TRANSPOSED_INSIDE}"
+    if got is not None and np.array_equal(got, _blockwise(a, tile, move=False, across=True)):
+        return ("\n  On a square a of whole tiles each tile is transposed but stays in its own block's place: the "
+                "write's block offsets are swapped. Tile (by, bx) of a is tile (bx, by) of out: " + write + ".")
+    return ("\n  The write reads cells the copy left out. Check the write: it reads the tile across (tile[tx, ty]), "
+            "its guard is against out's shape and its block offsets are swapped from the copy's: " + write + ".")
 
 
 def _matrix_hint(launch, got, first) -> str:
@@ -70,14 +141,18 @@ def _matrix_hint(launch, got, first) -> str:
         transposed = B.shape[-1] == K and launch.expected.shape[-1] == B.shape[-2]
         if not transposed and B.shape[-2] != K:  # not C = A @ B nor A @ B.T: nothing to say
             return ""
-        for k in range(K - 1, 0, -1):
+        for k in range(K - 1, -1, -1):
             try:
                 model = A[..., :k] @ (np.swapaxes(B[..., :k], -1, -2) if transposed else B[..., :k, :])
             except ValueError:  # batches that do not broadcast: another product
                 return ""
-            if close(model):
+            if close(model) and k:
                 return (f"\n  C is the product over the first {k} of the {K} terms of k: the loop over the tiles of K "
                         f"stops early. Loop while k0 < K, and fill the last tile's columns past K with zeros.")
+            if close(model):
+                return "\n  C is 0 everywhere: nothing was added to the sums." + (
+                    f" K // TILE rounds down, to 0 here (K = {K}, less than a tile): a loop over K // TILE tiles never "
+                    "runs. Count ceil(K / TILE) tiles, (K + TILE - 1) // TILE." if K < launch.block[0] else "")
     if len(inputs) == 1 and inputs[0].ndim == 2 and got.shape == inputs[0].shape[::-1]:
         a, (tile_y, tile_x) = inputs[0], (launch.block + (1,))[:2][::-1]
         rows, cols = a.shape
@@ -88,9 +163,7 @@ def _matrix_hint(launch, got, first) -> str:
                 if block.shape[0] == block.shape[1]:  # a square tile, copied in place without its transpose
                     model[c0:c0 + block.shape[0], r0:r0 + block.shape[1]] = block
         if np.isfinite(model).any() and np.allclose(got[np.isfinite(model)], model[np.isfinite(model)]):
-            return ("\n  Each tile of out holds its tile of a, but not transposed inside: the block wrote its tile "
-                    "as tile[ty, tx] and read it the same way. Read it across, tile[tx, ty], so that a warp writes a "
-                    "row of out from a column of the tile.")
+            return f"\n  {NOT_TRANSPOSED_INSIDE}"
     return ""
 
 
@@ -132,8 +205,42 @@ def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16
 TILE_COPY_SHAPES = ((40, 40, 40), (17, 70, 33), (48, 32, 64), (1, 5, 1))  # (M, K, N); the first square
 
 
+# The copies of the tile-copy puzzle's loop, the right one first: what thread (tx, ty) of block (bx, by) puts in
+# tile_a[ty, tx] and tile_b[ty, tx] at step `step`, start = step * TILE (row = by * TILE + ty, col = bx * TILE + tx)
+A_COPIES = {"A[row, start + tx]": lambda row, start, tx, **_: (row, start + tx),
+            "A[row, start + ty]": lambda row, start, ty, **_: (row, start + ty),
+            "A[row, step + tx]": lambda row, step, tx, **_: (row, step + tx),
+            "A[by * TILE + tx, start + ty]": lambda r0, start, tx, ty, **_: (r0 + tx, start + ty)}
+B_COPIES = {"B[start + ty, col]": lambda col, start, ty, **_: (start + ty, col),
+            "B[start + tx, col]": lambda col, start, tx, **_: (start + tx, col),
+            "B[step + ty, col]": lambda col, step, ty, **_: (step + ty, col),
+            "B[start + tx, bx * TILE + ty]": lambda c0, start, tx, ty, **_: (start + tx, c0 + ty)}
+
+
+def _tiled_product(A, B, tile: int, copy_a, copy_b, stale: bool = False) -> np.ndarray:
+    """``C`` of the puzzle's loop in NumPy, its copies ``copy_a`` and ``copy_b`` (of `A_COPIES`, `B_COPIES`): 0 where
+    the element lies outside the matrix, or with ``stale`` what the cell held at the step before (0 at first)."""
+    (M, K), N = A.shape, B.shape[1]
+    ty, tx = np.indices((tile, tile))
+    C = np.zeros((M, N))
+    for r0 in range(0, M, tile):
+        for c0 in range(0, N, tile):
+            tiles, acc = [np.zeros((tile, tile)), np.zeros((tile, tile))], np.zeros((tile, tile))
+            for step in range(blocks_needed(K, tile)):
+                at = dict(row=r0 + ty, col=c0 + tx, r0=r0, c0=c0, start=step * tile, step=step, ty=ty, tx=tx)
+                for n, (X, copy) in enumerate(((A, copy_a), (B, copy_b))):
+                    i, j = copy(**at)
+                    inside = (i >= 0) & (i < X.shape[0]) & (j >= 0) & (j < X.shape[1])
+                    value = X[np.clip(i, 0, X.shape[0] - 1), np.clip(j, 0, X.shape[1] - 1)]
+                    tiles[n] = np.where(inside, value, tiles[n] if stale else 0)
+                acc += tiles[0] @ tiles[1]
+            C[r0:r0 + tile, c0:c0 + tile] = acc[:M - r0, :N - c0]
+    return C
+
+
 def _tile_copy_diagnosis(tile: int):
     """A hint for a wrong product of the tile-copy puzzle: what ``C`` is instead of ``A @ B``."""
+    right_a, right_b = next(iter(A_COPIES)), next(iter(B_COPIES))
 
     def hint(launch: Launch, got: np.ndarray, first) -> str:
         A, B = (x.astype(np.float64) for x in launch.arguments)
@@ -156,11 +263,19 @@ def _tile_copy_diagnosis(tile: int):
             return (f"\n  C is the product over the first {full} values of k only: the loop skips the last tile, "
                     f"which is partial (K = {K} is not a multiple of {tile}). Count it: ceil(K / {tile}) steps, "
                     "(K + TILE - 1) // TILE, and let the zeros past the edge fill the rest of the last tile.")
-        if full < K:
+        should = (f"Thread (tx, ty) copies {right_a} into tile_a[ty, tx] and {right_b} into tile_b[ty, tx], "
+                  "float32(0) where the element lies past the edge.")
+        for a_copy, b_copy in ((a, b) for a in A_COPIES for b in B_COPIES if (a, b) != (right_a, right_b)):
+            if matches(_tiled_product(A, B, tile, A_COPIES[a_copy], B_COPIES[b_copy])):
+                wrong = [f"tile_{x}[ty, tx] = {c}" for x, c, r in (("a", a_copy, right_a), ("b", b_copy, right_b))
+                         if c != r]
+                which = "that copy reads the wrong element" if len(wrong) == 1 else "both copies read the wrong one"
+                return f"\n  C is what the loop gives with {' and '.join(wrong)}: {which}. {should}"
+        if full < K and matches(_tiled_product(A, B, tile, A_COPIES[right_a], B_COPIES[right_b], stale=True)):
             return (f"\n  K = {K} is not a multiple of {tile}: the last tile along K is partial. At that step every "
                     "cell of the tiles past K must hold a zero, not what the previous step left there: write "
                     "float32(0) where the element lies past the edge.")
-        return ""
+        return f"\n  Check the copies: {should}"
 
     return hint
 
@@ -171,9 +286,7 @@ def _tile_copy_fault_hint(message: str) -> str:
         return ("\n  Two barriers per step: one after the copies (both tiles complete before anyone reads them), one "
                 "after the multiply-adds (everyone done with the tiles before the next copy overwrites them).")
     if "which nothing has written (shared memory" in message:
-        return ("\n  Every thread writes its cell of both tiles at every step, float32(0) where the element lies "
-                "past the edge (row >= M or k >= K for A, k >= K or col >= N for B), and every thread meets "
-                "both barriers.")
+        return f"\n  {TILE_CELLS}"
     if "out of bounds for `A`" in message or "out of bounds for `B`" in message:
         return ("\n  A thread whose element lies past the edge of A (row >= M or k >= K) or of B (k >= K or "
                 "col >= N) still has a cell of the tile to fill: it writes float32(0) there instead of reading.")
@@ -469,6 +582,15 @@ def no_local_memory():
     return budget
 
 
+FLOAT64_CAUSES = ("A literal such as `0.`, `1.0` or `-math.inf` is a float64 and makes what it touches float64, and so "
+                  "does a float32 divided by an integer (`total / n`): write float32(0), float32(-math.inf), "
+                  "total / float32(n). numba also compares and adds a uint64 and a signed integer in float64 "
+                  "(`uint64(j) < x.shape[1]`): make both unsigned.")
+# An integer converted to float64 (cvt.rn.f64.s64), divided, rounded up or down and converted back: a tile count
+TILE_COUNT = tuple(re.compile(op) for op in (r"cvt\.rn\.f64$", r"cvt\.r[pm]i\.f64\.f64$",
+                                             r"cvt\.rzi\.[su](32|64)\.f64$"))
+
+
 def float32_only():
     """A budget: no float64 arithmetic in the kernel's PTX (``acc = 0.`` makes a float64 accumulator)."""
 
@@ -478,12 +600,13 @@ def float32_only():
             raise RuntimeError(f"`{t.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
         if found:
             listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
-            raise BudgetExceeded(
-                f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). A literal such as `0.`, `1.0` or "
-                "`-math.inf` is a float64 and makes what it touches float64, and so does a float32 divided by an "
-                "integer (`total / n`): write float32(0), float32(-math.inf), total / float32(n). numba also "
-                "compares and adds a uint64 and a signed integer in float64 (`uint64(j) < x.shape[1]`): make both "
-                "unsigned."
-            )
+            counted = [{op for op in found if pattern.match(op)} for pattern in TILE_COUNT]
+            why = FLOAT64_CAUSES
+            if all(counted):
+                rest = set(found).difference(*counted, {"mul.f64", "div.rn.f64"})
+                why = ("`K / TILE` of two integers is a float64 (in Python and in numba), and math.ceil (or "
+                       "math.floor) rounds it as a float64: count tiles with integers, (K + TILE - 1) // TILE." +
+                       (f" For the other float64 operations: {FLOAT64_CAUSES}" if rest else ""))
+            raise BudgetExceeded(f"{t.kernel}: computes in float64 on the GPU ({listed} in its PTX). {why}")
 
     return budget

@@ -80,7 +80,10 @@ def reads_each_element_once(*names: str, evenly: bool = True):
     """
     def budget(t):
         for name in names:
-            t.assert_reads_per_element(name, exactly=1)
+            try:
+                t.assert_reads_per_element(name, exactly=1)
+            except BudgetExceeded as exc:
+                raise BudgetExceeded(f"{exc}{_read_again(t, name)}") from None
             if evenly:
                 share, planned = _per_thread_share(t, name), planned_per_thread()
                 given = f", up to {planned} each as the exercise gives them" if planned > share else ""
@@ -93,6 +96,27 @@ def reads_each_element_once(*names: str, evenly: bool = True):
                     ) from None
 
     return budget
+
+
+def _read_again(t, name: str) -> str:
+    """When every element of ``name`` was read, each by one thread only, and some more than once: which thread read
+    the first of those again (the GPU's compiler may load a[i] once for two uses, but the budget counts each)."""
+    array = t.array(name)
+    events = [(lanes, np.broadcast_to(elements, lanes.shape)) for kind, lanes, elements, *_ in array.events
+              if kind == "read"]
+    counts = array.per_element["read"][:array.size]
+    if not events or counts.min() < 1 or array.space != "global":
+        return ""
+    lanes, elements = (np.concatenate(part).astype(np.int64) for part in zip(*events))
+    pairs = np.unique(lanes * array.size + elements)
+    if np.bincount(pairs % array.size, minlength=array.size).max() > 1:  # an element read by two threads
+        return ""
+    element = int(np.argmax(counts != 1))
+    lane = int(pairs[pairs % array.size == element][0] // array.size)
+    index = [int(i) for i in np.unravel_index(element, array.shape)]
+    times = "twice" if counts[element] == 2 else f"{counts[element]} times"
+    return (f" ({t.geometry.thread_name(lane)} read `{name}{index}` {times}: read it once into a variable, "
+            f"x = {name}[i], and use x {times})")
 
 
 def halo_reads(name: str, radius: int):

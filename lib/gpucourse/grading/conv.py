@@ -26,8 +26,8 @@ import numpy as np
 from ..kernels.conv import im2col_reference, output_size
 from ..run import ptx, trace
 from ..simulator import BudgetExceeded, EndlessLoop, KernelFault, step_budget
-from .core import (POISONED, CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets, explain_failure, kernel_name,
-                   launch_on_copies, parameter_names, report, run_checked)
+from .core import (POISONED, RETURNED, CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets,
+                   explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
 from .matmul import float32_only
 from .runner import REDUCTION_RTOL, TOLERANCES, Launch, check_launches, expected_of, random_values
 
@@ -352,6 +352,7 @@ def _unwritten_shared_hint(message: str, kase: ConvCase, relaunch: Callable | No
     """For a read of a shared element nothing wrote: a product's tile not copied whole (`GEMM_TILES`), the patch
     copied smaller than what is read, or threads returned before copying their share."""
     returned = (f"\n  {GEMM_TILES}" if kase.product else
+                "" if RETURNED in message else  # the simulator named the threads that returned, and where
                 "\n  If threads past the edge of the output return (or skip the copy) before the barrier, "
                 "their share of the shared array is never written: every thread of the block copies its "
                 "elements and meets every barrier; guard only the final store.")

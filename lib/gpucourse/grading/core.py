@@ -218,6 +218,7 @@ def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[
     return buffer[:size].reshape(out_shape), buffer[size:], after
 
 
+RETURNED = "had returned before this read"  # the simulator's words where threads of the block had returned
 GUARD_HINT = "Either this thread has no element"  # how `explain_failure`'s advice on a read out of bounds starts
 
 

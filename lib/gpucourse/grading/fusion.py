@@ -38,8 +38,8 @@ from ..kernels.fusion import LOG2E, attention_reference, make_micro_tile, recipr
 from ..run import compile_for_gpu
 from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
-from .core import (CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint, kernel_name,
-                   parameter_names, report, run_checked)
+from .core import (RETURNED, CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint,
+                   kernel_name, parameter_names, report, run_checked)
 from .matmul import float32_only, no_shared_memory, reads_per_thread
 
 WARP = 32
@@ -187,7 +187,7 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
                 message += ("\n  online_softmax_tile stores every p it computes, 0 for a masked key, in "
                             "p_tile[row + ROW_STEP * i, col + LANES * j] for every i < ROWS and j < KEYS: the "
                             "kernel multiplies the whole tile by V.")
-            elif "which nothing has written (shared memory" in message:
+            elif "which nothing has written (shared memory" in message and RETURNED not in message:
                 message += ("\n  If threads without a row or query (past the end) return before the barrier, their "
                             "share of the shared array is never written: every thread of the block copies its "
                             "elements and meets every barrier; guard only the final store.")

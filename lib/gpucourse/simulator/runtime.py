@@ -8,6 +8,7 @@ for the code that calls it.
 from __future__ import annotations
 
 import ast
+import linecache
 import time
 
 import numpy as np
@@ -621,7 +622,7 @@ class Runtime(Arithmetic):
             if sites:
                 first = min(sites, key=lambda s: (SITES[s].line, s))
                 lines = {SITES[s].line for s in sites}
-                at = f", at line {SITES[first].line} (`{SITES[first].source.strip()}`)"
+                at = f", at line {SITES[first].line} (`{_with_its_guard(SITES[first])}`)"
                 if len(lines) > 1:
                     others = len(lines) - 1
                     at += f" and at {others} other return{'s' if others > 1 else ''}"
@@ -998,6 +999,15 @@ def _tuple_indices(n: int) -> str:
     if n < 2:
         return "index 0, or -1" if n else "no index"
     return f"indices 0 to {n - 1}, or -{n} to -1 from the end"
+
+
+def _with_its_guard(site) -> str:
+    """A ``return`` site's line, with the ``if`` header above it where the return stands alone on its line."""
+    shown = site.source.strip()
+    above = linecache.getline(site.filename, site.line - 1).strip()
+    if shown == "return" and above.startswith(("if ", "elif ")) and above.endswith(":"):
+        return f"{above} return"
+    return shown
 
 
 def _runs(values) -> str:

@@ -45,7 +45,7 @@ lab: $(INSTALLED)
 
 ## Every lecture as an offline reveal.js deck in build/slides/.
 slides: $(INSTALLED)
-	$(PY) -m gpucourse.course.slides lectures build/slides
+	$(PY) -m gpucourse.course.slides $(if $(L),lectures/$(L).ipynb,lectures) build/slides
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

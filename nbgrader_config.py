@@ -12,6 +12,13 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "
 # Where students fetch and submit (`make exchange` creates it; students' `make lab` reads the same variable).
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
 
+# `nbgrader zip_collect`: who submitted which notebook, from the file names of an LMS's download (the pattern is
+# matched against the whole path): Canvas `doejane_12345_67890_tensors.ipynb` (late: `doejane_LATE_12345_...`),
+# Moodle `Jane Doe_12345_assignsubmission_file_tensors.ipynb`. Another LMS: pass your own on the command line,
+# --FileNameCollectorPlugin.named_regexp='...' with the groups student_id and file_id.
+c.FileNameCollectorPlugin.named_regexp = (r".*/(?P<student_id>[^/]+?)_(?:LATE_)?\d+_(?:\d+|assignsubmission_file)_"
+                                          r"(?P<file_id>[^/]+\.ipynb)$")
+
 # Kernels run on the CPU simulator when the grading machine has no GPU: give each
 # cell time, and never let one slow or hanging submission stall the whole run.
 c.ExecutePreprocessor.timeout = 300

@@ -109,3 +109,22 @@ def hidden_test_lines(folder: Path) -> list[str]:
     regions = [lines_by_region(notebook) for notebook in folder.glob("*.ipynb")]
     hidden = set().union(*[r["hidden tests"] for r in regions])
     return sorted(hidden - set().union(*[r["public"] | r["solution"] for r in regions]))
+
+
+def test_zip_collect_reads_canvas_and_moodle_file_names(tmp_path):
+    """The README's LMS route: `nbgrader zip_collect` with the course's nbgrader_config.py, no extra option."""
+    import zipfile
+
+    course, assignment = tmp_path, ASSIGNMENTS[0]
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    notebook = next((ROOT / "assignments" / assignment).glob("*.ipynb"))
+    archive = course / "downloaded" / assignment / "archive"
+    archive.mkdir(parents=True)
+    names = {"doejane": f"doejane_12345_67890_{notebook.name}", "roe": f"roe_LATE_12345_67890_{notebook.name}",
+             "Jane Doe": f"Jane Doe_123456_assignsubmission_file_{notebook.name}"}
+    with zipfile.ZipFile(archive / "download.zip", "w") as download:
+        for name in names.values():
+            download.write(notebook, name)
+    nbgrader(course, "zip_collect", assignment)
+    collected = sorted(p.relative_to(course / "submitted").as_posix() for p in (course / "submitted").rglob("*.ipynb"))
+    assert collected == sorted(f"{student}/{assignment}/{notebook.name}" for student in names)

@@ -84,6 +84,18 @@ def test_deck_is_self_contained(tmp_path):
         assert not imported.startswith(("http", "//")) and (theme.parent / imported).is_file(), imported
 
 
+def test_one_lecture_builds_its_own_deck_and_a_wrong_name_says_so(tmp_path, capsys):
+    """`make slides L=01_squares`: the notebook alone, not its folder's others."""
+    src, out = tmp_path / "lectures", tmp_path / "slides"
+    src.mkdir()
+    tiny_notebook(src / "01_squares.ipynb")
+    tiny_notebook(src / "02_cubes.ipynb")
+    assert main([str(src / "01_squares.ipynb"), str(out), "--no-execute"]) == 0
+    assert sorted(p.name for p in out.glob("*.slides.html")) == ["01_squares.slides.html"]
+    assert main([str(src / "03_missing.ipynb"), str(out), "--no-execute"]) == 1
+    assert f"error: no notebook {src / '03_missing.ipynb'}" in capsys.readouterr().err
+
+
 def test_slides_fill_a_1280_by_720_canvas_and_scroll(tmp_path):
     """What the browser tests check slide by slide, in the page's source (for machines without a browser)."""
     src, out = tmp_path / "lectures", tmp_path / "slides"

@@ -165,11 +165,13 @@ def export(path: Path, out_dir: Path, run: bool = True) -> Path:
     return write_deck(notebook, path.stem, out_dir)
 
 
-def build(src_dir: Path, out_dir: Path, run: bool = True) -> list[Path]:
-    """Export every ``src_dir/*.ipynb`` into ``out_dir``, assets included; return the decks."""
-    notebooks = sorted(Path(src_dir).glob("*.ipynb"))
+def build(src: Path, out_dir: Path, run: bool = True) -> list[Path]:
+    """Export every ``src/*.ipynb`` (or the one notebook ``src``) into ``out_dir``, assets included; return the
+    decks."""
+    src = Path(src)
+    notebooks = [src] if src.suffix == ".ipynb" and src.is_file() else sorted(src.glob("*.ipynb"))
     if not notebooks:
-        raise FileNotFoundError(f"no notebooks in {src_dir}")
+        raise FileNotFoundError(f"no notebooks in {src}" if src.is_dir() else f"no notebook {src}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     copy_assets(out_dir)
@@ -182,7 +184,7 @@ def build(src_dir: Path, out_dir: Path, run: bool = True) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpucourse.course.slides", description=__doc__.split("\n")[0])
-    parser.add_argument("src_dir", type=Path, help="folder of the lecture notebooks")
+    parser.add_argument("src_dir", type=Path, help="folder of the lecture notebooks, or one notebook")
     parser.add_argument("out_dir", type=Path, help="folder for the decks and their assets")
     parser.add_argument("--no-execute", action="store_true",
                         help="export the notebooks as they are, without running them")

@@ -90,8 +90,8 @@ CLASS = {
 }
 
 
-def run(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=course, env=environment(), capture_output=True, text=True,
+def run(course: Path, *args: str, python: str = sys.executable) -> subprocess.CompletedProcess:
+    return subprocess.run([python, *args], cwd=course, env=environment(), capture_output=True, text=True,
                           timeout=1800)
 
 
@@ -104,9 +104,11 @@ def graded(a_sandbox, tmp_path_factory):
     for student, (plant, _, _) in CLASS.items():
         mini.plant(course, student, mini.submission(release, **plant))
     mini.plant(course, "renames_the_notebook", mini.submission(release), name="mini (1).ipynb")
-    deleted = mini.submission(release)
+    deleted = mini.submission(release)  # one test cell deleted, the other's id changed: 0 points in the notebook
     deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_blocks_for"]
-    mini.plant(course, "deletes_a_test_cell", deleted)
+    next(c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add_one"
+         ).metadata["nbgrader"]["grade_id"] = "my_add_one_test"
+    mini.plant(course, "deletes_and_renames_test_cells", deleted)
     broken = course / "submitted" / "sends_a_broken_file" / mini.ASSIGNMENT
     broken.mkdir(parents=True)
     (broken / "mini.ipynb").write_text("{ this is not a notebook")
@@ -136,7 +138,7 @@ def test_cheats_are_flagged_with_the_tests_that_differ_and_their_feedback_held(g
     assert float(grades["rebinds_the_checks"]["clean_room_score"]) == 0
     assert not (course / "feedback" / "rebinds_the_checks" / mini.ASSIGNMENT).exists()
     assert (course / "feedback" / "full" / mini.ASSIGNMENT / "mini.html").exists()
-    assert "feedback held for 5 submission(s) that need review" in summary
+    assert "feedback held for 6 submission(s) that need review" in summary
     assert "make grade-one A=mini S=<student> ARGS='--settle notebook'" in summary
 
 
@@ -160,10 +162,24 @@ def test_accidents_grade_normally_and_a_broken_file_is_not_a_silent_zero(graded)
     assert "mini.ipynb is not valid JSON (Expecting property name enclosed in double quotes at line 1, column 3)" \
         in broken["notes"]
     assert "1 failed to grade" in summary.splitlines()[-1]
-    deleted = grades["deletes_a_test_cell"]
-    assert (float(deleted["score"]), deleted["status"]) == (1, "graded")
-    assert "cells missing from mini.ipynb (deleted, or their id changed; they score 0): test_blocks_for" \
-        in deleted["notes"]
+
+
+def test_missing_test_cells_need_review_named_with_their_points(graded):
+    course, _, grades = graded
+    deleted = grades["deletes_and_renames_test_cells"]
+    assert (float(deleted["score"]), float(deleted["clean_room_score"]), deleted["status"]) == (0, 2, "needs review")
+    for note in ("cells missing from mini.ipynb (deleted, or their id changed): test_add_one (1 point), "
+                 "test_blocks_for (1 point)", "ids the assignment does not have (not graded): my_add_one_test",
+                 "test_add_one: not in the notebook, 1 in the clean room",
+                 "test_blocks_for: not in the notebook, 1 in the clean room"):
+        assert note in deleted["notes"]
+    assert not (course / "feedback" / "deletes_and_renames_test_cells" / mini.ASSIGNMENT).exists()
+
+
+def test_grades_csv_writes_every_score_in_one_format(graded):
+    _, _, grades = graded
+    scores = [row[k] for row in grades.values() for k in ("score", "max_score", "clean_room_score") if row[k]]
+    assert scores and all(re.fullmatch(r"\d+\.\d+", score) for score in scores), scores
 
 
 def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
@@ -205,5 +221,38 @@ def test_a_resubmission_is_graded_again_and_a_review_is_settled_by_the_instructo
     assert (float(row["score"]), row["status"]) == (2, "graded")
     assert "reviewed: the notebook's scores stand (2 test(s) differed)" in row["notes"]
     assert (course / "feedback" / "rebinds_the_checks" / mini.ASSIGNMENT / "mini.html").exists()
+    student = "deletes_and_renames_test_cells"  # the clean room ran the tests it lacks on its answers
+    settled = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--student", student,
+                  "--settle", "clean-room")
+    assert settled.returncode == 0, settled.stderr[-3000:]
+    with (course / "grades.csv").open() as f:
+        row = next(row for row in csv.DictReader(f) if row["student"] == student)
+    assert (float(row["score"]), row["status"]) == (2, "graded")
+    assert "reviewed: the clean-room's scores stand (2 test(s) differed)" in row["notes"]
+    feedback = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / student / mini.ASSIGNMENT / "mini.html")
+                                    .read_text()))
+    assert "Tests missing from your notebook (deleted, or their cell id changed): test_add_one (1 point), " \
+           "test_blocks_for (1 point)." in feedback
     unknown = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--student", "nobody")
     assert "no submission of 'nobody' in submitted/nobody/mini/; students with one: " in unknown.stderr
+
+
+def test_a_kernel_that_does_not_start_fails_to_grade_and_a_symlinked_environment_grades(tmp_path):
+    """A course whose .venv is a symlink (to this environment): its kernels start by the link's path. Where no
+    kernel can start (here: too little memory for Python), no student code ran: failed to grade, never a zero."""
+    course = mini.make_course(tmp_path / "course", ROOT / "nbgrader_config.py")
+    (course / ".venv").symlink_to(Path(sys.prefix).resolve())
+    python = str(course / ".venv" / "bin" / "python")
+    assert run(course, "-m", "nbgrader", "generate_assignment", mini.ASSIGNMENT, "--force").returncode == 0
+    mini.plant(course, "ann", mini.submission(course / "assignments" / mini.ASSIGNMENT / f"{mini.ASSIGNMENT}.ipynb"))
+    for options, (score, status) in ((["--memory-limit", "1000000"], (0, "failed to grade")), ([], (2, "graded"))):
+        done = run(course, "-m", "gpucourse.classroom.grade", mini.ASSIGNMENT, "--jobs", "1", *options, python=python)
+        assert done.returncode == 0, done.stderr[-3000:]
+        with (course / "grades.csv").open() as f:
+            (row,) = csv.DictReader(f)
+        assert (float(row["score"]), row["status"]) == (score, status), done.stdout
+        if status == "failed to grade":
+            assert "KernelDidNotStart: no student code ran, the grading machine failed: RuntimeError: Kernel died " \
+                   "before replying to kernel_info" in row["notes"]
+            assert not (course / "autograded").exists() and not (course / "feedback").exists()
+    assert (course / "feedback" / "ann" / mini.ASSIGNMENT / "mini.html").exists()

@@ -81,3 +81,11 @@ def test_answers_that_are_definitions_kept_whole_are_not_run_again(tmp_path):
 ], ids=["magic", "call", "patch", "import", "stub", "extra cell", "copied cell"])
 def test_anything_the_clean_room_would_change_runs_it_again(tmp_path, plant):
     assert not same_code(*graded_pair(tmp_path, **plant))
+
+
+def test_a_test_cell_whose_id_changed_runs_it_again(tmp_path):
+    """The same code under another id is not the test the gradebook scores: the clean room scores the real one."""
+    autograded, clean = graded_pair(tmp_path)
+    next(c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_blocks_for"
+         ).metadata["nbgrader"]["grade_id"] = "my_test"
+    assert not same_code(autograded, clean)

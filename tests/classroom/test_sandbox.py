@@ -1,5 +1,7 @@
-"""The sandbox keeps in view what the kernel's Python needs, also for a course checked out in /tmp."""
+"""The sandbox keeps in view what the kernel's Python needs, also for a course checked out in /tmp or a symlinked
+environment."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,3 +32,14 @@ def test_the_kernel_sees_its_folder_and_not_the_course(tmp_path):
     assert argv.index("--tmpfs") < argv.index("--bind")  # the hidden folders first, then the kernel's own
     assert "--data=1073741824" in argv and argv[-2:] == ["-f", "{connection_file}"]
     assert ("GPUCOURSE_COMPILE_CACHE", "off") in pairs  # students' kernels share no compile cache
+
+
+def test_a_symlinked_environment_stays_in_view_by_the_links_path(tmp_path):
+    """A course whose ``.venv`` links to an environment elsewhere starts its kernels by the link's path."""
+    link = tmp_path / "course" / ".venv"
+    link.parent.mkdir()
+    link.symlink_to(Path(sys.prefix).resolve())
+    code = f"from gpucourse.classroom import sandbox; print(*sandbox.python_paths_under({str(tmp_path)!r}))"
+    done = subprocess.run([str(link / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert str(link) in done.stdout.split()

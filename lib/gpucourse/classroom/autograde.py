@@ -3,7 +3,8 @@
 - `SafeExecute` runs the notebook in a sandboxed kernel (`sandbox`), with a time limit for the
   whole notebook; a cell past its time limit is interrupted and says so (an endless kernel costs
   its own test only); a kernel that dies or stops answering costs only the cells it did not reach,
-  which get an error output saying why (nbgrader would drop the whole submission).
+  which get an error output saying why (nbgrader would drop the whole submission). A kernel that does
+  not start has run no student code: `KernelDidNotStart`, and the submission fails to grade.
 - `KeepKnownIds` (before nbgrader's own checks): a copied answer cell or a cell with an unknown
   ``grade_id`` becomes a plain cell instead of failing the notebook.
 - `StderrIsOutput`: warnings or logging in a student's own code do not zero a test cell.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +40,10 @@ def error_output(ename: str, message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=message, traceback=[f"{ename}: {message}"])
 
 
+class KernelDidNotStart(RuntimeError):
+    """The kernel failed before it answered: no student code ran, so the grading machine failed, not the student."""
+
+
 class SafeExecute(Execute):
     """nbgrader's Execute, in a sandboxed kernel, under a time limit for the notebook, never losing it."""
 
@@ -50,11 +56,26 @@ class SafeExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped = None
         self._cell_timeout = self.timeout
-        try:
-            return super().preprocess(nb, resources, km)
-        except Exception as exc:  # the kernel could not start, or could not be shut down: keep what ran
-            self._stop_all(nb, f"the kernel failed: {type(exc).__name__}: {exc}")
-            return nb, resources
+        self._reached_cells = False
+        with tempfile.TemporaryFile() as self._kernel_stderr:
+            try:
+                return super().preprocess(nb, resources, km)
+            except Exception as exc:
+                if not self._reached_cells:
+                    raise KernelDidNotStart(f"no student code ran, the grading machine failed: {type(exc).__name__}: "
+                                            f"{exc}{self._kernel_said()}") from exc
+                self._stop_all(nb, f"the kernel failed: {type(exc).__name__}: {exc}")  # at shutdown: keep what ran
+                return nb, resources
+
+    def start_new_kernel(self, **kwargs):
+        super().start_new_kernel(stderr=self._kernel_stderr, **kwargs)
+
+    def _kernel_said(self) -> str:
+        """The last lines the kernel's process wrote to stderr (why it did not start), as a clause."""
+        self._kernel_stderr.seek(0)
+        lines = [line.strip() for line in self._kernel_stderr.read().decode(errors="replace").splitlines()]
+        said = " | ".join(line for line in lines if line)[-300:]
+        return f"; the kernel's process said: {said}" if said else ""
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -68,6 +89,7 @@ class SafeExecute(Execute):
         return km
 
     def preprocess_cell(self, cell, resources, index):
+        self._reached_cells = True  # the kernel answered: what goes wrong from here on is the notebook's
         if cell.cell_type != "code":
             return cell, resources
         left = self._deadline - time.monotonic()

@@ -170,11 +170,12 @@ def _same_statements(ran: str, kept: str) -> bool:
 
 
 def same_code(autograded, clean) -> bool:
-    """Whether the clean room would run the code cells the autograded notebook ran: the same cells in the same
-    order, each the same statements (so every answer cell was definitions the clean room keeps whole)."""
-    ran = [c.source for c in autograded.cells if c.cell_type == "code"]
-    kept = [c.source for c in clean.cells if c.cell_type == "code"]
-    return len(ran) == len(kept) and all(a == b or _same_statements(a, b) for a, b in zip(ran, kept))
+    """Whether the clean room would run the code cells the autograded notebook ran: the same cells (by their ids)
+    in the same order, each the same statements (so every answer cell was definitions the clean room keeps whole)."""
+    ran = [c for c in autograded.cells if c.cell_type == "code"]
+    kept = [c for c in clean.cells if c.cell_type == "code"]
+    return len(ran) == len(kept) and all(_grade_id(a) == _grade_id(b) and (
+        a.source == b.source or _same_statements(a.source, b.source)) for a, b in zip(ran, kept))
 
 
 def test_scores(notebook) -> dict[str, float]:

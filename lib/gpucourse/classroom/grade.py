@@ -9,9 +9,10 @@ run in the course directory after collecting (``submitted/<student>/<assignment>
 2. the driver alone writes ``autograded/``, the gradebook and ``grades.csv``, as each task ends: a
    task of a lost worker runs again elsewhere, and a rerun skips students already graded (``--force``
    grades them again);
-3. feedback, and a summary: graded, zero, needs review, failed to grade (with the reason), seconds
-   per submission and per worker. A submission that scores more in its notebook than in the clean room
-   needs review: it is scored with the lower of each test and its feedback is held until an instructor
+3. feedback, and a summary: graded, zero, needs review, failed to grade (with the reason; a kernel that
+   did not start, for one), seconds per submission and per worker. A submission with a test that scores
+   differently in the clean room, or that its notebook lacks (deleted, or its id changed), needs review: it
+   is scored with the lower of each test (0 for a missing one) and its feedback is held until an instructor
    settles it (``--student S --settle notebook`` or ``clean-room``: whose scores stand). A student who
    resubmitted (a newer submission than the one graded) is graded again.
 
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import nbformat
@@ -301,8 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="grade again students already in grades.csv")
     parser.add_argument("--settle", choices=SETTLED, help="with --student, after a review: whose scores stand "
                         "where the notebook and the clean room differ (without it: the lower of each, feedback held)")
-    for name, default in vars(Limits()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default, dest=name)
+    for limit in fields(Limits):
+        parser.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default, dest=limit.name,
+                            help=f"{limit.metadata['help']} (default: %(default)s)")
     args = parser.parse_args(argv)
     course = Path(args.course).resolve()
     submitted = course / "submitted"

@@ -11,6 +11,7 @@ in the student's cell instead of taking the machine.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -34,10 +35,13 @@ def unavailable() -> str | None:
 
 
 def python_paths_under(folder: str) -> list[str]:
-    """The folders this Python runs from (environment, import path, the course library) inside ``folder``."""
+    """The folders this Python runs from (environment, interpreter, import path, the course library) inside
+    ``folder``, as given and as resolved: a symlinked environment (``.venv -> ...``) is started by the link's path."""
     library = Path(__file__).resolve().parents[2]  # the folder that holds the gpucourse package
-    paths = {sys.prefix, sys.base_prefix, str(library), *(p for p in sys.path if p and Path(p).is_dir())}
-    inside = sorted(str(Path(p).resolve()) for p in paths if Path(p).resolve().is_relative_to(folder))
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), str(library),
+             *(p for p in sys.path if p and Path(p).is_dir())}
+    forms = {str(form) for p in paths for form in (Path(os.path.abspath(p)), Path(p).resolve())}
+    inside = sorted(p for p in forms if Path(p).is_relative_to(folder))
     return [p for p in inside if not any(p != q and Path(p).is_relative_to(q) for q in inside)]
 
 

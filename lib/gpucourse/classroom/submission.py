@@ -11,6 +11,7 @@ again elsewhere.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import tempfile
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook
 
 from .autograde import HIDDEN_COURSES
@@ -27,10 +29,14 @@ from .preloaded import environment, run_module
 
 @dataclass
 class Limits:
-    cell_timeout: int = 300
-    notebook_timeout: int = 1200
-    memory_limit: int = 8 << 30
-    output_bytes: int = 20_000
+    """What a submission may use; each is an option of `grade` (the help is its ``metadata``)."""
+
+    cell_timeout: int = field(default=300, metadata={"help": "seconds a cell may run; a cell past it is stopped"})
+    notebook_timeout: int = field(default=1200, metadata={"help": "seconds a notebook may run; later cells are not "
+                                                                  "run"})
+    memory_limit: int = field(default=8 << 30, metadata={"help": "bytes of data a student's kernel may allocate"})
+    output_bytes: int = field(default=20_000, metadata={"help": "bytes an output keeps in the graded notebook and "
+                                                                "the feedback; the rest is cut"})
 
     def nbgrader_options(self) -> list[str]:
         return [f"--SafeExecute.timeout={self.cell_timeout}", f"--SafeExecute.notebook_timeout={self.notebook_timeout}",
@@ -69,15 +75,18 @@ class Graded:
     seconds: float = 0.0
 
 
-GENERIC = ("Please see the", "see the above traceback")  # nbgrader's lines that point at a traceback it printed
+# nbgrader's lines around a traceback it printed: where it points at it, and what it did after it
+GENERIC = ("Please see the", "see the above traceback", "There was an error processing", "Removing failed")
+MODULE = re.compile(r"^[\w.]+\.(?=[A-Z]\w*: )")  # a traceback's last line names its exception with its module
 
 
 def last_error(output: str) -> str:
-    """The last line of ``output`` that names an error, leaving out nbgrader's pointers to an earlier traceback."""
+    """The last line of ``output`` that names an error (an exception without its module), leaving out nbgrader's
+    lines around its tracebacks."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in lines if ("Error" in line or "error" in line or "failed" in line.lower())
               and not any(words in line for words in GENERIC)]
-    return (errors or lines or ["no output"])[-1][:300]
+    return MODULE.sub("", (errors or lines or ["no output"])[-1])[:300]
 
 
 def unreadable(path: Path) -> str:
@@ -95,12 +104,14 @@ def unreadable(path: Path) -> str:
     return ""
 
 
-def _grade_ids(path: Path) -> set[str]:
+def _grade_ids(path: Path) -> dict[str, float | None]:
+    """The notebook's cells by hidden id: their points, None for a cell that is not graded ({} if unreadable)."""
     try:
         cells = nbformat.read(path, as_version=4).cells
     except Exception:
-        return set()
-    return {c.metadata["nbgrader"]["grade_id"] for c in cells if "grade_id" in c.metadata.get("nbgrader", {})}
+        return {}
+    metas = [c.metadata["nbgrader"] for c in cells if "grade_id" in c.metadata.get("nbgrader", {})]
+    return {m["grade_id"]: (m.get("points", 0) if m.get("grade") else None) for m in metas}
 
 
 def find_notebooks(course: Path, assignment: str, student: str) -> tuple[list[str], list[str]]:
@@ -112,7 +123,7 @@ def find_notebooks(course: Path, assignment: str, student: str) -> tuple[list[st
         if not (folder / name).exists():
             wanted = _grade_ids(course / "solutions" / assignment / name)
             others = [p for p in sorted(folder.glob("*.ipynb")) if p.name not in names]
-            matches = [p for p in others if _grade_ids(p) & wanted]
+            matches = [p for p in others if _grade_ids(p).keys() & wanted.keys()]
             if len(matches) != 1:
                 found = [p.name for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "timestamp.txt"]
                 problems.append(f"no {name} in the submission (found: {', '.join(found) or 'nothing'})")
@@ -127,17 +138,38 @@ def find_notebooks(course: Path, assignment: str, student: str) -> tuple[list[st
     return notes, problems
 
 
+def missing_cells(source: Path, submitted: Path) -> dict[str, float | None]:
+    """The source's cells (by hidden id) that the submitted notebook lacks, with their points (`_grade_ids`)."""
+    got = _grade_ids(submitted)
+    return {name: points for name, points in _grade_ids(source).items() if name not in got}
+
+
+def _named(cells: dict[str, float | None]) -> str:
+    return ", ".join(name + ("" if points is None else f" ({points:g} point{'s' * (points != 1)})")
+                     for name, points in cells.items())
+
+
 def cell_notes(source: Path, submitted: Path) -> list[str]:
     """What the submitted notebook lacks or adds among the graded cells (by their hidden ids): notes."""
-    wanted, got = _grade_ids(source), _grade_ids(submitted)
+    missing, added = missing_cells(source, submitted), sorted(_grade_ids(submitted).keys() - _grade_ids(source).keys())
     notes = []
-    if wanted - got:
-        notes.append(f"cells missing from {submitted.name} (deleted, or their id changed; they score 0): "
-                     f"{', '.join(sorted(wanted - got))}")
-    if got - wanted:
+    if missing:
+        notes.append(f"cells missing from {submitted.name} (deleted, or their id changed): {_named(missing)}")
+    if added:
         notes.append(f"cells of {submitted.name} with ids the assignment does not have (not graded): "
-                     f"{', '.join(sorted(got - wanted))}")
+                     f"{', '.join(added)}")
     return notes
+
+
+def tell_missing_tests(source: Path, submitted: Path, autograded: Path) -> None:
+    """The graded notebook (and so its feedback) starts with a line naming the graded cells the student's lacks."""
+    tests = {name: points for name, points in missing_cells(source, submitted).items() if points is not None}
+    if tests:
+        notebook = nbformat.read(autograded, as_version=4)
+        notebook.cells.insert(0, new_markdown_cell(
+            f"**Tests missing from your notebook** (deleted, or their cell id changed): {_named(tests)}. "
+            "This page does not show them; their score was decided on review."))
+        nbformat.write(notebook, autograded)
 
 
 def _write(folder: Path, files: dict[str, bytes]) -> None:
@@ -174,18 +206,22 @@ SETTLED = ("notebook", "clean-room")  # how an instructor settles a review: whos
 
 
 def compare(graded: Graded, report: dict, settle: str | None = None) -> None:
-    """Clean-room score, and for every test whose two scores differ a note and the lower score: the submission
-    needs review, unless ``settle`` (after a review: "notebook" or "clean-room") says whose scores stand."""
-    graded.clean_room_score = sum(s or 0 for scores in report.values() for s in scores["clean_room"].values())
+    """Clean-room score, and for every test whose two scores differ, or that the notebook lacks (deleted, or its id
+    changed), a note and the lower score: the submission needs review, unless ``settle`` (after a review: "notebook"
+    or "clean-room") says whose scores stand."""
+    graded.clean_room_score = float(sum(s or 0 for scores in report.values() for s in scores["clean_room"].values()))
     differ = []
     for notebook, scores in report.items():
-        for test, points in scores["autograded"].items():
-            again = scores["clean_room"].get(test)
-            if points == again:
+        ran = scores["autograded"]
+        for test in dict.fromkeys([*scores["clean_room"], *ran]):
+            points, again = ran.get(test), scores["clean_room"].get(test)
+            if test in ran and points == again:
                 continue
-            differ.append(f"{test}: {_points(points)} in the notebook, {_points(again)} in the clean room")
-            if settle != "notebook" and (notebook, test) in graded.scores:
-                graded.scores[notebook, test] = (min(points or 0, again or 0), graded.scores[notebook, test][1])
+            there = f"{_points(points)} in the notebook" if test in ran else "not in the notebook"
+            differ.append(f"{test}: {there}, {_points(again)} in the clean room")
+            if (notebook, test) in graded.scores:  # one the notebook lacks needs manual grading until settled
+                score = {"notebook": points, "clean-room": again}.get(settle, min(points or 0, again or 0))
+                graded.scores[notebook, test] = (float(score or 0), graded.scores[notebook, test][1] and not settle)
     if differ and settle is None:
         graded.status = "needs review"
         graded.notes += differ[:3] + ([f"and {len(differ) - 3} more tests like these"] if len(differ) > 3 else [])
@@ -225,6 +261,9 @@ def grade_submission(assignment: Assignment, student: str, files: dict[str, byte
                 graded.status = "failed to grade"
                 graded.notes.append(last_error(done.stdout + done.stderr))
                 return graded
+            for notebook in wanted:
+                tell_missing_tests(course / "solutions" / name / notebook, course / "submitted" / student / name /
+                                   notebook, autograded / notebook)
             graded.autograded = _read(autograded)
             _scores(course, name, student, graded)
             clean = run_module(course, "gpucourse.classroom.clean_room", str(course), name, student,

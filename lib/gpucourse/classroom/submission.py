@@ -138,10 +138,9 @@ def find_notebooks(course: Path, assignment: str, student: str) -> tuple[list[st
     return notes, problems
 
 
-def missing_cells(source: Path, submitted: Path) -> dict[str, float | None]:
-    """The source's cells (by hidden id) that the submitted notebook lacks, with their points (`_grade_ids`)."""
-    got = _grade_ids(submitted)
-    return {name: points for name, points in _grade_ids(source).items() if name not in got}
+def missing_cells(wanted: dict, got: dict) -> dict[str, float | None]:
+    """The cells of ``wanted`` (`_grade_ids` of the source) that ``got`` (of the submitted notebook) lacks."""
+    return {name: points for name, points in wanted.items() if name not in got}
 
 
 def _named(cells: dict[str, float | None]) -> str:
@@ -151,7 +150,8 @@ def _named(cells: dict[str, float | None]) -> str:
 
 def cell_notes(source: Path, submitted: Path) -> list[str]:
     """What the submitted notebook lacks or adds among the graded cells (by their hidden ids): notes."""
-    missing, added = missing_cells(source, submitted), sorted(_grade_ids(submitted).keys() - _grade_ids(source).keys())
+    wanted, got = _grade_ids(source), _grade_ids(submitted)
+    missing, added = missing_cells(wanted, got), sorted(got.keys() - wanted.keys())
     notes = []
     if missing:
         notes.append(f"cells missing from {submitted.name} (deleted, or their id changed): {_named(missing)}")
@@ -163,7 +163,8 @@ def cell_notes(source: Path, submitted: Path) -> list[str]:
 
 def tell_missing_tests(source: Path, submitted: Path, autograded: Path) -> None:
     """The graded notebook (and so its feedback) starts with a line naming the graded cells the student's lacks."""
-    tests = {name: points for name, points in missing_cells(source, submitted).items() if points is not None}
+    missing = missing_cells(_grade_ids(source), _grade_ids(submitted))
+    tests = {name: points for name, points in missing.items() if points is not None}
     if tests:
         notebook = nbformat.read(autograded, as_version=4)
         notebook.cells.insert(0, new_markdown_cell(

@@ -586,8 +586,8 @@ def _copies_a_grid(t, name: str, lane: int) -> bool:
     """Whether thread ``lane`` read, in an image channel of NCHW ``name``, a grid of inputs blockDim.y rows and
     blockDim.x columns apart: what two copy loops over a patch's rows and columns, stepping by blockDim, read."""
     array = t.array(name)
-    read = [elements[lanes == lane] for kind, lanes, elements, *_ in array.events if kind == "read"]
-    b, c, i, j = np.unravel_index(np.concatenate(read), array.shape)
+    lanes, elements = array.accesses("read")
+    b, c, i, j = np.unravel_index(elements[lanes == lane], array.shape)
     mine = (b == b[0]) & (c == c[0])
     rows, columns = np.unique(i[mine]), np.unique(j[mine])
     cells = len(np.unique(i[mine] * array.shape[3] + j[mine]))

@@ -102,12 +102,10 @@ def _read_again(t, name: str) -> str:
     """When every element of ``name`` was read, each by one thread only, and some more than once: which thread read
     the first of those again (the GPU's compiler may load a[i] once for two uses, but the budget counts each)."""
     array = t.array(name)
-    events = [(lanes, np.broadcast_to(elements, lanes.shape)) for kind, lanes, elements, *_ in array.events
-              if kind == "read"]
+    lanes, elements = array.accesses("read")
     counts = array.per_element["read"][:array.size]
-    if not events or counts.min() < 1 or array.space != "global":
+    if not len(lanes) or counts.min() < 1 or array.space != "global":
         return ""
-    lanes, elements = (np.concatenate(part).astype(np.int64) for part in zip(*events))
     pairs = np.unique(lanes * array.size + elements)
     if np.bincount(pairs % array.size, minlength=array.size).max() > 1:  # an element read by two threads
         return ""

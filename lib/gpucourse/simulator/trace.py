@@ -73,6 +73,16 @@ class ArrayTrace:
         self.events: list[tuple] = []  # (kind, lanes, elements, block phase of each lane)
         self.size = array.size
 
+    def accesses(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(lane, element) of every access of ``kind``, in the order made (an element the same in all the lanes of
+        an instruction is repeated for each)."""
+        made = [(lanes, np.broadcast_to(elements, np.shape(lanes))) for k, lanes, elements, *_ in self.events
+                if k == kind]
+        if not made:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        lanes, elements = (np.concatenate(part).astype(np.int64) for part in zip(*made))
+        return lanes, elements
+
     def element_counts(self, kind: str) -> np.ndarray:
         counts = self.per_element[kind]
         if self.space == "shared":

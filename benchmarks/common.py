@@ -85,7 +85,10 @@ class TimeBudget:
                 return
             began = self.clock()
             yield item
-            self.longest = max(self.longest, self.clock() - began)
+            took = self.clock() - began
+            self.longest = max(self.longest, took)
+            if self.seconds is not None:  # gpu-check's log: where each benchmark's share of the device time went
+                print(f"  [{label(item)}: {took:.1f} s]", flush=True)
 
     @property
     def complete(self) -> bool:

@@ -157,6 +157,7 @@ class Result:
     seconds: float = 0.0
     note: str = ""
     notebooks: list = field(default_factory=list)  # (path, line) of each notebook this part ran
+    slowest: list = field(default_factory=list)  # (seconds, notebook, cell index, first line): its slowest cells
 
 
 # -- the parts -----------------------------------------------------------------------------------------------------
@@ -194,9 +195,9 @@ def notebooks(part: str, match: str | None = None) -> list[Path]:
     return [p for p in found if match is None or match in p.name]
 
 
-def execute_notebook(path: Path, cell_timeout: float, require_gpu: bool = True) -> list[str]:
+def execute_notebook(path: Path, cell_timeout: float, require_gpu: bool = True, timed: list | None = None) -> list[str]:
     """Run ``path`` in a fresh kernel in its folder; what went wrong (an error, a stalled cell, stderr output,
-    no GPU), or []."""
+    no GPU), or []. ``timed``, a list, gets each code cell's `CellTime` (nbclient's timestamps)."""
     import nbformat  # noqa: PLC0415 (in the prepared environment only)
     from nbclient.exceptions import CellExecutionError  # noqa: PLC0415
 
@@ -212,6 +213,8 @@ def execute_notebook(path: Path, cell_timeout: float, require_gpu: bool = True) 
         return [f"a cell failed: {str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__}"]
     except Exception as exc:  # a dead kernel
         return [f"{type(exc).__name__}: {str(exc).strip()[:300]}"]
+    if timed is not None:
+        timed += cell_times(notebook.cells[:-1])
     problems = [f"stderr: {out.get('text', '').strip()[:300]}" for cell in notebook.cells if cell.cell_type == "code"
                 for out in cell.get("outputs", []) if out.get("output_type") == "stream" and out.get("name") == "stderr"]
     backend = "".join(out.get("text", "") for out in notebook.cells[-1].outputs).split(BACKEND_MARK)[-1].strip()
@@ -220,8 +223,48 @@ def execute_notebook(path: Path, cell_timeout: float, require_gpu: bool = True) 
     return problems
 
 
-def execute_repeatedly(path: Path, repeat: int, cell_timeout: float, deadline: float, require_gpu: bool = True) -> str:
-    """``repeat`` fresh runs of ``path``; one line, e.g. "lectures/03_matmul.ipynb: ok, 3/3 runs, 17 s".
+@dataclass(frozen=True)
+class CellTime:
+    seconds: float
+    index: int
+    first_line: str
+
+
+SLOWEST = 3  # cells per notebook named in the log: where a notebook's time on the GPU goes
+SLOWEST_LINE = re.compile(r"^slowest cells of ((?:lectures|solutions)/\S+\.ipynb): (.*)$", re.M)
+SLOWEST_CELL = re.compile(r"cell (\d+) \(([\d.]+) s\): `([^`]*)`")
+
+
+def cell_times(cells) -> list[CellTime]:
+    """Each executed code cell's time, from the timestamps nbclient records in its metadata."""
+    from datetime import datetime  # noqa: PLC0415
+
+    times = []
+    for index, cell in enumerate(cells):
+        stamps = cell.get("metadata", {}).get("execution", {})
+        began, ended = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        if cell.cell_type == "code" and began and ended:
+            seconds = (datetime.fromisoformat(ended.replace("Z", "+00:00"))
+                       - datetime.fromisoformat(began.replace("Z", "+00:00"))).total_seconds()
+            first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+            times.append(CellTime(seconds, index, first[:60].replace("`", "'")))
+    return times
+
+
+def slowest_line(name: str, times: list[CellTime]) -> str:
+    """"slowest cells of NOTEBOOK: cell 47 (40.1 s): `def bert_layer(tokens):`, ..." (each cell's longest run)."""
+    longest = {}
+    for t in times:
+        if t.index not in longest or t.seconds > longest[t.index].seconds:
+            longest[t.index] = t
+    top = sorted(longest.values(), key=lambda t: -t.seconds)[:SLOWEST]
+    return f"slowest cells of {name}: " + ", ".join(f"cell {t.index} ({t.seconds:.1f} s): `{t.first_line}`" for t in top)
+
+
+def execute_repeatedly(path: Path, repeat: int, cell_timeout: float, deadline: float, require_gpu: bool = True,
+                       timed: list | None = None) -> str:
+    """``repeat`` fresh runs of ``path``; one line, e.g. "lectures/03_matmul.ipynb: ok, 3/3 runs, 17 s". ``timed``,
+    a list, gets the `CellTime` of every cell of every run that passed.
 
     It stops at the first failing run, and starts no run that ``deadline`` (a ``time.monotonic()``) would cut.
     """
@@ -230,7 +273,7 @@ def execute_repeatedly(path: Path, repeat: int, cell_timeout: float, deadline: f
         if seconds and time.monotonic() + max(seconds) > deadline:
             return f"{name}: not finished, {runs}/{repeat} runs (time limit)"
         start = time.monotonic()
-        problems = execute_notebook(path, cell_timeout, require_gpu)
+        problems = execute_notebook(path, cell_timeout, require_gpu, timed)
         seconds.append(time.monotonic() - start)
         if problems:
             return f"{name}: FAILED in run {run}, {runs}/{repeat} runs: {'; '.join(problems)}"
@@ -559,8 +602,9 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         output += "".join(combined_runs(path, [finished[path, k][1] for k in range(settings.repeat)]) + "\n"
                           for path in paths)
         returncode = next((code for code, _ in finished.values() if code != 0), 0)
+        slowest = slowest_cells("".join(text for _, text in finished.values()))
     else:
-        note = "quick: nothing recorded" if settings.quick else ""
+        note, slowest = ("quick: nothing recorded" if settings.quick else ""), []
         if part == "differential":
             command = [python, "-m", "gpucourse.grading.differential_cases", "--markdown", str(out / "differential.md")]
         elif part == "grading":
@@ -587,7 +631,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
         unfinished = any("not finished" in line for _, line in lines)
         return Result(part, "not run" if unfinished and not any("FAILED" in line for _, line in lines) else "failed",
                       seconds, "time limit: --resume goes on" if unfinished else f"exit status {returncode}: "
-                      "see gpu-check.log", lines)
+                      "see gpu-check.log", lines, slowest)
     if "needs a CUDA GPU" in output:
         return Result(part, "failed", seconds, "found no usable GPU: see gpu-check.log")
     if part == "differential":
@@ -598,7 +642,7 @@ def run_part(part: str, python: str, seconds_left: float, log, out: Path, settin
     if PARTIAL_MARK in output:
         return Result(part, "partial", seconds, f"rows left out for time ({share or 0:.0f} s): its section names them; "
                       "--resume measures it again when more time is left", lines)
-    return Result(part, "passed", seconds, note, lines)
+    return Result(part, "passed", seconds, note, lines, slowest)
 
 
 class Slots:
@@ -634,14 +678,32 @@ def run_command(command: list[str], env: dict, seconds: float) -> tuple[int | No
     return done.returncode, done.stdout
 
 
-def summary(results: list[Result]) -> str:
-    """The table printed last: one row per part."""
+def slowest_cells(output: str) -> list[tuple]:
+    """(seconds, notebook, cell index, first line) of each cell the `slowest_line`s in ``output`` name, its longest
+    run, slowest first."""
+    longest = {}
+    for notebook, cells in SLOWEST_LINE.findall(output):
+        for index, seconds, first in SLOWEST_CELL.findall(cells):
+            key = (notebook, int(index))
+            longest[key] = max(longest.get(key, (0.0, first)), (float(seconds), first))
+    return sorted(((seconds, notebook, index, first) for (notebook, index), (seconds, first) in longest.items()),
+                  reverse=True)
+
+
+def summary(results: list[Result], cells: int = 12) -> str:
+    """The table printed last: one row per part, then the notebooks' slowest ``cells`` (where the next run can save
+    device time)."""
     rows = ["| part | result | seconds | note |", "|---|---|---:|---|"]
     rows += [f"| {r.part} | {r.status} | {r.seconds:.0f} | {r.note} |" for r in results]
     passed = sum(r.status in ("passed", "partial") for r in results)
     partial = sum(r.status == "partial" for r in results)
     rows += ["", f"gpu-check: {passed} of {len(results)} parts passed"
                  + (f" ({partial} partial: rows left out for time)." if partial else ".")]
+    slowest = sorted((cell for r in results for cell in r.slowest), reverse=True)[:cells]
+    if slowest:
+        rows += ["", "The notebooks' slowest cells (the longest of their runs):", "",
+                 "| seconds | notebook | cell | first line |", "|---:|---|---:|---|"]
+        rows += [f"| {seconds:.1f} | {notebook} | {index} | `{first}` |" for seconds, notebook, index, first in slowest]
     return "\n".join(rows)
 
 
@@ -796,10 +858,13 @@ def main(argv=None) -> int:
         return download_wheels(arguments.wheels)
     if arguments.execute:
         deadline = time.monotonic() + arguments.limit
-        lines = [execute_repeatedly(path, arguments.repeat, arguments.cell_timeout, deadline)
-                 for path in arguments.execute]
-        for line in lines:
-            print(line, flush=True)
+        lines = []
+        for path in (p.resolve() for p in arguments.execute):
+            timed = []
+            lines.append(execute_repeatedly(path, arguments.repeat, arguments.cell_timeout, deadline, timed=timed))
+            if timed:
+                print(slowest_line(path.relative_to(ROOT).as_posix(), timed), flush=True)
+            print(lines[-1], flush=True)
         return 0 if all(": ok," in line for line in lines) else 1
     if arguments.record:
         from gpucourse.course import record  # noqa: PLC0415 (in the prepared environment only)

@@ -582,3 +582,24 @@ def test_turns_widen_at_once_where_nothing_runs_beside_the_notebooks_or_what_did
     slots = gpu_check.Slots(2)
     slots.widen(1)  # never narrower
     assert slots.capacity == 2
+
+
+def test_the_log_and_the_summary_name_the_notebooks_slowest_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)
+    (tmp_path / "lectures").mkdir()
+    slow = notebook(tmp_path / "lectures", "slow", "x = 1", "import time\ntime.sleep(1.2)  # the slow one", "y = 2")
+    timed = []
+    line = gpu_check.execute_repeatedly(slow, 2, 60, time.monotonic() + 600, require_gpu=False, timed=timed)
+    assert line.startswith("lectures/slow.ipynb: ok, 2/2 runs")
+    assert len(timed) == 6 and {t.index for t in timed} == {0, 1, 2}
+    logged = gpu_check.slowest_line("lectures/slow.ipynb", timed)
+    assert re.match(r"slowest cells of lectures/slow.ipynb: cell 1 \(1\.\d s\): `import time`, cell ", logged)
+    # two runs' lines of one notebook, and another notebook's: each cell once, at its longest run, slowest first
+    output = "\n".join([logged, "slowest cells of lectures/slow.ipynb: cell 1 (3.5 s): `import time`",
+                        "slowest cells of solutions/a/a.ipynb: cell 4 (2.0 s): `run(x)`"])
+    cells = gpu_check.slowest_cells(output)
+    assert [(s, n, i) for s, n, i, _ in cells[:2]] == [(3.5, "lectures/slow.ipynb", 1), (2.0, "solutions/a/a.ipynb", 4)]
+    assert len(cells) == 4
+    table = gpu_check.summary([gpu_check.Result("lectures", "passed", 9, slowest=cells)])
+    assert "| 3.5 | lectures/slow.ipynb | 1 | `import time` |" in table
+    assert "slowest cells" not in gpu_check.summary([gpu_check.Result("conv", "passed", 3)])

@@ -37,7 +37,7 @@ def test_the_goals_come_first_and_the_others_keep_their_order():
     assert budget.complete and budget.note("any.py") == ""
 
 
-def test_a_row_starts_only_while_the_longest_so_far_still_fits_and_the_rest_are_named():
+def test_a_row_starts_only_while_the_longest_so_far_still_fits_and_the_rest_are_named(capsys):
     clock = Clock()
     budget = TimeBudget(25, clock=clock)  # 0 + 10 and 10 + 10 fit in 25 s; 20 + 10 does not
     sizes = [512, 1024, 4096, 8192]
@@ -45,6 +45,7 @@ def test_a_row_starts_only_while_the_longest_so_far_still_fits_and_the_rest_are_
     assert budget.left_out == ["1024^3", "8192^3"] and not budget.complete  # named by their labels
     note = budget.note("matmul.py")
     assert "1024^3, 8192^3" in note and "25 s" in note and "benchmarks/matmul.py" in note and "4096" not in note
+    assert capsys.readouterr().out.splitlines() == ["  [4096^3: 10.0 s]", "  [512^3: 10.0 s]"]  # for the log
 
 
 def test_the_first_row_always_runs():

@@ -26,11 +26,13 @@ c.ExecutePreprocessor.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Feedback shows each test cell as the student saw it: without the hidden tests
-# (nbgrader 0.9 would otherwise print them in the feedback, jupyter/nbgrader#917).
+# (nbgrader 0.9 would otherwise print them in the feedback, jupyter/nbgrader#917); long lines wrap.
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+from gpucourse.classroom.autograde import WrapLongLines  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor, WrapLongLines]
 
 # Grading a class safely (`make grade`): each notebook runs in a sandboxed kernel under a time
 # limit for the whole notebook, and a dead or hung kernel costs only the cells it did not reach;

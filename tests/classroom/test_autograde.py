@@ -1,6 +1,8 @@
 """Whose failure a kernel's is: one that never started ran no student code (the grading machine failed); one
-that died in a cell is the student's (the cells it did not reach score 0)."""
+that died in a cell is the student's (the cells it did not reach score 0). And a sandboxed kernel has no network."""
 
+import os
+import socket
 import sys
 
 import pytest
@@ -33,3 +35,19 @@ def test_a_kernel_that_dies_in_a_cell_costs_the_student_the_cells_it_did_not_rea
     assert [o.ename for o in died.outputs] == ["KernelDied"]
     assert [(o.ename, o.evalue) for o in later.outputs] == [
         ("NotRun", "not run: the kernel died in an earlier cell (os._exit, a signal, or out of memory)")]
+
+
+def test_a_sandboxed_kernel_reaches_no_port_of_the_grading_machine_and_still_runs(tmp_path):
+    if sandbox.unavailable() is not None or not sandbox.isolates_network():
+        reason = f"no network namespace for a sandboxed kernel here: {sandbox.unavailable() or 'bwrap --unshare-net'}"
+        if os.environ.get("GPUCOURSE_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"GPUCOURSE_REQUIRE_SANDBOX=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with socket.create_server(("127.0.0.1", 0)) as server:  # a port on this machine, open to its own processes
+        port = server.getsockname()[1]
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        reach = (f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
+                 "    print('reached the grader')\nexcept OSError as error:\n    print('no network:', type(error).__name__)")
+        nb = new_notebook(cells=[new_code_cell(reach), new_code_cell("print(6 * 7)")], metadata=KERNELSPEC)
+        ran, _ = SafeExecute(course_root=str(tmp_path), timeout=60).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    assert [o.get("text") for c in ran.cells for o in c.outputs] == ["no network: ConnectionRefusedError\n", "42\n"]

@@ -256,3 +256,15 @@ def test_a_kernel_that_does_not_start_fails_to_grade_and_a_symlinked_environment
                    "before replying to kernel_info" in row["notes"]
             assert not (course / "autograded").exists() and not (course / "feedback").exists()
     assert (course / "feedback" / "ann" / mini.ASSIGNMENT / "mini.html").exists()
+
+
+def test_the_feedback_wraps_a_long_line_instead_of_scrolling_sideways(graded, page):
+    """prints_4_mb's output, capped, is one line of 20,000 characters: in Chromium at 1280 x 720 neither the page
+    nor any box of code or output in it is wider than the window."""
+    course, _, _ = graded
+    feedback = course / "feedback" / "prints_4_mb" / mini.ASSIGNMENT / "mini.html"
+    assert "x" * 20_000 in feedback.read_text()
+    page.goto(feedback.as_uri())
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+    wide = page.evaluate("[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1).length")
+    assert wide == 0  # no box of code or output scrolls sideways either

@@ -9,6 +9,7 @@
   ``grade_id`` becomes a plain cell instead of failing the notebook.
 - `StderrIsOutput`: warnings or logging in a student's own code do not zero a test cell.
 - `ScrubOutputs`: no output over a byte cap, and no line of a hidden test, reaches the feedback.
+- `WrapLongLines` (feedback): a long line of code or of a message wraps instead of scrolling sideways.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class SafeExecute(Execute):
         self._stopped = None
         self._cell_timeout = self.timeout
         self._reached_cells = False
-        with tempfile.TemporaryFile() as self._kernel_stderr:
+        with tempfile.TemporaryFile() as self._kernel_stderr, tempfile.TemporaryDirectory(prefix="kernel-") as folder:
+            self._sockets = Path(folder)  # the sandboxed kernel's Unix sockets
             try:
                 return super().preprocess(nb, resources, km)
             except Exception as exc:
@@ -83,7 +85,11 @@ class SafeExecute(Execute):
             root = Path(self.course_root or self.config.CourseDirectory.get("root", ".") or ".")
             workdir = Path(self.resources.get("metadata", {}).get("path") or ".")
             roots = [root, *filter(None, os.environ.get(HIDDEN_COURSES, "").split(os.pathsep))]
-            km._kernel_spec = KernelSpec(argv=sandbox.kernel_argv(roots, workdir, self.memory_limit),
+            sockets = None
+            if sandbox.isolates_network():  # no network in the kernel: the grader reaches it by Unix sockets
+                sockets = self._sockets
+                km.transport, km.ip = "ipc", str(sockets / "kernel")
+            km._kernel_spec = KernelSpec(argv=sandbox.kernel_argv(roots, workdir, self.memory_limit, sockets),
                                          display_name="gpucourse sandbox", language="python",
                                          interrupt_mode="message")  # bwrap passes no SIGINT on
         return km
@@ -225,6 +231,17 @@ class ScrubOutputs(NbGraderPreprocessor):
         if len(data) > self.max_bytes:
             text = data[: self.max_bytes].decode(errors="ignore") + f"\n[... {len(data) - self.max_bytes} bytes cut]"
         return text
+
+
+class WrapLongLines(NbGraderPreprocessor):
+    """The feedback's code and outputs wrap at the page's width (a grading message is one long line; the student
+    should not scroll sideways to read it). After nbconvert's `CSSHTMLHeaderPreprocessor`, which it adds to."""
+
+    css = "pre { white-space: pre-wrap; overflow-wrap: anywhere; }"
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(self.css)
+        return nb, resources
 
 
 def hidden_lines(course_root: Path, source_folder: str, resources) -> set[str]:

@@ -1,11 +1,14 @@
-"""A submission's kernel in a sandbox: bubblewrap, a memory cap, and only its own folder in view.
+"""A submission's kernel in a sandbox: bubblewrap, a memory cap, no network, and only its own folder in view.
 
 The kernel that runs a student's notebook sees the file system read-only (the course library
 included), its own working folder writable, a private ``/tmp``, and in place of the course's
 ``solutions/``, ``submitted/``, ``autograded/`` and ``feedback/`` folders and the gradebook,
 nothing. It runs in its own PID namespace, so it cannot signal the grader or other students'
 kernels, and with a cap on its data segment (``prlimit --data``), so a huge allocation fails
-in the student's cell instead of taking the machine.
+in the student's cell instead of taking the machine. Where bubblewrap can make one, it runs in
+a network namespace of its own (``--unshare-net``: no network, no reaching the grader's
+or other kernels' ports); the grader then talks to it over Unix sockets (ZeroMQ's ``ipc``
+transport) in a folder that both see, ``sockets``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ def unavailable() -> str | None:
     return None
 
 
+@functools.cache
+def isolates_network() -> bool:
+    """Whether bubblewrap can give a kernel a network namespace of its own here (some containers forbid it)."""
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent",
+                            "true"], capture_output=True, text=True, timeout=30)
+    return probe.returncode == 0
+
+
 def python_paths_under(folder: str) -> list[str]:
     """The folders this Python runs from (environment, interpreter, import path, the course library) inside
     ``folder``, as given and as resolved: a symlinked environment (``.venv -> ...``) is started by the link's path."""
@@ -45,15 +56,18 @@ def python_paths_under(folder: str) -> list[str]:
     return [p for p in inside if not any(p != q and Path(p).is_relative_to(q) for q in inside)]
 
 
-def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int) -> list[str]:
+def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int, sockets: Path | None = None) -> list[str]:
     """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox.
 
     Each of ``course_roots`` (a worker's private copy of the course, and the instructor's course
-    when the worker can see it) has its folders of answers and grades hidden.
+    when the worker can see it) has its folders of answers and grades hidden. With ``sockets`` (a folder for
+    the kernel's Unix sockets: its connection file names ``ipc`` as the transport), the kernel has no network.
     """
     workdir = workdir.resolve()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    if sockets is not None:
+        argv += ["--unshare-net", "--bind", str(sockets), str(sockets)]
     for path in python_paths_under("/tmp"):  # a course checked out in /tmp: its Python must stay in view
         argv += ["--ro-bind", path, path]
     for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU machine: the kernel may use the GPU

@@ -93,6 +93,22 @@ def matvec_shuffles(y, A, x):
 
 
 @cuda.jit
+def matvec_swapped(y, A, x):  # lane and row swapped: the lanes of one warp take different rows
+    lane = cuda.threadIdx.y
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.x
+    if row < A.shape[0]:
+        value = float32(0)
+        for c in range(lane, A.shape[1], 32):
+            value += A[row, c] * x[c]
+        offset = 16
+        while offset > 0:
+            value += cuda.shfl_down_sync(0xFFFFFFFF, value, offset)
+            offset //= 2
+        if lane == 0:
+            y[row] = value
+
+
+@cuda.jit
 def matvec_lane_zero(y, A, x):
     row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
     if row < A.shape[0] and cuda.threadIdx.x == 0:
@@ -281,6 +297,17 @@ def test_warp_per_row_budget_and_shuffles_instead_of_shared_memory():
         check_matrix_kernel(matvec_lane_zero, matvec_spec, plan, budget=budget)
     with pytest.raises(CheckFailed, match=r"uses shared memory \(`partial`\); combine the values with warp shuffles"):
         check_matrix_kernel(matvec_shared_tree, matvec_spec, plan, budget=budget)
+
+
+def test_a_warp_per_row_whose_lanes_split_at_a_shuffle_is_told_where_lane_and_row_come_from():
+    with pytest.raises(CheckFailed) as failed:
+        check_matrix_kernel(matvec_swapped, matvec_spec, warp_per_row([(5, 100), (37, 33)], warps=[1, 4]))
+    message = str(failed.value)
+    assert "is not executing this call" in message  # the simulator's fault, then what to change
+    assert message.endswith("Take the row from threadIdx.y (row = blockIdx.x * blockDim.y + threadIdx.y) and the lane "
+                            "from threadIdx.x (swapped, the lanes of one warp get different rows and some skip the "
+                            "shuffles), and let only the row decide whether a warp skips (if row < A.shape[0]); a "
+                            "lane with no column takes part with float32(0).")
 
 
 def test_coarsened_threads_must_reuse_and_keep_columns_strided():

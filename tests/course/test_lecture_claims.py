@@ -4,7 +4,11 @@ lecture tests: no extra run)."""
 
 import re
 
+import pytest
+
 from conftest import ROOT
+
+LECTURES = sorted((ROOT / "lectures").glob("*.ipynb"))
 
 
 def outputs(cell) -> str:
@@ -20,7 +24,7 @@ def test_tuning_lecture_bert_puzzle_shows_the_gain_its_text_explains(executed_le
     tiles of 8 x 8 (2 warps) twice the warps with 4 x 8 per thread; its puzzle's answer is "serving". A model that
     priced both workloads the same once made the puzzle mark that answer wrong (review of 2026-11-30)."""
     notebook = executed_lecture(ROOT / "lectures" / "07_tuning.ipynb")
-    table = outputs(code_cell(notebook, "one_config_or_one_per_shape"))
+    table = outputs(code_cell(notebook, 'display(Markdown(f"{how} {table}"))'))
     assert "Version 1: 64x64 / 8x8" in table, table
     training, serving = (float(gain) for gain in re.findall(r"\*\* \(([\d.]+)x\) \|", table))
     assert training < 1.01 < 1.2 < serving, table
@@ -33,3 +37,15 @@ def test_tuning_lecture_names_the_tie_its_text_explains(executed_lecture):
     printed = outputs(code_cell(notebook, "rt.tune(problem, model=ft.cost_model"))
     tied = int(re.search(r"(\d+) candidates share that price", printed)[1])
     assert tied > 1, printed  # the text: "Several candidates share the best price"
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
+def test_a_prediction_left_unanswered_shows_nothing_of_the_answer(executed_lecture, path):
+    """A "Your turn" cell run with ``my_guess = None`` prints only that it is not answered yet: no measurement, table
+    or count that gives the answer away before the student guessed (a review found three that did)."""
+    notebook = executed_lecture(path)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and re.search(r"^my_guess = None", cell.source, re.M):
+            shown = [out for out in cell.outputs if out.get("output_type") != "stream" or out.get("text", "").strip()]
+            assert [out.get("text", "").strip() for out in shown] == [
+                "Not answered yet: write your prediction in place of None, then run this cell again."], cell.source

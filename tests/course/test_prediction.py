@@ -81,3 +81,30 @@ def test_a_guess_that_is_no_number_where_the_answer_is_one_is_told_to_write_a_nu
         assert "(The answer is a number: write it as one, such as 12 or 0.5.)" in capsys.readouterr().out
     check_prediction("12", 12, why="Counted.")  # a number in quotes is one
     assert capsys.readouterr().out.startswith("✓ Right: 12.")
+
+
+def test_true_or_false_is_answered_by_a_bool_only(capsys):
+    assert verdict(capsys, False, False) and verdict(capsys, True, np.bool_(True))
+    for guess in ("False", 0, "True"):
+        check_prediction(guess, False, why="")
+        out = capsys.readouterr().out
+        assert out.startswith("✗ Not quite") and "(The answer is True or False: write one of them, without quotes.)" in out
+    check_prediction("False", False, why="")
+    assert "you said 'False', the run says False." in capsys.readouterr().out  # the quotes show why it differs
+
+
+def test_one_number_where_the_answer_is_several_is_told_to_write_a_list(capsys):
+    check_prediction(2, [2.0, 3.0], why="")
+    assert "(The answer is 2 numbers: write them as a list, such as [1.5, 2].)" in capsys.readouterr().out
+    check_prediction([2, 2], [2.0, 3.0], why="")
+    assert "write them as a list" not in capsys.readouterr().out
+
+
+def test_a_count_off_by_an_element_size_is_asked_about_elements_and_bytes(capsys):
+    for guess in (4480, 71680, 8960):  # 17,920 bytes: a quarter, 4 times, half
+        check_prediction(guess, 17920, why="")
+        assert "elements where the question counts bytes, or the other way round?" in capsys.readouterr().out
+    check_prediction(4481, 17920, why="")
+    assert "elements where" not in capsys.readouterr().out
+    check_prediction(0.5, 2.0, why="")  # not whole counts: no such guess
+    assert "elements where" not in capsys.readouterr().out

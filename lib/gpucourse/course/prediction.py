@@ -12,13 +12,22 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 
 def _words(text: str) -> str:
     return " ".join(text.replace("%", " ").lower().split())
 
 
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
 def _same(guess, actual, tolerance: float) -> bool:
-    """Equal, numbers within the relative ``tolerance``; sequences element by element."""
+    """Equal, numbers within the relative ``tolerance``; sequences element by element; True or False only by a
+    bool (not 0, 1 or "False")."""
+    if _is_bool(actual):
+        return _is_bool(guess) and bool(guess) == bool(actual)
     if isinstance(actual, numbers.Real) and not isinstance(actual, bool):  # NumPy's numbers too
         try:
             return math.isclose(float(guess), float(actual), rel_tol=tolerance, abs_tol=0)
@@ -36,9 +45,16 @@ def _same(guess, actual, tolerance: float) -> bool:
 
 
 def _unit_slip(guess, actual, tolerance: float) -> str:
-    """A note when a wrong numeric ``guess`` is ``actual`` times a power of 1000 (µs for ms, bytes for KB), or is
-    no number where the answer is one (``"twelve"``, ``[12]``)."""
-    if not isinstance(actual, numbers.Real) or isinstance(actual, bool):
+    """A note when a wrong ``guess`` is of the wrong kind (no number where the answer is one, ``"twelve"`` or
+    ``[12]``; one number where it is several; no bool where it is True or False) or a number off by a unit:
+    ``actual`` times a power of 1000 (µs for ms, bytes for KB), or a whole count times 2, 4 or 8 (elements for
+    bytes)."""
+    if _is_bool(actual):
+        return " (The answer is True or False: write one of them, without quotes.)" if not _is_bool(guess) else ""
+    if not isinstance(actual, numbers.Real):
+        several = not isinstance(actual, str) and hasattr(actual, "__len__") and len(actual) > 1
+        if several and (isinstance(guess, numbers.Real) or not hasattr(guess, "__len__")):
+            return f" (The answer is {len(actual)} numbers: write them as a list, such as [1.5, 2].)"
         return ""
     try:
         guessed = float(guess)
@@ -49,6 +65,12 @@ def _unit_slip(guess, actual, tolerance: float) -> str:
         for times, words in ((factor, "too large"), (1 / factor, "too small")):
             if math.isclose(ratio, times, rel_tol=max(tolerance, 0.05)):
                 return f" (Your number is {factor:,.0f} times {words}: check the unit the question asks for.)"
+    if guessed.is_integer() and float(actual).is_integer():
+        for factor in (2, 4, 8):
+            for times, words in ((factor, "too large"), (1 / factor, "too small")):
+                if ratio == times:
+                    return (f" (Your number is {factor} times {words}: elements where the question counts bytes, "
+                            "or the other way round? A float32 is 4 bytes, a float16 2, a float64 8.)")
     return ""
 
 
@@ -66,7 +88,8 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
     if _same(guess, actual, tolerance):
         print(f"✓ Right: {shown}. {why}")
     else:
-        print(f"✗ Not quite: you said {guess}, the run says {shown}.{_unit_slip(guess, actual, tolerance)} {why}")
+        said = repr(guess) if isinstance(guess, str) and not isinstance(actual, str) else guess  # "False", quoted
+        print(f"✗ Not quite: you said {said}, the run says {shown}.{_unit_slip(guess, actual, tolerance)} {why}")
 
 
 def try_puzzle(check, kernel, *args, **kwargs) -> bool:

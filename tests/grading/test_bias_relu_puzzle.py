@@ -15,6 +15,14 @@ def bias_relu(Y, C, bias):
 
 
 @cuda.jit
+def writes_c(Y, C, bias):  # the ReLU in place, in the input
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        C[row, col] = max(C[row, col] + bias[col], float32(0))
+        Y[row, col] = C[row, col]
+
+
+@cuda.jit
 def bias_by_row(Y, C, bias):
     col, row = cuda.grid(2)
     if row < C.shape[0] and col < C.shape[1]:
@@ -89,3 +97,9 @@ def relu_with_a_float64_zero(Y, C, bias):
 def test_a_relu_against_a_float64_zero_is_told_it_computes_in_float64():
     with pytest.raises(CheckFailed, match="computes in float64"):
         check_bias_relu(relu_with_a_float64_zero)
+
+
+def test_a_kernel_that_writes_its_input_is_told_the_name_of_its_output():
+    with pytest.raises(CheckFailed, match=r"writes_c changed its input `C` with .*: a kernel must only write to its "
+                                          r"output, `Y`\."):
+        check_bias_relu(writes_c)

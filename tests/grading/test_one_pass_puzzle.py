@@ -1,16 +1,17 @@
 """Lecture 5's online-softmax puzzle (`check_row_kernel` over `thread_rows`, x read twice at most): the right
-update passes; a sum never rescaled, a masked row's NaN and a separate pass for the max are each named."""
+update passes; a sum never rescaled, a masked row's NaN, a separate pass for the max and a float64 sum are each
+named."""
 
 import math
 
 import pytest
 from numba import cuda, float32
 
-from gpucourse.grading import CheckFailed, check_row_kernel, global_traffic, thread_rows
+from gpucourse.grading import CheckFailed, check_row_kernel, float32_only, global_traffic, thread_rows
 from gpucourse.kernels import fusion as fu
 
 ONE_PASS = [global_traffic("x", reads=2, writes=0, why="one pass for m and l, one to write y"),
-            global_traffic("y", reads=0, writes=1)]
+            global_traffic("y", reads=0, writes=1), float32_only()]  # as the lecture's cell has them
 PLANS = thread_rows([(3, 1), (40, 33), (9, 200)], threads=(32, 8))
 
 
@@ -54,6 +55,13 @@ def never_rescaled(m, l, v):
     return m_new, l + math.exp(v - m_new)
 
 
+def float64_sum(m, l, v):  # 1.0 is a float64: the sum becomes one
+    m_new = max(m, v)
+    if m_new == -math.inf:
+        return m, l
+    return m_new, l * math.exp(m - m_new) + 1.0 * math.exp(v - m_new)
+
+
 def masked_nan(m, l, v):  # exp(-inf - (-inf)) on a row that starts masked
     m_new = max(m, v)
     return m_new, l * math.exp(m - m_new) + math.exp(v - m_new)
@@ -71,6 +79,7 @@ def test_the_right_update_passes():
 @pytest.mark.parametrize("update, said", [
     (never_rescaled, "rescale the sum so far by exp(m_old - m_new)"),
     (masked_nan, "a partly masked row"),
+    (float64_sum, "computes in float64 on the GPU"),
 ])
 def test_wrong_updates_are_named(update, said):
     with pytest.raises(CheckFailed) as failed:

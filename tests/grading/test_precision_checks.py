@@ -444,7 +444,9 @@ def test_mma_nt_puzzle_reads_b_from_its_transpose():
     checks.check_mma_nt(make_mma_nt(), quiet=True)
     for mistake, message in (("Bt read as B", r"256 of 256 elements are wrong.*B\[k, n\] is Bt\[n, k\]"),
                              ("same rows of Bt", r"D\[0, 8\] should be .*128 of 256 elements are wrong"),
-                             ("left half only", r"never written, or only added to: it still holds the poison value"),
+                             ("left half only", r"never written, or only added to: it still holds the poison value.*"
+                                                r"so it is at rows 0 to 15, columns 8 to 15 \(all of them, nothing "
+                                                r"else\): is a store, or a whole call, left out\?"),
                              ("no tensor cores", r"calls mma_m16n8k8 0 times, not 2")):
         with pytest.raises(CheckFailed, match=f"(?s){message}"):
             checks.check_mma_nt(make_mma_nt(mistake))

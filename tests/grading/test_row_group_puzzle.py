@@ -63,6 +63,7 @@ def test_the_puzzle_check(capsys):
         said = capsys.readouterr().out
         assert ("Offsets that keep lane % 4 are multiples of 4; how many xor steps reach all 8 lanes of the group?"
                 in said), said
+        assert said.startswith("✗ Not yet: with 1 block") and "shfl_down" not in said  # it used xor
         assert "16" not in said.split("\n", 1)[1], "the hint gives the missing offset away"
         assert check_row_group_max(summed) is False
         assert "the group's sum: combine the values with max, not +" in capsys.readouterr().out

@@ -579,3 +579,22 @@ def test_column_sums_puzzle_wants_an_unsigned_loop_index(capsys):
         gt.check_column_sums(make_column_sums(False, unsigned_column=True))
     assert not try_puzzle(gt.check_column_sums, make_column_sums(True, rows_of=0))
     assert capsys.readouterr().out.startswith("✗ Not yet: column_sums_unsigned gave a wrong result")
+
+
+@cuda.jit
+def column_sums_from_row_1(out, x):
+    j = cuda.grid(1)
+    if j < x.shape[1]:
+        total = float32(0)
+        for i in range(uint64(1), uint64(x.shape[0])):
+            total += x[i, j]
+        out[j] = total
+
+
+def test_column_sums_that_leave_out_the_first_row_are_told_the_loops_bounds():
+    with pytest.raises(CheckFailed, match=r"(?s)gave a wrong result.*Each sum leaves out the first row: the loop over "
+                                          r"the rows must run from 0 to rows - 1"):
+        gt.check_column_sums(column_sums_from_row_1)
+    with pytest.raises(CheckFailed) as failed:  # another wrong sum: no such hint
+        gt.check_column_sums(make_column_sums(True, rows_of=0))
+    assert "leaves out" not in str(failed.value)

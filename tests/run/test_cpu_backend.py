@@ -12,7 +12,7 @@ import pytest
 import gpucourse
 from gpucourse.kernels.precision import mma_m16n8k8
 from gpucourse.run import ptx
-from numba import cuda, float32, types
+from numba import cuda, float32, types, uint64
 
 from kernels_elsewhere import square_plus_one
 
@@ -139,6 +139,20 @@ def test_an_array_stored_into_an_element_and_a_shared_array_sized_at_run_time_ar
         sums_a_run_time_sized_shared_array[1, 32](np.zeros(1, np.float32))
     with pytest.raises(ptx.KernelCompileError, match=r"arithmetic such as TILE \+ 1 in the call"):
         pads_a_tile_in_the_call[1, 32](np.zeros(1, np.float32))
+
+
+@cuda.jit
+def counts_unsigned_by_a_signed_one(out, x):  # uint64 + int64 is a float64 in numba: not an index
+    i = uint64(0)
+    while i < x.shape[0]:
+        out[i] = x[i]
+        i += 1
+
+
+def test_a_float_index_from_a_uint64_mixed_with_a_signed_integer_is_said_in_plain_words():
+    with pytest.raises(ptx.KernelCompileError, match=r"an index is a float, .* In numba a uint64 mixed with a signed "
+                                                     r"integer gives a float64 .*i \+= uint64\(1\)"):
+        counts_unsigned_by_a_signed_one[1, 1](np.zeros(4, np.float32), np.ones(4, np.float32))
 
 
 @cuda.jit

@@ -291,14 +291,16 @@ def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype
             got, canary, after = launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
     except Exception as exc:
         raise CheckFailed(explain_failure(name, described, exc, labels[0] if labels else "out")) from None
+    output = f"`{labels[0] if labels else 'out'}`"  # the output by its parameter name
     if not np.array_equal(canary, poison(canary.shape, dtype), equal_nan=canary.dtype.kind == "f"):
         raise CheckFailed(
-            f"{name} wrote past the end of `out` with {described}: a thread past the end of the array needs a guard."
+            f"{name} wrote past the end of {output} with {described}: a thread past the end of the array needs a guard."
         )
     for position, (before, now) in enumerate(zip(arguments, after), start=1):
         if isinstance(before, np.ndarray) and not np.array_equal(before, now, equal_nan=before.dtype.kind == "f"):
             label = labels[position] if position < len(labels) else f"argument {position + 1}"
-            raise CheckFailed(f"{name} changed its input {label} with {described}: a kernel must only write to `out`.")
+            raise CheckFailed(f"{name} changed its input {label} with {described}: a kernel must only write to its "
+                              f"output, {output}.")
     return got, recorded
 
 

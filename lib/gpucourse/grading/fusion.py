@@ -36,6 +36,7 @@ from numba import cuda, float32
 
 from ..kernels.fusion import LOG2E, attention_reference, make_micro_tile, reciprocal
 from ..run import compile_for_gpu
+from ..run import ptx
 from ..run.ptx import toolchain_problem
 from ..simulator import BudgetExceeded
 from .core import (RETURNED, CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint,
@@ -730,16 +731,17 @@ def check_bias_relu(kernel) -> None:
 GROUP_LAUNCHES = ((1, 32), (3, 64), (2, 128))  # (blocks, threads): every thread has a value
 
 
-def _group_hint(got, group: np.ndarray, warp: np.ndarray, groups: int) -> str:
-    """Why a lane's result is not its row group's max: it added, it missed lanes of its group, or it took
-    another group's value."""
+def _group_hint(got, group: np.ndarray, warp: np.ndarray, groups: int, down: bool) -> str:
+    """Why a lane's result is not its row group's max: it added, it missed lanes of its group (``down``: with
+    shfl_down, which never brings the last lanes the others' values), or it took another group's value."""
     if np.isclose(got, group.sum(dtype=np.float64), rtol=1e-5):
         return "That is the group's sum: combine the values with max, not +."
     if got in group:
         lanes = len(group)
         return (f"That is the max of some lanes of the group only: together the offsets must reach all {lanes}.\n"
                 f"Offsets that keep lane % {groups} are multiples of {groups}; how many xor steps reach all {lanes} "
-                "lanes of the group?\n(shfl_down leaves the last lanes without the others' values.)")
+                "lanes of the group?" + ("\n(shfl_down leaves the last lanes without the others' values: use "
+                                        "shfl_xor_sync.)" if down else ""))
     if got in warp:
         return f"That value belongs to another group: an xor offset that changes lane % {groups} mixes groups."
     return f"That is none of the warp's values: combine them with max, by xor offsets that keep lane % {groups}."
@@ -774,12 +776,14 @@ def check_row_group_max(kernel, groups: int = 4) -> bool | None:
         if recorded is None and not np.array_equal(got, expected):
             i = int(np.flatnonzero(got != expected)[0])
             first, warp_end = i - i % 32 + i % groups, i - i % 32 + 32
-            recorded = (f"✗ With {described}, out[{i}] is {got[i]:.6g}, expected {expected[i]:.6g}: the max of "
+            down = "down" in (ptx.shuffles(kernel.py_func) or ())
+            recorded = (f"with {described}, out[{i}] is {got[i]:.6g}, expected {expected[i]:.6g}: the max of "
                         f"values[{first}:{warp_end}:{groups}].\n"
-                        + _group_hint(got[i], values[first:warp_end:groups], values[i - i % 32:warp_end], groups))
+                        + _group_hint(got[i], values[first:warp_end:groups], values[i - i % 32:warp_end], groups,
+                                      down))
         if recorded is None:
             continue
-        print(recorded if recorded.startswith("✗") else f"✗ {recorded}")
+        print(f"✗ Not yet: {recorded}")
         return False
     print(f"✓ Right: every thread has its group's max ({len(GROUP_LAUNCHES)} launches), with shuffles alone. "
           "attention_flash2 does this for each of its rows: `row_group_max`.")

@@ -62,6 +62,21 @@ def _is_poison(value, dtype) -> bool:
     return np.asarray(value, dtype).tobytes() == core.poison((), dtype).tobytes()
 
 
+def _unwritten_region(got: np.ndarray, dtype) -> str:
+    """Where a 2-D output still holds the poison, when that is one rectangle (a store or a whole call left out):
+    ", and so it is at rows 0 to 15, columns 8 to 15 (all of them, nothing else)"; else ""."""
+    poison = core.poison((), dtype).tobytes()
+    items = np.asarray(got, dtype).reshape(-1)
+    left = np.array([items[k:k + 1].tobytes() == poison for k in range(items.size)]).reshape(got.shape)
+    if got.ndim != 2 or not left.any():
+        return ""
+    rows, cols = np.flatnonzero(left.any(axis=1)), np.flatnonzero(left.any(axis=0))
+    if not left[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1].all() or left.sum() == got.size:
+        return ""
+    return (f", and so it is at rows {rows[0]} to {rows[-1]}, columns {cols[0]} to {cols[-1]} (all of them, nothing "
+            "else): is a store, or a whole call, left out?")
+
+
 def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments: list,
             out_name: str = "out") -> tuple:
     """``kernel[grid, block](out, *arguments)`` as every check launches (`core.launch_on_copies`: ``out``
@@ -109,7 +124,7 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
     if len(bad):
         first = tuple(bad[0])
         if _is_poison(got[first], dtype):  # a guard or an index, not the arithmetic: the exercise's hint misleads
-            why = "a thread past a guard or a wrong index leaves it unwritten"
+            why = f"a thread past a guard or a wrong index leaves it unwritten{_unwritten_region(got, dtype)}"
         elif special[first]:
             why = (f"the exact result is {exact[first]:.6g}, which is {float(stored[first])} in {np.dtype(dtype).name}: "
                    "the kernel must give that too (inf - inf and 0 * inf give NaN; clamping gives the largest finite "

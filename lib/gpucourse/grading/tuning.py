@@ -486,7 +486,10 @@ def check_column_sums(kernel, shapes=((1, 1), (7, 33), (70, 100)), threads=(32, 
 
     name = kernel_name(kernel)
     cases = [case(blocks_needed(cols, t), t, [(rows, cols)], out=(cols,)) for rows, cols in shapes for t in threads]
-    check_kernel(kernel, lambda x: x.astype(np.float64).sum(axis=0), cases, quiet=True, budget=float32_only())
+    try:
+        check_kernel(kernel, lambda x: x.astype(np.float64).sum(axis=0), cases, quiet=True, budget=float32_only())
+    except CheckFailed as failed:
+        raise CheckFailed(f"{failed}{_rows_left_out(kernel)}") from None
     arguments = (np.zeros(2, np.float32), np.zeros((3, 2), np.float32))
     try:
         got = inspect_compiled(kernel, arguments, read_sass=False)
@@ -501,6 +504,24 @@ def check_column_sums(kernel, shapes=((1, 1), (7, 33), (70, 100)), threads=(32, 
     print(f"✓ {name}: correct on {len(cases)} launches; its innermost loop: no sign test, "
           f"{got.inner_loop_instructions} instructions (column_sums: {signed.inner_loop_sign_tests} sign tests, "
           f"{signed.inner_loop_instructions} instructions)")
+
+
+def _rows_left_out(kernel) -> str:
+    """For wrong column sums: the kernel again on a 7 x 40 matrix, where a sum over all rows but the first or the
+    last (a loop's bounds off by one) is named; else ""."""
+    from .core import launch_on_copies  # noqa: PLC0415
+
+    x = np.random.default_rng(5).standard_normal((7, 40)).astype(np.float32)
+    try:
+        got = launch_on_copies(kernel, (2,), (32,), (40,), np.float32, [x])[0]
+    except Exception:  # a fault: the message already says what went wrong
+        return ""
+    for rows, which in ((slice(1, None), "the first row"), (slice(None, -1), "the last row"),
+                        (slice(1, -1), "the first and the last rows")):
+        if np.allclose(got, x[rows].astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5):
+            return (f"\n  Each sum leaves out {which}: the loop over the rows must run from 0 to rows - 1 "
+                    "(range(x.shape[0]) does; with uint64, start at uint64(0) and stop at uint64(x.shape[0])).")
+    return ""
 
 
 def check_occupancy(occupancy, cases, reference) -> None:

@@ -273,6 +273,12 @@ _RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found fo
                             r"(u?int\d+,|(?:Uni)?Tuple\([^\n]*?\bu?int\d+\b)")  # a number, or a tuple holding one
 
 
+# an index that numba typed as a float: most often a uint64 mixed with a signed integer (`i + 1`), which numba
+# promotes to float64
+_FLOAT_INDEX = re.compile(r"Unsupported array index type float(?:32|64)")
+FLOAT_INDEX = ("an index is a float, and an array takes integer indices only. In numba a uint64 mixed with a signed "
+               "integer gives a float64 (i += 1 or i < x.shape[0] with i a uint64): keep both sides unsigned "
+               "(i += uint64(1)) or both signed; a division (/) gives a float too: use //. numba says:")
 # storing an array into an element: `out[i, j] = w[m, k]` with a 4-D `w`
 _ARRAY_STORED = re.compile(r">>> setitem\(array\([^)]*\), [^\n]*?, array\(")
 # numba's list of every implementation it tried for a call, each with its registered types: dozens of lines that bury
@@ -287,7 +293,8 @@ def _short(message: str, limit: int = 40) -> str:
     run time, or an array stored into an element, gets one plain line first."""
     specific = _SPECIFIC.search(str(message))
     if specific:
-        return specific.group(1).strip()
+        said = specific.group(1).strip()
+        return f"{FLOAT_INDEX}\n{said}" if _FLOAT_INDEX.search(said) else said
     message = _CANDIDATES.sub(lambda m: f"(numba then lists the {m.group(1)} implementations it tried: none takes "
                                         "these types)\n", str(message))
     lines = [line for line in message.splitlines() if line.strip()]
@@ -295,6 +302,8 @@ def _short(message: str, limit: int = 40) -> str:
         lines.insert(0, "the value stored is an array, not a number: an array indexed with fewer indices than it has "
                         "dimensions gives an array (an argument with more dimensions than the kernel indexes, such "
                         "as 4-D filters where the kernel reads w[m, k]? flatten it, w.reshape(M, -1)). numba says:")
+    if _FLOAT_INDEX.search(message):
+        lines.insert(0, FLOAT_INDEX)
     shape = _RUN_TIME_SHAPE.search(message)
     if shape:
         lines.insert(0, f"cuda.{shape.group(1)}.array needs a shape the compiler knows: an integer literal, a global "
@@ -383,6 +392,13 @@ def float_operations(py_func, width: int = 64) -> dict[str, int] | None:
         for operation, n in _counts(text, _float_operation(width)).items():
             counts[operation] = counts.get(operation, 0) + n
     return counts
+
+
+def shuffles(py_func) -> set[str] | None:
+    """The kinds of warp shuffle (``down``, ``up``, ``bfly`` for xor, ``idx``) in the PTX compiled for ``py_func``
+    (None: never compiled)."""
+    texts = _texts(py_func)
+    return None if not texts else {kind for text in texts for kind in re.findall(r"\bshfl\.sync\.(\w+)", text)}
 
 
 def local_memory(py_func) -> tuple[int, int] | None:

@@ -106,6 +106,8 @@ def draw_spacing(formats=tuple(FORMATS), axes=None):
         ax.set_yscale("log", base=2)
         ax.set_xlabel("|x|")
         ax.grid(True, which="major", alpha=0.3)
+    for axis in (whole.xaxis, whole.yaxis):  # powers of 2 whose exponents are multiples of 32, as formats' ranges are
+        axis.set_major_locator(plt.FixedLocator([2.0 ** e for e in range(-160, 161, 32)]))
     whole.set_ylabel("gap to the next value (ulp)")
     whole.set_title("Whole range: dots at the smallest normal and the largest value", fontsize=9)
     whole.legend(fontsize=8, loc="upper left")
@@ -230,6 +232,8 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
                 ax.text(c, r, f"{lane}:{element}", ha="center", va="center", fontsize=6.5)
         ax.set_xticks(range(cols))
         ax.set_yticks(range(rows))
+        ax.set_xlabel("column", fontsize=8)
+        ax.set_ylabel("row", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.set_title(f"{name} ({rows} x {cols}): {places.shape[1]} per lane", fontsize=9)
         ax.set_aspect("equal")

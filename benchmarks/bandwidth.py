@@ -15,6 +15,7 @@ At each size (float32 arrays; 1 MiB = 2^20 bytes) it times, in the same process:
   one thread per element, and the grid-stride version with the best of several grid sizes),
   and through the vectorised ones (16-byte loads, several in flight per thread; best grid size);
   for comparison, the same functions in a plain contiguous kernel defined here (not in the library);
+  and the map of a square matrix's transposed view, one thread per element (uncoalesced reads);
 - the seven steps of the sum ladder of `gpucourse.kernels.reduction`, each all the way to one
   value: steps 1-5 relaunch on their partial sums exactly as `block_sums_to_total` does, steps 6
   and 7 (grid-stride loop, one atomic add per block; step 7 with 16-byte loads, several in flight
@@ -214,6 +215,8 @@ def section(measurements: list[Measurement], device: Device, versions: str, samp
         "and `launch_axis_reduce` pass shapes and strides as tuples, by value, with nothing to copy); "
         "sum steps 1-5 include every relaunch down to one value, with the partial-sum buffers allocated once "
         "(`block_sums_to_total` allocates them at each call); steps 6 and 7 include zeroing their total.",
+        "- Inputs: contiguous 1-D arrays, as tensors of one dimension through the library's kernels, which read "
+        "shapes and strides; the transposed row maps a square matrix's transposed view (strides (1, side)).",
         "- Bytes: inputs read once plus outputs written once; GB/s = 10^9 bytes/s; 1 MiB = 2^20 bytes. "
         "The copy counts bytes read + bytes written (2 x size); % of copy = GB/s / the copy's GB/s at that size. "
         "Sums count their input only; the axis reductions reduce a square matrix.",
@@ -408,9 +411,11 @@ def elementwise_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
                     for out, xs in zip(buffers.out, inputs)]
 
         one_per_element = library(make(fn))
-        rows.append([case(f"{kind}: strided, one thread per element", one_per_element,
+        rows.append([case(f"{kind}: one thread per element", one_per_element,
                           f"{-(-n // THREADS)} blocks of {THREADS}")])
-        rows.append([case(f"{kind}: strided, grid-stride", library(make(fn, grid_stride=True), m * device.sms),
+        if kind == "map" and matrix_shape(n)[0] == matrix_shape(n)[1]:  # the same map, reading across the rows
+            rows.append([transposed_case(buffers, make(fn), expected)])
+        rows.append([case(f"{kind}: grid-stride", library(make(fn, grid_stride=True), m * device.sms),
                           f"{m * device.sms} blocks ({m} x SMs) of {THREADS}") for m in BLOCK_MULTIPLES])
         vectorised = make_vectorised(fn)
         rows.append([case(f"{kind}: 16-byte vectors, grid-stride", [
@@ -423,6 +428,21 @@ def elementwise_cases(buffers: Buffers, device: Device) -> list[list[Case]]:
         rows.append([case(f"{kind}: contiguous 1-D (benchmark only)", plain, f"{-(-n // THREADS)} blocks of "
                           f"{THREADS}, no shapes or strides", goal=None)])
     return rows
+
+
+def transposed_case(buffers: Buffers, kernel, expected) -> Case:
+    """The map of a square matrix's transposed view (``a.T``: strides (1, side)), one thread per element of the
+    contiguous output: a warp reads 32 elements a row apart, each in its own sector (lecture 2a's coalescing)."""
+    from gpucourse.kernels import elementwise  # noqa: PLC0415
+
+    side = matrix_shape(buffers.n)[0]
+    launches = [staged(kernel, elementwise.launch_elementwise, tensor(out, (side, side)), tensor(a, (side, side)).T,
+                       threads=THREADS) for out, a in zip(buffers.out, buffers.a)]
+    want = functools.cache(lambda: np.ascontiguousarray(expected().reshape(side, side).T).reshape(-1))
+    return Case("map: one thread per element, transposed input", "map", (buffers.n,), launches,
+                buffers.out[0].copy_to_host, want, TOLERANCE["exact"], poisoned=[buffers.out[0]],
+                note=f"a {side} x {side} matrix read through its transpose; {-(-buffers.n // THREADS)} blocks of "
+                     f"{THREADS}")
 
 
 def sum_cases(buffers: Buffers, device: Device) -> list[list[Case]]:

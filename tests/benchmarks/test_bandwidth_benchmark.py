@@ -81,9 +81,9 @@ def fake_measurements(bandwidth, map_fraction=0.95):
         copy_ms = 2 * size / 3000e9 * 1e3
         rows += [
             M(bandwidth.COPY, size, 2 * size, copy_ms),
-            M("map: strided, one thread per element", size, 2 * size, copy_ms / map_fraction, "map"),
+            M("map: one thread per element", size, 2 * size, copy_ms / map_fraction, "map"),
             M("map: contiguous 1-D (benchmark only)", size, 2 * size, copy_ms),
-            M("zip: strided, one thread per element", size, 3 * size, 1.5 * copy_ms / 0.91, "zip"),
+            M("zip: one thread per element", size, 3 * size, 1.5 * copy_ms / 0.91, "zip"),
             M("sum 5: `sum_warp_shuffle`", size, size, 0.5 * copy_ms / 0.60, "sum", "2 launches"),
             M("sum 6: `sum_grid_stride_atomic`", size, size, 0.5 * copy_ms / 0.88, "sum", "1056 blocks"),
         ]
@@ -97,7 +97,7 @@ def test_tables_and_fractions_of_copy(bandwidth):
     pivot = bandwidth.pivot_table(rows).splitlines()
     assert pivot[0] == "| kernel | 1 MiB | 256 MiB |" and pivot[1] == "|---|---:|---:|"
     assert pivot[2] == f"| {bandwidth.COPY} | 3,000 GB/s | 3,000 GB/s |"
-    assert pivot[3] == "| map: strided, one thread per element | 95% | 95% |"
+    assert pivot[3] == "| map: one thread per element | 95% | 95% |"
     assert len(pivot) == 2 + 6  # one row per kernel
     full = bandwidth.full_table(rows).splitlines()
     assert full[0] == "| kernel | size (MiB) | time (ms) | GB/s | % of copy | note |"
@@ -140,8 +140,10 @@ def test_every_kernel_measured_and_checked_on_the_simulator(bandwidth):
     measurements = bandwidth.measure_size(16 * 1024, device, samples=1, libraries={})
     kernels = [m.kernel for m in measurements]
     assert kernels[0] == bandwidth.COPY
-    assert sum(k.startswith("map:") for k in kernels) == 4 and sum(k.startswith("zip:") for k in kernels) == 4
+    assert sum(k.startswith("map:") for k in kernels) == 5 and sum(k.startswith("zip:") for k in kernels) == 4
     assert "map: 16-byte vectors, grid-stride" in kernels
+    transposed = measurements[kernels.index("map: one thread per element, transposed input")]  # 64 x 64, checked
+    assert "a 64 x 64 matrix read through its transpose" in transposed.note and transposed.moved == 2 * 16 * 1024
     assert [k for k in kernels if k.startswith("sum ")] == [
         "sum 1: `sum_interleaved`", "sum 2: `sum_interleaved_compact`", "sum 3: `sum_sequential`",
         "sum 4: `sum_first_add`", "sum 5: `sum_warp_shuffle`", "sum 6: `sum_grid_stride_atomic`",

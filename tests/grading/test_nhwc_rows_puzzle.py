@@ -77,7 +77,7 @@ def test_the_right_kernel_passes(capsys):
 
 UNWRITTEN = "Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)`"
 PADDING_UNWRITTEN = ("The cells whose tap falls in the padding were never written: they must be 0, so write\n"
-                     "  X[n, k] = 0 there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
+                     "  X[n, k] = float32(0) there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
 
 
 @pytest.mark.parametrize("mistake, said", [

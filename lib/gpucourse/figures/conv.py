@@ -30,6 +30,7 @@ from .matmul import SECTOR_FLOATS, WARP, _matrix_cells, _plural
 
 LAYOUTS = ("NCHW", "NHWC")
 PADDING = -1  # an im2col cell that lies in the zero padding, not in the input
+PADDING_LABEL = "·"  # how a figure labels such a cell (a zero): not "0", which is also the input's first index
 
 
 def _check_geometry(H, W, R, S, stride, padding):
@@ -70,7 +71,7 @@ def _grid(ax, values, origin, colours, labels=True, fontsize=8.5):
         for c in range(cols):
             ax.add_patch(Rectangle((x0 + c, y0 + r), 1, 1, facecolor=colours[r, c], edgecolor="white", lw=0.6))
             if labels:
-                text = "0" if values[r, c] == PADDING else str(values[r, c])
+                text = PADDING_LABEL if values[r, c] == PADDING else str(values[r, c])
                 ax.text(x0 + c + 0.5, y0 + r + 0.5, text, ha="center", va="center", fontsize=fontsize,
                         color="0.55" if values[r, c] == PADDING else "0.1")
 
@@ -78,7 +79,8 @@ def _grid(ax, values, origin, colours, labels=True, fontsize=8.5):
 def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: int = 3, stride: int = 1,
                 padding: int = 1, pixel=(1, 2)):
     """Output pixel ``pixel`` = (ho, wo): its patch in the input (left), the im2col row it becomes, the filters
-    as columns, and the output row they make (right). Numbers are flat input indices; grey zeros are padding.
+    as columns, and the output row they make (right). Numbers are flat input indices; dots (`PADDING_LABEL`) are
+    the padding's zeros.
 
     Returns the figure.
     """
@@ -121,8 +123,8 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     _grid(ax, cols, (x_cols, 0), colours, labels=False)
     for k in range(K):
         value = cols[row, k]
-        ax.text(x_cols + k + 0.5, row + 0.5, "0" if value == PADDING else str(value), ha="center", va="center",
-                fontsize=8.5)
+        ax.text(x_cols + k + 0.5, row + 0.5, PADDING_LABEL if value == PADDING else str(value), ha="center",
+                va="center", fontsize=8.5)
     ax.add_patch(Rectangle((x_cols, row), K, 1, fill=False, edgecolor="black", lw=1.4))
     ax.text(x_cols + K / 2, -0.8, f"im2col ({Ho * Wo} x {K}): one row per output pixel, columns (c, p, q)",
             ha="center", fontsize=11)
@@ -145,7 +147,8 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     ax.set_title("\n".join(textwrap.wrap(
         f"{R} x {S} filters, stride {stride}, padding {padding}: output pixel ({ho}, {wo}) is its patch (orange, "
         f"{R * S} taps x {C} channels) times each filter. The im2col matrix holds {cols.size} cells for "
-        f"{C * H * W} inputs: each input up to {copies.max()} times.", 100)), fontsize=12)
+        f"{C * H * W} inputs: each input up to {copies.max()} times. Numbers are flat indices of x; "
+        f"{PADDING_LABEL} is a zero of the padding.", 100)), fontsize=12)
     fig.tight_layout()
     return fig
 

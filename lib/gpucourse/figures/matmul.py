@@ -283,17 +283,18 @@ def draw_tiled_steps(M: int, N: int, K: int, tile: int = 16, block=(0, 0), steps
     return fig
 
 
-def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16):
-    """Sliders over the blocks and steps of `matmul_tiled` on an ``(M, K) @ (K, N)`` product."""
+def tiled_steps_viewer(M: int, N: int, K: int, tile: int = 16, block: tuple[int, int] = (0, 0), step: int = 0):
+    """Sliders over the blocks and steps of `matmul_tiled` on an ``(M, K) @ (K, N)`` product, opening on ``block``
+    (blockIdx.x, blockIdx.y) at ``step`` (the picture a page without widgets shows)."""
     import ipywidgets as widgets
 
-    bx = widgets.IntSlider(0, 0, -(-N // tile) - 1, description="blockIdx.x")
-    by = widgets.IntSlider(0, 0, -(-M // tile) - 1, description="blockIdx.y")
-    step = widgets.IntSlider(0, 0, -(-K // tile) - 1, description="step")
-    image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[step.value]),
-                        (bx, by, step))
+    bx = widgets.IntSlider(block[0], 0, -(-N // tile) - 1, description="blockIdx.x")
+    by = widgets.IntSlider(block[1], 0, -(-M // tile) - 1, description="blockIdx.y")
+    k_step = widgets.IntSlider(step, 0, -(-K // tile) - 1, description="step")
+    image = figure_view(lambda: draw_tiled_steps(M, N, K, tile, (bx.value, by.value), steps=[k_step.value]),
+                        (bx, by, k_step))
     image.layout.max_width = "520px"  # about its drawn size: JupyterLab would stretch it to the cell's width
-    return explorer(widgets.HBox([bx, by, step]), image)
+    return explorer(widgets.HBox([bx, by, k_step]), image)
 
 
 # -- micro-tiles of register tiling ----------------------------------------------------------------------

@@ -791,7 +791,7 @@ def _diagnose_nhwc_rows(kase: ConvCase, inputs: list, got: np.ndarray) -> str:
     unwritten = np.isnan(got)
     if unwritten.any() and np.all(in_padding[unwritten]):
         return ("The cells whose tap falls in the padding were never written: they must be 0, so write\n"
-                "  X[n, k] = 0 there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
+                "  X[n, k] = float32(0) there (the check fills X with NaN before the launch: a skipped cell stays NaN).")
     if unwritten.any():
         return ("Some cells were never written: one thread per cell of X, `k, n = cuda.grid(2)` (threadIdx.x\n"
                 "  along the columns k), guarded by n < X.shape[0] and k < X.shape[1].")

@@ -83,9 +83,11 @@ def start_in_sandbox(memory: int, code: str = CUDA_START) -> str | None:
     tries = [("the memory cap alone", capped), ("neither sandbox nor cap", capped[3:])]
     with tempfile.TemporaryDirectory(prefix="cuda-start-") as folder:
         if sandbox.unavailable() is None:
-            connection = Path(folder) / "connection.json"
+            connection, sockets = Path(folder) / "connection.json", Path(folder) / "sockets"
             connection.write_text("{}")
-            argv = [a.replace("{connection_file}", str(connection)) for a in sandbox.kernel_argv([], Path(folder), memory)]
+            sockets.mkdir()  # with no network, where the machine allows it, as a student's kernel is sandboxed
+            argv = [a.replace("{connection_file}", str(connection))
+                    for a in sandbox.kernel_argv([], Path(folder), memory, sockets if sandbox.isolates_network() else None)]
             tries.insert(0, ("the sandbox", argv[:argv.index("prlimit")] + capped))
         failed = []
         for where, argv in tries:

@@ -4,6 +4,7 @@ worker with GPU=1 whose kernels are told that the GPU is the CPU. (The GPU run i
 
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -50,6 +51,12 @@ def test_cuda_start_up_is_tried_as_a_kernel_starts_and_the_memory_cap_is_named_w
         message = gpu_grading.start_in_sandbox(CAP, "import os; assert os.environ['HOME'] != '/tmp', 'sandboxed'")
         assert message == ("CUDA's start-up fails in the bubblewrap sandbox (it works under the memory cap alone): "
                            "AssertionError: sandboxed")
+    if sandbox.unavailable() is None and sandbox.isolates_network():  # and it is tried with no network, as grading
+        with socket.create_server(("127.0.0.1", 0)) as server:
+            reach = f"import socket; socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=5)"
+            message = gpu_grading.start_in_sandbox(CAP, reach)
+        assert message.startswith("CUDA's start-up fails in the bubblewrap sandbox (it works under the memory cap "
+                                  "alone): ConnectionRefusedError"), message
 
 
 @pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="no dpkg-deb to build a stand-in package")

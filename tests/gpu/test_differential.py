@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+import gpucourse
 from gpucourse import BACKEND
 from gpucourse.grading import differential, differential_cases
 from gpucourse.grading.differential import (REGISTRY, Case, compare, compare_all, kernel_case, register, report,
@@ -54,6 +55,41 @@ def test_a_bound_needs_a_reason_and_a_name_is_registered_once():
         register("test-only kernel", lambda rng: [], ulps=2)
     with pytest.raises(ValueError, match="already registered"):
         register(next(iter(REGISTRY)), lambda rng: [])
+
+
+def library_kernels() -> dict:
+    """{"module.name": kernel} of every kernel (not device function) a module of `gpucourse.kernels` defines."""
+    import importlib
+    import pkgutil
+
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    import gpucourse.kernels as package
+
+    found = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, value in vars(module).items():
+            if (isinstance(value, CUDADispatcher) and not value.targetoptions.get("device")
+                    and value.py_func.__module__ == module.__name__):
+                found[f"{info.name}.{name}"] = value
+    return found
+
+
+def test_every_library_kernel_is_compared_with_the_gpu_by_name_or_by_a_subject_that_launches_it():
+    """A kernel added to the library without a subject of the differential test would never be checked on a GPU."""
+    kernels = library_kernels()
+    unchecked = [key for key in kernels if key not in REGISTRY and key not in differential_cases.LAUNCHED_BY]
+    assert not unchecked, f"register these in differential_cases.py (or name the subject that launches them): {unchecked}"
+    assert set(differential_cases.LAUNCHED_BY) <= set(kernels) and set(differential_cases.LAUNCHED_BY.values()) <= set(REGISTRY)
+    by_subject = {}
+    for key, subject in differential_cases.LAUNCHED_BY.items():
+        by_subject.setdefault(subject, set()).add(kernels[key].py_func.__name__)
+    rng = np.random.default_rng(0)
+    for subject, names in by_subject.items():  # its first case launches each of them, on the simulator
+        with gpucourse.trace() as t:
+            REGISTRY[subject].cases(rng)[0].run()
+        assert names <= {launch.kernel for launch in t.launches}, (subject, names)
 
 
 def test_every_library_module_has_kernels_in_the_registry_with_cases():

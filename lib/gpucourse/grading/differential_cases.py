@@ -5,14 +5,18 @@ A module adds its reference kernels in a few lines: a function ``cases(rng) -> l
 cases build their inputs once (random, non-uniform, sizes that are not multiples of the block, several
 launch configurations); ``kernel_case(kernel, grid, block, out_shape, dtype, inputs)`` is the case of
 ``kernel[grid, block](out, *inputs)``, and a `Case` of its own launches in any other way, returning the
-outputs by name. Then ``register(name, cases, ulps=..., why=...)``. Module 4, for example:
+outputs by name. Then ``register(name, cases, ulps=..., why=...)``, the name ``module.kernel``. Module 3, for
+example (`_matmul_cases` below, in short):
 
-    def _conv_cases(rng):
-        return [kernel_case(conv.conv2d_direct, grid, block, out_shape, np.float32, [x, w]) for ...]
+    def cases(rng):
+        A, B = rng.standard_normal((1, 37, 29)).astype(np.float32), ...
+        return [kernel_case(matmul.matmul_tiled, grid, block, (1, 37, 45), np.float32, [A, B], "37 x 29 @ 29 x 45")]
 
-    register("conv.conv2d_direct", _conv_cases, ulps=..., why=FMA)
+    register("matmul.matmul_tiled", cases, ulps=29, why=FMA)  # K = 29 terms, each rounded once more at most
 
-Solution kernels need only a line in `SOLUTION_BOUNDS` when they may differ by more than 0 ulps.
+A kernel that only another path launches (a host function's second kernel) is named in `LAUNCHED_BY` with that
+path's subject; a test checks every library kernel is one or the other. Solution kernels need only a line in
+`SOLUTION_BOUNDS` when they may differ by more than 0 ulps.
 
 On a GPU machine, ``python -m gpucourse.grading.differential_cases`` runs them all (`make gpu-check`
 does); ``--markdown FILE`` keeps the report. Without a GPU it says so in one line.
@@ -349,6 +353,55 @@ def _flash2_split_cases(rng) -> list[Case]:
 
 register("fusion.attention_flash2_split", _flash2_split_cases, ulps=256,
          why="as attention_flash2, and flash2_combine's exp2 weights of the slices (ex2.approx on the GPU)")
+
+
+def _unfused_epilogue_cases(rng) -> list[Case]:
+    """`gemm_bias_relu(fused=False)`: matmul_plain, add_bias and relu, three launches on one C."""
+    made = []
+    for M, N, K in ((37, 45, 29), (20, 19, 70), (65, 3, 1)):
+        A, B, bias = rng.standard_normal((M, K)).astype(np.float32), _positive(rng, (K, N)), _positive(rng, N)
+
+        def run(A=A, B=B, bias=bias):
+            C = cuda.to_device(_poisoned((A.shape[0], B.shape[1])))
+            fusion.gemm_bias_relu(C, *(cuda.to_device(a) for a in (A, B, bias)), fused=False)
+            return {"C": C.copy_to_host()}
+
+        made.append(Case(f"({M}, {K}) @ ({K}, {N}) + bias, then relu: three launches", run))
+    return made
+
+
+def _naive_cases(run_on_host, shapes):
+    """A naive path's host function (`softmax_naive`, `attention_naive`: several launches, intermediate arrays)
+    on random inputs of ``shapes`` (each a tuple of the function's array shapes and its other arguments)."""
+    def cases(rng) -> list[Case]:
+        made = []
+        for arrays, *others in shapes:
+            inputs = [(rng.standard_normal(shape) * 4).astype(np.float32) for shape in arrays]
+            made.append(Case(f"{' x '.join(map(str, arrays[0]))}{''.join(f', {o}' for o in others)}",
+                             lambda inputs=inputs, others=others: {"out": run_on_host(*inputs, *others)}))
+        return made
+
+    return cases
+
+
+register("fusion.gemm_bias_relu(fused=False)", _unfused_epilogue_cases, ulps=max(MATMUL_K),
+         why=f"{FMA} in matmul_plain: at most K ulps (K <= {max(MATMUL_K)} here); add_bias and relu exact")
+register("fusion.softmax_naive", _naive_cases(fusion.softmax_naive, [([(5, 37)],), ([(3, 1000)],), ([(4, 129)],)]),
+         ulps=16, why=f"{EXP}; the row's sum and the division add a few more")
+register("fusion.attention_naive", _naive_cases(fusion.attention_naive, [([(37, 16)] * 3, True),
+                                                                      ([(70, 32)] * 3, False),
+                                                                      ([(33, 64)] * 3, True)]),
+         ulps=256, why=f"{EXP}; {FMA} in Q K^T (d terms) and in P V (N terms), mixed signs, so in ulps of the largest "
+                       "output")
+
+# Library kernels that no subject is named after, and the subject that launches each (a test checks it does).
+LAUNCHED_BY = {
+    "fusion.matmul_plain": "fusion.gemm_bias_relu(fused=False)", "fusion.add_bias": "fusion.gemm_bias_relu(fused=False)",
+    "fusion.relu": "fusion.gemm_bias_relu(fused=False)", "fusion.row_max": "fusion.softmax_naive",
+    "fusion.exp_and_sum": "fusion.softmax_naive", "fusion.divide": "fusion.softmax_naive",
+    "fusion.scores": "fusion.attention_naive", "fusion.flash2_combine": "fusion.attention_flash2_split",
+    "sgemm.matmul_warp_tiled": "matmul.matmul_warp_tiled",
+}
 
 # -- module 6: precision -----------------------------------------------------------------------------------------------
 PRECISION_K = (29, 70, 8, 64)  # K = 64 with N = 24: the tiled kernels' 16-byte copies (70: 3 steps of 32)

@@ -4,8 +4,7 @@ Holds: `tensor` and `indexing` (strided tensors), `elementwise`, `reduction` and
 (module 2), `matmul` and its top rung `sgemm` (module 3), `conv` (module 4), `fusion` (module 5),
 `precision` (module 6), `vector` (16-byte loads and stores, which several of them use) and `bounds` (their
 launch bounds).
-May import: numba only (nothing else of
-gpucourse).
+May import: numba and numpy (nothing of gpucourse outside this wing).
 """
 
 from . import axis_reduction, bounds, conv, elementwise, fusion, indexing, matmul, precision, reduction, sgemm, vector

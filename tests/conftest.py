@@ -61,6 +61,19 @@ def compile_cache_of_this_run(tmp_path_factory):
         os.environ["GPUCOURSE_COMPILE_CACHE"] = str(shared_folder(tmp_path_factory, "compile-cache"))
 
 
+@pytest.fixture(autouse=True)
+def random_data_of_this_test_alone(request):
+    """A test module's random generator (``rng`` or ``RNG``) seeded afresh for each test from the test's own name:
+    its data then do not depend on which tests ran before it (on this worker, under -k), so a failure reproduces."""
+    import zlib
+
+    import numpy as np
+
+    for name in ("rng", "RNG"):
+        if isinstance(getattr(request.module, name, None), np.random.Generator):
+            setattr(request.module, name, np.random.default_rng(zlib.crc32(request.node.nodeid.encode())))
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -317,3 +317,37 @@ def test_what_the_grader_writes_at_the_course_root_stays_out_of_git():
     for path in ("grades.csv", "gradebook.db", "gradebook.db-journal", "nbgrader.log", "autograded/s/a/x.ipynb",
                  "feedback/s/a/x.html", "submitted/s/a/x.ipynb", "downloaded/a/archive/x.zip"):
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, f"{path} is not ignored"
+
+
+def test_a_rebuild_keeps_the_students_repository_and_takes_only_what_git_tracks(tmp_path):
+    """The edition's folder, published as the students' repository, keeps its .git across builds (out of the zip);
+    a stray file beside the release (a copy of a solution) is not copied, being untracked; and a notebook with
+    outputs or an nbgrader solution region is refused, naming it."""
+    course = tmp_path / "course"
+    shutil.copytree(ROOT, course, ignore=shutil.ignore_patterns(".venv", "build", ".git", "__pycache__", "*.pyc",
+                                                                "node_modules", "gradebook.db", "wheels"))
+    git = lambda *args: subprocess.run(["git", "-C", str(course), *args], check=True, capture_output=True)  # noqa
+    git("init", "-q", "-b", "main")
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "--allow-empty", "-m", "init")
+    git("add", "-A")
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "course")
+    out = tmp_path / "published" / "student-edition"
+    build(course, out)
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    stray = course / "assignments" / "01_threads_blocks_grids" / "my_key_copy.ipynb"
+    shutil.copy(next((course / "solutions" / "01_threads_blocks_grids").glob("*.ipynb")), stray)
+    archive = build(course, out)
+    assert (out / ".git" / "HEAD").exists() and not (out / stray.relative_to(course)).exists()
+    with zipfile.ZipFile(archive) as zipped:
+        assert not any("/.git/" in name for name in zipped.namelist())
+    lecture = course / "lectures" / "01_threads_blocks_grids.ipynb"
+    notebook = nbformat.read(lecture, as_version=4)
+    notebook.cells[1].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+    nbformat.write(notebook, lecture)
+    with pytest.raises(ValueError, match=r"lectures/01_threads_blocks_grids.ipynb holds outputs: clear them"):
+        build(course, out)
+    git("checkout", "--", "lectures")
+    git("add", str(stray))  # tracked now: refused for what it holds
+    with pytest.raises(ValueError, match=r"my_key_copy.ipynb holds nbgrader's `### BEGIN SOLUTION`"):
+        build(course, out)

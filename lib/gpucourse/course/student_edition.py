@@ -1,8 +1,9 @@
 """The student edition: the course as students get it, without solutions, hidden tests or instructor files.
 
 ``python -m gpucourse.course.student_edition [ROOT] [OUT]`` (defaults: ``.`` and
-``build/student-edition``) empties OUT, copies into it from the course repository
-ROOT what students need, and zips it as ``OUT.zip``:
+``build/student-edition``) empties OUT (all but ``OUT/.git``: the students' repository published from it keeps
+its history), copies into it from the course repository ROOT what students need (in a git checkout, the files git
+tracks), and zips it as ``OUT.zip``:
 
 * ``lectures/``, ``assignments/`` (the nbgrader release: no solutions, no hidden tests),
   ``lib/`` (the course package), ``benchmarks/`` (the GPU results lectures show),
@@ -13,7 +14,8 @@ ROOT what students need, and zips it as ``OUT.zip``:
 * ``gpucourse-<version>-py3-none-any.whl``, the course package of the edition's ``lib/``,
   which the setup cell installs on Colab when no ``install-source`` is set.
 
-It refuses an ``install-source`` that is the placeholder or this repository itself
+It refuses a notebook of the edition with outputs, or with an nbgrader solution or hidden-test region, and an
+``install-source`` that is the placeholder or this repository itself
 (one of its git remotes): Colab would install from where nothing is, or from the
 repository that holds the solutions; and notebooks whose Colab badge or setup cell
 disagrees with ``install-source`` (``make setup-cells`` rewrites them). It prints
@@ -121,16 +123,62 @@ def colab_source(root: Path) -> str:
             f"{project['version']}-py3-none-any.whl from the edition (no install-source in pyproject.toml)")
 
 
+def tracked_files(root: Path, name: str) -> list[str] | None:
+    """The files under ``name`` that git tracks in ``root`` (None where ``root`` is no git checkout): a stray file
+    in the working tree (a copy of a solution saved beside the release) is never part of the edition."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", name], capture_output=True)
+    if listed.returncode:
+        return None
+    return [path for path in listed.stdout.decode().split("\0") if path]
+
+
+def empty(out: Path) -> None:
+    """``out`` emptied, all but its ``.git``: the students' repository published from it keeps its history."""
+    out.mkdir(parents=True, exist_ok=True)
+    for entry in out.iterdir():
+        if entry.name == ".git":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+SECRET_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")  # nbgrader's, in solutions/ only
+
+
+def check_notebooks(out: Path) -> None:
+    """A clear error when a notebook of the edition holds outputs (a lecture saved after a run) or an nbgrader
+    solution or hidden-test region (a copy of a solution): nothing of that kind may reach students."""
+    import json  # noqa: PLC0415
+
+    for folder in STUDENT_NOTEBOOKS:
+        for notebook in sorted((out / folder).rglob("*.ipynb")):
+            cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+            name = notebook.relative_to(out).as_posix()
+            if any(cell.get("outputs") for cell in cells):
+                raise ValueError(f"{name} holds outputs: clear them (Edit > Clear Outputs of All Cells, then save) "
+                                 "or `git checkout` it, and build again")
+            secret = next((m for cell in cells for m in SECRET_MARKERS if m in "".join(cell["source"])), None)
+            if secret:
+                raise ValueError(f"{name} holds nbgrader's `{secret}`: a solution or its hidden tests; students get "
+                                 "the release (`make release`), never solutions/")
+
+
 def build(root: Path, out: Path) -> Path:
-    """Write the student edition of ``root`` into ``out`` and ``out.zip``; returns the zip's path."""
+    """Write the student edition of ``root`` into ``out`` (all of it but its ``.git``, kept) and ``out.zip``;
+    returns the zip's path. In a git checkout it copies the files git tracks, as they are in the working tree."""
     check_install_source(root)
     check_setup_cells(root)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    empty(out)
     for name in COPIED:
         source = root / name
-        if source.is_dir():
+        files = tracked_files(root, name)
+        if files is not None:
+            for path in files:
+                (out / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / path, out / path)
+        elif source.is_dir():
             shutil.copytree(source, out / name, ignore=NOT_SOURCES)
         else:
             shutil.copy2(source, out / name)
@@ -149,8 +197,22 @@ def build(root: Path, out: Path) -> Path:
     results = out / "benchmarks" / "RESULTS.md"
     if results.exists():
         results.write_text(without_sections(results.read_text(encoding="utf-8"), INSTRUCTOR_RESULTS), encoding="utf-8")
+    check_notebooks(out)
     build_wheel(out, out)
-    return Path(shutil.make_archive(str(out), "zip", root_dir=out.parent, base_dir=out.name))
+    return archive(out)
+
+
+def archive(out: Path) -> Path:
+    """``out.zip``: every file of ``out`` under ``out``'s name, its ``.git`` left out."""
+    import zipfile  # noqa: PLC0415
+
+    path = Path(f"{out}.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for file in sorted(out.rglob("*")):
+            relative = file.relative_to(out)
+            if file.is_file() and relative.parts[0] != ".git":
+                zipped.write(file, (Path(out.name) / relative).as_posix())
+    return path
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import nbformat
 
-from gpucourse.course.slide_layout import CODE_BOX, CODE_LINE, SLIDE, TEXT_BOX, TEXT_LINE, cell_height, fit
+from gpucourse.course.slide_layout import CODE_BOX, CODE_LINE, SLIDE, TEXT_BOX, TEXT_LINE, _cut_code, cell_height, fit
 from gpucourse.course.slides import main
 
 CDN_HOSTS = re.compile(r"cdnjs|unpkg|jsdelivr|googleapis|gstatic|cdn\.|mathjax\.org|jquery\.com")
@@ -192,14 +192,26 @@ def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_five_boxes
     fit(notebook)
     outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
     fences = [o.data["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
-    assert len(fences) == 3 and all(f.startswith("```python\n") and f.endswith("\n```") for f in fences)
+    assert len(fences) == 2 and all(f.startswith("```python\n") and f.endswith("\n```") for f in fences)
     assert [line for f in fences for line in f.splitlines()[1:-1]] == source.splitlines()
     texts = [o.text for o in outputs if o.get("output_type") == "stream"]
     assert len(texts) == 3 and "".join(texts[:2]) == printed.text and texts[2] == dump.text
-    assert all(CODE_LINE * (len(f.splitlines()) - 2) + 20 <= TEXT_BOX for f in fences)  # each fits its box
+    assert all(CODE_LINE * (len(f.splitlines()) - 2) + 20 <= CODE_BOX for f in fences)  # each fits the code's box
     assert all(TEXT_LINE * len(t.splitlines()) + 12 <= TEXT_BOX for t in texts[:2])
     assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
     assert all(cell_height(cell) <= SLIDE for cell in notebook.cells[:-1])
+
+
+def test_a_shown_source_is_cut_before_a_statement_as_shallow_as_fits_never_after_a_colon():
+    """Lecture 3's shown `matmul_register_tiled` was cut after `for k in range(BK):`, its body on the next slide."""
+    body = [*(f"    a{i} = {i}" for i in range(12)), "    for k in range(BK):",
+            *(f"        b{i} = k * {i}" for i in range(6)), "        for j in range(TN):",
+            *(f"            c{i} = j + {i}" for i in range(8)), *(f"    d{i} = {i}" for i in range(6))]
+    lines = ["def kernel():", *body]
+    runs = _cut_code(lines)
+    assert [line for run in runs for line in run] == lines and len(runs) == 2
+    assert all(CODE_LINE * len(run) + 20 <= CODE_BOX for run in runs)
+    assert not runs[0][-1].endswith(":") and runs[1][0].startswith("    ") and not runs[1][0].startswith("     ")
 
 
 def test_a_source_taller_than_its_box_is_cut_between_top_level_statements():

@@ -43,6 +43,8 @@ CSS = f"""
 /* Long code, long text output and figures stay within a slide: code and text scroll in a box. */
 .reveal .jp-InputArea-editor pre {{ max-height: {CODE_BOX}px; overflow-y: auto; }}
 .reveal .jp-OutputArea-output pre {{ max-height: {TEXT_BOX}px; overflow-y: auto; }}
+/* A shown source (a fenced block of markdown output) is code: it has the code's box. */
+.reveal .jp-OutputArea-output.jp-RenderedMarkdown pre {{ max-height: {CODE_BOX}px; }}
 .reveal .jp-OutputArea-output img {{ max-height: {FIGURE_BOX}px; max-width: 100%; width: auto; height: auto; }}
 /* A line longer than the slide is wide (about 95 characters of code) wraps instead of being cut at its edge. */
 .reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{
@@ -214,6 +216,35 @@ def _cut(lines: list[str], height) -> list[list[str]]:
     return runs
 
 
+def _may_cut_before(lines: list[str], k: int) -> bool:
+    """Whether a listing may be cut before line ``k``: a line that starts a statement at any depth, not a clause
+    or closing bracket of the one before, nor the body of the line before (a ``for ...:`` stays with its first
+    line), nor the line after a decorator, a comment or an open bracket."""
+    line, before = lines[k].strip(), re.sub(r"\s+#.*$", "", lines[k - 1]).rstrip()  # its code, a comment aside
+    return bool(line) and not line.startswith(_NOT_A_STATEMENT) and not before.lstrip().startswith(("@", "#")) \
+        and not before.endswith(("\\", "(", "[", "{", ",", ":"))
+
+
+def _cut_code(lines: list[str]) -> list[list[str]]:
+    """A shown source's ``lines`` in runs that fit the code's box each, cut before a statement (`_may_cut_before`):
+    the shallowest in the second half of what fits (the latest of those), so that runs stay full; else the latest
+    such statement; between any lines where none fits."""
+    def fits(run) -> bool:  # in the code's box, and a cell holding it alone on a slide
+        return (CODE_LINE * wrapped(run, SHOWN_CODE_CHARS) + 20 <= CODE_BOX
+                and CELL + markdown_height(_fence(run, "")) <= SLIDE)
+
+    runs, start = [], 0
+    while not fits(lines[start:]):
+        ends = [k for k in range(start + 1, len(lines)) if fits(lines[start:k])]
+        good = [k for k in ends if _may_cut_before(lines, k)]
+        late = [k for k in good if k - start >= (ends[-1] - start) / 2]
+        depth = lambda k: len(lines[k]) - len(lines[k].lstrip())  # noqa: E731
+        end = max(late, key=lambda k: (-depth(k), k)) if late else good[-1] if good else ends[-1]
+        runs.append(lines[start:end])
+        start = end
+    return [*runs, lines[start:]]
+
+
 def _with(output, key: str, value):
     """A copy of ``output`` (of its own type: a notebook's node stays one) with ``key`` set to ``value``."""
     piece = copy.deepcopy(output)
@@ -231,7 +262,7 @@ def output_pieces(output) -> list:
         made = [_with(output, "text", "\n".join(run) + "\n") for run in runs]
     elif re.fullmatch(r"```(\w*)\n.*\n```\s*", output.get("data", {}).get("text/markdown", ""), re.S):
         language, *lines = output["data"]["text/markdown"].strip().splitlines()[:-1]
-        runs = _cut(lines, lambda run: CODE_LINE * wrapped(run, SHOWN_CODE_CHARS) + 20)
+        runs = _cut_code(lines)
         made = [_with(output, "data", {"text/markdown": _fence(run, language.strip("`"))}) for run in runs]
     else:
         return [output]

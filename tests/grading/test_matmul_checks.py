@@ -665,3 +665,18 @@ def test_a_product_over_the_first_tiles_of_k_and_an_untransposed_tile_are_named(
                                           r"tile\[tx, ty\]"):
         check_matrix_kernel(transpose_through_shared_memory(PADDED, across=False), transpose_spec,
                             transpose_tiles([(64, 96)], tile=TILE))
+
+
+@cuda.jit
+def relu_against_an_int(out, x):  # max(float32, int) is a float64 in numba
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = max(x[i], 0)
+
+
+def test_a_max_against_an_integer_zero_is_named_among_the_float64_causes():
+    from gpucourse.grading import check_kernel, one_block
+
+    with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU .* or taken with one in max or min "
+                                          r"\(`max\(x, 0\)`\): write .* max\(x, float32\(0\)\)"):
+        check_kernel(relu_against_an_int, lambda x: np.maximum(x, 0), one_block([100, 37]), budget=float32_only())

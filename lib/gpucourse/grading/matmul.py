@@ -599,9 +599,9 @@ def no_local_memory():
 
 
 FLOAT64_CAUSES = ("A literal such as `0.`, `1.0` or `-math.inf` is a float64 and makes what it touches float64, and so "
-                  "does a float32 divided by an integer (`total / n`): write float32(0), float32(-math.inf), "
-                  "total / float32(n). numba also compares and adds a uint64 and a signed integer in float64 "
-                  "(`uint64(j) < x.shape[1]`): make both unsigned.")
+                  "does a float32 divided by an integer (`total / n`) or taken with one in max or min (`max(x, 0)`): "
+                  "write float32(0), float32(-math.inf), total / float32(n), max(x, float32(0)). numba also compares "
+                  "and adds a uint64 and a signed integer in float64 (`uint64(j) < x.shape[1]`): make both unsigned.")
 # An integer converted to float64 (cvt.rn.f64.s64), divided, rounded up or down and converted back: a tile count
 TILE_COUNT = tuple(re.compile(op) for op in (r"cvt\.rn\.f64$", r"cvt\.r[pm]i\.f64\.f64$",
                                              r"cvt\.rzi\.[su](32|64)\.f64$"))

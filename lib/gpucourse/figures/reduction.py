@@ -188,7 +188,8 @@ def draw_scan(values, method: str = "blelloch"):
     n = len(values)
     fig, ax = plt.subplots(figsize=(0.55 * n + 1.8, 0.62 * (len(levels) + 1) + 0.6))
     kind = "exclusive" if method == "blelloch" else "inclusive"
-    _draw_levels(ax, values, levels, f"{method} scan ({kind}): {additions(levels)} additions for {n} elements",
+    name = {"blelloch": "Blelloch", "hillis-steele": "Hillis-Steele"}[method]
+    _draw_levels(ax, values, levels, f"{name} scan ({kind}): {additions(levels)} additions for {n} elements",
                  method == "blelloch")
     fig.tight_layout()
     return fig

@@ -328,3 +328,25 @@ def test_the_models_picks_that_lecture_7_quotes():
     assert [config for _, config in at_4096[:3]] == [dict(BM=32, BN=64, TM=8, TN=8, BK=16),
                                                       dict(BM=128, BN=64, TM=4, TN=4, BK=16),
                                                       dict(BM=64, BN=64, TM=8, TN=4, BK=8)]
+
+
+def test_a_candidate_the_gpu_refuses_for_its_registers_is_said_in_words(monkeypatch):
+    """On the H200 (2026-11-29) two SGEMM candidates of 1024 threads failed with CUDA's own text, cut at 200
+    characters; the trial now says why a block does not fit."""
+    problem = _copy_problem()
+    refused = dataclasses.replace(problem, build=lambda config: dataclasses.replace(  # 64: as if 1024 threads
+        problem.build(config), kernel=_Refused(), block=(1024,)) if config["threads"] == 64 else problem.build(config))
+    monkeypatch.setattr(rt, "_device", lambda: ("a GPU", (9, 0)))
+    result = rt.tune(refused)
+    errors = [t["error"] for t in result.trials if "error" in t and t["config"]["threads"] == 64]
+    assert errors and all(e.startswith("cannot launch: a block of 1024 threads may use 64 registers a thread "
+                                       "(65,536 an SM), and this config's kernel needs more") for e in errors), errors
+
+
+class _Refused:
+    """A kernel whose launch the GPU refuses, as numba raises it."""
+
+    def __getitem__(self, configuration):
+        def launch(*args):
+            raise RuntimeError("[701] Call to cuLaunchKernel results in CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+        return launch

@@ -391,6 +391,16 @@ def _device():
     return name, tuple(device.compute_capability)
 
 
+def _launch_error(exc: Exception, launch: Launch | None) -> str:
+    """A failed trial's error in one line; a GPU's refusal of a block too big for an SM's registers, in words."""
+    said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    if launch is not None and "OUT_OF_RESOURCES" in said and launch.threads * 255 > 65536:
+        return (f"cannot launch: a block of {launch.threads} threads may use {65536 // launch.threads} registers a "
+                "thread (65,536 an SM), and this config's kernel needs more (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): "
+                "fewer threads per block, or launch bounds that cap its registers")
+    return said
+
+
 def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | None = None, cache=None,
          seed: int = 0, measure: bool | None = None) -> Result:
     """The fastest valid, correct config of ``problem``'s space.
@@ -416,6 +426,7 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
         return Result(hit["kernel"], hit["best"], hit["seconds"], hit["how"], hit["trials"], from_cache=True)
     trials = []
     for config in candidates(problem.space, strategy, budget, seed):
+        launch = None
         try:
             if device is None:
                 seconds = price(problem, config, model)
@@ -429,7 +440,7 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
             trials.append({"config": config, "error": f"wrong result: {exc}"})
             continue
         except Exception as exc:  # a config that does not compile or launch is a trial that failed, not a crash
-            trials.append({"config": config, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"})
+            trials.append({"config": config, "error": _launch_error(exc, launch)})
             continue
         trials.append({"config": config, "seconds": seconds})
     timed = [t for t in trials if "seconds" in t]

@@ -184,7 +184,9 @@ def draw_launch(grid, block, shape, ax=None):
     ax.xaxis.set_label_position("top")
     ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
     ax.set_title(tmap.summary(), fontsize=9, wrap=True)
-    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block")]
+    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block"),
+              Patch(facecolor="white", edgecolor="0.6", label="number = cuda.grid(1)" if tmap.ndim == 1 else
+                    "numbers = cuda.grid(2): x,y")]
     if tmap.tail:
         legend.append(Patch(facecolor=_TAIL_FILL, edgecolor=_HATCH, hatch="//", label="tail thread: needs a guard"))
     if tmap.uncovered:

@@ -61,16 +61,21 @@ def _unit_slip(guess, actual, tolerance: float) -> str:
     except (TypeError, ValueError):
         return " (The answer is a number: write it as one, such as 12 or 0.5.)"
     ratio = guessed / float(actual) if actual else 0.0
-    for factor in (1e3, 1e6, 1e9):
+    if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
+        return f" (Your number is {off}: check the unit the question asks for.)"
+    if guessed.is_integer() and float(actual).is_integer() and (off := _off_by(ratio, (2, 4, 8), 0.0)):
+        return (f" (Your number is {off}: elements where the question counts bytes, or the other way round? "
+                "A float32 is 4 bytes, a float16 2, a float64 8.)")
+    return ""
+
+
+def _off_by(ratio: float, factors, tolerance: float) -> str:
+    """"4 times too small" where ``ratio`` (guess over answer) is one of ``factors`` or its inverse, within the
+    relative ``tolerance``; else ""."""
+    for factor in factors:
         for times, words in ((factor, "too large"), (1 / factor, "too small")):
-            if math.isclose(ratio, times, rel_tol=max(tolerance, 0.05)):
-                return f" (Your number is {factor:,.0f} times {words}: check the unit the question asks for.)"
-    if guessed.is_integer() and float(actual).is_integer():
-        for factor in (2, 4, 8):
-            for times, words in ((factor, "too large"), (1 / factor, "too small")):
-                if ratio == times:
-                    return (f" (Your number is {factor} times {words}: elements where the question counts bytes, "
-                            "or the other way round? A float32 is 4 bytes, a float16 2, a float64 8.)")
+            if math.isclose(ratio, times, rel_tol=tolerance):
+                return f"{factor:,.0f} times {words}"
     return ""
 
 

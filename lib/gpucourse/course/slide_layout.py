@@ -273,11 +273,8 @@ _NOT_A_STATEMENT = ("else", "elif", "except", "finally", ")", "]", "}")  # top-l
 
 
 def _starts_a_statement(lines: list[str], k: int) -> bool:
-    """Whether line ``k`` starts a top-level statement (not the first line, not a clause or closing bracket of the
-    one before, not the line after a decorator, a comment or an open bracket)."""
-    line, before = lines[k], lines[k - 1].rstrip()
-    return bool(line[:1].strip()) and not line.startswith(_NOT_A_STATEMENT) and not before.startswith(("@", "#")) \
-        and not before.endswith(("\\", "(", "[", "{", ","))
+    """Whether line ``k`` starts a top-level statement where a source may be cut (`_may_cut_before`)."""
+    return bool(lines[k][:1].strip()) and _may_cut_before(lines, k)
 
 
 def source_pieces(source: str) -> list[str]:

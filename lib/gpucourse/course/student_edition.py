@@ -32,11 +32,13 @@ a student runs imports them), and the sections of ``benchmarks/RESULTS.md`` they
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 from .results import markers
@@ -150,8 +152,6 @@ SECRET_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")  # nbgrader's,
 def check_notebooks(out: Path) -> None:
     """A clear error when a notebook of the edition holds outputs (a lecture saved after a run) or an nbgrader
     solution or hidden-test region (a copy of a solution): nothing of that kind may reach students."""
-    import json  # noqa: PLC0415
-
     for folder in STUDENT_NOTEBOOKS:
         for notebook in sorted((out / folder).rglob("*.ipynb")):
             cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
@@ -204,8 +204,6 @@ def build(root: Path, out: Path) -> Path:
 
 def archive(out: Path) -> Path:
     """``out.zip``: every file of ``out`` under ``out``'s name, its ``.git`` left out."""
-    import zipfile  # noqa: PLC0415
-
     path = Path(f"{out}.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zipped:
         for file in sorted(out.rglob("*")):

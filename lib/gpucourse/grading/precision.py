@@ -55,19 +55,22 @@ def _mismatch(name: str, described: str, label: str, index, expected, got, dtype
                        + (f"\n  {why}" if why else ""))
 
 
-def _is_poison(value, dtype) -> bool:
-    """Still the value `core.poison` filled the output with, bit for bit (a NaN the kernel computed, with another
-    sign or payload, is not taken for it)."""
+def _poisoned(values, dtype) -> np.ndarray:
+    """Element by element: still the value `core.poison` filled the output with, bit for bit (a NaN the kernel
+    computed, with another sign or payload, is not taken for it)."""
     dtype = np.dtype(dtype)
-    return np.asarray(value, dtype).tobytes() == core.poison((), dtype).tobytes()
+    bits = np.dtype(f"u{dtype.itemsize}")
+    return np.asarray(values, dtype).view(bits) == core.poison((), dtype).view(bits)
+
+
+def _is_poison(value, dtype) -> bool:
+    return bool(_poisoned(value, dtype))
 
 
 def _unwritten_region(got: np.ndarray, dtype) -> str:
     """Where a 2-D output still holds the poison, when that is one rectangle (a store or a whole call left out):
     ", and so it is at rows 0 to 15, columns 8 to 15 (all of them, nothing else)"; else ""."""
-    poison = core.poison((), dtype).tobytes()
-    items = np.asarray(got, dtype).reshape(-1)
-    left = np.array([items[k:k + 1].tobytes() == poison for k in range(items.size)]).reshape(got.shape)
+    left = _poisoned(got, dtype)
     if got.ndim != 2 or not left.any():
         return ""
     rows, cols = np.flatnonzero(left.any(axis=1)), np.flatnonzero(left.any(axis=0))
@@ -88,7 +91,7 @@ def _launch(kernel, name: str, described: str, grid, block, out_shape, dtype, ar
         out, canary, after = core.launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
     except Exception as exc:
         raise CheckFailed(explain_failure(name, described, exc, out_name)) from None
-    if not all(_is_poison(value, dtype) for value in canary):
+    if not _poisoned(canary, dtype).all():
         raise CheckFailed(f"{name} wrote past the end of `{out_name}` with {described}: a thread past the end of "
                           "the array needs a guard.")
     return out, after

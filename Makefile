@@ -5,7 +5,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# BEGIN INSTRUCTOR ONLY
+# The tests', the grading's and the benchmarks' packages too (the student edition installs the student extra only).
 EXTRAS ?= cu13,course
+# END INSTRUCTOR ONLY
+EXTRAS ?= cu13,student
 INSTALLED := $(VENV)/.installed-$(EXTRAS)
 # Jupyter refuses to start as root (containers, Codespaces) without --allow-root.
 USER_ID ?= $(shell id -u)

@@ -79,7 +79,13 @@ def test_lecture_cells_carry_slide_metadata(path):
 def pyproject_requirements() -> dict[str, Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    requirements = [Requirement(r) for r in project["dependencies"] + extras["course"] + extras["cu13"]]
+
+    def expanded(names) -> list[Requirement]:  # an extra may ask for another of the course's own ("gpucourse[student]")
+        listed = [Requirement(r) for name in names for r in extras[name]]
+        return [own for r in listed if r.name == project["name"] for own in expanded(r.extras)] + [
+            r for r in listed if r.name != project["name"]]
+
+    requirements = [Requirement(r) for r in project["dependencies"]] + expanded(("course", "cu13"))
     return {r.name: r for r in requirements}
 
 

@@ -7,11 +7,14 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from conftest import ROOT
 from gpucourse.course.setup_cell import PLACEHOLDER, sync
@@ -253,6 +256,68 @@ def test_make_student_edition_says_where_colab_installs_from(tmp_path, capsys):
     assert said == [f"student edition: {tmp_path / 'student-edition'}/ and {tmp_path / 'student-edition.zip'}",
                     colab_source(ROOT)]
     assert said[1].startswith("Colab installs the course from ")
+
+
+# What the edition may import without installing it: the GPU machine's packages (a GPU benchmark's references, a
+# lecture's GPU-only cell) and Colab's own.
+NOT_INSTALLED_BY_THE_EDITION = {"cupy": "GPU", "torch": "GPU", "triton": "GPU", "google": "Colab"}
+
+
+def requirements(project: dict, extras) -> list[Requirement]:
+    """What installing ``project`` (pyproject.toml's table) with ``extras`` asks for, its own extras expanded."""
+    asked = [Requirement(r) for r in project["dependencies"]]
+    for extra in extras:
+        for r in map(Requirement, project["optional-dependencies"][extra]):
+            asked += requirements(project, r.extras)[len(project["dependencies"]):] if r.name == project["name"] else [r]
+    return asked
+
+
+def installed_by(asked: list[Requirement]) -> set[str]:
+    """The distributions pip installs for ``asked``, read from this environment's metadata (extras followed)."""
+    seen, todo = set(), list(asked)
+    while todo:
+        r = todo.pop()
+        if (key := (canonicalize_name(r.name), frozenset(r.extras))) in seen:
+            continue
+        seen.add(key)
+        try:
+            required = distribution(r.name).requires or []
+        except PackageNotFoundError:
+            continue
+        todo += [q for q in map(Requirement, required)
+                 if q.marker is None or any(q.marker.evaluate({"extra": e}) for e in r.extras or {""})]
+    return {name for name, _ in seen}
+
+
+def test_the_editions_make_lab_installs_the_student_extra_and_it_holds_what_the_edition_imports(edition):
+    """`make lab` in the edition installed the `course` extra: the test runner, Dask, Playwright, for students who
+    only open notebooks. Now it installs `student`, and every package the edition's package, benchmarks and
+    notebooks import comes with it (or is one that only a GPU machine or Colab has)."""
+    def extras(folder: Path) -> str:
+        said = make(folder, "-s", "--eval", "print-extras: ; @echo $(EXTRAS)", "print-extras")
+        assert said.returncode == 0, said.stderr
+        return said.stdout.strip()
+
+    assert (extras(ROOT), extras(edition)) == ("cu13,course", "cu13,student")
+    project = tomllib.loads((edition / "pyproject.toml").read_text())["project"]
+    installed = installed_by(requirements(project, extras(edition).split(",")))
+    assert {"jupyterlab", "nbgrader", "numba-cuda", "matplotlib"} <= installed
+    assert not {"pytest", "distributed", "playwright", "hypothesis"} & installed
+    sources = {path: imported_modules(path.read_text(), ".".join(path.relative_to(edition / "lib").parts[:-1] + ("x",)))
+               for path in (edition / "lib").rglob("*.py")}
+    sources |= {path: imported_modules(path.read_text()) for path in (edition / "benchmarks").glob("*.py")}
+    for folder in STUDENT_NOTEBOOKS:
+        for path in (edition / folder).rglob("*.ipynb"):
+            cells = nbformat.read(path, as_version=4).cells
+            sources[path] = set().union(*[imported_modules(c.source) for c in cells if c.cell_type == "code"])
+    distributions, scripts = packages_distributions(), {path.stem for path in sources}
+    lacking = {}
+    for path, modules in sources.items():
+        for top in {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - scripts - {"gpucourse"}:
+            if (top not in NOT_INSTALLED_BY_THE_EDITION
+                    and not {canonicalize_name(d) for d in distributions.get(top, ())} & installed):
+                lacking.setdefault(top, []).append(str(path.relative_to(edition)))
+    assert lacking == {}
 
 
 def make(folder: Path, *arguments: str, exchange: str | None = None) -> subprocess.CompletedProcess:

@@ -48,11 +48,14 @@ from .wheel import build_wheel
 COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore",
           ".jupyter")
 WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile", "benchmarks/README.md")
-# Instructor tooling inside the copied folders: grading a class (its sandbox, clean room and allow-list), building
-# this edition, and checking the course on a GPU machine. Left out of the edition and of its wheel.
+# Instructor and maintainer tooling inside the copied folders: grading a class (its sandbox, clean room and
+# allow-list), building this edition, checking the course on a GPU machine, and measuring the simulator (its speed
+# and numba-cuda's tests: they read tests/ and the `course` extra). Left out of the edition and of its wheel.
 INSTRUCTOR_TOOLS = ("lib/gpucourse/classroom", "lib/gpucourse/course/student_edition.py",
                     "lib/gpucourse/course/wheel.py", "benchmarks/gpu_check.py", "benchmarks/gpu_grading.py",
-                    "benchmarks/grading_scale.py")
+                    "benchmarks/grading_scale.py", "benchmarks/simulator_speed.py",
+                    "benchmarks/numba_cuda_conformance.py", "benchmarks/numba_cuda_conformance_plugin.py",
+                    "benchmarks/numba_cuda_conformance_site")
 # The sections of benchmarks/RESULTS.md that those tools record (no lecture shows them), left out of its copy.
 INSTRUCTOR_RESULTS = ("gpu_check", "gpu_grading", "grading_scale")
 STUDENT_NOTEBOOKS = ("lectures", "assignments")

@@ -202,6 +202,16 @@ def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_five_boxes
     assert all(cell_height(cell) <= SLIDE for cell in notebook.cells[:-1])
 
 
+def test_printed_text_one_line_past_its_box_is_cut_in_halves_not_a_full_box_and_one_line():
+    """Three of 618 slides held a box of printed text followed by a sub-slide with its last line alone."""
+    fits = (TEXT_BOX - 12) // TEXT_LINE
+    printed = nbformat.v4.new_output("stream", name="stdout", text="".join(f"line {i}\n" for i in range(fits + 1)))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(table)", outputs=[printed])])
+    fit(notebook)
+    runs = [len(o.text.splitlines()) for cell in notebook.cells for o in cell.get("outputs", [])]
+    assert sum(runs) == fits + 1 and len(runs) == 2 and max(runs) - min(runs) <= 1
+
+
 def test_a_shown_source_is_cut_before_a_statement_as_shallow_as_fits_never_after_a_colon():
     """Lecture 3's shown `matmul_register_tiled` was cut after `for k in range(BK):`, its body on the next slide."""
     body = [*(f"    a{i} = {i}" for i in range(12)), "    for k in range(BK):",

@@ -207,13 +207,21 @@ def _fence(lines: list[str], language: str) -> str:
 
 
 def _cut(lines: list[str], height) -> list[list[str]]:
-    """``lines`` in consecutive runs, each as long as ``height(run)`` allows within `TEXT_BOX` (one line at least)."""
-    runs = [[]]
-    for line in lines:
-        if runs[-1] and height([*runs[-1], line]) > TEXT_BOX:
-            runs.append([])
-        runs[-1].append(line)
-    return runs
+    """``lines`` in the fewest consecutive runs whose ``height(run)`` fits `TEXT_BOX` (one line at least), as even
+    as they come: the lowest cap that needs no more runs than `TEXT_BOX` does (no one-line run after full ones)."""
+    def runs_under(cap: float) -> list[list[str]]:
+        runs = [[]]
+        for line in lines:
+            if runs[-1] and height([*runs[-1], line]) > cap:
+                runs.append([])
+            runs[-1].append(line)
+        return runs
+
+    fewest, low, high = len(runs_under(TEXT_BOX)), 0.0, float(TEXT_BOX)
+    while high - low > 1:  # the runs' count only grows as the cap falls
+        middle = (low + high) / 2
+        low, high = (low, middle) if len(runs_under(middle)) <= fewest else (middle, high)
+    return runs_under(high)
 
 
 def _may_cut_before(lines: list[str], k: int) -> bool:

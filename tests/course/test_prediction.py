@@ -96,6 +96,8 @@ def test_true_or_false_is_answered_by_a_bool_only(capsys):
 def test_one_number_where_the_answer_is_several_is_told_to_write_a_list(capsys):
     check_prediction(2, [2.0, 3.0], why="")
     assert "(The answer is 2 numbers: write them as a list, such as [1.5, 2].)" in capsys.readouterr().out
+    check_prediction(4, np.array([4, 4]), why="")  # an array of several elements against one number
+    assert "Not quite" in capsys.readouterr().out
     check_prediction([2, 2], [2.0, 3.0], why="")
     assert "write them as a list" not in capsys.readouterr().out
 
@@ -108,3 +110,13 @@ def test_a_count_off_by_an_element_size_is_asked_about_elements_and_bytes(capsys
     assert "elements where" not in capsys.readouterr().out
     check_prediction(0.5, 2.0, why="")  # not whole counts: no such guess
     assert "elements where" not in capsys.readouterr().out
+
+
+def test_a_mapping_compares_its_values_and_a_set_its_members(capsys):
+    check_prediction({"a": 1}, {"a": 2}, why="")
+    assert "Not quite" in capsys.readouterr().out
+    check_prediction({"a": 1.0, "b": [2]}, {"b": [2], "a": 1}, why="")
+    check_prediction({"x", "y", "z"}, {"z", "y", "x"}, why="")
+    check_prediction(["x", "y", "z"], {"z", "y", "x"}, why="")  # a list is not the set
+    verdicts = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
+    assert verdicts == ["✓ Right", "✓ Right", "✗ Not quite"]

@@ -192,11 +192,6 @@ def test_float32_rounding_passes_but_real_errors_do_not():
         check_kernel(add_then_tiny_error, lambda a, b: a + b + 1e-3, one_block([32], inputs=2))
 
 
-def test_spec_with_wrong_shape_is_a_clear_error():
-    with pytest.raises(ValueError, match="spec returned shape"):
-        check_kernel(zip_guarded, lambda a, b: (a + b)[:-1], one_block([4], inputs=2))
-
-
 def test_a_write_past_the_end_is_caught_even_where_it_does_not_fault(monkeypatch):
     """On a GPU an unguarded write lands after `out` without an error: the canary shows it."""
     from gpucourse.grading import core as checks
@@ -274,3 +269,55 @@ def test_check_function_says_not_written_yet_or_names_the_call_that_raised():
     assert failure.value.__suppress_context__
     with pytest.raises(CheckFailed, match=r"^blocks_for\(10, 0\) raised ZeroDivisionError: integer division"):
         check_function(lambda n, t: n // t, [((10, 0), 3)], name="blocks_for")
+
+
+@cuda.jit
+def map_missing_input(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 1
+
+
+def test_a_kernel_with_the_wrong_parameters_is_told_which_it_takes_and_which_it_gets():
+    with pytest.raises(CheckFailed, match=r"map_missing_input takes 1 parameter \(out\), but the check launches it "
+                                          r"with 3: the output, an array of shape \(4,\), an array of shape \(4,\)"):
+        check_kernel(map_missing_input, add, one_block([4], inputs=2))
+
+
+def test_a_spec_that_returns_nothing_or_the_wrong_shape_is_named():
+    with pytest.raises(CheckFailed, match=r"forgets_return returned None: .*is a `return` missing"):
+        def forgets_return(a, b):
+            a + b
+        check_kernel(zip_guarded, forgets_return, one_block([4], inputs=2))
+    with pytest.raises(CheckFailed, match=r"returned an array of shape \(3,\), but the case expects \(4,\)"):
+        check_kernel(zip_guarded, lambda a, b: (a + b)[1:], one_block([4], inputs=2))
+    from gpucourse.grading import check_reduction
+    with pytest.raises(CheckFailed, match=r"returned an array of shape \(\), but the case expects \(1,\)"):
+        check_reduction(zip_guarded, lambda a, b: (a + b).sum(), [case(1, 4, [(4,), (4,)], out=(1,))])
+
+
+def test_a_budget_maker_given_uncalled_fails_instead_of_checking_nothing():
+    from gpucourse.grading import float32_only, reads_each_element_once
+    for maker in (reads_each_element_once, float32_only):
+        with pytest.raises(CheckFailed, match=f"budget={maker.__name__} makes a budget but is not one: call it"):
+            check_kernel(zip_guarded, add, one_block([4], inputs=2), budget=maker, quiet=True)
+    with pytest.raises(CheckFailed, match="is not a budget"):
+        check_kernel(zip_guarded, add, one_block([4], inputs=2), budget="float32_only", quiet=True)
+    check_kernel(zip_guarded, add, one_block([4], inputs=2), budget=[float32_only(), lambda t: None], quiet=True)
+
+
+def test_plans_take_one_size_or_several_and_refuse_what_is_not_a_whole_number_in_range():
+    assert one_block(7) == one_block([7])
+    assert blocks_1d([10], threads=4) == blocks_1d([10], threads=[4])
+    assert len(one_block([0, 1], extra_threads=8)) == 2  # an empty array (assignment 1's guard test)
+    for plan in (lambda: one_block([-1]), lambda: one_block([7.5]), lambda: one_block("7"),
+                 lambda: blocks_1d([10], threads=[0]), lambda: blocks_1d(None, threads=[4])):
+        with pytest.raises(CheckFailed, match="must be whole numbers from [01] up, such as"):
+            plan()
+
+
+def test_check_function_reports_an_array_returned_for_a_number():
+    with pytest.raises(CheckFailed, match=r"halves\(8\) should be 4, got array\(\[4, 4\]\)"):
+        def halves(n):
+            return np.array([n // 2, n // 2])
+        check_function(halves, [((8,), 4)])

@@ -385,7 +385,8 @@ def test_axis_reduce_checks_every_axis():
     assert "a of shape (4, 5, 6), axis=1 -> out (4, 6)" in message and "out[0, 0] should be" in message
     with pytest.raises(ValueError, match="3-D shapes"):
         check_axis_reduce(sum_axis, lambda a, axis: a.sum(axis=axis), [(4, 5)])
-    with pytest.raises(ValueError, match="spec returned shape"):
+    with pytest.raises(CheckFailed, match=r"returned an array of shape \(1, 5, 6\), but reducing \(4, 5, 6\) along "
+                                          r"axis 0 gives \(5, 6\)"):
         check_axis_reduce(sum_axis, lambda a, axis: a.sum(axis=axis, keepdims=True), [(4, 5, 6)])
 
 

@@ -84,3 +84,7 @@ def test_matmul_takes_matrices_and_explains_bad_shapes():
         mm.output_shape(np.zeros((1, 5, 7)), np.zeros((1, 5, 3)))
     with pytest.raises(ValueError, match="batches of 2 and 3 do not broadcast"):
         mm.output_shape(np.zeros((2, 5, 7)), np.zeros((3, 7, 3)))
+    A3, B3 = A[None].astype(np.float32), B[None].astype(np.float32)
+    with pytest.raises(ValueError, match=r"C has shape \(1, 3, 5\); A of \(1, 5, 7\) times B of \(1, 7, 3\) gives "
+                                         r"\(1, 5, 3\)"):
+        mm.launch(mm.matmul_tiled, np.zeros((1, 3, 5), np.float32), A3, B3)  # transposed C: would leave it half-written

@@ -67,6 +67,9 @@ def test_tensor_views_share_storage():
     np.testing.assert_array_equal(t.permute(1, 0, 2).numpy(), t.numpy().transpose(1, 0, 2))
     np.testing.assert_array_equal(t.narrow(2, 1, 2).numpy(), t.numpy()[:, :, 1:3])
     assert t.position((1, 2, 3)) == 23
+    for outside in ((2, 0, 0), (0, -1, 0), (1, 2)):  # past an axis, negative, one index short
+        with pytest.raises(IndexError, match=f"index {re.escape(str(outside))} is not an element of a tensor of shape"):
+            t.position(outside)
     wide = Tensor.from_numpy(np.arange(3, dtype=np.float32).reshape(3, 1)).broadcast_to((2, 3, 4))
     assert wide.strides == (0, 1, 0)
     np.testing.assert_array_equal(wide.numpy(), np.broadcast_to(np.arange(3).reshape(3, 1), (2, 3, 4)))

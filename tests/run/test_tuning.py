@@ -250,6 +250,16 @@ def test_the_model_s_candidates_are_compiled_for_its_gpu_only(monkeypatch):
 def test_tune_without_a_gpu_or_a_model_says_what_to_pass():
     with pytest.raises(ValueError, match="cost_model"):
         rt.tune(_copy_problem(), measure=False)
+    with pytest.raises(TypeError, match=r"model='H100' is not a cost model: pass model=.*cost_model\('H100'\)"):
+        rt.tune(_copy_problem(), model="H100")
+
+
+def test_a_space_parameter_given_one_value_instead_of_a_tuple_is_named():
+    from gpucourse.grading import tuning as gt
+    with pytest.raises(TypeError, match=r"the space's TM is 2: .* TM=\(2,\) for one value"):
+        gt.sgemm_problem(64, 64, 64, {"BM": (32,), "BN": (32,), "TM": (2), "TN": (4,), "BK": (8,)}, on_device=False)
+    with pytest.raises(ValueError, match="needs the parameters BM, BN, TM, TN, BK, got BM"):
+        gt.sgemm_problem(64, 64, 64, {"BM": (32,)}, on_device=False)
 
 
 def test_price_each_prices_every_size_from_one_traced_launch(monkeypatch):

@@ -323,6 +323,33 @@ def test_unsynchronised_global_accumulation_and_the_atomic_fix():
 
 
 @cuda.jit
+def block_adds_into_one_element(out, a):
+    out[0] += a[cuda.threadIdx.x]
+
+
+@cuda.jit
+def tree_sum_without_barriers(out, a):
+    s = cuda.shared.array(TILE, float32)
+    t = cuda.threadIdx.x
+    s[t] = a[t]
+    cuda.syncthreads()
+    stride = 1
+    while stride < TILE:
+        if t % (2 * stride) == 0:
+            s[t] += s[t + stride]
+        stride *= 2
+    if t == 0:
+        out[0] = s[0]
+
+
+def test_threads_of_one_block_adding_into_one_element_are_told_to_use_an_atomic_not_a_barrier():
+    with pytest.raises(DataRace, match="all add into this one element.*no barrier fixes. Use cuda.atomic.add"):
+        block_adds_into_one_element[1, 8](np.zeros(1, np.float32), data(8))
+    with pytest.raises(DataRace, match="put cuda.syncthreads"):  # each thread adds into its own element
+        tree_sum_without_barriers[1, TILE](np.zeros(1, np.float32), data(TILE))
+
+
+@cuda.jit
 def every_block_writes_the_first_element(out):
     if cuda.threadIdx.x == 0:
         out[0] = cuda.blockIdx.x

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping, Set
 
 import numpy as np
 
@@ -37,10 +38,14 @@ def _same(guess, actual, tolerance: float) -> bool:
         return _words(guess) == _words(actual)
     if isinstance(actual, str) or isinstance(guess, str):
         return False
+    if isinstance(actual, (Mapping, Set)) or isinstance(guess, (Mapping, Set)):  # no order: keys, values, members
+        if isinstance(actual, Mapping) and isinstance(guess, Mapping):
+            return guess.keys() == actual.keys() and all(_same(guess[k], actual[k], tolerance) for k in actual)
+        return isinstance(actual, Set) and isinstance(guess, Set) and guess == actual
     try:
         guessed, actual = list(guess), list(actual)
-    except TypeError:
-        return guess == actual
+    except TypeError:  # not both sequences: one number against several is wrong
+        return np.ndim(guess) == np.ndim(actual) and guess == actual
     return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 

@@ -80,15 +80,30 @@ def blocks_needed(size: int, threads_per_block: int) -> int:
 # ---------------------------------------------------------------- launch plans
 
 
+def counts(values, what: str, least: int = 1) -> list[int]:
+    """``values`` (one int or several) as a list of ints from ``least`` up; anything else fails, saying what
+    ``what`` takes."""
+    values = [values] if isinstance(values, (int, np.integer)) else values
+    try:
+        found = list(values)
+    except TypeError:
+        found = None
+    if not found or not all(isinstance(v, (int, np.integer)) and v >= least for v in found):
+        raise CheckFailed(f"{what} must be whole numbers from {least} up, such as [{least}, 7, 32] (or one number, "
+                          f"32), not {values!r}.")
+    return [int(v) for v in found]
+
+
 def one_block(sizes: Iterable[int], inputs: int = 1, extra_threads: int = 0) -> list[Case]:
     """One block per launch, ``size + extra_threads`` threads over 1-D arrays of ``size``."""
-    return [case(1, n + extra_threads, [(n,)] * inputs) for n in sizes]
+    return [case(1, n + extra_threads, [(n,)] * inputs) for n in counts(sizes, "one_block's sizes", 0)]
 
 
 def blocks_1d(sizes: Iterable[int], threads: Iterable[int], inputs: int = 1, per_thread: int = 1) -> list[Case]:
     """Enough blocks of each ``threads`` count to cover 1-D arrays of each size, ``per_thread`` elements a thread."""
     return [
-        case(blocks_needed(n, t * per_thread), t, [(n,)] * inputs) for n in sizes for t in threads
+        case(blocks_needed(n, t * per_thread), t, [(n,)] * inputs)
+        for n in counts(sizes, "blocks_1d's sizes", 0) for t in counts(threads, "blocks_1d's threads")
     ]
 
 
@@ -196,10 +211,20 @@ def parameter_names(kernel) -> list[str]:
 
 
 def budget_list(budget) -> list[Callable]:
-    """``budget=`` as a list: None, one budget, or several."""
+    """``budget=`` as a list: None, one budget, or several; a maker of budgets not called (``budget=float32_only``)
+    or something not callable fails, since it would check nothing."""
     if budget is None:
         return []
-    return list(budget) if isinstance(budget, (list, tuple)) else [budget]
+    budgets = list(budget) if isinstance(budget, (list, tuple)) else [budget]
+    for given in budgets:
+        if not callable(given):
+            raise CheckFailed(f"budget={given!r} is not a budget: give one made by the course, such as "
+                              "reads_each_element_once(\"a\"), or a function of the trace.")
+        if (getattr(given, "__module__", None) or "").startswith(__package__) and \
+                "<locals>" not in getattr(given, "__qualname__", "<locals>"):
+            raise CheckFailed(f"budget={given.__name__} makes a budget but is not one: call it, "
+                              f"{given.__name__}(...), with the arrays it checks, as the exercise's test cell does.")
+    return budgets
 
 
 def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[np.ndarray, np.ndarray, list]:
@@ -286,6 +311,13 @@ def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype
     if not is_kernel(kernel):
         raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
                           f"(got {type(kernel).__name__}).")
+    parameters = parameter_names(kernel)
+    if parameters and len(parameters) != 1 + len(arguments) and not getattr(kernel, "py_func", kernel).__defaults__:
+        given = ", ".join(["the output"] + [f"an array of shape {a.shape}" if isinstance(a, np.ndarray) else repr(a)
+                                            for a in arguments])
+        raise CheckFailed(f"{name} takes {plural(len(parameters), 'parameter')} ({', '.join(parameters)}), but the "
+                          f"check launches it with {1 + len(arguments)}: {given}. Keep the parameters the exercise "
+                          "gives.")
     try:
         with trace() if budgets else contextlib.nullcontext() as recorded:
             got, canary, after = launch_on_copies(kernel, grid, block, out_shape, dtype, arguments)
@@ -376,6 +408,20 @@ def _swapped_axes_hint(kase: Case, got: np.ndarray, bad: np.ndarray) -> str:
             "r = cuda.threadIdx.y.")
 
 
+def spec_output(spec, arguments, shape=None, expects: str = "") -> np.ndarray:
+    """``spec(*arguments)`` as an array; a spec that returns None, or not an array of ``shape`` (when given, as
+    ``expects`` says), fails naming it."""
+    result = spec(*arguments)
+    if result is None:
+        raise CheckFailed(f"{kernel_name(spec)} returned None: a spec returns the output it computes (is a `return` "
+                          "missing?).")
+    result = np.asarray(result)
+    if shape is not None and result.shape != tuple(shape):
+        raise CheckFailed(f"{kernel_name(spec)} returned an array of shape {result.shape}, but {expects} "
+                          f"{tuple(shape)}: a spec returns the whole output, as the kernel must write it.")
+    return result
+
+
 def check_kernel(
     kernel,
     spec: Callable[..., np.ndarray],
@@ -401,9 +447,7 @@ def check_kernel(
     cases = list(cases)
     for kase in cases:
         inputs = [random_array(rng, shape, dtype) for shape in kase.inputs]
-        expected = np.asarray(spec(*inputs)).astype(dtype)
-        if expected.shape != kase.out:
-            raise ValueError(f"spec returned shape {expected.shape}, the case expects {kase.out}")
+        expected = spec_output(spec, inputs, kase.out, "the case expects").astype(dtype)
         described = kase.describe()
         labels = ["out"] + [f"number {k}" for k in range(1, len(inputs) + 1)]
         got, recorded = run_checked(kernel, name, described, kase.grid, kase.block, kase.out, dtype, inputs,
@@ -449,10 +493,18 @@ def _unwritten_callee(function: Callable, exc: BaseException) -> str:
     return called.group(1) if called else ""
 
 
+def _equal(got, expected) -> bool:
+    """``got == expected`` as one bool; False where it is not one (an array of several elements against a number)."""
+    try:
+        return bool(got == expected)
+    except (TypeError, ValueError):
+        return False
+
+
 def wrong_answer(name: str, args: tuple, expected, got) -> str:
     """What is wrong with ``got`` as the answer of ``name(*args)``; empty if nothing."""
     call = f"{name}({', '.join(repr(a) for a in args)})"
-    if got != expected:
+    if not _equal(got, expected):
         return f"{call} should be {expected!r}, got {got!r}"
     if type(got) is not type(expected):
         return f"{call} should return {type(expected).__name__} {expected!r}, got {type(got).__name__} {got!r}"

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..kernels import Tensor
 from .core import (TOLERANCES, CheckFailed, budget_list, check_budgets, explain_mismatch, kernel_name,
-                   parameter_names, random_array, report, run_checked)
+                   parameter_names, random_array, report, run_checked, spec_output)
 
 # Relative tolerance of a sum of many terms, times the sum of their absolute values:
 # float32 sums taken in another order (a tree, a scan) round differently, by about
@@ -65,12 +65,13 @@ class Launch:
         return f"grid={self.grid}, block={self.block}, {self.what}"
 
 
-def expected_of(spec, dtype, *arguments) -> np.ndarray:
-    """``spec`` computed in float64 for float dtypes (a reference without rounding of its own)."""
+def expected_of(spec, dtype, *arguments, shape=None, expects: str = "") -> np.ndarray:
+    """``spec`` computed in float64 for float dtypes (a reference without rounding of its own); of ``shape`` when
+    given (`spec_output`)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         arguments = [a.astype(np.float64) if isinstance(a, np.ndarray) else a for a in arguments]
-    return np.asarray(spec(*arguments))
+    return spec_output(spec, arguments, shape, expects)
 
 
 def tolerance_of(launch: Launch, dtype) -> np.ndarray | None:

@@ -112,6 +112,10 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
 
     space = (Space(factory.__name__, dict(parameters or WARP_TILED_SPACE), warp_tiled_constraint) if warp_tiled
              else Space(factory.__name__, dict(parameters or SGEMM_SPACE), sgemm_constraint))
+    needed = WARP_TILED_SPACE if warp_tiled else SGEMM_SPACE
+    if set(space.parameters) != set(needed):
+        raise ValueError(f"{factory.__name__}'s space needs the parameters {', '.join(needed)}, got "
+                         f"{', '.join(space.parameters)}")
     proxy = traced and sgemm_problem(*traced, parameters, factory, seed, on_device=False)
     return Problem(f"sgemm:{factory.__module__}.{factory.__name__}", space, build, wrong, 2.0 * M * N * K,
                    {"M": M, "N": N, "K": K}, ("float32",), proxy)

@@ -179,7 +179,10 @@ def output_shape(A, B) -> tuple[int, int, int]:
 
 
 def launch(kernel, C, A, B) -> None:
-    """``kernel[grid, block](C, A, B)`` with the grid that covers C."""
+    """``kernel[grid, block](C, A, B)`` with the grid that covers C; shapes checked first."""
+    if tuple(C.shape) != output_shape(A, B):
+        raise ValueError(f"C has shape {tuple(C.shape)}; A of {tuple(A.shape)} times B of {tuple(B.shape)} gives "
+                         f"{output_shape(A, B)}")
     grid, block = configuration(kernel, C.shape)
     kernel[grid, block](C, A, B)
 

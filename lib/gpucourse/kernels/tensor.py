@@ -84,6 +84,10 @@ class Tensor:
 
     def position(self, index) -> int:
         """Where element ``index`` lives in storage."""
+        index = tuple(index)
+        if len(index) != self.ndim or not all(0 <= i < size for i, size in zip(index, self.shape)):
+            raise IndexError(f"index {index} is not an element of a tensor of shape {self.shape}: give one index "
+                             "per dimension, each from 0 to its size - 1")
         return self.offset + sum(i * s for i, s in zip(index, self.strides))
 
     def permute(self, *order) -> "Tensor":

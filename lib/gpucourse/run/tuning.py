@@ -194,6 +194,12 @@ class Space:
     parameters: dict
     constraint: Callable[[dict], str | None] = lambda config: None
 
+    def __post_init__(self):
+        for name, values in self.parameters.items():
+            if not isinstance(values, (tuple, list)):
+                raise TypeError(f"the space's {name} is {values!r}: give each parameter a tuple of values to try, "
+                                f"such as {name}=({values!r},) for one value ((2) is just the number 2; (2,) a tuple)")
+
     def all(self) -> list[dict]:
         names = list(self.parameters)
         return [dict(zip(names, values)) for values in itertools.product(*self.parameters.values())]
@@ -409,6 +415,9 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
     (a `gpucourse.figures.tuning.cost_model`) predicts its time, and the result's ``how`` says so. ``cache``: a
     `Cache` (or a path) consulted first and written after.
     """
+    if model is not None and not hasattr(model, "architecture"):
+        raise TypeError(f"model={model!r} is not a cost model: pass model=gpucourse.figures.tuning.cost_model('H100') "
+                        "(or another GPU the cost model knows)")
     device = _device() if measure is not False else None
     if device is None and model is None:
         raise ValueError("no GPU here to time the candidates: pass model=gpucourse.figures.tuning.cost_model('H100') "

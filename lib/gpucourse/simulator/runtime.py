@@ -583,6 +583,10 @@ class Runtime(Arithmetic):
                      "or give each block its own part of the output")
         elif theirs == "wrote":
             order = "no barrier orders them: put cuda.syncthreads() after the write and before this read"
+        elif theirs == "read" and _count_nonzero(elements == element) > 1 and _accumulates(SITES[site]):
+            order = ("these threads all add into this one element: their reads and writes interleave and updates "
+                     "are lost, which no barrier fixes. Use cuda.atomic.add, or sum within the block first (a "
+                     "reduction) and let one thread write")
         elif theirs == "read":
             order = ("no barrier orders them: the readers may still need the old value, so put "
                      "cuda.syncthreads() after their last read and before this write")
@@ -999,6 +1003,21 @@ def _tuple_indices(n: int) -> str:
     if n < 2:
         return "index 0, or -1" if n else "no index"
     return f"indices 0 to {n - 1}, or -{n} to -1 from the end"
+
+
+def _accumulates(site) -> bool:
+    """Whether the statement at ``site`` updates the element it writes from its old value: ``x[0] += v`` or
+    ``x[0] = x[0] + v``."""
+    try:
+        statement = ast.parse(site.source.strip()).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if isinstance(statement, ast.AugAssign):
+        return True
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return False
+    target = ast.unparse(statement.targets[0])
+    return any(ast.unparse(node) == target for node in ast.walk(statement.value))
 
 
 def _with_its_guard(site) -> str:

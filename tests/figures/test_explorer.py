@@ -78,6 +78,14 @@ def test_draw_launch_builds(grid, block, shape):
     plt.close(fig)
 
 
+@pytest.mark.parametrize("shape, numbered", [((6, 10), True), ((20, 37), False)])
+def test_the_legend_names_numbers_only_where_cells_show_them(shape, numbered):
+    ax = draw_launch((3, 2), (16, 16) if shape == (20, 37) else (4, 4), shape).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ("numbers = cuda.grid(2): x,y" in labels) == numbered == bool(ax.texts)
+    plt.close("all")
+
+
 def test_index_explorer_builds_and_redraws():
     widget = index_explorer()
     controls, summary, _ = widget.children

@@ -118,6 +118,10 @@ def test_figures_build():
                "one": [ff.Traffic("ab", 4096, 1024)]}
     fig = ff.draw_bytes_moved(traffic)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["three", "one"]
+    fig = ff.draw_bytes_moved({"three": traffic["three"], "ab": [ff.Traffic("ab", 4096, 1024)],
+                               "narrow": [ff.Traffic("a name much too long for its segment", 64, 0),
+                                          ff.Traffic("b", 8192, 0)]})
+    assert [t.get_text() for t in fig.axes[0].texts if "KiB" not in t.get_text()] == ["a", "b", "b"]  # no repeat
     ns = [64, 128, 256]
     fig = ff.draw_memory_against_n({"largest": {"naive": (ns, [4 * n * n for n in ns])}},
                                    {"largest": {"naive": lambda n: 4 * n * n}}, span=(64, 256), note="caption")

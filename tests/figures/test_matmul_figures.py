@@ -101,6 +101,16 @@ def test_figures_build():
     plt.close("all")
 
 
+def test_the_zeros_past_k_stay_clear_of_c():
+    """The last step's tiles reach 8 columns past A and 8 rows past B: the gap before C holds them."""
+    ax = mf.draw_tiled_steps(40, 45, 40, 16, steps=[2]).axes[0]
+    # C, M x N, under B, K x N (both 40 x 45 here)
+    c = max((p.get_bbox() for p in ax.patches if (p.get_width(), p.get_height()) == (45, 40)), key=lambda b: b.y0)
+    tiles = [p.get_bbox() for p in ax.patches if p.get_hatch()]  # the whole tiles of A and B, hatched past the edge
+    assert len(tiles) == 2 and all(b.x1 < c.x0 or b.y1 < c.y0 for b in tiles)
+    plt.close("all")
+
+
 def test_viewer_builds():
     pytest.importorskip("ipywidgets")
     viewer = mf.tiled_steps_viewer(40, 45, 40)

@@ -89,6 +89,10 @@ def test_figures_build():
     lengths, errors = fp.dot_errors(max_log2=6, trials=2)
     ax = fp.draw_dot_errors(lengths, errors)
     assert [line.get_label() for line in ax.lines[:4]] == list(fp.ACCUMULATIONS)
+    spacing = {line.get_label().split(":")[0]: line.get_color() for line in axes[0].lines[::2]}
+    accumulators = {line.get_label(): line.get_color() for line in ax.lines[:4]}
+    assert accumulators["fp16 accumulator"] == spacing["fp16"]  # one colour per format, in both figures
+    assert accumulators["fp16 storage, fp32 accumulator"] == spacing["fp32"]
     places = np.stack(np.meshgrid(np.arange(8), np.arange(4), indexing="ij"), -1).reshape(32, 1, 2)
     axes = fp.draw_fragments({"M": places}, lanes=[0, 1])
     assert len(axes[0].texts) == 32 and axes[0].texts[5].get_text() == "5:0"

@@ -219,8 +219,8 @@ def _in_bytes(n: float, _position=None) -> str:
 def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global memory traffic", ax=None):
     """One horizontal bar per pipeline (name -> its launches' `Traffic`), a segment per launch.
 
-    Each segment is split into bytes read (solid) and written (hatched); the total is printed at
-    the end of the bar. Returns the figure.
+    Each segment is split into bytes read (solid) and written (hatched), with its kernel's name where
+    the name fits and differs from the pipeline's; the total is printed at the end of the bar. Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
@@ -232,6 +232,7 @@ def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global m
     colour = {k: palette[i % 10] for i, k in enumerate(kernels)}
     names = list(pipelines)
     widest = max(sum(t.total for t in launches) for launches in pipelines.values()) / 1024
+    inside = []  # (label, its segment's start and end): the kernel's name on its bytes read
     for y, name in enumerate(names):
         left = 0.0
         for t in pipelines[name]:
@@ -239,9 +240,9 @@ def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global m
             ax.barh(y, read, left=left, color=colour[t.kernel], edgecolor="white", height=0.6)
             ax.barh(y, written, left=left + read, color=colour[t.kernel], edgecolor="white", height=0.6,
                     hatch="///", alpha=0.75)
-            if read + written > 0.12 * widest:
-                ax.text(left + read / 2, y, t.kernel, ha="center", va="center", fontsize=7.5, color="white",
-                        fontweight="bold")
+            if t.kernel != name:  # a pipeline of one kernel already has its name on the axis
+                inside.append((ax.text(left + read / 2, y, t.kernel, ha="center", va="center", fontsize=9,
+                                       color="white", fontweight="bold"), left, left + read))
             left += read + written
         ax.text(left + widest * 0.01, y, _kib(left * 1024), va="center", fontsize=9)
     ax.set_yticks(range(len(names)), names, fontsize=9)
@@ -253,6 +254,11 @@ def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global m
               + [Patch(facecolor="white", edgecolor="0.3", hatch="///", label="hatched: written")],
               fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.figure.tight_layout()
+    renderer = ax.figure.canvas.get_renderer()
+    for label, start, stop in inside:  # a name wider than its segment would run over its neighbours: the legend has it
+        (x0, _), (x1, _) = ax.transData.transform([(start, 0), (stop, 0)])
+        if label.get_window_extent(renderer).width > 0.9 * (x1 - x0):
+            label.remove()
     return ax.figure
 
 

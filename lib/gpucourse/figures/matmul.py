@@ -210,10 +210,15 @@ def _clip(span, size):
     return span[0], min(span[1], size)
 
 
+def _gap(M, N, K, tile):
+    """Space between A and C, and between B and C: the zeros a last tile loads past K, then a margin."""
+    return (-K) % tile + max(2, (M + N + K) // 30)
+
+
 def _draw_step(ax, M, N, K, tile, step: TileStep, steps: int):
     from matplotlib.patches import Rectangle
 
-    gap = max(2, (M + N + K) // 30)
+    gap = _gap(M, N, K, tile)
     x_right, y_low = K + gap, K + gap  # B above C, A left of C
 
     def box(x, y, w, h, **style):
@@ -225,7 +230,7 @@ def _draw_step(ax, M, N, K, tile, step: TileStep, steps: int):
             ax.plot([x + t, x + t], [y, y + h], color="0.78", lw=0.6)
         for t in range(tile, h, tile):
             ax.plot([x, x + w], [y + t, y + t], color="0.78", lw=0.6)
-        ax.text(*label_at, f"{name} ({h} x {w})", ha="center", va="center", fontsize=8, color="0.3")
+        ax.text(*label_at, f"{name} ({h} x {w})", ha="center", va="center", fontsize=10, color="0.3")
 
     def tile_box(x, y, span_x, span_y, size_x, size_y, colour):
         (x0, _), (y0, _) = span_x, span_y
@@ -238,7 +243,7 @@ def _draw_step(ax, M, N, K, tile, step: TileStep, steps: int):
     # A: M x K at the bottom left; B: K x N at the top right; C: M x N at the bottom right
     matrix(0, y_low, K, M, "A", (K / 2, y_low - gap / 2 - 1))
     matrix(x_right, 0, N, K, "B", (K / 2, K / 2))
-    matrix(x_right, y_low, N, M, "C", (x_right + N / 2, y_low + M + gap))
+    matrix(x_right, y_low, N, M, "C", (x_right + N / 2, y_low + M + gap / 2 + 1))
     r0, r1 = _clip(step.rows, M)
     c0, c1 = _clip(step.cols, N)
     box(0, y_low + r0, K, r1 - r0, facecolor=(0.80, 0.87, 0.97), edgecolor="none")  # the block's strip of A
@@ -254,7 +259,7 @@ def _draw_step(ax, M, N, K, tile, step: TileStep, steps: int):
     ax.axis("off")
     k0, k1 = step.ks
     ax.set_title(f"step {step.step}: k = {k0}..{min(k1, K) - 1}" + (f" (+ {k1 - K} zeros)" if k1 > K else ""),
-                 fontsize=9)
+                 fontsize=10)
 
 
 def draw_tiled_steps(M: int, N: int, K: int, tile: int = 16, block=(0, 0), steps=None):
@@ -268,7 +273,7 @@ def draw_tiled_steps(M: int, N: int, K: int, tile: int = 16, block=(0, 0), steps
 
     all_steps = tiled_steps(M, N, K, tile, block)
     chosen = all_steps if steps is None else [all_steps[s] for s in steps]
-    gap = max(2, (M + N + K) // 30)
+    gap = _gap(M, N, K, tile)
     aspect = (K + M + 2 * gap + tile + 2) / (K + N + gap + tile + 2)  # height / width of one step
     per_width = 3.0 if len(chosen) > 1 else 4.5
     fig, axes = plt.subplots(1, len(chosen), figsize=(per_width * len(chosen) + 0.4, per_width * aspect + 0.9),
@@ -277,8 +282,8 @@ def draw_tiled_steps(M: int, N: int, K: int, tile: int = 16, block=(0, 0), steps
         _draw_step(ax, M, N, K, tile, step, len(all_steps))
     title = (f"matmul_tiled, block {tuple(block)}, {tile} x {tile} tiles. Every step: each thread loads one element "
              f"of each tile, syncthreads(), {tile} multiply-adds per thread from shared memory, syncthreads()")
-    lines = textwrap.wrap(title, width=int(fig.get_figwidth() * 13))
-    fig.suptitle("\n".join(lines), fontsize=9)
+    lines = textwrap.wrap(title, width=int(fig.get_figwidth() * 12))
+    fig.suptitle("\n".join(lines), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.045 * len(lines) * 4 / fig.get_figheight()))
     return fig
 

@@ -26,6 +26,7 @@ from gpucourse.kernels.precision import FORMATS, bits, fragment_layout, ulp
 from ..simulator.viewer import explorer, figure_view
 
 NAMES = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8 E4M3", "fp8_e5m2": "fp8 E5M2"}
+COLOURS = {name: f"C{k}" for k, name in enumerate(FORMATS)}  # one colour per format, in every figure of module 6
 
 
 def _format(fmt: str):
@@ -94,9 +95,9 @@ def draw_spacing(formats=tuple(FORMATS), axes=None):
         f = _format(name)
         x = np.geomspace(smallest, largest, 6000)
         gap = ulp(x, name)
-        line, = whole.step(x, gap, where="post", lw=1.5,
-                           label=f"{NAMES[name]}: {1 + f.exponent_bits + f.mantissa_bits} bits")
-        colour = line.get_color()
+        colour = COLOURS[name]
+        whole.step(x, gap, where="post", color=colour, lw=1.5,
+                   label=f"{NAMES[name]}: {1 + f.exponent_bits + f.mantissa_bits} bits")
         ends = np.array([normal, largest])
         whole.plot(ends, ulp(ends, name), "o", color=colour, ms=4)
         near.step(x, gap / x, where="post", color=colour, lw=1.5)
@@ -135,6 +136,8 @@ def _pairwise16(terms):
 
 
 ACCUMULATIONS = ("fp16 accumulator", "fp16 storage, fp32 accumulator", "fp16 pairwise", "fp16 Kahan")
+ACCUMULATION_COLOURS = dict(zip(ACCUMULATIONS, (COLOURS["fp16"], COLOURS["fp32"], f"C{len(FORMATS)}",
+                                                f"C{len(FORMATS) + 1}")))  # the last two: no format's colour
 
 
 def dot_errors(max_log2: int = 14, trials: int = 8, seed: int = 0) -> tuple[np.ndarray, dict]:
@@ -186,7 +189,8 @@ def draw_dot_errors(lengths, errors: dict, ax=None):
         _, ax = plt.subplots(figsize=(8, 4.5))
     for name, values in errors.items():
         values = np.asarray(values, float)
-        ax.loglog(lengths, np.where(values > 0, values, np.nan), "o-", ms=3, label=name, base=2)  # 0: exact
+        ax.loglog(lengths, np.where(values > 0, values, np.nan), "o-", ms=3, label=name, base=2,  # 0: exact
+                  color=ACCUMULATION_COLOURS.get(name))
     for name, u in (("fp16", 2.0 ** -11), ("fp32", 2.0 ** -24)):
         ax.axhline(u, color="0.5", lw=0.8, ls="--")
         ax.text(lengths[0], u * 1.3, f"{name} unit roundoff $2^{{{int(np.log2(u))}}}$", fontsize=8, color="0.4")
@@ -212,7 +216,8 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
         places = fragment_layout()
         layout = {"A": places["a"], "B": places["b"], "C and D": places["c"]}
     shown = set(range(32) if lanes is None else lanes)
-    if axes is None:
+    own_figure = axes is None
+    if own_figure:
         widths = [int(np.asarray(p)[..., 1].max()) + 1 for p in layout.values()]
         _, axes = plt.subplots(1, len(layout), figsize=(3.2 * len(layout) + 1, 5.2),
                                gridspec_kw={"width_ratios": widths})
@@ -229,14 +234,16 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
             for element, (r, c) in enumerate(places[lane]):
                 colour = colours(lane % 20) if lane in shown else (0.92, 0.92, 0.92)
                 ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white"))
-                ax.text(c, r, f"{lane}:{element}", ha="center", va="center", fontsize=6.5)
+                ax.text(c, r, f"{lane}:{element}", ha="center", va="center", fontsize=9)
         ax.set_xticks(range(cols))
         ax.set_yticks(range(rows))
-        ax.set_xlabel("column", fontsize=8)
-        ax.set_ylabel("row", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.set_title(f"{name} ({rows} x {cols}): {places.shape[1]} per lane", fontsize=9)
-        ax.set_aspect("equal")
+        ax.set_xlabel("column", fontsize=10)
+        ax.set_ylabel("row", fontsize=10)
+        ax.tick_params(labelsize=9)
+        ax.set_title(f"{name} ({rows} x {cols}): {places.shape[1]} per lane", fontsize=11)
+        ax.set_aspect(0.55)  # cells wider than tall, the same in every matrix: room for a label such as "31:3"
+    if own_figure:
+        axes[0].figure.tight_layout()
     return axes
 
 

@@ -151,7 +151,8 @@ def _draw_levels(ax, start, levels: list[Level], title: str, thread_labels: bool
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, "0.25")
             _arrow(ax, dst + 0.5, r - 1 + below, dst + 0.5, top, "0.6")
             if thread_labels:
-                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=9, color="0.2")
+                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=9, color="0.2", zorder=4,
+                        bbox=dict(facecolor="white", edgecolor="none", pad=0.6))  # over the arrows that cross it
         for dst, src in level.copies:
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, _COPY, dashed=True)
     ax.set_yticks(np.arange(len(rows)) + CELL_TOP + CELL_HEIGHT / 2,

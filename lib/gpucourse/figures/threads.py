@@ -119,7 +119,7 @@ def _boundaries(a, b, along_x: bool):
 
 def _ticks(axis_set, n: int):
     step = -(-n // 32)
-    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=7)
+    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=9)
 
 
 def draw_launch(grid, block, shape, ax=None):
@@ -170,7 +170,8 @@ def draw_launch(grid, block, shape, ax=None):
         return str(t.index[0]) if tmap.ndim == 1 else f"{t.index[0]},{t.index[1]}"
 
     size = min(9.0, 72 * cell / (0.62 * max(len(label(t)) for t in tmap.threads) + 0.4))
-    if size >= 5:  # smaller text is unreadable: leave the colours alone
+    numbered = size >= 5  # smaller text is unreadable: leave the colours alone
+    if numbered:
         for t in tmap.threads:
             ax.text(t.element[1] + 0.5, t.element[0] + 0.5, label(t), ha="center", va="center",
                     fontsize=size, color=_TAIL if not t.in_bounds else "black")
@@ -183,15 +184,16 @@ def draw_launch(grid, block, shape, ax=None):
     ax.set_xlabel("col (x)")
     ax.xaxis.set_label_position("top")
     ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
-    ax.set_title(tmap.summary(), fontsize=9, wrap=True)
-    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block"),
-              Patch(facecolor="white", edgecolor="0.6", label="number = cuda.grid(1)" if tmap.ndim == 1 else
-                    "numbers = cuda.grid(2): x,y")]
+    ax.set_title(tmap.summary(), fontsize=10, wrap=True)
+    legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block")]
+    if numbered:
+        legend.append(Patch(facecolor="white", edgecolor="0.6", label="number = cuda.grid(1)" if tmap.ndim == 1 else
+                            "numbers = cuda.grid(2): x,y"))
     if tmap.tail:
         legend.append(Patch(facecolor=_TAIL_FILL, edgecolor=_HATCH, hatch="//", label="tail thread: needs a guard"))
     if tmap.uncovered:
         legend.append(Patch(facecolor=_UNCOVERED, label="element no thread covers"))
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=3, fontsize=7, frameon=False)
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9, frameon=False)
     ax.set_frame_on(False)
     return ax.figure
 

@@ -343,7 +343,8 @@ def tree_sum_without_barriers(out, a):
 
 
 def test_threads_of_one_block_adding_into_one_element_are_told_to_use_an_atomic_not_a_barrier():
-    with pytest.raises(DataRace, match="all add into this one element.*no barrier fixes. Use cuda.atomic.add"):
+    told = "all update this one element from its old value.*no barrier fixes. Use an atomic .cuda.atomic.add"
+    with pytest.raises(DataRace, match=told):
         block_adds_into_one_element[1, 8](np.zeros(1, np.float32), data(8))
     with pytest.raises(DataRace, match="put cuda.syncthreads"):  # each thread adds into its own element
         tree_sum_without_barriers[1, TILE](np.zeros(1, np.float32), data(TILE))

@@ -584,9 +584,10 @@ class Runtime(Arithmetic):
         elif theirs == "wrote":
             order = "no barrier orders them: put cuda.syncthreads() after the write and before this read"
         elif theirs == "read" and _count_nonzero(elements == element) > 1 and _accumulates(SITES[site]):
-            order = ("these threads all add into this one element: their reads and writes interleave and updates "
-                     "are lost, which no barrier fixes. Use cuda.atomic.add, or sum within the block first (a "
-                     "reduction) and let one thread write")
+            order = ("these threads all update this one element from its old value: their reads and writes "
+                     "interleave and updates are lost, which no barrier fixes. Use an atomic (cuda.atomic.add for a "
+                     "sum, cuda.atomic.max for a maximum), or combine within the block first (a reduction) and let "
+                     "one thread write")
         elif theirs == "read":
             order = ("no barrier orders them: the readers may still need the old value, so put "
                      "cuda.syncthreads() after their last read and before this write")

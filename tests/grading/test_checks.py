@@ -321,3 +321,40 @@ def test_check_function_reports_an_array_returned_for_a_number():
         def halves(n):
             return np.array([n // 2, n // 2])
         check_function(halves, [((8,), 4)])
+
+
+def test_2d_plans_take_one_pair_or_several_and_refuse_what_is_not_a_pair():
+    assert one_block_2d((2, 9)) == one_block_2d([(2, 9)])
+    assert blocks_2d([(5, 7)], blocks=(4, 4)) == blocks_2d([(5, 7)], blocks=[(4, 4)])
+    assert outer([(3, 5)], block=[(4, 4), (2, 8)]) == outer([(3, 5)], (4, 4)) + outer([(3, 5)], (2, 8))
+    for plan, what in ((lambda: outer([(3, 5)], block=8), "outer's block"),
+                       (lambda: one_block_2d([(2, 9, 1)]), "one_block_2d's shapes"),
+                       (lambda: blocks_2d([(5, 7)], blocks=[(0, 4)]), "blocks_2d's blocks")):
+        with pytest.raises(CheckFailed, match=f"{what} must be pairs of whole numbers from 1 up, such as "
+                                              r"\[\(2, 9\), \(5, 7\)\] \(or one pair, \(5, 7\)\), not"):
+            plan()
+    with pytest.raises(CheckFailed, match=r"case's block must be a whole number or a tuple of them, such as 32 or "
+                                          r"\(8, 4\), not None"):
+        case(1, None, [(8,)])
+
+
+def test_an_empty_plan_or_a_dtype_the_checks_cannot_draw_fails():
+    with pytest.raises(CheckFailed, match="zip_guarded was checked on 0 launches, which shows nothing: give the check "
+                                          "at least one launch"):
+        check_kernel(zip_guarded, add, [])
+    with pytest.raises(CheckFailed, match="halves was checked on 0 calls"):
+        check_function(lambda n: n // 2, [], name="halves")
+    with pytest.raises(CheckFailed, match="the checks draw random floats or integers, not bool: give dtype=np.float32"):
+        check_kernel(zip_guarded, add, one_block([4], inputs=2), dtype=bool)
+
+
+def test_check_function_says_how_to_write_its_calls():
+    def blocks_for(n, threads):
+        return -(-n // threads)
+
+    for calls in ([(10, 4)], [((10, 4), 3, 1)]):
+        with pytest.raises(CheckFailed, match=r"check_function takes \(arguments, answer\) pairs, the arguments in a "
+                                              r"tuple, such as \[\(\(10, 4\), 3\)\] for blocks_for\(10, 4\) == 3"):
+            check_function(blocks_for, calls)
+    with pytest.raises(CheckFailed, match="blocks_for is 3, not a function: write it with def"):
+        check_function(3, [((10, 4), 3)], name="blocks_for")

@@ -99,6 +99,15 @@ def test_im2col_kernel_and_conv_through_gemm(shape):
     expected = cv.conv2d_reference(x, w, stride, padding)
     close(cv.conv_im2col(x, w, stride, padding), expected, w[0].size)
     close(cv.conv_im2col(x, w, stride, padding, gemm=cv.mm.matmul_register_tiled), expected, w[0].size)
+    close(cv.conv_im2col(x.tolist(), w.tolist(), stride, padding), expected, w[0].size)  # lists, as NumPy takes them
+
+
+def test_output_size_refuses_a_stride_or_padding_that_makes_no_convolution():
+    for stride, padding, said in ((0, 0, "stride must be at least 1 and padding at least 0, got stride=0, padding=0"),
+                                  (1, -1, "stride must be at least 1 and padding at least 0, got stride=1, padding=-1"),
+                                  (1.5, 0, "stride and padding must be ints, got 1.5 and 0")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            cv.output_size(5, 3, stride, padding)
 
 
 def traced(kernel, B=2, C=8, H=12, W=16, M=40, R=3, S=3, stride=1, padding=1):

@@ -88,3 +88,8 @@ def test_matmul_takes_matrices_and_explains_bad_shapes():
     with pytest.raises(ValueError, match=r"C has shape \(1, 3, 5\); A of \(1, 5, 7\) times B of \(1, 7, 3\) gives "
                                          r"\(1, 5, 3\)"):
         mm.launch(mm.matmul_tiled, np.zeros((1, 3, 5), np.float32), A3, B3)  # transposed C: would leave it half-written
+    np.testing.assert_array_equal(mm.matmul([[1, 2]], [[3], [4]]), [[11]])  # lists, as NumPy takes them
+    assert mm.matmul(np.zeros((0, 7)), B).shape == (0, 3)  # no rows: an empty product, no launch
+    with pytest.raises(ValueError, match=r"matmul multiplies matrices \(2-D\) or batches of them \(3-D\), got 1-D "
+                                         r"and 1-D: write a vector v as a matrix of one row, v\[None\]"):
+        mm.matmul(np.ones(3), np.ones(3))

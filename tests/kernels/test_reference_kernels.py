@@ -67,6 +67,7 @@ def test_tensor_views_share_storage():
     np.testing.assert_array_equal(t.permute(1, 0, 2).numpy(), t.numpy().transpose(1, 0, 2))
     np.testing.assert_array_equal(t.narrow(2, 1, 2).numpy(), t.numpy()[:, :, 1:3])
     assert t.position((1, 2, 3)) == 23
+    assert t.permute([1, 0, 2]).strides == t.permute((1, 0, 2)).strides == t.permute(1, 0, 2).strides == (4, 12, 1)
     for outside in ((2, 0, 0), (0, -1, 0), (1, 2)):  # past an axis, negative, one index short
         with pytest.raises(IndexError, match=f"index {re.escape(str(outside))} is not an element of a tensor of shape"):
             t.position(outside)
@@ -158,6 +159,20 @@ def test_elementwise_refuses_shapes_that_do_not_broadcast():
     with pytest.raises(ValueError, match="do not broadcast"):
         elementwise.launch_elementwise(elementwise.make_map(scale_shift), poisoned((3, 4)),
                                        Tensor.from_numpy(random((4, 3))))
+
+
+def test_the_launchers_take_tensors_and_a_positive_count_of_threads():
+    a, out = Tensor.from_numpy(random((3, 4))), poisoned((3, 4))
+    square = elementwise.make_map(scale_shift)
+    with pytest.raises(TypeError, match=r"launch_elementwise takes Tensors, not ndarray \(its out\): make one with "
+                                        r"Tensor.from_numpy\(array\)"):
+        elementwise.launch_elementwise(square, out.numpy().copy(), a)
+    with pytest.raises(TypeError, match=r"launch_vectorised takes Tensors, not list \(its input 1\)"):
+        elementwise.launch_vectorised(elementwise.make_map_vectorised(scale_shift), out, [1.0], sms=1)
+    for threads in (0, -32, 32.0):
+        with pytest.raises(ValueError, match=f"threads is the threads per block, a whole number from 1 up .* not "
+                                             f"{threads!r}"):
+            elementwise.launch_elementwise(square, out, a, threads=threads)
 
 
 @pytest.mark.parametrize("kernel", reduction.LADDER, ids=lambda k: k.py_func.__name__)
@@ -256,6 +271,11 @@ def test_lectures_can_show_the_source():
     assert source_of(reduction.sum_sequential).startswith("@cuda.jit\ndef sum_sequential(partial, a):")
     shown = show_source(reduction.warp_sum, reduction.sum_warp_shuffle)
     assert shown.data.startswith("```python\n@cuda.jit(device=True)\ndef warp_sum(value):")
+    exec("def built_from_a_string(): pass", namespace := {})
+    for nothing_to_show in ("sum_sequential", None, len, namespace["built_from_a_string"]):
+        with pytest.raises(TypeError, match="show_source shows the code of a function, kernel or module defined in a "
+                                            f"cell or a .py file, not {re.escape(repr(nothing_to_show))}"):
+            show_source(nothing_to_show)
 
 
 def test_sources_can_leave_their_docstrings_out():

@@ -96,6 +96,22 @@ def test_bad_launch_configuration_is_explained():
         shifted_squares[32](np.zeros(3, np.float32), np.zeros(3, np.float32))
 
 
+def test_a_launch_a_gpu_refuses_for_its_sizes_types_is_refused_with_numbas_words():
+    """numba's rule for a launch's sizes (whole numbers: not a string, not a NumPy array), as on a GPU; a grid
+    computed with ``/`` is told to divide with ``//``."""
+    arrays = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    for grid, shown in (("1", r"\['1'\]"), (np.array([1]), r"\[array\(\[1\]\)\]")):
+        with pytest.raises(TypeError, match=f"griddim must be a sequence of integers, got {shown}$"):
+            shifted_squares[grid, 4](*arrays)
+    with pytest.raises(TypeError, match=r"griddim must be a sequence of integers, got \[1.0\]: compute sizes with "
+                                        r"integer division, such as blocks = \(n \+ threads - 1\) // threads"):
+        shifted_squares[4 / 4, 4](*arrays)
+    with pytest.raises(TypeError, match=r"blockdim must be a sequence of integers, got \[2, 2.0\]: compute sizes "
+                                        "with integer division"):
+        shifted_squares[1, (2, 4 / 2)](*arrays)
+    shifted_squares[np.int64(1), np.int32(32)](*arrays)  # NumPy's integers are whole numbers
+
+
 @cuda.jit
 def appends_to_a_list(out):
     values = [1.0, 2.0]

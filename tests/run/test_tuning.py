@@ -254,6 +254,50 @@ def test_tune_without_a_gpu_or_a_model_says_what_to_pass():
         rt.tune(_copy_problem(), model="H100")
 
 
+def test_the_cost_models_entry_points_given_a_gpus_name_say_what_to_pass():
+    problem, config = _copy_problem(), {"shift": 0, "threads": 32}
+    for call in (rt.price, rt.prediction):
+        with pytest.raises(TypeError, match=r"model='H100' is not a cost model: pass model=.*cost_model\('H100'\)"):
+            call(problem, config, "H100")
+    from gpucourse.grading import tuning as gt
+    problems = [gt.sgemm_problem(n, n, n, {"BM": (32,), "BN": (32,), "TM": (4,), "TN": (4,), "BK": (8,)},
+                                 traced=(32, 32, 8), on_device=False) for n in (64, 128)]
+    with pytest.raises(TypeError, match="model='H100' is not a cost model"):
+        rt.price_each(problems, {"BM": 32, "BN": 32, "TM": 4, "TN": 4, "BK": 8}, "H100")
+
+
+def test_tune_refuses_a_cache_or_a_budget_it_cannot_use(tmp_path):
+    problem, model = _copy_problem(), _CountingModel()
+    with pytest.raises(TypeError, match=r"cache is a Cache or the path of its JSON file, .* not dict \{\}"):
+        rt.tune(problem, model=model, cache={}, measure=False)
+    for budget in ("5", 0, 2.5):
+        with pytest.raises(ValueError, match=f"budget is how many configs to try, a whole number from 1 up .* not "
+                                             f"{budget!r}"):
+            rt.tune(problem, model=model, budget=budget, measure=False)
+    with pytest.raises(ValueError, match="a Cache is one JSON file, and .* is a directory: give a file's path"):
+        rt.Cache(tmp_path)
+    assert model.calls == 0  # refused before anything was priced
+
+
+def test_inspect_compiled_says_what_it_takes():
+    x = np.zeros(8, np.float32)
+    with pytest.raises(TypeError, match=r"inspect_compiled reads a kernel, a function decorated with @cuda.jit, "
+                                        r"not function '_plain'"):
+        rt.inspect_compiled(_plain, (x, x), read_sass=False)
+    with pytest.raises(TypeError, match="a function decorated with @cuda.jit, not CUDADispatcher"):
+        rt.inspect_compiled(cuda.jit(device=True)(_plain), (x, x), read_sass=False)
+    with pytest.raises(TypeError, match=r"args are the kernel's arguments in a tuple, such as \(out, x\), not one "
+                                        "ndarray"):
+        rt.inspect_compiled(_int32_loop, x, read_sass=False)
+    for architecture in (90, "90", "sm90"):
+        with pytest.raises(ValueError, match=f"an architecture is a string such as 'sm_90' .*, not {architecture!r}"):
+            rt.inspect_compiled(_int32_loop, (x, x, 3), architecture, read_sass=False)
+
+
+def _plain(out, x):
+    out[0] = x[0]
+
+
 def test_a_space_parameter_given_one_value_instead_of_a_tuple_is_named():
     from gpucourse.grading import tuning as gt
     with pytest.raises(TypeError, match=r"the space's TM is 2: .* TM=\(2,\) for one value"):

@@ -151,8 +151,16 @@ def test_budget_failures_name_the_array_and_the_worst_offender():
     assert isinstance(failure.value, AssertionError)  # a failed test cell, as a failed assert
     with pytest.raises(BudgetExceeded, match=r"thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read it 2"):
         t.assert_reads_per_thread("a", at_most=1)
-    with pytest.raises(KeyError, match="touched no array called `b`"):
+    with pytest.raises(KeyError) as unknown:
         t.reads_per_thread("b")
+    assert str(unknown.value) == "`sum_each_block_twice` touched no array called `b` (it touched `out`, `a`)"
+    from gpucourse.grading.feedback import COURSE_ERRORS
+    assert isinstance(unknown.value, COURSE_ERRORS)  # a notebook shows its message, not a traceback
+    for bound in ({"exactly": "2"}, {"at_most": 2.0}):
+        name, value = next(iter(bound.items()))
+        with pytest.raises(TypeError, match=f"{name} is a count, a whole number such as 1 \\(without quotes\\), not "
+                                            f"{value!r}"):
+            t.assert_reads_per_element("a", **bound)
 
 
 def test_trace_outside_a_launch_explains_itself():

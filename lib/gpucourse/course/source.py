@@ -11,7 +11,11 @@ def source_of(obj, docstrings: bool = True) -> str:
     """The source of a function, a numba kernel or device function, or a module; without ``docstrings``, the
     docstrings of it and of the functions and classes inside it are left out (a slide shows the code)."""
     target = getattr(obj, "py_func", obj)
-    text = textwrap.dedent(inspect.getsource(target)).strip()
+    try:
+        text = textwrap.dedent(inspect.getsource(target)).strip()
+    except (TypeError, OSError):  # not a function, or one without a file (built in, or by exec from a string)
+        raise TypeError(f"show_source shows the code of a function, kernel or module defined in a cell or a .py "
+                        f"file, not {obj!r}") from None
     if docstrings:
         return text
     lines = text.splitlines()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..simulator.errors import UnknownArray
 from ..simulator.viewer import explorer, figure_view
 
 SECTOR_BYTES = 32
@@ -195,7 +196,7 @@ def array_bytes(recorded, name: str, kind: str = "read") -> int:
     found = [launch.arrays[name] for launch in recorded.launches if name in launch.arrays]
     if not found:
         known = sorted({n for launch in recorded.launches for n in launch.arrays})
-        raise KeyError(f"no launch in the trace touched an array called {name!r} (they touched {known})")
+        raise UnknownArray(f"no launch in the trace touched an array called {name!r} (they touched {known})")
     return sum(a.instructions[kind].sectors * SECTOR_BYTES for a in found if a.space == "global")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import itertools
 import linecache
 import os
 import re
@@ -27,10 +28,10 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from numba import cuda
-from numba.cuda.dispatcher import CUDADispatcher
 
 from ..run import trace
-from ..simulator import BudgetExceeded, KernelFault, OutOfBounds
+from ..run.ptx import is_kernel
+from ..simulator import BudgetExceeded, KernelFault, OutOfBounds, UnknownArray
 
 Shape = tuple[int, ...]
 
@@ -61,15 +62,19 @@ class Case:
         return f"grid={self.grid}, block={self.block}, inputs {shapes} -> out {self.out}"
 
 
-def _tuple(x) -> tuple[int, ...]:
-    return tuple(int(v) for v in x) if isinstance(x, Sequence) else (int(x),)
+def _tuple(x, what: str) -> tuple[int, ...]:
+    """``x`` (one int or a sequence of them) as a tuple of ints; anything else fails, naming ``what`` it is."""
+    values = tuple(x) if isinstance(x, Sequence) else (x,)
+    if not all(isinstance(v, (int, np.integer)) for v in values):
+        raise CheckFailed(f"case's {what} must be a whole number or a tuple of them, such as 32 or (8, 4), not {x!r}.")
+    return tuple(int(v) for v in values)
 
 
 def case(grid, block, inputs: Iterable, out=None) -> Case:
     """A `Case`; ``out`` defaults to the broadcast shape of the inputs."""
-    shapes = tuple(_tuple(s) for s in inputs)
-    out_shape = _tuple(out) if out is not None else tuple(np.broadcast_shapes(*shapes))
-    return Case(_tuple(grid), _tuple(block), shapes, out_shape)
+    shapes = tuple(_tuple(s, "input shape") for s in inputs)
+    out_shape = _tuple(out, "out shape") if out is not None else tuple(np.broadcast_shapes(*shapes))
+    return Case(_tuple(grid, "grid"), _tuple(block, "block"), shapes, out_shape)
 
 
 def blocks_needed(size: int, threads_per_block: int) -> int:
@@ -94,6 +99,21 @@ def counts(values, what: str, least: int = 1) -> list[int]:
     return [int(v) for v in found]
 
 
+def pairs(values, what: str) -> list[tuple[int, int]]:
+    """``values`` (one pair of ints or several) as a list of pairs of ints from 1 up; anything else fails, saying
+    what ``what`` takes."""
+    one = isinstance(values, tuple) and len(values) == 2 and all(isinstance(v, (int, np.integer)) for v in values)
+    try:
+        found = [tuple(p) for p in ([values] if one else values)]
+    except TypeError:
+        found = None
+    if not found or not all(len(p) == 2 and all(isinstance(v, (int, np.integer)) and v >= 1 for v in p)
+                            for p in found):
+        raise CheckFailed(f"{what} must be pairs of whole numbers from 1 up, such as [(2, 9), (5, 7)] (or one pair, "
+                          f"(5, 7)), not {values!r}.")
+    return [(int(a), int(b)) for a, b in found]
+
+
 def one_block(sizes: Iterable[int], inputs: int = 1, extra_threads: int = 0) -> list[Case]:
     """One block per launch, ``size + extra_threads`` threads over 1-D arrays of ``size``."""
     return [case(1, n + extra_threads, [(n,)] * inputs) for n in counts(sizes, "one_block's sizes", 0)]
@@ -113,7 +133,7 @@ def one_block_2d(shapes: Iterable[Shape], inputs: int = 1, extra=(0, 0)) -> list
     ``threadIdx.x`` runs along columns (the contiguous axis), ``threadIdx.y`` along rows.
     """
     cases = []
-    for rows, cols in shapes:
+    for rows, cols in pairs(shapes, "one_block_2d's shapes"):
         block = (cols + extra[0], rows + extra[1])
         cases.append(case((1, 1), block, [(rows, cols)] * inputs))
     return cases
@@ -122,18 +142,18 @@ def one_block_2d(shapes: Iterable[Shape], inputs: int = 1, extra=(0, 0)) -> list
 def blocks_2d(shapes: Iterable[Shape], blocks: Iterable[tuple[int, int]], inputs: int = 1) -> list[Case]:
     """A 2-D grid of ``(bx, by)`` blocks covering each ``(rows, cols)`` array; x runs along columns."""
     cases = []
-    for rows, cols in shapes:
-        for bx, by in blocks:
+    for rows, cols in pairs(shapes, "blocks_2d's shapes"):
+        for bx, by in pairs(blocks, "blocks_2d's blocks"):
             grid = (blocks_needed(cols, bx), blocks_needed(rows, by))
             cases.append(case(grid, (bx, by), [(rows, cols)] * inputs))
     return cases
 
 
 def outer(shapes: Iterable[Shape], block: tuple[int, int], extra=(0, 0)) -> list[Case]:
-    """Broadcast a column ``(rows, 1)`` against a row ``(1, cols)`` in one block (or a grid when smaller)."""
+    """Broadcast a column ``(rows, 1)`` against a row ``(1, cols)`` in one block (or a grid when smaller); ``block``
+    may be several, each a case."""
     cases = []
-    for rows, cols in shapes:
-        bx, by = block
+    for (rows, cols), (bx, by) in itertools.product(pairs(shapes, "outer's shapes"), pairs(block, "outer's block")):
         grid = (blocks_needed(cols + extra[0], bx), blocks_needed(rows + extra[1], by))
         cases.append(case(grid, (bx, by), [(rows, 1), (1, cols)]))
     return cases
@@ -150,7 +170,8 @@ def random_array(rng: np.random.Generator, shape: Shape, dtype) -> np.ndarray:
     if dtype.kind in "iu":
         low = 0 if dtype.kind == "u" else -1000
         return rng.integers(low, 1000, size=shape).astype(dtype)
-    raise TypeError(f"random_array: unsupported dtype {dtype}")
+    raise CheckFailed(f"the checks draw random floats or integers, not {dtype}: give dtype=np.float32 (or another "
+                      "float or integer type).")
 
 
 def _poison_value(dtype: np.dtype):
@@ -296,13 +317,6 @@ def in_place_of_guard_hint(message: str, hint: str) -> str:
     return "\n".join(line for line in message.splitlines() if not line.startswith(f"  {GUARD_HINT}")) + hint
 
 
-def is_kernel(kernel) -> bool:
-    """A ``@cuda.jit`` kernel: not a device function, not some other object that can be indexed and called."""
-    if isinstance(kernel, CUDADispatcher):
-        return not kernel.targetoptions.get("device")
-    return type(kernel).__name__ == "FakeCUDAKernel" and not kernel._device  # under numba's own simulator
-
-
 def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments, labels, budgets):
     """Launch (traced when there are budgets); fail on a fault, a write past ``out`` or a changed argument.
 
@@ -357,7 +371,7 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
             budget(recorded.last)
     except BudgetExceeded as exc:
         raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
-    except KeyError as exc:  # the budget names an array the kernel does not have
+    except UnknownArray as exc:  # the budget names an array the kernel does not have
         raise CheckFailed(
             f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "
             f"({', '.join(parameters)}): the budget refers to them."
@@ -367,7 +381,11 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
 
 
 def report(name: str, count: int, quiet: bool, unit: str = "launch", budgeted: bool = False) -> None:
-    """The success line: ``✓ name: correct on 3 launches``, and ``, within its budget`` when one was checked."""
+    """The success line: ``✓ name: correct on 3 launches``, and ``, within its budget`` when one was checked; a
+    check of none fails (it passed nothing)."""
+    if not count:
+        raise CheckFailed(f"{name} was checked on {plural(0, unit)}, which shows nothing: give the check at least "
+                          f"one {unit}.")
     if not quiet:
         print(f"✓ {name}: correct on {plural(count, unit)}{', within its budget' if budgeted else ''}")
 
@@ -525,9 +543,15 @@ def check_function(
     naming the call, the expected and the returned value, and ``hint``.
     """
     __tracebackhide__ = True
+    if not callable(function):
+        raise CheckFailed(f"{name or 'the function'} is {function!r}, not a function: write it with def.")
     name = name or function.__name__
     calls = list(calls)
-    for args, expected in calls:
+    for call in calls:
+        if not (isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], (tuple, list))):
+            raise CheckFailed(f"check_function takes (arguments, answer) pairs, the arguments in a tuple, such as "
+                              f"[((10, 4), 3)] for {name}(10, 4) == 3; got {call!r}.")
+        args, expected = call
         problem = wrong_answer(name, args, expected, call_function(function, name, args))
         if problem:
             raise CheckFailed(problem + (f"\n  Hint: {hint}" if hint else ""))

@@ -45,7 +45,12 @@ IM2COL_BLOCK = (32, 8)  # x along the columns of the im2col matrix, y along its 
 
 
 def output_size(size: int, taps: int, stride: int = 1, padding: int = 0, dilation: int = 1) -> int:
-    """Outputs along an axis of ``size`` inputs, for a filter of ``taps`` taps."""
+    """Outputs along an axis of ``size`` inputs, for a filter of ``taps`` taps; a ValueError for a stride or a
+    padding that makes no convolution."""
+    if not (isinstance(stride, (int, np.integer)) and isinstance(padding, (int, np.integer))):
+        raise ValueError(f"stride and padding must be ints, got {stride!r} and {padding!r}")
+    if stride < 1 or padding < 0:
+        raise ValueError(f"stride must be at least 1 and padding at least 0, got stride={stride}, padding={padding}")
     return (size + 2 * padding - dilation * (taps - 1) - 1) // stride + 1
 
 
@@ -57,10 +62,6 @@ def output_shape(x_shape, w_shape, stride: int = 1, padding: int = 0, layout: st
         raise ValueError(f"x and w must be 4-D ({'B, C, H, W' if layout == 'NCHW' else 'B, H, W, C'} and "
                          f"{'M, C, R, S' if layout == 'NCHW' else 'M, R, S, C'}), got {len(x_shape)}-D and "
                          f"{len(w_shape)}-D")
-    if not (isinstance(stride, (int, np.integer)) and isinstance(padding, (int, np.integer))):
-        raise ValueError(f"stride and padding must be ints, got {stride!r} and {padding!r}")
-    if stride < 1 or padding < 0:
-        raise ValueError(f"stride must be at least 1 and padding at least 0, got stride={stride}, padding={padding}")
     if layout == "NCHW":
         (B, C, H, W), (M, Cw, R, S) = x_shape, w_shape
     else:
@@ -466,6 +467,7 @@ def _float32_on_device(a):
 
 def im2col_matrix(x, R: int, S: int, stride: int = 1, padding: int = 0):
     """The im2col matrix of NCHW ``x`` (host or device) as a device array, built by the `im2col` kernel."""
+    x = _float32_on_device(x)
     B, C, H, W = x.shape
     output_shape(x.shape, (1, C, R, S), stride, padding)
     Ho, Wo = output_size(H, R, stride, padding), output_size(W, S, stride, padding)
@@ -475,7 +477,7 @@ def im2col_matrix(x, R: int, S: int, stride: int = 1, padding: int = 0):
     if grid[1] > MAX_GRID_Y:
         raise ValueError(f"the im2col matrix has {cols.shape[0]} rows, more than {MAX_GRID_Y * by} for one launch: "
                          "split the batch")
-    im2col[grid, IM2COL_BLOCK](cols, _float32_on_device(x), R, S, int(stride), int(padding))
+    im2col[grid, IM2COL_BLOCK](cols, x, R, S, int(stride), int(padding))
     return cols
 
 
@@ -485,7 +487,7 @@ def conv_im2col(x, w, stride: int = 1, padding: int = 0, gemm=mm.matmul_tiled) -
     The im2col matrix is a device array of ``B*Ho*Wo x C*R*S`` float32 (`im2col_matrix`).
     """
     B, M, Ho, Wo = output_shape(np.shape(x), np.shape(w), stride, padding)
-    R, S = w.shape[2], w.shape[3]
+    R, S = np.shape(w)[2:]
     cols = im2col_matrix(x, R, S, stride, padding)
     filters = np.ascontiguousarray(np.asarray(w, np.float32).reshape(M, -1).T)[None]  # (1, K, M)
     product = cuda.device_array((1, cols.shape[0], M), np.float32)

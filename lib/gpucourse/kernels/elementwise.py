@@ -15,6 +15,8 @@ at once; `launch_vectorised` launches them, a few blocks per SM.
 
 from __future__ import annotations
 
+import numbers
+
 from numba import cuda, float32, int64
 
 from .tensor import MAX_DIMS, Tensor, broadcast_shape, coalesce, contiguous_strides
@@ -73,12 +75,24 @@ def make_zip(fn, grid_stride: bool = False):
     return tensor_zip_grid_stride if grid_stride else tensor_zip
 
 
+def _tensors_only(launcher: str, out, inputs) -> None:
+    """A TypeError naming the first of ``out`` and ``inputs`` that is not a `Tensor`, and how to make one."""
+    for which, value in (("out", out), *((f"input {k}", t) for k, t in enumerate(inputs, 1))):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{launcher} takes Tensors, not {type(value).__name__} (its {which}): make one with "
+                            "Tensor.from_numpy(array), a copy (read the result back with out.numpy())")
+
+
 def launch_elementwise(kernel, out: Tensor, *inputs: Tensor, threads: int = 256, blocks: int | None = None) -> None:
     """Launch a map or zip kernel on tensors; inputs broadcast to ``out.shape``.
 
     Before the launch, dimensions that all the tensors walk as one are merged (`coalesce`):
     a map over contiguous tensors runs as 1-D whatever their rank.
     """
+    _tensors_only("launch_elementwise", out, inputs)
+    if not (isinstance(threads, numbers.Integral) and threads >= 1):
+        raise ValueError(f"threads is the threads per block, a whole number from 1 up (a multiple of 32 such as 256 "
+                         f"is best), not {threads!r}")
     if broadcast_shape(out.shape, *(t.shape for t in inputs)) != out.shape:
         raise ValueError(f"inputs of shapes {[t.shape for t in inputs]} do not broadcast to out's {out.shape}")
     views = [t.broadcast_to(out.shape) for t in inputs]
@@ -152,6 +166,7 @@ def make_zip_vectorised(fn):
 def launch_vectorised(kernel, out: Tensor, *inputs: Tensor, sms: int, threads: int = VECTOR_THREADS,
                       blocks_per_sm: int = VECTOR_BLOCKS_PER_SM) -> None:
     """Launch a vectorised map or zip on contiguous tensors of one shape: ``blocks_per_sm x sms`` blocks."""
+    _tensors_only("launch_vectorised", out, inputs)
     for t in (out, *inputs):
         if t.shape != out.shape or t.strides != contiguous_strides(t.shape) or t.storage.dtype != out.storage.dtype:
             raise ValueError("the vectorised map and zip take contiguous tensors of one shape and dtype "

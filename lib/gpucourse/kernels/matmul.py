@@ -188,12 +188,16 @@ def launch(kernel, C, A, B) -> None:
 
 
 def matmul(A, B, kernel=matmul_register_tiled) -> np.ndarray:
-    """``A @ B`` for 2-D or 3-D float32 host arrays, with one of the course's kernels."""
-    flat = A.ndim == 2 and B.ndim == 2
-    A3 = np.ascontiguousarray(A, np.float32).reshape((-1,) + A.shape[-2:])
-    B3 = np.ascontiguousarray(B, np.float32).reshape((-1,) + B.shape[-2:])
+    """``A @ B`` for 2-D or 3-D float32 host arrays (or what NumPy makes one of), with one of the course's
+    kernels."""
+    A, B = np.ascontiguousarray(A, np.float32), np.ascontiguousarray(B, np.float32)
+    if A.ndim not in (2, 3) or B.ndim not in (2, 3):
+        raise ValueError(f"matmul multiplies matrices (2-D) or batches of them (3-D), got {A.ndim}-D and {B.ndim}-D: "
+                         "write a vector v as a matrix of one row, v[None], or of one column, v[:, None]")
+    A3, B3 = (X if X.ndim == 3 else X[None] for X in (A, B))
     C = np.zeros(output_shape(A3, B3), np.float32)
-    d_C = cuda.to_device(C)
-    launch(kernel, d_C, cuda.to_device(A3), cuda.to_device(B3))
-    result = d_C.copy_to_host()
-    return result[0] if flat else result
+    if C.size:  # an empty product launches no block
+        d_C = cuda.to_device(C)
+        launch(kernel, d_C, cuda.to_device(A3), cuda.to_device(B3))
+        C = d_C.copy_to_host()
+    return C[0] if A.ndim == B.ndim == 2 else C

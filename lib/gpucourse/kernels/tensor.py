@@ -91,6 +91,9 @@ class Tensor:
         return self.offset + sum(i * s for i, s in zip(index, self.strides))
 
     def permute(self, *order) -> "Tensor":
+        """A view with the dimensions in ``order``: ``permute(1, 0)``, or ``permute([1, 0])`` as PyTorch takes it."""
+        if len(order) == 1 and isinstance(order[0], (tuple, list)):
+            order = tuple(order[0])
         if sorted(order) != list(range(self.ndim)):
             raise ValueError(f"permute needs each of the {self.ndim} dimensions once, got {order}")
         return Tensor(self.storage, tuple(self.shape[k] for k in order), tuple(self.strides[k] for k in order),

@@ -121,7 +121,9 @@ _own: dict = {}  # (py_func, argument types, launch bounds, compute capability) 
 
 
 def compute_capability(architecture: str) -> tuple[int, int]:
-    """``(9, 0)`` for ``"sm_90"``."""
+    """``(9, 0)`` for ``"sm_90"``; a ValueError for anything else."""
+    if not (isinstance(architecture, str) and re.fullmatch(r"sm_\d{2,3}", architecture)):
+        raise ValueError(f"an architecture is a string such as 'sm_90' (an H100's), not {architecture!r}")
     digits = architecture.removeprefix("sm_")
     return int(digits[:-1]), int(digits[-1])
 

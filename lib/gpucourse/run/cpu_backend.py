@@ -308,8 +308,15 @@ def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
 
 def _launch(self, configuration):
     dimensions = configuration[:2] if type(configuration) is tuple else ()
-    if len(dimensions) == 2 and all(isinstance(d, (int, float, tuple, list)) for d in dimensions):
-        normalize_kernel_dimensions(*dimensions)  # numba's errors: a float, more than 3 dimensions
+    if len(dimensions) == 2:
+        try:  # numba's rule, so the launches a GPU refuses (a float or a string dimension, more than 3) fail here too
+            normalize_kernel_dimensions(*dimensions)
+        except TypeError as error:
+            sizes = [v for d in dimensions for v in (d if isinstance(d, (tuple, list)) else [d])]
+            if not any(isinstance(v, (float, np.floating)) for v in sizes):
+                raise
+            raise TypeError(f"{error}: compute sizes with integer division, such as blocks = (n + threads - 1) // "
+                            "threads (n / threads is a float even when it divides)") from None
     return SimulatedLaunch(self, configuration)
 
 

@@ -81,6 +81,15 @@ def toolchain_problem() -> str | None:
 _array_types: dict = {}  # NumPy array properties -> numba type (typeof takes tens of microseconds per launch)
 
 
+def is_kernel(kernel) -> bool:
+    """A ``@cuda.jit`` kernel: not a device function, not some other object that can be indexed and called."""
+    from numba.cuda.dispatcher import CUDADispatcher  # noqa: PLC0415
+
+    if isinstance(kernel, CUDADispatcher):
+        return not kernel.targetoptions.get("device")
+    return type(kernel).__name__ == "FakeCUDAKernel" and not kernel._device  # under numba's own simulator
+
+
 def argument_type(value):
     """The numba type a launch argument has on a real GPU."""
     host = getattr(value, "_ary", None)  # a simulator device array wraps a host array

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import math
+import numbers
 import random
 import re
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .device import chosen_backend
-from .ptx import argument_type, checked_for
+from .ptx import argument_type, checked_for, is_kernel
 from .assembler import Resources, compute_capability, max_registers, ptx_for, shared_bytes
 from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
@@ -163,6 +164,12 @@ def inspect_compiled(dispatcher, args, architecture: str = "sm_90", read_sass: b
     """Compile ``dispatcher`` for the types of ``args`` (no GPU needed) and count what matters (`Compiled`), under
     the kernel's own cap on registers (``@cuda.jit(max_registers=...)``); ``read_sass=False`` leaves the SASS unread
     (nvdisasm takes most of a second, and its findings depend on whether this machine has one)."""
+    if not is_kernel(dispatcher):
+        raise TypeError(f"inspect_compiled reads a kernel, a function decorated with @cuda.jit, not "
+                        f"{type(dispatcher).__name__} {getattr(dispatcher, '__name__', dispatcher)!r}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args are the kernel's arguments in a tuple, such as (out, x), not one "
+                        f"{type(args).__name__}")
     argtypes = tuple(argument_type(a) for a in args)
     ptx = ptx_for(dispatcher, argtypes, architecture)  # compiled for the architecture's compute capability
     resources: Resources | None = kernel_resources(dispatcher, argtypes, architecture)
@@ -214,6 +221,8 @@ class Space:
 
 def candidates(space: Space, strategy: str = "grid", budget: int | None = None, seed: int = 0) -> list[dict]:
     """The configs to try: all valid ones in order (``"grid"``), or ``budget`` of them drawn at random."""
+    if budget is not None and not (isinstance(budget, numbers.Integral) and budget >= 1):
+        raise ValueError(f"budget is how many configs to try, a whole number from 1 up such as 8, not {budget!r}")
     valid = space.valid()
     if strategy == "grid":
         return valid[:budget] if budget is not None else valid
@@ -293,21 +302,32 @@ def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
     return launch_trace, resources, problem.build(config), problem.flops, problem.flops / problem.proxy.flops
 
 
+def _checked_cost_model(model):
+    """``model`` if it is a cost model (it has the ``architecture`` it predicts for); else a TypeError that says
+    what to pass (a GPU's name is not one)."""
+    if not hasattr(model, "architecture"):
+        raise TypeError(f"model={model!r} is not a cost model: pass model=gpucourse.figures.tuning.cost_model('H100') "
+                        "(or another GPU the cost model knows)")
+    return model
+
+
 def prediction(problem: Problem, config: dict, model):
     """``model``'s `Prediction` for ``config`` (time, the roof that binds, waves): see `_traced`."""
+    model = _checked_cost_model(model)
     return model.prediction(*_traced(problem, config, model.architecture))
 
 
 def price(problem: Problem, config: dict, model) -> float:
     """``model``'s time in seconds for ``config`` at ``problem``'s size: any callable
     ``model(trace, resources, launch, flops, scale)`` with an ``architecture``."""
+    model = _checked_cost_model(model)
     return model(*_traced(problem, config, model.architecture))
 
 
 def price_each(problems: list, config: dict, model) -> list[float]:
     """`price` of ``config`` at the size of each of ``problems``, from one traced launch: problems of one kernel
     whose proxies have one size (``sgemm_problem(M, N, K, traced=...)`` with the same ``traced``)."""
-    first = problems[0]
+    model, first = _checked_cost_model(model), problems[0]
     proxies = {(p.kernel, p.dtypes, repr(p.proxy and p.proxy.shapes)) for p in problems}
     if first.proxy is None or len(proxies) > 1:
         raise ValueError("price_each traces one launch for all the problems: give problems of one kernel and "
@@ -354,6 +374,9 @@ class Cache:
 
     def __init__(self, path):
         self.path = Path(path)
+        if self.path.is_dir():
+            raise ValueError(f"a Cache is one JSON file, and {str(path)!r} is a directory: give a file's path, such as "
+                             f"{str(self.path / 'tuning.json')!r}")
 
     def _read(self) -> dict:
         try:
@@ -415,9 +438,8 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
     (a `gpucourse.figures.tuning.cost_model`) predicts its time, and the result's ``how`` says so. ``cache``: a
     `Cache` (or a path) consulted first and written after.
     """
-    if model is not None and not hasattr(model, "architecture"):
-        raise TypeError(f"model={model!r} is not a cost model: pass model=gpucourse.figures.tuning.cost_model('H100') "
-                        "(or another GPU the cost model knows)")
+    if model is not None:
+        _checked_cost_model(model)
     device = _device() if measure is not False else None
     if device is None and model is None:
         raise ValueError("no GPU here to time the candidates: pass model=gpucourse.figures.tuning.cost_model('H100') "
@@ -428,6 +450,9 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
         why = "measure=False" if measure is False else "no GPU here to time it"
         how, cc = f"predicted for {model.device} by the cost model ({why})", model.compute_capability
     cache = Cache(cache) if isinstance(cache, (str, Path)) else cache
+    if cache is not None and not (hasattr(cache, "get") and hasattr(cache, "put")):
+        raise TypeError(f"cache is a Cache or the path of its JSON file, such as cache='tuning.json', not "
+                        f"{type(cache).__name__} {cache!r}")
     search = {"parameters": problem.space.parameters, "strategy": strategy, "budget": budget, "seed": seed}
     key = cache_key(problem.kernel, problem.shapes, problem.dtypes, device[0] if device else f"model:{model.device}",
                     cc, versions(), search)

@@ -7,7 +7,7 @@ outside itself (`gpucourse.run` plugs it in behind ``numba.cuda``).
 
 from .arithmetic import int16_negation_unwrapped
 from .errors import (BudgetExceeded, DataRace, DivergentBarrier, EndlessLoop, KernelFault, OutOfBounds,
-                     TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, WarpFault)
+                     TooSlowToSimulate, UninitializedRead, UnknownArray, UnsupportedInKernel, WarpFault)
 from .geometry import dim3
 from .launch import STEP_BUDGET_ENV, TIME_BUDGET_ENV, run, step_budget
 from .trace import LaunchTrace, Trace, recording
@@ -16,5 +16,5 @@ from .viewer import explorer, figure_view, show_trace, trace_viewer
 
 __all__ = ["run", "dim3", "has_source", "recording", "show_trace", "trace_viewer", "figure_view", "explorer", "Trace", "LaunchTrace", "BudgetExceeded",
            "KernelFault", "OutOfBounds", "DataRace", "DivergentBarrier", "UninitializedRead", "WarpFault",
-           "UnsupportedInKernel", "EndlessLoop", "TooSlowToSimulate", "step_budget", "STEP_BUDGET_ENV",
+           "UnsupportedInKernel", "UnknownArray", "EndlessLoop", "TooSlowToSimulate", "step_budget", "STEP_BUDGET_ENV",
            "TIME_BUDGET_ENV", "int16_negation_unwrapped"]

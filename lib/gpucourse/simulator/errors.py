@@ -1,4 +1,5 @@
-"""The faults the course simulator stops a launch for, and the budget a trace can find exceeded."""
+"""The faults the course simulator stops a launch for, the budget a trace can find exceeded, and an array a trace
+was asked about that the kernel did not touch."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ class TooSlowToSimulate(KernelFault):
 
 class BudgetExceeded(AssertionError):
     """A kernel is correct but touches memory more (or worse) than its budget allows."""
+
+
+class UnknownArray(KeyError):
+    """A trace asked about an array the kernel did not touch; shown as its message (a KeyError's is quoted)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 def fault(kind: type, where: str, detail: str) -> KernelFault:

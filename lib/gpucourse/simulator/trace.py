@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BudgetExceeded
+from .errors import BudgetExceeded, UnknownArray
 from .memory import SimArray
 from .transform import SITES
 
@@ -233,7 +233,7 @@ class LaunchTrace:
             return self.arrays[name]
         except KeyError:
             known = ", ".join(f"`{n}`" for n in self.arrays) or "none"
-            raise KeyError(f"`{self.kernel}` touched no array called `{name}` (it touched {known})") from None
+            raise UnknownArray(f"`{self.kernel}` touched no array called `{name}` (it touched {known})") from None
 
     def reads_per_thread(self, name: str) -> np.ndarray:
         """How many times each thread read ``name`` (one count per thread, in lane order)."""
@@ -279,6 +279,9 @@ class LaunchTrace:
             )
 
     def _assert_per_element(self, name: str, kind: str, exactly, at_most) -> None:
+        for bound, value in (("exactly", exactly), ("at_most", at_most)):
+            if value is not None and not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{bound} is a count, a whole number such as 1 (without quotes), not {value!r}")
         counts = self.array(name).element_counts(kind)
         verb = {"read": "read", "write": "written"}[kind]
         if exactly is not None:

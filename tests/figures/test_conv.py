@@ -12,6 +12,7 @@ from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 from gpucourse import simulated, trace  # noqa: E402
 from gpucourse.figures import conv as cf  # noqa: E402
 from gpucourse.kernels import conv  # noqa: E402
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 rng = np.random.default_rng(4)
 GEOMETRIES = [(2, 5, 5, 3, 3, 1, 1), (3, 7, 6, 3, 2, 2, 0), (1, 9, 8, 5, 5, 2, 2), (4, 4, 4, 1, 1, 1, 0)]
@@ -144,4 +145,19 @@ def test_read_counts_and_the_spread_gradient_draw():
     assert len(texts) == 5 * 7 and texts.count("0") == 5 * 7 - G.size
     assert texts[1 * 7 + 1:1 * 7 + 6] == ["1.5", "0", "-2.0", "0", "0.5"]  # row 1: G's first row, spread
     assert ax.get_title() == "G[0, 0] (2 x 3) spread by stride 2, padded: 5 x 7"
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("pixel", [(1, 2), (0, 0)])
+def test_im2col_reads_on_a_slide_and_orange_is_the_patch_alone(pixel):
+    """Lecture 4's im2col figure (and its viewer's first picture): its numbers were 8 px on a slide, and filter 1
+    was orange like the patch."""
+    from matplotlib.colors import rgb_to_hsv
+
+    fig = cf.draw_im2col(C=2, H=5, W=5, M=3, R=3, S=3, stride=1, padding=1, pixel=pixel)
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    orange = rgb_to_hsv((0.98, 0.62, 0.25))[0]
+    hues = [rgb_to_hsv(p.get_facecolor()[:3]) for p in fig.axes[0].patches if p.get_fill()]
+    orange_cells = sum(abs(hue - orange) < 0.05 and saturation > 0.2 for hue, saturation, _ in hues)
+    assert orange_cells == 2 * 2 * 3 * 3  # the patch in x (in the input or its padding) and in im2col's row, no more
     plt.close(fig)

@@ -11,6 +11,7 @@ from numba import cuda  # noqa: E402
 
 from gpucourse import simulated, trace  # noqa: E402
 from gpucourse.figures import fusion as ff  # noqa: E402
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 rng = np.random.default_rng(51)
 
@@ -158,3 +159,16 @@ def test_stepper_builds():
     assert slider.max == 3
     slider.value = 3
     plt.close("all")
+
+
+def test_online_step_reads_on_a_slide_and_a_masked_entry_sits_on_the_axis():
+    """Lecture 5's online softmax step: legends were 10 px on a slide; the masked entry's cross sat at the row's
+    lowest value, where it read as one."""
+    row = np.r_[rng.standard_normal(3), -np.inf, rng.standard_normal(9), 4.5, rng.standard_normal(6)]
+    fig = ff.draw_online_step(row, block=6, step=2)
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    top = fig.axes[0]
+    masked = next(line for line in top.get_lines() if line.get_label() == "-inf (masked)")
+    (x, y), = masked.get_transform().transform(masked.get_xydata())
+    assert x == pytest.approx(top.transData.transform((3, 0))[0]) and y == pytest.approx(top.bbox.y0)
+    plt.close(fig)

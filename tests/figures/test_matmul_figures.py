@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 from gpucourse import simulated, trace  # noqa: E402
 from gpucourse.figures import matmul as mf  # noqa: E402
 from gpucourse.kernels import matmul as mm  # noqa: E402
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 rng = np.random.default_rng(11)
 
@@ -143,4 +144,23 @@ def test_micro_tiles_are_what_the_register_tiled_kernel_writes():
     assert mf.micro_tile_cells(1, 0, contiguous=True) == ([0, 16, 32, 48], [4, 5, 6, 7])
     fig = mf.draw_micro_tiles()
     assert len(fig.axes) == 2
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: mf.draw_warp_mapping(size=32, k=5),
+    lambda: mf.draw_blocking_intensity({"naive: no reuse": 1, "matmul_tiled": 16, "one output per thread, 1024 "
+                                        "threads": 32, "matmul_register_tiled": 64, "128 x 128 tiles": 128}),
+    lambda: mf.draw_micro_tiles()], ids=["warp mapping", "blocking", "micro-tiles"])
+def test_text_reads_on_a_slide(draw):
+    """Lecture 3's figures as it draws them (the warp mapping's ticks were 8 px on a slide, the notes 11)."""
+    fig = draw()
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    plt.close(fig)
+
+
+def test_the_warp_mapping_names_its_axes_and_sector_lines():
+    fig = mf.draw_warp_mapping()
+    assert {ax.get_xlabel() for ax in fig.axes} == {"column"} and {ax.get_ylabel() for ax in fig.axes} == {"row", ""}
+    assert "sector boundary" in " ".join(t.get_text() for t in fig.legends[0].get_texts())
     plt.close(fig)

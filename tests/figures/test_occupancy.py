@@ -3,6 +3,7 @@
 import pytest
 
 from gpucourse.figures import SMS, blocks_per_sm
+from on_a_slide import SMALLEST_TEXT, smallest_text
 
 
 def test_small_blocks_are_capped_by_block_slots():
@@ -54,3 +55,4 @@ def test_occupancy_against_registers_steps_where_a_block_no_longer_fits():
     at = dict(zip(registers, occupancy))
     assert (at[128], at[129], at[64], at[65]) == (25.0, 12.5, 50.0, 37.5)  # 2 blocks of 8 warps, then 1; 4, then 3
     assert "128 registers, 2 blocks" in axis.get_legend().get_texts()[0].get_text()
+    assert smallest_text(axis.figure)[0] >= SMALLEST_TEXT  # lecture 7's legend was 8 pt, 11 px on a slide

@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 
 from gpucourse.figures import precision as fp  # noqa: E402
 from gpucourse.kernels.precision import fragment_layout, round_to  # noqa: E402
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
           "fp8_e5m2": ml_dtypes.float8_e5m2}
@@ -143,3 +144,14 @@ def test_the_copy_pipelines_show_what_each_kernel_issues():
     with pytest.raises(ValueError, match="row 'cache'"):
         fp.draw_copy_pipelines({"x": (("cache", 0, 1, "?"),)})
     plt.close("all")
+
+
+@pytest.mark.parametrize("draw", [lambda: fp.draw_spacing()[0].figure,
+                                  lambda: fp.draw_dot_errors(*fp.dot_errors(max_log2=8, trials=2)).figure],
+                         ids=["spacing", "dot errors"])
+def test_text_reads_on_a_slide(draw):
+    """Lecture 6's legends and notes were 8 pt, 11 px on a slide."""
+    fig = draw()
+    fig.tight_layout()
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    plt.close(fig)

@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 
 from gpucourse.figures import (DEVICES, H100_SXM, Device, attainable, draw_roofline, intensity,  # noqa: E402
                                seconds_at_least)
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 
 def test_h100_numbers_from_the_data_sheet():
@@ -39,12 +40,9 @@ def test_legend_is_readable_on_a_slide(points):
     """Scaled like a slide's figure (1180 x 500 px at most), the legend's text is at least 13 px tall."""
     kernels = {f"kernel {k}": 0.25 * 4**k for k in range(points)}
     fig = draw_roofline(kernels, measured={"cuBLAS": (683.0, 51.7)})
-    renderer = fig.canvas.get_renderer()
-    box = fig.get_tightbbox(renderer)  # inches, what a notebook shows (bbox_inches="tight")
-    scale = min(1, 1180 / (box.width * fig.dpi), 500 / (box.height * fig.dpi))
     texts = fig.axes[0].get_legend().get_texts()
     assert [t.get_text() for t in texts][-1] == "cuBLAS: measured 51.7 TFLOP/s" and len(texts) == points + 2
-    assert min(t.get_fontsize() for t in texts) * fig.dpi / 72 * scale >= 13
+    assert smallest_text(fig, texts)[0] >= SMALLEST_TEXT
     plt.close(fig)
 
 
@@ -69,17 +67,25 @@ def marker_boxes(ax):
     ({f"T = {T}": T / 4 for T in (1, 16, 32, 64, 128)} | {"every matrix moved once": 682.7}, DEVICES["H100"], None)],
     ids=["lecture 7", "lecture 5", "lecture 3"])
 def test_no_note_or_marker_hides_another(kernels, device, measured):
-    """Lecture 7's ridge label sat under a marker, lecture 5's relu marker on add_bias's (a review of the figures).
-    A measured point may touch the kernel's own point on the roof above it: both are data at one intensity."""
+    """Lecture 7's ridge label sat under a marker, lecture 5's relu marker on add_bias's, and lecture 7's cuBLAS
+    point on the SGEMM point above it (a review of the figures)."""
     fig = draw_roofline(kernels, device, measured=measured)
     ax = fig.axes[0]
     model = ax.get_lines()[2:2 + len(kernels)]
-    on_the_roof = [box for line in model for box in marker_boxes_of(line)]
+    boxes = marker_boxes(ax)  # on the roof and measured
     notes = [text.get_window_extent() for text in ax.texts]
-    assert len(notes) == 4
-    for k, box in enumerate(on_the_roof + notes):
-        assert not any(box.overlaps(other) for other in (on_the_roof + notes)[k + 1:])
-    assert not any(note.overlaps(box) for note in notes for box in marker_boxes(ax))
+    assert len(notes) == 4 and len(boxes) == len(kernels) + len(measured or {})
+    for k, box in enumerate(boxes + notes):
+        assert not any(box.overlaps(other) for other in (boxes + notes)[k + 1:])
     for line, i in zip(model, kernels.values()):  # moved on the screen, along the roof, not in the data
         assert tuple(line.get_xydata()[0]) == (i, attainable(i, device) / 1e12)
+    plt.close(fig)
+
+
+def test_a_point_measured_at_a_kernels_intensity_has_its_colour():
+    """Lecture 7's register-tiled kernel was an orange square on the roof and a green cross measured."""
+    measured = {"register-tiled": (15.9, 11.39), "warp-tiled": (31.5, 35.24), "cuBLAS": (682.7, 51.42)}
+    fig = draw_roofline({"SGEMM": 682.7, "register-tiled": 15.9}, DEVICES["H200"], measured=measured)
+    sgemm, tiled, measured_tiled, warp_tiled, cublas = (line.get_color() for line in fig.axes[0].get_lines()[2:])
+    assert (measured_tiled, cublas) == (tiled, sgemm) and warp_tiled not in (sgemm, tiled)
     plt.close(fig)

@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 
 from gpucourse.figures import (additions, blelloch_steps, draw_reduction_trees, draw_scan,  # noqa: E402
                                     hillis_steele_steps, reduction_levels)
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 rng = np.random.default_rng(7)
 
@@ -56,3 +57,11 @@ def test_figures_build_and_refuse_other_sizes():
         reduction_levels(np.arange(8), "diagonal")
     with pytest.raises(ValueError, match="method"):
         draw_scan(values, "sklansky")
+
+
+@pytest.mark.parametrize("draw", [lambda v: draw_reduction_trees(v), lambda v: draw_scan(v[:8])], ids=["trees", "scan"])
+def test_text_reads_on_a_slide(draw):
+    """Lecture 2b's two trees side by side were 1474 px wide: their 9 pt labels 10 px on a slide."""
+    fig = draw(rng.integers(0, 10, 16))
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    plt.close(fig)

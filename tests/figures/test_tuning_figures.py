@@ -7,6 +7,7 @@ import pytest
 
 from gpucourse.figures import SMS
 from gpucourse.figures import tuning as ft
+from on_a_slide import SMALLEST_TEXT, smallest_text
 
 matplotlib.use("Agg")
 
@@ -104,6 +105,9 @@ def test_pictures_draw_a_space_and_predictions():
     figure = ft.heat_map(trials, "BM", "BK")
     assert figure.axes[0].images[0].get_array().shape == (2, 2)
     assert "Prediction only" in ft.predicted_vs_measured([3e-6, 1e-6]).axes[0].get_title()
+    alone = ft.predicted_vs_measured([241e-6, 193e-6, 217e-6], labels=["64x32", "32x128", "32x32"]).axes[0]
+    assert alone.get_ylim()[0] == 0  # lecture 7's started at 190 µs: a 25% spread filled the height
+    assert smallest_text(alone.figure)[0] >= SMALLEST_TEXT and smallest_text(figure)[0] >= SMALLEST_TEXT
     title = ft.predicted_vs_measured([1e-6, 2e-6, 3e-6], [2e-6, 3e-6, 5e-6]).axes[0].get_title()
     assert "1.00" in title and not math.isnan(ft.spearman([1, 2, 3], [2, 3, 5]))
 
@@ -124,6 +128,7 @@ def test_waves_step_at_every_multiple_of_the_sm_count_by_a_block_or_by_a_wave():
     # time), and each one more per SM adds a block's time
     assert at(shared, 2 * sms) == pytest.approx(at(shared, 1)) and at(shared, 3 * sms) == pytest.approx(1.5 * at(shared, 2 * sms))
     assert even.get_ydata()[2 * sms - 1] == pytest.approx(shared.get_ydata()[2 * sms - 1])  # latency hidden from 2 on
+    assert smallest_text(shared.figure)[0] >= SMALLEST_TEXT  # the legend was 8 pt, 11 px on a slide
 
 
 def test_heat_map_text_reads_on_light_and_dark_cells():

@@ -3,7 +3,9 @@
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.text import Text
 from numba import cuda, float32
+from on_a_slide import SMALLEST_TEXT, smallest_text
 
 from gpucourse import trace
 from gpucourse.kernels.vector import load4, store4
@@ -213,7 +215,8 @@ def stencil_through_tile(out, a):
 
 def test_trace_labels_are_readable_on_a_slide():
     """The cell labels of a small trace fit their cells and, scaled like a slide's figure (1180 x 500 px at
-    most), are at least 11 px tall: about the size of the slide's smallest text."""
+    most), are at least 11 px tall: about the size of the slide's smallest text (a 16 x 16 grid of 3-digit labels
+    cannot reach 13 px in the slide's 500 px). Its ticks and titles are at least 13 px (lecture 1b's ticks were 12)."""
     a, out = np.random.default_rng(7).standard_normal((16, 17)).astype(np.float32), np.full((16, 16), np.nan, np.float32)
     with trace() as t:
         stencil_through_tile[(2, 2), (8, 8)](out, a)
@@ -228,6 +231,8 @@ def test_trace_labels_are_readable_on_a_slide():
         for text in axis.texts:
             assert text.get_window_extent(renderer).width < cell, text.get_text()
             assert text.get_fontsize() * figure.dpi / 72 * scale >= 11, (text.get_text(), text.get_fontsize(), scale)
+    others = [text for text in figure.findobj(Text) if text not in labels and text.get_visible() and text.get_text()]
+    assert smallest_text(figure, others)[0] >= SMALLEST_TEXT
 
 
 @cuda.jit

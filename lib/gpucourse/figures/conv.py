@@ -31,6 +31,12 @@ from .matmul import SECTOR_FLOATS, WARP, _matrix_cells, _plural
 LAYOUTS = ("NCHW", "NHWC")
 PADDING = -1  # an im2col cell that lies in the zero padding, not in the input
 PADDING_LABEL = "·"  # how a figure labels such a cell (a zero): not "0", which is also the input's first index
+# `draw_im2col`'s cells, in inches: wide enough for a two-digit label at CELL_FONT, low enough that 25 rows of im2col
+# fit a slide's figure box (500 px) unscaled
+CELL_WIDTH, CELL_HEIGHT, CELL_FONT = 0.25, 0.16, 10
+# the filters' colours: tab10's blue, green, purple, pink, olive and cyan, none near the patch's orange or the greys
+FILTER_COLOURS = ((0.12, 0.47, 0.71), (0.17, 0.63, 0.17), (0.58, 0.40, 0.74), (0.89, 0.47, 0.76), (0.74, 0.74, 0.13),
+                  (0.09, 0.75, 0.81))
 
 
 def _check_geometry(H, W, R, S, stride, padding):
@@ -61,7 +67,7 @@ def im2col_bytes(shape, R: int, S: int, stride: int = 1, padding: int = 0, items
     return B * C * H * W * itemsize, rows * C * R * S * itemsize
 
 
-def _grid(ax, values, origin, colours, labels=True, fontsize=8.5):
+def _grid(ax, values, origin, colours, labels=True):
     """Cells of ``values`` (ints, -1 for padding) drawn at ``origin``, filled with ``colours`` (an RGB per cell)."""
     from matplotlib.patches import Rectangle
 
@@ -72,7 +78,7 @@ def _grid(ax, values, origin, colours, labels=True, fontsize=8.5):
             ax.add_patch(Rectangle((x0 + c, y0 + r), 1, 1, facecolor=colours[r, c], edgecolor="white", lw=0.6))
             if labels:
                 text = PADDING_LABEL if values[r, c] == PADDING else str(values[r, c])
-                ax.text(x0 + c + 0.5, y0 + r + 0.5, text, ha="center", va="center", fontsize=fontsize,
+                ax.text(x0 + c + 0.5, y0 + r + 0.5, text, ha="center", va="center", fontsize=CELL_FONT,
                         color="0.55" if values[r, c] == PADDING else "0.1")
 
 
@@ -94,7 +100,8 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
         raise ValueError(f"pixel {tuple(pixel)} is outside the {Ho} x {Wo} output: 0 <= ho < {Ho}, 0 <= wo < {Wo}")
     row = ho * Wo + wo
     K = C * R * S
-    pale, grey, patch, filters = (0.93, 0.93, 0.93), (0.82, 0.82, 0.82), (0.98, 0.62, 0.25), plt.get_cmap("tab10")
+    pale, grey, patch = (0.93, 0.93, 0.93), (0.82, 0.82, 0.82), (0.98, 0.62, 0.25)
+    filters = [FILTER_COLOURS[m % len(FILTER_COLOURS)] for m in range(M)]
     patch_padding = (0.96, 0.84, 0.72)  # the part of the patch in the padding: zeros
 
     # the input, one padded grid per channel, stacked
@@ -103,8 +110,8 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     x_w = x_cols + K + 2
     x_y = x_w + M + 2
     height = max(Ho * Wo, C * (Hp + 1), K + 2) + 0.5
-    # a quarter inch a cell, so that the labels (in points) fit their cells at any size
-    fig, ax = plt.subplots(figsize=(0.25 * (x_y + M + 9.5), 0.25 * (height + 1.8) + 0.9))
+    # cells of a fixed size in inches, so that the labels (in points) fit them at any size
+    fig, ax = plt.subplots(figsize=(CELL_WIDTH * (x_y + M + 9.5), CELL_HEIGHT * (height + 1.8) + 1.2))
     for c in range(C):
         h, w = np.mgrid[-padding:H + padding, -padding:W + padding]
         inside = (h >= 0) & (h < H) & (w >= 0) & (w < W)
@@ -124,16 +131,16 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     for k in range(K):
         value = cols[row, k]
         ax.text(x_cols + k + 0.5, row + 0.5, PADDING_LABEL if value == PADDING else str(value), ha="center",
-                va="center", fontsize=8.5)
+                va="center", fontsize=CELL_FONT)
     ax.add_patch(Rectangle((x_cols, row), K, 1, fill=False, edgecolor="black", lw=1.4))
     ax.text(x_cols + K / 2, -0.8, f"im2col ({Ho * Wo} x {K}): one row per output pixel, columns (c, p, q)",
             ha="center", fontsize=11)
     # the filters as columns: K x M, then the output Ho Wo x M
-    w_colours = np.array([[np.array(filters(m)[:3]) * 0.45 + 0.55 for m in range(M)]] * K)
+    w_colours = np.array([[np.array(colour) * 0.45 + 0.55 for colour in filters]] * K)
     _grid(ax, np.zeros((K, M), int), (x_w, 0), w_colours, labels=False)
     ax.text(x_w + M / 2, K + 0.9, f"w as columns\n({K} x {M})", ha="center", va="top", fontsize=11)
     y_colours = np.tile(np.array(pale), (Ho * Wo, M, 1))
-    y_colours[row] = [filters(m)[:3] for m in range(M)]
+    y_colours[row] = filters
     _grid(ax, np.zeros((Ho * Wo, M), int), (x_y, 0), y_colours, labels=False)
     ax.text(x_y + M / 2, -0.8, f"y ({Ho * Wo} x {M})", ha="center", fontsize=11)
     ax.text(x_w - 1, row + 0.5, "@", ha="center", va="center", fontsize=14)
@@ -141,7 +148,7 @@ def draw_im2col(C: int = 2, H: int = 5, W: int = 5, M: int = 3, R: int = 3, S: i
     ax.text(x_y + M + 0.4, row + 0.5, f"row {row}: pixel ({ho}, {wo})", ha="left", va="center", fontsize=11)
     ax.set_xlim(-3.5, x_y + M + 6)
     ax.set_ylim(height, -1.8)
-    ax.set_aspect("equal")
+    ax.set_aspect(CELL_HEIGHT / CELL_WIDTH)
     ax.axis("off")
     copies = np.bincount(cols[cols != PADDING], minlength=C * H * W)
     ax.set_title("\n".join(textwrap.wrap(

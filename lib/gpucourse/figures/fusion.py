@@ -25,6 +25,7 @@ from ..simulator.errors import UnknownArray
 from ..simulator.viewer import explorer, figure_view
 
 SECTOR_BYTES = 32
+ONLINE_STEP_FONT = 10  # pt: the smallest text of `draw_online_step`, 13 px or more on a slide
 
 
 # -- online softmax, one row --------------------------------------------------------------------------------
@@ -112,10 +113,10 @@ def draw_online_step(row, block: int, step: int):
     colours = np.array([(0.82, 0.82, 0.82)] * row.size)
     colours[:s.start] = (0.45, 0.62, 0.85)
     colours[s.start:s.stop] = (0.90, 0.50, 0.10)
-    low = min(0.0, row[finite].min()) if finite.any() else 0.0
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.6), sharex=True, height_ratios=(3, 2))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5.0), sharex=True, height_ratios=(3, 2))
     top.bar(index[finite], row[finite], color=colours[finite], width=0.8)
-    top.plot(index[~finite], np.full((~finite).sum(), low), "x", color="0.25", ms=8, mew=2, label="-inf (masked)")
+    top.plot(index[~finite], np.zeros((~finite).sum()), "x", color="0.25", ms=8, mew=2, label="-inf (masked)",
+             transform=top.get_xaxis_transform(), clip_on=False)  # on the axis's floor: -inf has no height
     top.axhline(0, color="0.3", lw=0.6)
     for edge in range(0, row.size + 1, block):
         for ax in (top, bottom):
@@ -125,9 +126,9 @@ def draw_online_step(row, block: int, step: int):
     if s.m_new != -np.inf:
         top.axhline(s.m_new, color=(0.75, 0.1, 0.1), lw=1.5, label=f"m_new = {_shown(s.m_new)}")
     top.set_ylabel("x")
-    top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    top.legend(fontsize=ONLINE_STEP_FONT, loc="upper left", bbox_to_anchor=(1.01, 1))
     top.set_title(f"block {s.block} (of 0..{len(steps) - 1}): entries {s.start}..{s.stop - 1}, block max "
-                  f"{_shown(s.block_max)}", fontsize=10, loc="left")
+                  f"{_shown(s.block_max)}", fontsize=ONLINE_STEP_FONT, loc="left")
 
     if s.start and s.m_old != -np.inf and s.scale < 1:
         bottom.bar(index[:s.start], _exp_minus(row[:s.start], s.m_old), width=0.8, fill=False,
@@ -139,14 +140,14 @@ def draw_online_step(row, block: int, step: int):
     bottom.set_xlim(-0.7, row.size - 0.3)
     bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     if bottom.get_legend_handles_labels()[0]:
-        bottom.legend(fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0))
+        bottom.legend(fontsize=ONLINE_STEP_FONT, loc="lower left", bbox_to_anchor=(1.01, 0))
     text = (f"rescale = exp(m_old - m_new)\n        = {s.scale:.4g}\n"
             f"l = l_old x rescale + block's sum\n"
             f"  = {s.l_old:.4g} x {s.scale:.4g} + {s.added:.4g}\n"
             f"  = {s.l_new:.4g}")
-    bottom.text(1.01, 1.02, text, transform=bottom.transAxes, fontsize=8.5, va="top", family="monospace")
+    bottom.text(1.01, 1.02, text, transform=bottom.transAxes, fontsize=ONLINE_STEP_FONT, va="top", family="monospace")
     fig.suptitle("Online softmax: one pass keeps the running max m and the running sum l of exp(x - m)",
-                 fontsize=10)
+                 fontsize=ONLINE_STEP_FONT + 1)
     fig.subplots_adjust(left=0.07, right=0.70, top=0.88, bottom=0.1, hspace=0.12)
     return fig
 

@@ -33,6 +33,8 @@ SECTOR_FLOATS = 8  # float32 values in a 32-byte sector
 MAPPINGS = ("rows", "columns")
 MAX_THREADS_PER_BLOCK = 1024  # every GPU the course supports
 REGISTER_FILE_BYTES = 256 * 1024  # per SM: 64K 32-bit registers (V100 to H100)
+SECTOR_LINE = "0.35"  # the colour of a 32-byte sector's boundary
+WARP_MAPPING_FONT = 12  # pt: ticks and labels of `draw_warp_mapping`, 13 px or more on a slide
 
 
 # -- one warp of the naive kernels ------------------------------------------------------------------------
@@ -69,7 +71,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _matrix_cells(ax, shape, cells, colour, pale, title):
+def _matrix_cells(ax, shape, cells, colour, pale, title, fontsize=10):
     rows, cols = shape
     image = np.ones((rows, cols, 3)) * 0.94
     flat = np.unique((cells[:, 0] * cols + cells[:, 1]) // SECTOR_FLOATS)
@@ -78,40 +80,48 @@ def _matrix_cells(ax, shape, cells, colour, pale, title):
         image[r, c0:c0 + SECTOR_FLOATS] = pale
     image[cells[:, 0], cells[:, 1]] = colour
     ax.imshow(image, extent=(0, cols, rows, 0), interpolation="nearest")
-    ax.vlines(range(0, cols + 1, SECTOR_FLOATS), 0, rows, colors="0.35", lw=0.9)
+    ax.vlines(range(0, cols + 1, SECTOR_FLOATS), 0, rows, colors=SECTOR_LINE, lw=0.9)
     ax.hlines(range(rows + 1), 0, cols, colors="white", lw=0.4)
     ax.set_xticks(range(0, cols + 1, SECTOR_FLOATS))
-    ax.set_yticks(range(0, rows + 1, SECTOR_FLOATS))
-    ax.tick_params(labelsize=10, length=0)
-    ax.set_title(title, fontsize=12, loc="left")
+    ax.set_yticks(range(0, rows, SECTOR_FLOATS))  # not the bottom edge, whose label would meet the x axis's 0
+    ax.tick_params(labelsize=fontsize, length=0)
+    ax.set_title(title, fontsize=fontsize + 2, loc="left")
 
 
 def draw_warp_mapping(size: int = 32, k: int = 5, block=(16, 16)):
     """Warp 0 of both naive mappings on ``size x size`` matrices: its outputs in C, its reads of A and B at step ``k``.
 
     Dark cells are the elements the warp touches; pale cells the rest of the 32-byte
-    sectors that brings in (vertical lines: sector boundaries, 8 floats). Returns the figure.
+    sectors that brings in; vertical lines are sector boundaries (8 floats). Returns the figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    names = {"rows": "matmul_naive:\nthreadIdx.x along the rows of C",
-             "columns": "matmul_coalesced:\nthreadIdx.x along the columns of C"}
-    fig, axes = plt.subplots(2, 3, figsize=(13, 8.6))
-    for row_axes, mapping in zip(axes, MAPPINGS):
+    names = {"rows": "matmul_naive: threadIdx.x along the rows of C",
+             "columns": "matmul_coalesced: threadIdx.x along the columns of C"}
+    fig = plt.figure(figsize=(10.5, 6.1), layout="constrained")
+    for panel, mapping in zip(fig.subfigures(2, 1), MAPPINGS):
+        axes = panel.subplots(1, 3)
         c, a, b = warp_elements(mapping, k, block)
-        _matrix_cells(row_axes[0], (size, size), a, (0.16, 0.38, 0.78), (0.72, 0.82, 0.96),
-                      f"A, column {k}: {len(np.unique(a, axis=0))} elements,\n{_plural(sectors(a, size), 'sector')}")
-        _matrix_cells(row_axes[1], (size, size), b, (0.13, 0.55, 0.25), (0.72, 0.90, 0.74),
-                      f"B, row {k}: {len(np.unique(b, axis=0))} elements,\n{_plural(sectors(b, size), 'sector')}")
-        _matrix_cells(row_axes[2], (size, size), c, (0.85, 0.40, 0.05), (0.99, 0.82, 0.60),
-                      f"C: the warp's 32 outputs,\n{sectors(c, size)} sectors")
-        row_axes[0].set_ylabel(names[mapping], fontsize=12)
+        _matrix_cells(axes[0], (size, size), a, (0.16, 0.38, 0.78), (0.72, 0.82, 0.96),
+                      f"A, column {k}: {len(np.unique(a, axis=0))} elements,\n{_plural(sectors(a, size), 'sector')}",
+                      WARP_MAPPING_FONT)
+        _matrix_cells(axes[1], (size, size), b, (0.13, 0.55, 0.25), (0.72, 0.90, 0.74),
+                      f"B, row {k}: {len(np.unique(b, axis=0))} elements,\n{_plural(sectors(b, size), 'sector')}",
+                      WARP_MAPPING_FONT)
+        _matrix_cells(axes[2], (size, size), c, (0.85, 0.40, 0.05), (0.99, 0.82, 0.60),
+                      f"C: the warp's 32 outputs,\n{sectors(c, size)} sectors", WARP_MAPPING_FONT)
+        axes[0].set_ylabel("row", fontsize=WARP_MAPPING_FONT)
+        for ax in axes:
+            ax.set_xlabel("column", fontsize=WARP_MAPPING_FONT)
+        panel.suptitle(names[mapping], fontsize=WARP_MAPPING_FONT + 1, x=0.02, ha="left", fontweight="bold")
     fig.legend(handles=[Patch(color="0.35", label="dark: elements the warp touches"),
-                        Patch(color=(0.85, 0.85, 0.85), label="pale: the rest of their 32-byte sectors")],
-               loc="lower center", ncol=2, fontsize=12, frameon=False)
-    fig.suptitle(f"Warp 0 (threads 0-31 of a {block[0]} x {block[1]} block) at step k = {k}", fontsize=14)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+                        Patch(color=(0.85, 0.85, 0.85), label="pale: the rest of their 32-byte sectors"),
+                        Line2D([], [], color=SECTOR_LINE, lw=0.9, label="line: a sector boundary")],
+               loc="outside lower center", ncol=3, fontsize=WARP_MAPPING_FONT, frameon=False)
+    fig.suptitle(f"Warp 0 (threads 0-31 of a {block[0]} x {block[1]} block) at step k = {k}",
+                 fontsize=WARP_MAPPING_FONT + 2)
     return fig
 
 
@@ -161,11 +171,11 @@ def draw_blocking_intensity(points: dict[str, int] | None = None, device: Device
               label="a T x T tile of C per block: T / 4 FLOP per byte")
     ax.axhline(device.ridge, color="0.35", ls="--", lw=1.2)
     ax.text(1.15, device.ridge * 1.12, f"ridge of the {device.name} (FP32): {device.ridge:.0f} FLOP/byte",
-            fontsize=8, color="0.25")
-    ax.text(one_per_thread * 1.1, 0.3, f"more than {MAX_THREADS_PER_BLOCK} outputs:\n"
-            "several per thread\n(register tiling)", fontsize=8, color=(0.2, 0.45, 0.15))
-    ax.text(in_registers * 1.08, 0.3, "C's tile exceeds\nthe register file\nof an SM (256 KiB)",
-            fontsize=8, color=(0.6, 0.15, 0.15))
+            fontsize=10, color="0.25")
+    ax.text(one_per_thread * 1.1, 0.3, f"more than {MAX_THREADS_PER_BLOCK}\noutputs: several\n"
+            "per thread\n(register tiling)", fontsize=10, color=(0.2, 0.45, 0.15))
+    ax.text(in_registers * 1.08, 0.3, "C's tile\nexceeds the\nregister file\nof an SM\n(256 KiB)",
+            fontsize=10, color=(0.6, 0.15, 0.15))
     markers = "osD^v<>"
     for i, (name, side) in enumerate(points.items()):
         value = blocked_intensity(side, side)
@@ -177,7 +187,7 @@ def draw_blocking_intensity(points: dict[str, int] | None = None, device: Device
     ax.set_xlabel("T, side of the tile of C a block computes")
     ax.set_ylabel("FLOP per byte read from global memory")
     ax.set_title("Blocking: every value a block reads is used T times", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=10, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: it would cover the ridge
     ax.grid(True, which="major", color="0.88")
     return ax.figure
 
@@ -334,13 +344,14 @@ def draw_micro_tiles(TM: int = 4, TN: int = 4, threads: int = 16, shown=((0, 0),
         ax.hlines(range(0, rows + 1, threads), 0, cols, colors="0.6", lw=0.5)
         ax.set_xticks(range(0, cols + 1, threads))
         ax.set_yticks(range(0, rows + 1, threads))
-        ax.tick_params(labelsize=10, length=0)
+        ax.tick_params(labelsize=11, length=0)
         rule = f"{TN} tx + j" if contiguous else f"tx + {threads} j"
         ax.set_title(f"{'contiguous' if contiguous else 'strided'} columns: thread (tx, ty) owns\n"
                      f"rows ty + {threads} i, columns {rule}", fontsize=12, loc="left")
     fig.legend(handles=[Patch(color=palette[n % 10], label=f"thread {t}") for n, t in enumerate(shown)],
                loc="lower center", ncol=len(shown), fontsize=12, frameon=False)
     fig.suptitle(f"Who owns which outputs: a {rows} x {cols} tile of C, {threads} x {threads} threads, "
-                 f"{TM} x {TN} each\n(vertical lines: 32-byte sectors)", fontsize=13)
+                 f"{TM} x {TN} each\n(vertical lines: 32-byte sectors; horizontal lines: every {threads} rows, "
+                 f"one per i of ty + {threads} i)", fontsize=13)
     fig.tight_layout(rect=(0, 0.07, 1, 0.92))
     return fig

@@ -103,8 +103,8 @@ def draw_occupancy_vs_registers(sm: SM, threads: int, marked: dict | None = None
     ax.set_xlabel("registers per thread")
     ax.set_ylabel("occupancy (% of warp slots)")
     ax.set_ylim(0, 105)
-    ax.set_title(f"{sm.name}, blocks of {threads} threads: {sm.registers:,} registers per SM", fontsize=9)
+    ax.set_title(f"{sm.name}, blocks of {threads} threads: {sm.registers:,} registers per SM", fontsize=10)
     if marked:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=10)
     ax.grid(True, color="0.9")
     return ax.figure

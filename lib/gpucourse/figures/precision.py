@@ -110,11 +110,11 @@ def draw_spacing(formats=tuple(FORMATS), axes=None):
     for axis in (whole.xaxis, whole.yaxis):  # powers of 2 whose exponents are multiples of 32, as formats' ranges are
         axis.set_major_locator(plt.FixedLocator([2.0 ** e for e in range(-160, 161, 32)]))
     whole.set_ylabel("gap to the next value (ulp)")
-    whole.set_title("Whole range: dots at the smallest normal and the largest value", fontsize=9)
-    whole.legend(fontsize=8, loc="upper left")
+    whole.set_title("Whole range: dots at the smallest normal\nand the largest value", fontsize=10)
+    whole.legend(fontsize=10, loc="upper left")
     near.set_xlim(2.0 ** -30, 2.0 ** 20)
     near.set_ylabel("relative gap, ulp / |x|")
-    near.set_title("Relative gap: flat over the normals (precision), rising in the subnormals", fontsize=9)
+    near.set_title("Relative gap: flat over the normals (precision),\nrising in the subnormals", fontsize=10)
     return axes
 
 
@@ -193,12 +193,12 @@ def draw_dot_errors(lengths, errors: dict, ax=None):
                   color=ACCUMULATION_COLOURS.get(name))
     for name, u in (("fp16", 2.0 ** -11), ("fp32", 2.0 ** -24)):
         ax.axhline(u, color="0.5", lw=0.8, ls="--")
-        ax.text(lengths[0], u * 1.3, f"{name} unit roundoff $2^{{{int(np.log2(u))}}}$", fontsize=8, color="0.4")
+        ax.text(lengths[0], u * 1.3, f"{name} unit roundoff $2^{{{int(np.log2(u))}}}$", fontsize=10, color="0.4")
     ax.set_xlabel("length of the dot product")
     ax.set_ylabel("relative error (median)")
     ax.set_title("fp16 inputs, four ways to add the products", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     return ax
 
 

@@ -151,13 +151,13 @@ def _draw_levels(ax, start, levels: list[Level], title: str, thread_labels: bool
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, "0.25")
             _arrow(ax, dst + 0.5, r - 1 + below, dst + 0.5, top, "0.6")
             if thread_labels:
-                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=9, color="0.2", zorder=4,
+                ax.text(dst + 0.5, r + LABEL_Y, f"t{t}", ha="center", va="center", fontsize=10, color="0.2", zorder=4,
                         bbox=dict(facecolor="white", edgecolor="none", pad=0.6))  # over the arrows that cross it
         for dst, src in level.copies:
             _arrow(ax, src + 0.5, r - 1 + below, dst + 0.5, top, _COPY, dashed=True)
     ax.set_yticks(np.arange(len(rows)) + CELL_TOP + CELL_HEIGHT / 2,
                   ["input"] + [level.label for level in levels], fontsize=10)
-    ax.set_xticks(np.arange(n) + 0.5, [str(c) for c in range(n)], fontsize=9)
+    ax.set_xticks(np.arange(n) + 0.5, [str(c) for c in range(n)], fontsize=10)
     ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
     ax.set_frame_on(False)
     ax.set_title(title, fontsize=11, loc="left")
@@ -168,7 +168,8 @@ def draw_reduction_trees(values, addressings=("interleaved", "sequential")):
     import matplotlib.pyplot as plt
 
     n = len(values)
-    size = (0.42 * n * len(addressings) + 1.6, 0.62 * (n.bit_length() + 1) + 0.6)   # input + log2(n) levels + title
+    # input + log2(n) levels + title; 16 cells per panel side by side fit a slide's width at 10 pt
+    size = (0.32 * n * len(addressings) + 1.6, 0.62 * (n.bit_length() + 1) + 0.6)
     fig, axes = plt.subplots(1, len(addressings), figsize=size, squeeze=False)
     for ax, addressing in zip(axes[0], addressings):
         levels = reduction_levels(values, addressing)
@@ -187,7 +188,7 @@ def draw_scan(values, method: str = "blelloch"):
         raise ValueError(f"method is one of {sorted(steps)}, not {method!r}")
     levels = steps[method](values)
     n = len(values)
-    fig, ax = plt.subplots(figsize=(0.55 * n + 1.8, 0.62 * (len(levels) + 1) + 0.6))
+    fig, ax = plt.subplots(figsize=(0.55 * n + 1.8, 0.56 * (len(levels) + 1) + 0.6))  # a Blelloch scan: 500 px
     kind = "exclusive" if method == "blelloch" else "inclusive"
     name = {"blelloch": "Blelloch", "hillis-steele": "Hillis-Steele"}[method]
     _draw_levels(ax, values, levels, f"{name} scan ({kind}): {additions(levels)} additions for {n} elements",

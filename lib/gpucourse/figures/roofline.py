@@ -86,9 +86,10 @@ LEGEND_FONT = 11  # pt: a legend, label or note readable on a 1280 x 720 slide
 def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None, measured=None):
     """The roof of ``device`` on log-log axes, with each kernel (name -> FLOPs per byte) on it. Returns the figure.
 
-    ``measured`` (name -> (FLOPs per byte, TFLOP/s)) adds points a GPU measured. The legend sits under the axes,
-    one line per point, in a font readable on a slide. Kernels whose markers would overlap are set apart along the
-    roof, and each note goes where it covers no marker or line.
+    ``measured`` (name -> (FLOPs per byte, TFLOP/s)) adds points a GPU measured; one at a kernel's intensity takes
+    the kernel's colour. The legend sits under the axes, one line per point, in a font readable on a slide. Kernels
+    whose markers would overlap are set apart along the roof, a measured point that would cover a marker is moved
+    to its right, and each note goes where it covers no marker or line.
     """
     import matplotlib.pyplot as plt
     from matplotlib.transforms import offset_copy
@@ -107,15 +108,25 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     ax.axvline(ridge, color="0.4", ls=":", lw=1)
     ax.set_xlim(low, high)
     ax.set_ylim(bottom, peak * 4)
-    markers, size = "osD^v<>", 8
+    markers, size, measured_size = "osD^v<>", 8, 11
     shifts = _along_the_roof(ax, list(kernels.values()), device, size)
+    colour_at, placed = {}, []  # a kernel's colour at its intensity; the markers' centres, in pixels
     for k, ((name, i), (dx, dy)) in enumerate(zip(kernels.items(), shifts)):
         reach = float(attainable(i, device))
-        ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=size, label=f"{name}: {i:.3g} FLOP/byte, "
-                f"at most {reach / 1e12:.2f} TFLOP/s ({reach / device.peak_flops:.1%} of peak)",
-                transform=offset_copy(ax.transData, fig=ax.figure, x=dx, y=dy, units="points"))
+        transform = offset_copy(ax.transData, fig=ax.figure, x=dx, y=dy, units="points")
+        line, = ax.plot(i, reach / 1e12, markers[k % len(markers)], ms=size, label=f"{name}: {i:.3g} FLOP/byte, "
+                        f"at most {reach / 1e12:.2f} TFLOP/s ({reach / device.peak_flops:.1%} of peak)",
+                        transform=transform)
+        colour_at[i] = line.get_color()
+        placed.append(transform.transform((i, reach / 1e12)))
+    px = ax.figure.dpi / 72  # pixels per point
     for k, (name, (i, tflops)) in enumerate(measured.items()):
-        ax.plot(i, tflops, "x*+"[k % 3], ms=11, mew=2, label=f"{name}: measured {tflops:g} TFLOP/s")
+        here = ax.transData.transform((i, tflops))
+        dx = _to_the_right(here, placed, (size + measured_size) / 2 * px + 2 * px)
+        style = {"color": colour_at[i]} if i in colour_at else {}  # measured at a kernel's intensity: its colour
+        ax.plot(i, tflops, "x*+"[k % 3], ms=measured_size, mew=2, label=f"{name}: measured {tflops:g} TFLOP/s",
+                transform=offset_copy(ax.transData, fig=ax.figure, x=dx / px, units="points"), **style)
+        placed.append(here + (dx, 0))
     taken = []
     _note(ax, "memory-bound: judged in bytes/s", [(low * 1.3, peak, "left", 8)], taken)
     _note(ax, f"sloped roof: intensity x bandwidth ({device.bandwidth / 1e12:.2f} TB/s)",
@@ -131,6 +142,16 @@ def draw_roofline(kernels: dict[str, float], device: Device = H100_SXM, ax=None,
     ax.legend(fontsize=LEGEND_FONT, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     ax.grid(True, which="major", color="0.9")
     return ax.figure
+
+
+def _to_the_right(here, placed, apart: float) -> float:
+    """Pixels to move a marker centred at ``here`` to the right until it is ``apart`` pixels from each of ``placed``
+    (centres) across or along: a measured point, moved on the screen only, clear of the markers drawn before it."""
+    shift = 0.0
+    for x, y in sorted(map(tuple, placed)):  # left to right: a move clears a marker, and meets only those further right
+        if abs(y - here[1]) < apart and abs(x - here[0] - shift) < apart:
+            shift = x + apart - here[0]
+    return shift
 
 
 def _along_the_roof(ax, intensities: list[float], device: Device, size: float) -> list[tuple[float, float]]:

@@ -185,7 +185,7 @@ def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), fl
     sm = SMS[device]
     blocks = np.arange(1, rounds * sm.sms + 1)
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 3.2))
+        _, ax = plt.subplots(figsize=(6.5, 4))
     for count in registers:
         per_sm = blocks_per_sm(sm, threads, count).blocks
         times = [predict(0, 0, b * flops_per_block, int(b), threads, count, 0, device).seconds * 1e6 for b in blocks]
@@ -201,8 +201,8 @@ def draw_waves(device: str = "H100", threads: int = 256, registers=(32, 255), fl
     ax.set_xlabel(f"blocks of {threads} threads, each doing {flops_per_block / 1e6:.1f} MFLOP "
                   f"(lines: multiples of {sm.sms} blocks)")
     ax.set_ylabel("predicted µs")
-    ax.set_title(f"{device}: a launch lasts as long as its busiest SM", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"{device}: a launch lasts as long as its busiest SM", fontsize=10)
+    ax.legend(fontsize=10, loc="upper left", bbox_to_anchor=(0, -0.22), frameon=False)  # in the axes it hid a step
     ax.figure.tight_layout()
     return ax.figure
 
@@ -228,7 +228,7 @@ def heat_map(trials: list, rows: str, columns: str, title: str = "", ax=None):
     for i in range(len(ys)):
         for j in range(len(xs)):
             if not np.isnan(grid[i, j]):  # dark text on the light (fast) end of the colour map
-                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=9,
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=10,
                         color="black" if image.norm(grid[i, j]) < 0.5 else "white")
     ax.figure.colorbar(image, ax=ax, label="µs, the best over the other parameters\n(blank: not allowed or failed)")
     ax.set_title(title, fontsize=10)
@@ -247,9 +247,8 @@ def predicted_vs_measured(predicted, measured=None, labels=None, ax=None):
         order = np.argsort(predicted)
         ax.plot(range(len(order)), predicted[order], "o")
         if labels is not None:
-            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=60, ha="right", fontsize=8)
-        ax.set_yscale("log")
-        _plain_numbers(ax.yaxis)
+            ax.set_xticks(range(len(order)), [labels[k] for k in order], rotation=60, ha="right", fontsize=10)
+        ax.set_ylim(0, predicted.max() * 1.1)  # from 0: heights in proportion to the times
         ax.set_xlabel("configurations, the predicted fastest first")
         ax.set_ylabel("predicted µs")
         ax.set_title("Prediction only: no GPU measurement here", fontsize=10)

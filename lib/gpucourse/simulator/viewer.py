@@ -124,7 +124,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         axis.set_xticks(np.arange(-0.5, columns, 1), minor=True)
         axis.set_yticks(np.arange(-0.5, rows, 1), minor=True)
         axis.grid(which="minor", color="white" if cells > TEXT_LIMIT else "0.75", linewidth=0.5)
-        axis.tick_params(which="both", length=0, labelsize=TITLE_FONT - 2)
+        axis.tick_params(which="both", length=0, labelsize=TITLE_FONT)
         axis.set_xticks(range(0, columns, max(1, columns // 8)))
         axis.set_yticks(range(0, rows, max(1, rows // 8)))
         axis.set_title(f"{array.space} {name} {array.shape}", fontsize=TITLE_FONT, loc="left")

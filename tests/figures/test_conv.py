@@ -161,3 +161,16 @@ def test_im2col_reads_on_a_slide_and_orange_is_the_patch_alone(pixel):
     orange_cells = sum(abs(hue - orange) < 0.05 and saturation > 0.2 for hue, saturation, _ in hues)
     assert orange_cells == 2 * 2 * 3 * 3  # the patch in x (in the input or its padding) and in im2col's row, no more
     plt.close(fig)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_layout_loads_and_spread_read_on_a_slide(stride):
+    """Lecture 4's layout figure was 10.5 px on a slide (22 rows of 0.22 inch each) and the spread gradient 12.5."""
+    warps = {"NCHW": cf.warp_cells("pixels", block=(conv.BP, conv.BK), pixel0=2 * 16, tap0=4),
+             "NHWC": cf.warp_cells("taps", block=(conv.BK, conv.BP), pixel0=2 * 16 + 4)}
+    fig = cf.draw_layout_loads((1, 8, 12, 16), 3, 3, warps, stride=stride, padding=1)
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    plt.close(fig)
+    fig = cf.draw_spread(np.ones((3, 3), np.float32), stride=stride, padding=2, name="G[0, 0]")
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, smallest_text(fig)
+    plt.close(fig)

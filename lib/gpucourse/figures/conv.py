@@ -204,7 +204,7 @@ def draw_spread(G, stride: int, padding: int, name: str = "G"):
     limit = np.abs(framed).max()  # coolwarm centred on 0
     ax.imshow(np.where(framed == 0, np.nan, framed), cmap="coolwarm", vmin=-limit, vmax=limit)
     for (h, v), value in np.ndenumerate(framed):
-        ax.text(v, h, "0" if value == 0 else f"{value:.1f}", ha="center", va="center", fontsize=9,
+        ax.text(v, h, "0" if value == 0 else f"{value:.1f}", ha="center", va="center", fontsize=10,
                 color="0.6" if value == 0 else "white" if abs(value) > 0.4 * limit else "black")
     ax.set_title(f"{name} ({G.shape[0]} x {G.shape[1]}) spread by stride {stride}, "
                  f"padded: {framed.shape[0]} x {framed.shape[1]}", fontsize=12)
@@ -273,7 +273,7 @@ def draw_layout_loads(shape, R: int, S: int, warps: dict, stride: int = 1, paddi
     from matplotlib.patches import Patch
 
     B, C, H, W = shape
-    fig, axes = plt.subplots(len(warps), 1, figsize=(11, 2.2 + 0.22 * B * (C + H)), squeeze=False,
+    fig, axes = plt.subplots(len(warps), 1, figsize=(11, 2.2 + 0.13 * B * (C + H)), squeeze=False,
                              gridspec_kw={"height_ratios": [C if layout == "NCHW" else H for layout in warps]})
     for ax, (layout, (pixels, taps)) in zip(axes[:, 0], warps.items()):
         in_layout = shape if layout == "NCHW" else (B, H, W, C)
@@ -287,8 +287,10 @@ def draw_layout_loads(shape, R: int, S: int, warps: dict, stride: int = 1, paddi
                       f"{_plural(sectors(offsets), 'sector')}")
         ax.set_aspect("auto")
         ax.set_ylabel("channel plane\n(b, c)" if layout == "NCHW" else "image row\n(b, h)", fontsize=11)
-        ax.set_yticks(np.arange(rows) + 0.5, range(rows))
+        every = -(-rows // 6)  # at most 6 row numbers: a slide keeps them 11 pt
+        ax.set_yticks(np.arange(0, rows, every) + 0.5, range(0, rows, every))
         ax.set_xticks(range(0, width + 1, W if layout == "NCHW" else C))
+        ax.tick_params(labelsize=11)
         ax.set_xlabel("h W + w" if layout == "NCHW" else "w C + c", fontsize=11)
     fig.legend(handles=[Patch(color=(0.16, 0.38, 0.78), label="dark: floats the warp loads"),
                         Patch(color=(0.72, 0.82, 0.96), label="pale: the rest of their 32-byte sectors")],

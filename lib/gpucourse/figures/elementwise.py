@@ -53,8 +53,8 @@ def _cells(ax, labels: np.ndarray, colours: np.ndarray, fontsize: float) -> None
             ax.text(c + 0.5, r + 0.5, str(labels[r, c]), ha="center", va="center", fontsize=fontsize)
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
-    ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=9)
-    ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=9)
+    ax.set_xticks(np.arange(cols) + 0.5, [str(c) for c in range(cols)], fontsize=10)
+    ax.set_yticks(np.arange(rows) + 0.5, [str(r) for r in range(rows)], fontsize=10)
     ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
     ax.set_frame_on(False)
 
@@ -100,7 +100,7 @@ def draw_views(views: dict[str, Tensor]):
         rows, cols = grid.shape
         ax = axes(left, margin + tallest - rows * cell, cols * cell, rows * cell)
         _cells(ax, grid, colours[grid], fontsize=10)
-        ax.set_title(text, fontsize=9, loc="left")
+        ax.set_title(text, fontsize=10, loc="left")
         left += slot + gap
     return fig
 
@@ -134,9 +134,9 @@ def draw_warp_sectors(views: dict[str, Tensor], warp: int = 0, max_lines: int = 
         ax.vlines(range(0, per_line + 1, per_sector), 0, lines, colors="0.3", lw=1.2)
         ax.hlines(range(lines + 1), 0, per_line, colors="white", lw=0.5)
         ax.set_xticks(range(0, per_line + 1, per_sector), [f"{b}" for b in range(0, 4 * SECTOR_BYTES + 1, SECTOR_BYTES)],
-                      fontsize=9)
+                      fontsize=10)
         ax.set_yticks(range(0, lines, max(1, lines // 8)))
-        ax.tick_params(labelsize=9, length=0)
+        ax.tick_params(labelsize=10, length=0)
         ax.set_xlabel("byte within a 128-byte line (4 sectors)", fontsize=10)
         ax.set_ylabel("line of the storage", fontsize=10)
         ax.set_title(f"{name}: strides {tensor.strides}\n{len(read)} threads, {len(sectors)} sectors "

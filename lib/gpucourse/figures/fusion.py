@@ -243,18 +243,18 @@ def draw_bytes_moved(pipelines: dict[str, list[Traffic]], title: str = "Global m
             ax.barh(y, written, left=left + read, color=colour[t.kernel], edgecolor="white", height=0.6,
                     hatch="///", alpha=0.75)
             if t.kernel != name:  # a pipeline of one kernel already has its name on the axis
-                inside.append((ax.text(left + read / 2, y, t.kernel, ha="center", va="center", fontsize=9,
+                inside.append((ax.text(left + read / 2, y, t.kernel, ha="center", va="center", fontsize=10,
                                        color="white", fontweight="bold"), left, left + read))
             left += read + written
-        ax.text(left + widest * 0.01, y, _kib(left * 1024), va="center", fontsize=9)
-    ax.set_yticks(range(len(names)), names, fontsize=9)
+        ax.text(left + widest * 0.01, y, _kib(left * 1024), va="center", fontsize=10)
+    ax.set_yticks(range(len(names)), names, fontsize=10)
     ax.invert_yaxis()
     ax.set_xlim(0, widest * 1.15)
     ax.set_xlabel("KiB moved to and from global memory (32-byte sectors)")
     ax.set_title(title, fontsize=10, loc="left")
     ax.legend(handles=[Patch(color=colour[k], label=k) for k in kernels]
               + [Patch(facecolor="white", edgecolor="0.3", hatch="///", label="hatched: written")],
-              fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+              fontsize=10, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.figure.tight_layout()
     renderer = ax.figure.canvas.get_renderer()
     for label, start, stop in inside:  # a name wider than its segment would run over its neighbours: the legend has it
@@ -330,7 +330,7 @@ def draw_memory_against_n(panels: dict[str, dict[str, tuple]], formulas: dict[st
         ax.set_ylabel("bytes")
         ax.set_title(title, fontsize=10, loc="left")
         ax.grid(True, which="major", color="0.9")
-        ax.legend(fontsize=9, loc="upper left")
+        ax.legend(fontsize=10, loc="upper left")
     fig.suptitle(note, fontsize=10)
     fig.tight_layout()
     return fig

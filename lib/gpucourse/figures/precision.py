@@ -234,12 +234,12 @@ def draw_fragments(layout: dict | None = None, lanes=None, axes=None):
             for element, (r, c) in enumerate(places[lane]):
                 colour = colours(lane % 20) if lane in shown else (0.92, 0.92, 0.92)
                 ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor=colour, edgecolor="white"))
-                ax.text(c, r, f"{lane}:{element}", ha="center", va="center", fontsize=9)
+                ax.text(c, r, f"{lane}:{element}", ha="center", va="center", fontsize=10)
         ax.set_xticks(range(cols))
         ax.set_yticks(range(rows))
         ax.set_xlabel("column", fontsize=10)
         ax.set_ylabel("row", fontsize=10)
-        ax.tick_params(labelsize=9)
+        ax.tick_params(labelsize=10)
         ax.set_title(f"{name} ({rows} x {cols}): {places.shape[1]} per lane", fontsize=11)
         ax.set_aspect(0.55)  # cells wider than tall, the same in every matrix: room for a label such as "31:3"
     if own_figure:

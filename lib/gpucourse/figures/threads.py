@@ -119,7 +119,7 @@ def _boundaries(a, b, along_x: bool):
 
 def _ticks(axis_set, n: int):
     step = -(-n // 32)
-    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=9)
+    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=10)
 
 
 def draw_launch(grid, block, shape, ax=None):
@@ -193,7 +193,7 @@ def draw_launch(grid, block, shape, ax=None):
         legend.append(Patch(facecolor=_TAIL_FILL, edgecolor=_HATCH, hatch="//", label="tail thread: needs a guard"))
     if tmap.uncovered:
         legend.append(Patch(facecolor=_UNCOVERED, label="element no thread covers"))
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9, frameon=False)
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=10, frameon=False)
     ax.set_frame_on(False)
     return ax.figure
 

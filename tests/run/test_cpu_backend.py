@@ -109,7 +109,8 @@ def test_a_launch_a_gpu_refuses_for_its_sizes_types_is_refused_with_numbas_words
     with pytest.raises(TypeError, match=r"blockdim must be a sequence of integers, got \[2, 2.0\]: compute sizes "
                                         "with integer division"):
         shifted_squares[1, (2, 4 / 2)](*arrays)
-    shifted_squares[np.int64(1), np.int32(32)](*arrays)  # NumPy's integers are whole numbers
+    with pytest.raises(ValueError, match="holds a NumPy integer, which a GPU refuses"):  # numba lets them through,
+        shifted_squares[np.int64(1), np.int32(32)](*arrays)  # cuda.core's LaunchConfig takes Python ints only
 
 
 @cuda.jit

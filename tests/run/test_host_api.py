@@ -69,6 +69,48 @@ def test_device_arrays_take_integers_and_slices_only(index):
         d[index] = 0.0
 
 
+@pytest.mark.parametrize("use, refused, said", [
+    (lambda d: d[:, ::2].reshape(6), NotImplementedError, "operation requires copying"),
+    (lambda d: d[:, ::2].ravel(), NotImplementedError, "ravel on non-contiguous array"),
+    (lambda d: d.reshape([3, 4]), NotImplementedError, r"pass a tuple: d.reshape\(\(3, 4\)\)"),
+    (lambda d: d[0].T, NotImplementedError, "transposing a non-2D DeviceNDArray"),
+    (lambda d: d.split(2), ValueError, "only support 1d array"),
+    (lambda d: d.flags.c_contiguous, AttributeError, "'dict' object has no attribute"),
+    (lambda d: d[0, ::-1].copy_to_host(), NotImplementedError, "negative strides"),
+    (lambda d: d == 0, TypeError, "has no `==` on a GPU"),
+    (lambda d: d.__setitem__(0, np.arange(8.0)[::2]), ValueError, "non-contiguous buffer"),
+    (lambda d: d.__setitem__(0, np.ones((1, 4))), ValueError, "Can't assign 2-D array to 1-D self"),
+])
+def test_device_arrays_refuse_what_numba_refuses_on_a_gpu(use, refused, said):
+    """Each refused as numba-cuda 0.30's DeviceNDArray refuses it (its words in the message)."""
+    with pytest.raises(refused, match=said):
+        use(cuda.to_device(np.arange(12.0).reshape(3, 4)))
+
+
+def test_device_arrays_behave_as_numbas_on_a_gpu():
+    d = cuda.to_device(np.arange(12.0).reshape(3, 4))
+    transposed = d.T  # a copy, made by a kernel on a GPU
+    transposed[0, 0] = -1.0
+    assert transposed.shape == (4, 3) and d[0, 0] == 0.0
+    host = np.asarray(d)  # a copy too
+    host[0, 0] = -1.0
+    assert d[0, 0] == 0.0 and cuda.to_device(d) is d
+    assert d.flags == {"C_CONTIGUOUS": True, "F_CONTIGUOUS": False} and d == d and d != cuda.to_device(host)
+    parts = cuda.to_device(np.arange(5.0)).split(2)
+    assert not isinstance(parts, list) and [p.copy_to_host().tolist() for p in parts] == [[0, 1], [2, 3], [4]]
+    assert d[:, 1:].reshape(3, 3).shape == (3, 3)  # its own shape: nothing to copy
+    assert d.reshape(4, 3).ravel().copy_to_host().tolist() == list(range(12))
+
+
+@pytest.mark.parametrize("grid, block", [(np.int64(2), 32), (2, np.int32(32)), ((2, np.int64(1)), (32,))])
+def test_launch_sizes_are_python_integers(grid, block):
+    out = cuda.device_array(77, np.float32)
+    with pytest.raises(ValueError, match=r"NumPy integer, which a GPU refuses .*convert it with int\(\)"):
+        scaled[grid, block](out, cuda.to_device(np.ones(77, np.float32)), np.float32(2))
+    with pytest.raises(ValueError, match="NumPy integer"):
+        scaled.forall(np.int64(77))(out, cuda.to_device(np.ones(77, np.float32)), np.float32(2))
+
+
 class DefaultIn:
     """A kernel extension that passes every argument as ``cuda.In`` (numba-cuda's own test does so)."""
 

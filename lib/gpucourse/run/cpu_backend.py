@@ -306,6 +306,18 @@ def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
     FakeCUDAKernel(py_func, device=False, fastmath=False)[grid, block, 0, shared_bytes](*host)
 
 
+def check_python_integers(dimensions) -> None:
+    """Refuse, as a GPU does, a grid or block size that is a NumPy integer: numba-cuda hands it to cuda.core's
+    LaunchConfig, which takes Python ints only."""
+    for name, dimension in zip(("grid", "block"), dimensions):
+        sizes = dimension if isinstance(dimension, (tuple, list)) else (dimension,)
+        if any(isinstance(size, np.integer) for size in sizes):
+            raise ValueError(
+                f"the {name} size {dimension!r} holds a NumPy integer, which a GPU refuses (cuda.core: 'LaunchConfig."
+                f"{name} must be an int, or a tuple with up to 3 ints'): convert it with int(), e.g. "
+                "kernel[int(blocks), threads]")
+
+
 def _launch(self, configuration):
     dimensions = configuration[:2] if type(configuration) is tuple else ()
     if len(dimensions) == 2:
@@ -317,6 +329,7 @@ def _launch(self, configuration):
                 raise
             raise TypeError(f"{error}: compute sizes with integer division, such as blocks = (n + threads - 1) // "
                             "threads (n / threads is a float even when it divides)") from None
+        check_python_integers(dimensions)
     return SimulatedLaunch(self, configuration)
 
 
@@ -326,7 +339,9 @@ def _forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
     if ntasks == 0:  # nothing to launch, as in numba
         return lambda *args: None
     tpb = tpb or 128
-    return SimulatedLaunch(self, ((ntasks + tpb - 1) // tpb, tpb, stream, sharedmem))
+    grid = (ntasks + tpb - 1) // tpb
+    check_python_integers((grid, tpb))
+    return SimulatedLaunch(self, (grid, tpb, stream, sharedmem))
 
 
 def install() -> None:

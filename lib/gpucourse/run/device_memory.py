@@ -14,8 +14,13 @@ through them is flagged wrongly. ``cuda.to_device`` gives one too, all written.
 As numba's device arrays on a GPU, they take only integers and slices as
 indices: ``d[...]``, ``d[None]`` or an index array is refused with a message,
 and so are what numba's simulator lends them from NumPy and a GPU's lack:
-arithmetic and ordering (``d + 1``, ``d < 0``) and NumPy's methods (``d.sum()``,
-``d.astype(...)``, ``d.fill(0)``).
+arithmetic and comparisons (``d + 1``, ``d < 0``, ``d == 0``: False on a GPU)
+and NumPy's methods (``d.sum()``, ``d.astype(...)``, ``d.fill(0)``). What numba
+does otherwise on a GPU they do too: ``reshape`` and ``ravel`` only of a
+contiguous array, ``d.T`` only of a 2-D one and as a copy, ``split`` gives a
+generator, ``flags`` is a dict, ``copy_to_host`` refuses negative strides,
+``d[...] = x`` a non-contiguous ``x`` or one of more dimensions, ``np.asarray(d)``
+copies, and ``cuda.to_device(d)`` gives ``d`` itself.
 
 ``with counting_copies() as copies:`` counts the copies between host and device
 inside it: ``copies.to_device`` (``to_device``, ``copy_to_device`` or ``d[...] =``
@@ -104,6 +109,31 @@ def _no_operator(symbol: str):
     return refuse
 
 
+def _identity(symbol: str):
+    """``==`` or ``!=`` as on a GPU between device arrays (the same array or not); of a number or a host array,
+    refused: on a GPU ``d == 0`` is False whatever ``d`` holds."""
+    refuse = _no_operator(symbol)
+
+    def compare(self, other):
+        if isinstance(other, sim_arrays.FakeCUDAArray) or other is None:
+            return (self is other) == (symbol == "==")
+        refuse(self, other)
+
+    return compare
+
+
+def _not_on_a_gpu(what: str, numba_says: str, fix: str) -> NotImplementedError:
+    return NotImplementedError(f"{what} on a GPU (numba-cuda: '{numba_says}'): {fix}")
+
+
+def _contiguous_host(value) -> np.ndarray:
+    """``value`` (a number, list or host array) as the host array numba copies to the device, refusing, as
+    numba does, one that is not contiguous."""
+    value = np.asarray(value)
+    sim_arrays.sentry_contiguous(value)
+    return value
+
+
 class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
     """A simulated device array with a ``written`` mask of its shape (False: nothing wrote that element)."""
 
@@ -112,6 +142,8 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         self.written = written
 
     def __getattr__(self, name):
+        if name in ("__array_interface__", "__array_struct__"):  # NumPy then takes `__array__`: a copy
+            raise AttributeError(name)
         if name.startswith("__") or name in ON_A_GPU:
             return super().__getattr__(name)
         raise AttributeError(
@@ -122,6 +154,19 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
     __truediv__, __floordiv__, __mod__, __pow__ = (_no_operator("/"), _no_operator("//"), _no_operator("%"),
                                                   _no_operator("**"))
     __lt__, __le__, __gt__, __ge__ = _no_operator("<"), _no_operator("<="), _no_operator(">"), _no_operator(">=")
+    __eq__, __ne__ = _identity("=="), _identity("!=")
+    __hash__ = object.__hash__
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(d)``: as on a GPU, a copy on the host (never a view of the device array)."""
+        if copy is False:
+            raise ValueError("`copy=False` is not supported. A copy is always created.")
+        return np.array(self._ary, dtype)  # not counted: NumPy converts device arrays in device-to-device copies too
+
+    @property
+    def flags(self) -> dict:
+        """As numba's on a GPU: a dict, ``d.flags["C_CONTIGUOUS"]`` (not ``d.flags.c_contiguous``)."""
+        return {"C_CONTIGUOUS": self._ary.flags.c_contiguous, "F_CONTIGUOUS": self._ary.flags.f_contiguous}
 
     def __getitem__(self, index):
         check_index(index)
@@ -137,15 +182,34 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
 
     def __setitem__(self, index, value):
         check_index(index)
+        if not isinstance(value, sim_arrays.FakeCUDAArray):
+            host = _contiguous_host(value)
+            if host.ndim > np.ndim(self._ary[index]):
+                raise ValueError(f"Can't assign {host.ndim}-D array to {np.ndim(self._ary[index])}-D self")
         self._ary[index] = value
         self.written[index] = True
         if isinstance(value, np.ndarray):
             count_copies(to_device=1, nbytes=value.nbytes)
 
     def transpose(self, axes=None):
-        return TrackedDeviceArray(np.transpose(self._ary, axes), np.transpose(self.written, axes), self.stream)
+        """``d.T``: as on a GPU, of a 2-D array only, and a new array (numba transposes it with a kernel)."""
+        if axes and tuple(axes) == tuple(range(self.ndim)):
+            return self
+        if self.ndim != 2:
+            raise _not_on_a_gpu(f"a {self.ndim}-D device array has no transpose", "transposing a non-2D "
+                                "DeviceNDArray isn't supported", "transpose it in a kernel, or on the host")
+        return TrackedDeviceArray(np.ascontiguousarray(self._ary.T), np.ascontiguousarray(self.written.T),
+                                  self.stream)
 
     def reshape(self, *shape, **options):
+        wanted = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if isinstance(wanted, list) and tuple(wanted) == self.shape:
+            raise _not_on_a_gpu("a device array's reshape to its own shape given as a list fails", "operation "
+                                "requires copying", f"pass a tuple: d.reshape({tuple(wanted)})")
+        if tuple(wanted) != self.shape and not (self._ary.flags.c_contiguous or self._ary.flags.f_contiguous):
+            raise _not_on_a_gpu("a device array that is not contiguous cannot be reshaped",
+                                "operation requires copying", "reshape the contiguous array it is a view of, or "
+                                "copy it first (into a cuda.device_array, by a kernel)")
         data, written = self._ary.reshape(*shape, **options), self.written.reshape(*shape, **options)
         if not np.shares_memory(data, self._ary):
             return sim_arrays.FakeCUDAArray(data, self.stream)
@@ -154,13 +218,26 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         return TrackedDeviceArray(data, written, self.stream)
 
     def ravel(self, order="C"):
+        flags = self._ary.flags
+        if not (order in "CA" and flags.c_contiguous or order in "FA" and flags.f_contiguous):
+            raise _not_on_a_gpu(f"a device array that is not {'C-' if order == 'C' else ''}contiguous cannot be "
+                                "raveled", "ravel on non-contiguous array", "ravel the contiguous array it is a "
+                                "view of, or copy it first (into a cuda.device_array, by a kernel)")
         return self.reshape(-1, order=order)
 
-    def view(self, *args, **kwargs):
-        return self._untracked(super().view(*args, **kwargs))
+    def squeeze(self, axis=None, stream=0):
+        return TrackedDeviceArray(self._ary.squeeze(axis), self.written.squeeze(axis), stream or self.stream)
+
+    def view(self, dtype):
+        return self._untracked(super().view(dtype))
 
     def split(self, section, stream=0):
-        return self._untracked(super().split(section, stream))
+        """As on a GPU: a generator of the parts, of a 1-D array of unit stride only."""
+        if self.ndim != 1:
+            raise ValueError("only support 1d array")
+        if self.strides[0] != self.dtype.itemsize:
+            raise ValueError("only support unit stride")
+        return iter(self._untracked(super().split(section, stream)))
 
     def bind(self, stream=0):
         return TrackedDeviceArray(self._ary, self.written, stream)
@@ -172,17 +249,24 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
             count_copies(to_device=1, nbytes=self._ary.nbytes)
 
     def copy_to_host(self, ary=None, stream=0):
+        if any(stride < 0 for stride in self.strides):
+            raise _not_on_a_gpu("a device array with negative strides (a view such as d[::-1]) cannot be copied "
+                                "to the host", f"D->H copy not implemented for negative strides: {self.strides}",
+                                "copy the whole array and reverse it on the host: d.copy_to_host()[::-1]")
         count_copies(to_host=1, nbytes=self._ary.nbytes)
         return super().copy_to_host(ary, stream)
 
 
 def to_device(obj, stream=0, copy=True, to=None):
-    """``cuda.to_device``: a copy of ``obj`` on the device (all written), or ``obj`` copied into ``to``."""
+    """``cuda.to_device``: a copy of ``obj`` on the device (all written), or ``obj`` copied into ``to``; a device
+    array itself, as on a GPU (no copy)."""
     if to is not None:
         to.copy_to_device(obj, stream)
         return to
+    if isinstance(obj, sim_arrays.FakeCUDAArray):
+        return obj
     array = sim_arrays.to_device(obj, stream, copy)
-    count_copies(to_device=int(copy and not isinstance(obj, sim_arrays.FakeCUDAArray)), nbytes=array._ary.nbytes)
+    count_copies(to_device=int(copy), nbytes=array._ary.nbytes)
     return TrackedDeviceArray(array._ary, np.ones(array._ary.shape, bool), array.stream)
 
 

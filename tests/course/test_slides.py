@@ -239,3 +239,73 @@ def test_a_source_taller_than_its_box_is_cut_between_top_level_statements():
     assert all(CODE_LINE * len(text.splitlines()) <= CODE_BOX for text in sources[:2])
     assert [cell.outputs for cell in notebook.cells[:2]] == [[], []] and notebook.cells[2].outputs[0].text == "1 0\n"
     assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+
+
+def test_code_boxes_hold_their_padding_and_fenced_code_in_markdown_is_code_sized():
+    """A code box 100% wide plus its padding ran 15 px past its cell, which cut the last letters of long lines (lectures
+    2a to 7, review of 2026-11-30); a fenced block in a markdown cell was reveal's 0.55em, 11 px on the slide."""
+    from gpucourse.course.slide_layout import CSS
+
+    assert re.search(r"\.reveal \.jp-Cell pre \{[^}]*box-sizing: border-box", CSS)
+    assert re.search(r"\.reveal \.jp-MarkdownCell pre \{[^}]*font-size: var\(--jp-code-font-size\)", CSS)
+
+
+def test_a_title_is_never_alone_above_a_table_that_does_not_fit_with_it():
+    """The cheat sheet's "Indices and launches" was a slide of its title alone, its table on the next sub-slide."""
+    rows = "\n".join(f"| row {i} | `some_code(i) * {i}` and a few words about it, enough for one line |" for i in range(14))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Title\n\n| what | formula |\n"
+                                                                             f"| --- | --- |\n{rows}")])
+    notebook.cells[0].metadata["slideshow"] = {"slide_type": "slide"}
+    fit(notebook)
+    first = notebook.cells[0].source
+    assert first.startswith("## Title\n\n| what | formula |\n| --- | --- |\n| row 0 |"), first
+    assert all(cell_height(cell) <= SLIDE for cell in notebook.cells)
+    assert [line for cell in notebook.cells for line in cell.source.splitlines() if line.startswith("| row")] == \
+        rows.splitlines()
+
+
+def test_a_table_of_short_cells_is_estimated_a_line_per_row():
+    """Lecture 3's occupancy table (7 short columns) was estimated at 860 px, 525 px in the browser: its output sat
+    alone on a sub-slide, and the one line printed after it on another."""
+    from gpucourse.course.slide_layout import TABLE_ROW, table_height
+
+    header = "| kernel | GPU | registers | shared bytes | blocks/SM | occupancy | limited by |"
+    rows = [f"| `matmul_register_tiled` | H100 | {i} | 8192 | 2 | 25% | registers |" for i in range(10)]
+    assert table_height([header, "|---|---|---|---|---|---|---|", *rows]) <= TABLE_ROW * 2 * 11
+    long_row = "| a | " + "words that wrap " * 30 + "|"
+    assert table_height(["| x | y |", "| - | - |", long_row]) > 3 * TABLE_ROW  # a long cell still takes lines
+
+
+def test_the_sentence_announcing_a_cell_moves_to_the_sub_slide_of_that_cell():
+    """60 slides ended with a sentence ending in a colon ("... on a 16 x 16 array:") whose code or figure was on the
+    next sub-slide."""
+    paragraph = "A sentence that fills some of a line on the slide. " * 8
+    def code(lines=16):
+        return nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(lines)))
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(f"## Title\n\n{paragraph}\n\n{paragraph}"),
+        nbformat.v4.new_markdown_cell("Two kernels that differ in one literal:"), code(),
+        nbformat.v4.new_markdown_cell(f"## Next\n\n{paragraph}\n\n{paragraph}\n\nThe same, on a 16 x 16 array:"),
+        code()])
+    notebook.cells[0].metadata["slideshow"] = notebook.cells[3].metadata["slideshow"] = {"slide_type": "slide"}
+    fit(notebook)
+    kinds = slide_types(notebook)
+    sources = [cell.source for cell in notebook.cells]
+    assert kinds == ["slide", "subslide", "-", "slide", "subslide", "-"], kinds
+    assert sources[1] == "Two kernels that differ in one literal:"
+    assert sources[3].rstrip().endswith(paragraph.strip()) and sources[4] == "The same, on a 16 x 16 array:"
+    assert len({cell.id for cell in notebook.cells}) == len(notebook.cells)
+    used = 0.0
+    for cell, kind in zip(notebook.cells, kinds):
+        used = cell_height(cell) if kind in ("slide", "subslide") else used + cell_height(cell)
+        assert used <= SLIDE, kinds
+    title_alone = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## Title\n\nThe code:"),
+                                                  code(24)])
+    fit(title_alone)
+    assert [cell.source[:8] for cell in title_alone.cells] == ["## Title", "x0 = 0\nx"]  # never a title alone
+    mid_sentence = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        f"## Title\n\n{paragraph} It does it in one call:\n\n```python\ni = cuda.grid(1)\n```\n\nand the rest, once:"),
+        code(20)])
+    fit(mid_sentence)  # lecture 1: a sentence running on after a fenced line is not cut from its start
+    assert mid_sentence.cells[0].source.endswith("and the rest, once:")

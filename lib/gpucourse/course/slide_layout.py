@@ -36,6 +36,9 @@ SHOWN_CODE_CHARS, PRINTED_CHARS = 95, 80  # where a shown source's and printed t
 # (a printed line wraps between words, earlier than its characters say): cutting an output into pieces uses them
 HEADINGS = {1: 95, 2: 75, 3: 60, 4: 45, 5: 40, 6: 40}
 TABLE_ROW, FORMULA, MARKDOWN_IMAGE = 36, 70, 420
+TABLE_LINE, TABLE_CHARS, CODE_WIDTH = 26, 90, 1.1  # a table row's each further line; the characters a table's row
+# holds across the slide, its cells' padding counted; a code character's width in prose characters (measured on the
+# 52 tables of the lectures in Chromium, 2026-11-30: the estimate is at most 25 px short of a table, most a few px over)
 NEW_SLIDE = ("slide", "subslide")
 KEPT = ("slide", "subslide", "skip", "notes")
 
@@ -51,6 +54,11 @@ CSS = f"""
     white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; }}
 /* Long code in a table cell (a profiler metric's name) breaks where it must, so the table fits the slide's width. */
 .reveal table code {{ overflow-wrap: anywhere; }}
+/* A code box's width (100% of its cell) holds its padding: else its lines wrap 15 px past the cell's right edge, where
+   the cell and the slide cut them (seen in lectures 2a to 7: the last letters of long lines missing). */
+.reveal .jp-Cell pre {{ box-sizing: border-box; }}
+/* A fenced block in a markdown cell is code at the code cells' size, not reveal's 0.55em (11 px on a slide). */
+.reveal .jp-MarkdownCell pre {{ font-size: var(--jp-code-font-size); line-height: var(--jp-code-line-height); }}
 """
 
 
@@ -84,11 +92,35 @@ def markdown_blocks(source: str) -> list[str]:
     return blocks
 
 
-def row_height(row: str) -> float:
-    """A markdown table row: its columns share a line, and the fullest one sets the height."""
-    columns = cells(row)
-    width = PROSE_CHARS / len(columns) * 0.8  # each column pads its text
-    return TABLE_ROW * max(math.ceil(len(column) / width) or 1 for column in columns)
+def _cell_width(text: str) -> tuple[float, float]:
+    """A table cell's width in prose characters, and its longest word's (where the browser may break it no further):
+    markdown marks left out, code counted wider."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("**", "")
+    parts = re.split(r"`+", text)
+    prose, code = parts[0::2], parts[1::2]
+    words = [len(w) for part in prose for w in part.split()] + [CODE_WIDTH * len(w) for part in code for w in part.split()]
+    return sum(map(len, prose)) + CODE_WIDTH * sum(map(len, code)), max(words, default=0)
+
+
+def table_height(lines: list[str]) -> float:
+    """A markdown table's rows (its ``| --- |`` line left out), laid out as a browser does: each column as wide as its
+    widest cell when they all fit the slide's width, else its longest word and a share of the rest as wide as its
+    text; a row is as many lines tall as its fullest cell needs."""
+    rows = [[_cell_width(cell) for cell in cells(line)] for line in lines
+            if not all(re.fullmatch(r":?-+:?", cell) for cell in cells(line))]
+    if not rows:
+        return 0.0
+    pad = 2  # characters of padding each side of a cell's text, together
+    count = max(map(len, rows))
+    widest = [max((row[j][0] for row in rows if j < len(row)), default=0) + pad for j in range(count)]
+    least = [max((row[j][1] for row in rows if j < len(row)), default=0) + pad for j in range(count)]
+    if sum(widest) <= TABLE_CHARS:
+        widths = widest
+    else:
+        spare, flexible = max(0.0, TABLE_CHARS - sum(least)), sum(w - m for w, m in zip(widest, least)) or 1
+        widths = [m + spare * (w - m) / flexible for w, m in zip(widest, least)]
+    lines_of = [max(max(1, math.ceil(text / max(widths[j] - pad, 1))) for j, (text, _) in enumerate(row)) for row in rows]
+    return sum(TABLE_ROW + TABLE_LINE * (n - 1) for n in lines_of)
 
 
 def block_height(block: str) -> float:
@@ -100,7 +132,7 @@ def block_height(block: str) -> float:
     if first.startswith("$$"):
         return FORMULA * max(1, len(lines) // 3)
     if first.startswith("|"):
-        return sum(map(row_height, lines)) + 20
+        return table_height(lines) + 20
     height = 20.0
     for line in lines:
         heading = re.match(r"(#{1,6})\s", line)
@@ -168,9 +200,14 @@ def split_markdown(cell) -> list:
             pieces.append("\n\n".join(current))
             current.clear()
 
+    def headings_only() -> bool:  # a piece of nothing but headings would be a slide with a title alone
+        return bool(current) and all(re.fullmatch(r"#{1,6}\s.*", line) for b in current for line in b.splitlines())
+
     for block in markdown_blocks(cell["source"]):
         lines = block.splitlines()
-        if lines[0].lstrip().startswith("|") and block_height(block) > SLIDE - CELL and len(lines) > 3:
+        taller = block_height(block) > SLIDE - CELL or headings_only() and markdown_height(
+            "\n\n".join([*current, block])) > SLIDE  # than a slide, or than what its heading leaves of one
+        if lines[0].lstrip().startswith("|") and taller and len(lines) > 3:
             header, rows = lines[:2], lines[2:]
             for row in rows:
                 if current and markdown_height("\n\n".join(current) + "\n" + row) > SLIDE:
@@ -253,9 +290,10 @@ def _cut_code(lines: list[str]) -> list[list[str]]:
     return [*runs, lines[start:]]
 
 
-def _with(output, key: str, value):
-    """A copy of ``output`` (of its own type: a notebook's node stays one) with ``key`` set to ``value``."""
-    piece = copy.deepcopy(output)
+def _with(node, key: str, value):
+    """A copy of ``node``, a cell or an output (of its own type: a notebook's node stays one), with ``key`` set to
+    ``value``."""
+    piece = copy.deepcopy(node)
     piece[key] = value
     return piece
 
@@ -347,17 +385,68 @@ def pieces(cell) -> list:
     return split_code(cell) if cut or (cell_height(cell) > SLIDE and cell.get("outputs")) else [cell]
 
 
+def _only_headings(cells_) -> bool:
+    """Whether the shown cells ``cells_`` are nothing but markdown headings (a slide of a title alone)."""
+    shown = [cell for cell in cells_ if slide_type(cell) not in ("skip", "notes")]
+    return all(cell["cell_type"] == "markdown" and all(re.fullmatch(r"#{1,6}\s.*", line)
+                                                       for line in cell["source"].strip().splitlines())
+               for cell in shown)
+
+
+def _introduces(cell) -> bool:
+    """A markdown cell that ends with a colon: it announces the cell after it (a code cell, a figure, a table)."""
+    return cell["cell_type"] == "markdown" and cell["source"].rstrip().endswith(":")
+
+
+def _lead_in(laid: list, last: int | None, start: int, height: float) -> int | None:
+    """Where a sub-slide starts, before a cell ``height`` tall that does not fit on the slide begun at ``laid[start]``,
+    so that the sentence announcing it goes with it: the announcing cell ``laid[last]`` itself, or its last block,
+    cut off into a cell of its own where the block before it ends a sentence. None where it cannot (no such cell, a
+    sentence would be cut, nothing would fit, or a title would stay alone on the slide it leaves)."""
+    if last is None or not _introduces(laid[last]):
+        return None
+    lead = laid[last]
+    if lead["source"].lstrip()[:1].islower():  # it goes on the sentence of the cell before it
+        return None
+    if (last > start and slide_type(lead) not in NEW_SLIDE and cell_height(lead) + height <= SLIDE
+            and not _only_headings(laid[start:last])):
+        set_slide_type(lead, "subslide")
+        return last
+    blocks = markdown_blocks(lead["source"])
+    head, tail = "\n\n".join(blocks[:-1]), blocks[-1]
+    if len(blocks) < 2 or not re.search(r"[.!?][)*_\]]*$", blocks[-2].rstrip()) or tail[:1].islower() \
+            or CELL + markdown_height(tail) + height > SLIDE or _only_headings(
+            [*laid[start:last], _with(lead, "source", head)]):
+        return None
+    piece = _with(lead, "source", tail)
+    if "id" in piece:
+        piece["id"] = f"{lead['id']}-lead"
+    set_slide_type(piece, "subslide")
+    piece.get("metadata", {}).pop("tags", None)
+    lead["source"] = head
+    laid.insert(last + 1, piece)
+    return last + 1
+
+
 def fit(notebook) -> None:
-    """Split tall cells and start sub-slides where the next cell would overflow (in place)."""
+    """Split tall cells and start sub-slides where the next cell would overflow (in place); a sentence that announces
+    the cell that overflows (it ends with a colon) moves to the new sub-slide with it (`_lead_in`)."""
     cells = [piece for cell in notebook.cells for piece in pieces(cell)]
-    used = 0.0
+    laid, used, start, last = [], 0.0, 0, None  # the cells laid out; the first and last shown on the current slide
     for cell in cells:
         kind, height = slide_type(cell), cell_height(cell)
         if kind in NEW_SLIDE:
-            used = height
+            used, start = height, len(laid)
         elif kind not in KEPT and used and used + height > SLIDE:
-            set_slide_type(cell, "subslide")
-            used = height
+            lead = _lead_in(laid, last, start, height)
+            if lead is None:
+                set_slide_type(cell, "subslide")
+                used, start = height, len(laid)
+            else:
+                used, start = sum(map(cell_height, laid[lead:])) + height, lead
         else:
             used += height
-    notebook.cells = cells
+        laid.append(cell)
+        if kind not in ("skip", "notes"):
+            last = len(laid) - 1
+    notebook.cells = laid

@@ -60,6 +60,21 @@ def test_launch_on_host_arrays_with_stream():
     np.testing.assert_allclose(out, expected_shifted_squares(a), rtol=1e-6)
 
 
+class _TorchStream:
+    """Another library's stream object, as a GPU launch refuses it (numba's _to_core_stream)."""
+
+    cuda_stream = 12345
+
+
+def test_a_launch_on_another_librarys_stream_object_is_refused_as_on_a_gpu():
+    a = np.ones(40, np.float32)
+    with pytest.raises(TypeError, match="Expected a Stream object, ExperimentalStream, GraphBuilder, or 0, got "
+                                        "_TorchStream: launch on a numba stream .*cuda.external_stream"):
+        shifted_squares[2, 32, _TorchStream()](np.zeros_like(a), a)
+    shifted_squares[2, 32, 0](np.zeros_like(a), a)  # 0 and None: the default stream
+    shifted_squares[2, 32, None](np.zeros_like(a), a)
+
+
 @cuda.jit
 def reverse_in_dynamic_shared(out, a):
     buffer = cuda.shared.array(0, float32)
@@ -89,6 +104,10 @@ def test_events_time_the_simulation(capsys, monkeypatch):
     assert capsys.readouterr().out.count("measure the CPU simulator, not a GPU") == 1  # once, not at every call
     with pytest.raises(RuntimeError, match="record"):
         cuda.event().elapsed_time(stop)
+    untimed = cuda.event(timing=False)
+    untimed.record()
+    with pytest.raises(RuntimeError, match=r"timing=False\) cannot be timed .*CUDA_ERROR_INVALID_HANDLE"):
+        start.elapsed_time(untimed)
 
 
 def test_bad_launch_configuration_is_explained():
@@ -320,6 +339,17 @@ def decrement(a):
     i = cuda.grid(1)
     if i < a.size:
         a[i] -= 1
+
+
+def test_a_float_or_numpy_bool_for_a_declared_integer_is_refused_as_ctypes_refuses_it_on_a_gpu():
+    kernel = cuda.jit("void(int32[:], int32)")(leading_zeros)
+    out = np.zeros(1, np.int32)
+    for value in (2.0, np.float32(2), np.bool_(True)):
+        with pytest.raises(TypeError, match=r"declares value as int32, and a GPU launch refuses the .* pass a whole "
+                                            r"number, e.g. int\(value\)"):
+            kernel[1, 1](out, value)
+    kernel[1, 1](out, np.int64(1))  # whole numbers, NumPy's too, pass
+    assert out[0] == 31
 
 
 def test_one_declared_signature_reads_unsigned_integers_as_signed_as_a_gpu_does():

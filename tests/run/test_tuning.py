@@ -404,3 +404,24 @@ class _Refused:
         def launch(*args):
             raise RuntimeError("[701] Call to cuLaunchKernel results in CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
         return launch
+
+
+def test_a_candidate_that_breaks_the_cuda_context_stops_the_search_naming_it(monkeypatch):
+    """After an illegal address every later launch of the process fails: the trials after it were recorded as
+    failed, one by one, with no word of the config that broke the context."""
+    problem = _copy_problem()
+    faulting = dataclasses.replace(problem, build=lambda config: dataclasses.replace(
+        problem.build(config), kernel=_Faulting()) if config["threads"] == 64 else problem.build(config))
+    monkeypatch.setattr(rt, "_device", lambda: ("a GPU", (9, 0)))
+    with pytest.raises(rt.ContextLost, match=r"config \{.*'threads': 64.*\} broke the GPU's CUDA context .*"
+                                             "CUDA_ERROR_ILLEGAL_ADDRESS.* restart the kernel"):
+        rt.tune(faulting)
+
+
+class _Faulting:
+    """A kernel that reads past its array on a GPU, as numba reports it."""
+
+    def __getitem__(self, configuration):
+        def launch(*args):
+            raise RuntimeError("[700] Call to cuCtxSynchronize results in CUDA_ERROR_ILLEGAL_ADDRESS")
+        return launch

@@ -32,6 +32,7 @@ arrays to the host and back; `trace` records the launches inside it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 import weakref
 
@@ -203,6 +204,11 @@ def _declared_arguments(dispatcher: CUDADispatcher, args) -> tuple[list, tuple |
             f"`{dispatcher.py_func.__name__}` is declared for arguments {signatures}; "
             f"it cannot be launched with ({', '.join(map(str, actual))})"
         )
+    for name, a, t in zip(inspect.signature(dispatcher.py_func).parameters, args, chosen.args):
+        if isinstance(t, types.Integer) and isinstance(a, (float, np.floating, np.bool_)):  # ctypes' c_int32(2.0)
+            raise TypeError(f"kernel `{dispatcher.py_func.__name__}` declares {name} as {t}, and a GPU launch refuses "
+                            f"the {type(a).__name__} {a!r} for it (numba passes it to ctypes.c_{t}: 'int expected "
+                            f"instead of {type(a).__name__}'): pass a whole number, e.g. int({name})")
     converted = [cast(a, as_dtype(t)) if isinstance(t, (types.Number, types.Boolean)) else a
                  for a, t in zip(args, chosen.args)]
     return converted, tuple(chosen.args)
@@ -234,6 +240,10 @@ def _configuration(configuration) -> tuple:
             f"optionally with a stream and a shared memory size; got kernel[{configuration!r}]"
         )
     grid, block, stream, shared_bytes = configuration + (0, 0)[: 4 - len(configuration)]
+    if stream and not isinstance(stream, simulated_device.SimulatedStream):  # numba's _to_core_stream on a GPU
+        raise TypeError(f"Expected a Stream object, ExperimentalStream, GraphBuilder, or 0, got "
+                        f"{type(stream).__name__}: launch on a numba stream (cuda.stream(), or "
+                        "cuda.external_stream(pointer) for another library's: torch's .cuda_stream, CuPy's .ptr), or 0")
     return grid, block, stream, shared_bytes
 
 

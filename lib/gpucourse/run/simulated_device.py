@@ -140,6 +140,9 @@ class SimulatedEvent(_Covered):
 
     def elapsed_time(self, later: "SimulatedEvent") -> float:
         """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
+        if not (self.timing and later.timing):  # on a GPU: CUDA_ERROR_INVALID_HANDLE
+            raise RuntimeError("an event made with cuda.event(timing=False) cannot be timed (a GPU answers "
+                               "CUDA_ERROR_INVALID_HANDLE): make both with cuda.event()")
         if self.time is None or later.time is None:
             raise RuntimeError("record() both events before asking for the time between them")
         if not SimulatedEvent._timing_noted:

@@ -420,6 +420,15 @@ def _device():
     return name, tuple(device.compute_capability)
 
 
+# CUDA errors after which the context is lost: every later launch of the process fails the same way
+STICKY_ERRORS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION", "HARDWARE_STACK_ERROR",
+                 "INVALID_PC", "ASSERT")
+
+
+class ContextLost(RuntimeError):
+    """A candidate broke the CUDA context: the search cannot go on in this process."""
+
+
 def _launch_error(exc: Exception, launch: Launch | None) -> str:
     """A failed trial's error in one line; a GPU's refusal of a block too big for an SM's registers, in words."""
     said = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
@@ -474,7 +483,13 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
             trials.append({"config": config, "error": f"wrong result: {exc}"})
             continue
         except Exception as exc:  # a config that does not compile or launch is a trial that failed, not a crash
-            trials.append({"config": config, "error": _launch_error(exc, launch)})
+            said = _launch_error(exc, launch)
+            if device is not None and any(f"CUDA_ERROR_{name}" in said for name in STICKY_ERRORS):
+                raise ContextLost(f"config {config} broke the GPU's CUDA context ({said}), after {len(trials)} "
+                                  "trials: every later launch of this process would fail too. Fix the kernel for this "
+                                  "config (run it on the simulator, which names the faulting thread), or leave the "
+                                  "config out of the space; then restart the kernel (Python) and tune again") from exc
+            trials.append({"config": config, "error": said})
             continue
         trials.append({"config": config, "seconds": seconds})
     timed = [t for t in trials if "seconds" in t]

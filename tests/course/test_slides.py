@@ -179,6 +179,18 @@ def test_a_widget_becomes_its_first_picture_and_a_note():
     assert "widgets" not in notebook.metadata
 
 
+def test_a_widget_of_text_becomes_the_text_it_first_showed():
+    """Lecture 6's format widget (a text box and a table) was only the note in its deck."""
+    from gpucourse.course.slides import WIDGET_NOTE, drop_widgets
+    from gpucourse.figures.precision import format_widget
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("format_widget(0.1)")])
+    notebook.cells[0].outputs = [nbformat.v4.new_output("display_data", data=format_widget(0.1)._repr_mimebundle_())]
+    drop_widgets(notebook)
+    table, note = (o.data for o in notebook.cells[0].outputs)
+    assert "value 0.1" in table["text/html"] and note == {"text/plain": WIDGET_NOTE}
+
+
 def test_an_output_taller_than_its_box_is_cut_between_its_lines_up_to_five_boxes():
     """A shown source (markdown, one fenced block) or printed text a little taller than its box used to scroll in
     it, its end hidden on a projected slide (lecture 7's `timing.measure`, review of 2026-11-30); a much taller
@@ -262,6 +274,11 @@ def test_a_title_is_never_alone_above_a_table_that_does_not_fit_with_it():
     assert all(cell_height(cell) <= SLIDE for cell in notebook.cells)
     assert [line for cell in notebook.cells for line in cell.source.splitlines() if line.startswith("| row")] == \
         rows.splitlines()
+    announced = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "## Title\n\n" + "A line of text that fills the slide's width. " * 12 + "\n\nIt names them:\n\n"
+        f"| what | formula |\n| --- | --- |\n{rows}")])
+    fit(announced)  # lecture 4's cuDNN algorithms: the sentence ending in a colon keeps the table's first rows
+    assert "It names them:\n\n| what | formula |\n| --- | --- |\n| row 0 |" in announced.cells[0].source
 
 
 def test_a_table_of_short_cells_is_estimated_a_line_per_row():
@@ -304,6 +321,10 @@ def test_the_sentence_announcing_a_cell_moves_to_the_sub_slide_of_that_cell():
                                                   code(24)])
     fit(title_alone)
     assert [cell.source[:8] for cell in title_alone.cells] == ["## Title", "x0 = 0\nx"]  # never a title alone
+    just_fits = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Title\n\n{paragraph}\n\nThe code:"),
+                                                code(22)])
+    fit(just_fits)  # lecture 4's gradients: 621 px with the code, the cell's padding counted once
+    assert [cell.source for cell in just_fits.cells][1:] == ["The code:", just_fits.cells[2].source]
     mid_sentence = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         f"## Title\n\n{paragraph} It does it in one call:\n\n```python\ni = cuda.grid(1)\n```\n\nand the rest, once:"),
         code(20)])

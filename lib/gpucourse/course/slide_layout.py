@@ -203,10 +203,13 @@ def split_markdown(cell) -> list:
     def headings_only() -> bool:  # a piece of nothing but headings would be a slide with a title alone
         return bool(current) and all(re.fullmatch(r"#{1,6}\s.*", line) for b in current for line in b.splitlines())
 
+    def announces() -> bool:  # a piece ending with a colon would be a slide without what it announces
+        return bool(current) and current[-1].rstrip().endswith(":")
+
     for block in markdown_blocks(cell["source"]):
         lines = block.splitlines()
-        taller = block_height(block) > SLIDE - CELL or headings_only() and markdown_height(
-            "\n\n".join([*current, block])) > SLIDE  # than a slide, or than what its heading leaves of one
+        taller = block_height(block) > SLIDE - CELL or (headings_only() or announces()) and markdown_height(
+            "\n\n".join([*current, block])) > SLIDE  # than a slide, or than what its heading or lead-in leaves of one
         if lines[0].lstrip().startswith("|") and taller and len(lines) > 3:
             header, rows = lines[:2], lines[2:]
             for row in rows:
@@ -415,7 +418,7 @@ def _lead_in(laid: list, last: int | None, start: int, height: float) -> int | N
     blocks = markdown_blocks(lead["source"])
     head, tail = "\n\n".join(blocks[:-1]), blocks[-1]
     if len(blocks) < 2 or not re.search(r"[.!?][)*_\]]*$", blocks[-2].rstrip()) or tail[:1].islower() \
-            or CELL + markdown_height(tail) + height > SLIDE or _only_headings(
+            or markdown_height(tail) + height > SLIDE or _only_headings(
             [*laid[start:last], _with(lead, "source", head)]):
         return None
     piece = _with(lead, "source", tail)

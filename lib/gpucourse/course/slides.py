@@ -130,8 +130,8 @@ def exporter() -> SlidesExporter:
 
 
 def drop_widgets(notebook) -> None:
-    """Replace widget outputs (which need a kernel) by a short note, under the picture the widget showed when it
-    has one (`gpucourse.simulator.explorer`), and drop widget state."""
+    """Replace widget outputs (which need a kernel) by a short note, under the picture or text the widget first showed
+    when it has one (`gpucourse.simulator.viewer.explorer`), and drop widget state."""
     notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
         outputs = []
@@ -140,8 +140,9 @@ def drop_widgets(notebook) -> None:
             if WIDGET_VIEW in data:
                 output["metadata"] = {}
                 output["data"] = {"text/plain": WIDGET_NOTE}
-                if "image/png" in data:  # the picture as the widget first drew it, the note below it
-                    outputs.append(nbformat.v4.new_output("display_data", data={"image/png": data["image/png"]}))
+                for kind in ("image/png", "text/html"):  # what the widget first showed, the note below it
+                    if kind in data:
+                        outputs.append(nbformat.v4.new_output("display_data", data={kind: data[kind]}))
             outputs.append(output)
         if "outputs" in cell:
             cell["outputs"] = outputs

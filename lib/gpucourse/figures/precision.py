@@ -79,7 +79,7 @@ def format_widget(value: float = 0.1, formats=tuple(FORMATS)):
 
     box.observe(show, "value")
     show()
-    return widgets.VBox([box, out])
+    return explorer(box, out)
 
 
 def draw_spacing(formats=tuple(FORMATS), axes=None):

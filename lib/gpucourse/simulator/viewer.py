@@ -176,18 +176,22 @@ def figure_view(draw, controls, before=None):
 
 
 def explorer(*rows):
-    """A `VBox` of ``rows`` (controls, text, a `figure_view` image) whose display data also holds the picture of its
-    last image, as a PNG: a page without widgets shows that, a widget front end the live box."""
+    """A `VBox` of ``rows`` (controls, text, a `figure_view` image or an `HTML` view) whose display data also holds
+    what it first shows: the picture of its last image, as a PNG, else its last HTML view. A page without widgets
+    shows that, a widget front end the live box."""
     import base64
 
     import ipywidgets as widgets
 
     box = widgets.VBox(list(rows))
-    picture = [row for row in rows if isinstance(row, widgets.Image)][-1]
+    pictures = [row for row in rows if isinstance(row, widgets.Image)]
+    views = [row for row in rows if isinstance(row, widgets.HTML)]
     live = box._repr_mimebundle_
 
     def with_picture(**options):
-        return {**live(**options), "image/png": base64.b64encode(picture.value).decode("ascii")}
+        still = ({"image/png": base64.b64encode(pictures[-1].value).decode("ascii")} if pictures
+                 else {"text/html": views[-1].value})
+        return {**live(**options), **still}
 
     box._repr_mimebundle_ = with_picture
     return box

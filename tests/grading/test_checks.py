@@ -284,6 +284,22 @@ def test_a_kernel_with_the_wrong_parameters_is_told_which_it_takes_and_which_it_
         check_kernel(map_missing_input, add, one_block([4], inputs=2))
 
 
+def test_the_count_of_a_kernels_parameters_counts_defaults_and_star_args():
+    """numba's own simulator (NUMBA_ENABLE_CUDASIM=1) gives a kernel object called with *args, which has no
+    __defaults__: the count of parameters must not ask for them."""
+    from gpucourse.grading.core import _takes
+
+    class StarArgs:  # as numba's FakeCUDAKernel
+        def __call__(self, *args):
+            pass
+
+    def with_default(out, a, scale=1.0):
+        pass
+
+    assert _takes(StarArgs(), 3) and _takes(with_default, 2) and _takes(with_default, 3)
+    assert not _takes(with_default, 4) and not _takes(with_default, 1)
+
+
 def test_a_spec_that_returns_nothing_or_the_wrong_shape_is_named():
     with pytest.raises(CheckFailed, match=r"forgets_return returned None: .*is a `return` missing"):
         def forgets_return(a, b):

@@ -231,6 +231,18 @@ def parameter_names(kernel) -> list[str]:
         return []
 
 
+def _takes(kernel, count: int) -> bool:
+    """Whether ``kernel`` can be called with ``count`` arguments (defaults and ``*args`` counted; True where its
+    signature cannot be read)."""
+    try:
+        inspect.signature(getattr(kernel, "py_func", kernel)).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
 def budget_list(budget) -> list[Callable]:
     """``budget=`` as a list: None, one budget, or several; a maker of budgets not called (``budget=float32_only``)
     or something not callable fails, since it would check nothing."""
@@ -326,7 +338,7 @@ def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype
         raise CheckFailed(f"{name} is not a kernel: write it as a function decorated with @cuda.jit "
                           f"(got {type(kernel).__name__}).")
     parameters = parameter_names(kernel)
-    if parameters and len(parameters) != 1 + len(arguments) and not getattr(kernel, "py_func", kernel).__defaults__:
+    if not _takes(kernel, 1 + len(arguments)):
         given = ", ".join(["the output"] + [f"an array of shape {a.shape}" if isinstance(a, np.ndarray) else repr(a)
                                             for a in arguments])
         raise CheckFailed(f"{name} takes {plural(len(parameters), 'parameter')} ({', '.join(parameters)}), but the "

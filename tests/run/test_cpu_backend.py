@@ -185,9 +185,9 @@ def counts_unsigned_by_a_signed_one(out, x):  # uint64 + int64 is a float64 in n
         i += 1
 
 
-def test_a_float_index_from_a_uint64_mixed_with_a_signed_integer_is_said_in_plain_words():
-    with pytest.raises(ptx.KernelCompileError, match=r"an index is a float, .* In numba a uint64 mixed with a signed "
-                                                     r"integer gives a float64 .*i \+= uint64\(1\)"):
+def test_a_float_index_from_a_uint64_given_a_signed_result_is_said_in_plain_words():
+    with pytest.raises(ptx.KernelCompileError, match=r"an index is a float, .* In numba a uint64 variable given a "
+                                                     r"signed result becomes a float64 .*i \+= uint64\(1\)"):
         counts_unsigned_by_a_signed_one[1, 1](np.zeros(4, np.float32), np.ones(4, np.float32))
 
 

@@ -29,7 +29,7 @@ from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..kernels import sgemm
 from ..run.tuning import Launch, Problem, Space
-from .core import CheckFailed, plural
+from .core import CheckFailed, launch_on_copies, plural
 from .matmul import float32_only, reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
@@ -513,8 +513,6 @@ def check_column_sums(kernel, shapes=((1, 1), (7, 33), (70, 100)), threads=(32, 
 def _rows_left_out(kernel) -> str:
     """For wrong column sums: the kernel again on a 7 x 40 matrix, where a sum over all rows but the first or the
     last (a loop's bounds off by one) is named; else ""."""
-    from .core import launch_on_copies  # noqa: PLC0415
-
     x = np.random.default_rng(5).standard_normal((7, 40)).astype(np.float32)
     try:
         got = launch_on_copies(kernel, (2,), (32,), (40,), np.float32, [x])[0]

@@ -316,12 +316,16 @@ def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:
     FakeCUDAKernel(py_func, device=False, fastmath=False)[grid, block, 0, shared_bytes](*host)
 
 
+def _sizes(dimension) -> tuple:
+    """A grid's or a block's sizes: ``dimension`` itself (a tuple or list), or the one size it is."""
+    return tuple(dimension) if isinstance(dimension, (tuple, list)) else (dimension,)
+
+
 def check_python_integers(dimensions) -> None:
     """Refuse, as a GPU does, a grid or block size that is a NumPy integer: numba-cuda hands it to cuda.core's
     LaunchConfig, which takes Python ints only."""
     for name, dimension in zip(("grid", "block"), dimensions):
-        sizes = dimension if isinstance(dimension, (tuple, list)) else (dimension,)
-        if any(isinstance(size, np.integer) for size in sizes):
+        if any(isinstance(size, np.integer) for size in _sizes(dimension)):
             raise ValueError(
                 f"the {name} size {dimension!r} holds a NumPy integer, which a GPU refuses (cuda.core: 'LaunchConfig."
                 f"{name} must be an int, or a tuple with up to 3 ints'): convert it with int(), e.g. "
@@ -334,8 +338,7 @@ def _launch(self, configuration):
         try:  # numba's rule, so the launches a GPU refuses (a float or a string dimension, more than 3) fail here too
             normalize_kernel_dimensions(*dimensions)
         except TypeError as error:
-            sizes = [v for d in dimensions for v in (d if isinstance(d, (tuple, list)) else [d])]
-            if not any(isinstance(v, (float, np.floating)) for v in sizes):
+            if not any(isinstance(v, (float, np.floating)) for d in dimensions for v in _sizes(d)):
                 raise
             raise TypeError(f"{error}: compute sizes with integer division, such as blocks = (n + threads - 1) // "
                             "threads (n / threads is a float even when it divides)") from None

@@ -282,12 +282,13 @@ _RUN_TIME_SHAPE = re.compile(r"function (shared|local)\.array\b[^\n]*\) found fo
                             r"(u?int\d+,|(?:Uni)?Tuple\([^\n]*?\bu?int\d+\b)")  # a number, or a tuple holding one
 
 
-# an index that numba typed as a float: most often a uint64 mixed with a signed integer (`i + 1`), which numba
-# promotes to float64
+# an index that numba typed as a float: most often a uint64 variable given a signed result (`i += 1`), which numba
+# unifies as float64 (uint64 arithmetic with a signed operand is int64; a comparison with one is done in float64)
 _FLOAT_INDEX = re.compile(r"Unsupported array index type float(?:32|64)")
-FLOAT_INDEX = ("an index is a float, and an array takes integer indices only. In numba a uint64 mixed with a signed "
-               "integer gives a float64 (i += 1 or i < x.shape[0] with i a uint64): keep both sides unsigned "
-               "(i += uint64(1)) or both signed; a division (/) gives a float too: use //. numba says:")
+FLOAT_INDEX = ("an index is a float, and an array takes integer indices only. In numba a uint64 variable given a "
+               "signed result becomes a float64 (i += 1 with i a uint64), and a uint64 compared with a signed integer "
+               "(i < x.shape[0]) is compared in float64: keep both sides unsigned (i += uint64(1)) or both signed; a "
+               "division (/) gives a float too: use //. numba says:")
 # storing an array into an element: `out[i, j] = w[m, k]` with a 4-D `w`
 _ARRAY_STORED = re.compile(r">>> setitem\(array\([^)]*\), [^\n]*?, array\(")
 # numba's list of every implementation it tried for a call, each with its registered types: dozens of lines that bury

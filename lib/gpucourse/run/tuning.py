@@ -484,7 +484,7 @@ def tune(problem: Problem, model=None, strategy: str = "grid", budget: int | Non
             continue
         except Exception as exc:  # a config that does not compile or launch is a trial that failed, not a crash
             said = _launch_error(exc, launch)
-            if device is not None and any(f"CUDA_ERROR_{name}" in said for name in STICKY_ERRORS):
+            if device is not None and any(f"CUDA_ERROR_{name}" in str(exc) for name in STICKY_ERRORS):
                 raise ContextLost(f"config {config} broke the GPU's CUDA context ({said}), after {len(trials)} "
                                   "trials: every later launch of this process would fail too. Fix the kernel for this "
                                   "config (run it on the simulator, which names the faulting thread), or leave the "

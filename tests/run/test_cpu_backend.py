@@ -110,6 +110,45 @@ def test_events_time_the_simulation(capsys, monkeypatch):
         start.elapsed_time(untimed)
 
 
+def test_events_are_reached_only_once_something_waits_for_the_launches_before_them():
+    """A launch returns before its kernel ends on a GPU, so the time to a later event can be read only after a
+    synchronisation (else CUDA_ERROR_NOT_READY); a launch that copies a NumPy argument back waits by itself."""
+    from gpucourse.run.simulated_device import EventNotReady
+
+    a = np.random.default_rng(3).uniform(-1, 1, 40).astype(np.float32)
+    d_a, d_out = cuda.to_device(a), cuda.device_array(40, np.float32)
+    start, end = cuda.event(), cuda.event()
+
+    def timed(wait) -> float:
+        start.record()
+        shifted_squares[2, 32](d_out, d_a)
+        end.record()
+        wait()
+        return start.elapsed_time(end)
+
+    with pytest.raises(EventNotReady, match=r"CUDA_ERROR_NOT_READY.*end\.synchronize\(\)"):
+        timed(lambda: None)
+    with pytest.raises(EventNotReady):
+        cuda.event_elapsed_time(start, end)
+    with pytest.raises(EventNotReady):  # waiting for the earlier event is not enough
+        timed(start.synchronize)
+    stream = cuda.stream()
+    for wait in (end.synchronize, end.query, cuda.synchronize, cuda.current_context().synchronize, stream.synchronize,
+                 d_out.copy_to_host):
+        assert timed(wait) >= 0, wait
+    with pytest.raises(EventNotReady):  # an asynchronous copy waits for nothing
+        timed(lambda: d_out.copy_to_host(stream=stream))
+    start.record()
+    shifted_squares[2, 32](np.zeros(40, np.float32), a)  # copied back at once
+    end.record()
+    assert start.elapsed_time(end) >= 0
+    start.record()
+    with stream.auto_synchronize():
+        shifted_squares[2, 32, stream](d_out, d_a)
+    end.record()
+    assert start.elapsed_time(end) >= 0
+
+
 def test_bad_launch_configuration_is_explained():
     with pytest.raises(ValueError, match="kernel\\[blocks_per_grid, threads_per_block\\]"):
         shifted_squares[32](np.zeros(3, np.float32), np.zeros(3, np.float32))

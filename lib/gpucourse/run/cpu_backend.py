@@ -287,6 +287,7 @@ class SimulatedLaunch:
         check_launch_limits(grid, block)
         check_launch_bounds(self.dispatcher, block)
         device_memory.count_launch_copies(args)
+        waits = _copies_back(args)
         args, declared = _declared_arguments(self.dispatcher, _without_hints(self.dispatcher, args))
         variable_types = ptx.check_compiles(self.dispatcher, args, declared)
         launched = _launched.setdefault(self.dispatcher, [])
@@ -303,6 +304,16 @@ class SimulatedLaunch:
         else:
             _on_numbas_simulator(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()
+        if waits:
+            simulated_device.synchronize()
+        else:
+            simulated_device.launched_asynchronously()
+
+
+def _copies_back(arguments) -> bool:
+    """Whether numba copies an argument back to the host after the launch (a NumPy array, ``cuda.Out``,
+    ``cuda.InOut``), which waits for the kernel to end: such a launch is synchronous on a GPU."""
+    return any(isinstance(a, np.ndarray) or (isinstance(a, ArgHint) and not isinstance(a, In)) for a in arguments)
 
 
 def _on_numbas_simulator(py_func, grid, block, host, shared_bytes) -> None:

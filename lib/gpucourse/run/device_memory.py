@@ -39,6 +39,8 @@ import numpy as np
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.simulator.cudadrv import devicearray as sim_arrays
 
+from . import simulated_device
+
 # what a device array on a GPU has: DeviceNDArray's methods and the attributes its __init__ sets
 ON_A_GPU = frozenset(name for name in dir(DeviceNDArray) if not name.startswith("__")) | {
     "shape", "strides", "dtype", "size", "ndim", "alloc_size", "gpu_data", "stream"}
@@ -254,6 +256,8 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
                                 "to the host", f"D->H copy not implemented for negative strides: {self.strides}",
                                 "copy the whole array and reverse it on the host: d.copy_to_host()[::-1]")
         count_copies(to_host=1, nbytes=self._ary.nbytes)
+        if not stream:  # a synchronous copy: it waits for every launch before it
+            simulated_device.synchronize()
         return super().copy_to_host(ary, stream)
 
 

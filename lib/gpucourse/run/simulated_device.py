@@ -77,6 +77,25 @@ class SimulatedDevice(_Covered):
 DEVICE = SimulatedDevice()
 
 
+class Work:
+    """Launches a GPU could still be running: a launch returns before its kernel ends, so ``launched`` counts those
+    that copy nothing back (numba copies a NumPy argument back at once, which waits for the kernel), and
+    ``finished`` how many of them a synchronisation has waited for; the simulator has run them all already."""
+
+    launched = 0
+    finished = 0
+
+
+def launched_asynchronously() -> None:
+    Work.launched += 1
+
+
+def synchronize() -> None:
+    """``cuda.synchronize()``, and what else waits for every launch: a stream's or a context's ``synchronize()``,
+    ``copy_to_host()`` without a stream."""
+    Work.finished = Work.launched
+
+
 class SimulatedStream(_Covered):
     """A stream: the simulator runs every launch and copy at once, so there is never anything to wait for."""
 
@@ -86,9 +105,10 @@ class SimulatedStream(_Covered):
     @contextlib.contextmanager
     def auto_synchronize(self):
         yield self
+        synchronize()
 
     def synchronize(self) -> None:
-        pass
+        synchronize()
 
     def query(self) -> bool:
         return True
@@ -116,8 +136,14 @@ class SimulatedOverload(_Covered):
         return "<kernel overload on the CPU simulator (not compiled for a GPU)>"
 
 
+class EventNotReady(RuntimeError):
+    """``elapsed_time`` of an event a GPU may not have reached yet (CUDA_ERROR_NOT_READY)."""
+
+
 class SimulatedEvent(_Covered):
-    """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU."""
+    """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU. It is reached
+    once every launch before its ``record()`` has finished (`Work`): the time between two events is there to read
+    only after a synchronisation, as on a GPU."""
 
     _what = "cuda.event()"
     _timing_noted = False
@@ -125,18 +151,26 @@ class SimulatedEvent(_Covered):
     def __init__(self, timing: bool = True):
         self.timing = timing
         self.time = None
+        self.after = 0  # the launches recorded before it
 
     def record(self, stream=0):
         self.time = time.perf_counter()
+        self.after = Work.launched
 
     def wait(self, stream=0):
         pass
 
     def synchronize(self):
-        pass
+        Work.finished = max(Work.finished, self.after)
 
     def query(self) -> bool:
+        """True: the simulator has run every launch (on a GPU, False until the event is reached)."""
+        self.synchronize()
         return True
+
+    @property
+    def reached(self) -> bool:
+        return self.after <= Work.finished
 
     def elapsed_time(self, later: "SimulatedEvent") -> float:
         """Milliseconds of simulation between the two records (CPU time, not GPU time)."""
@@ -145,6 +179,11 @@ class SimulatedEvent(_Covered):
                                "CUDA_ERROR_INVALID_HANDLE): make both with cuda.event()")
         if self.time is None or later.time is None:
             raise RuntimeError("record() both events before asking for the time between them")
+        if not (self.reached and later.reached):
+            raise EventNotReady(
+                "the kernels launched before the later event's record() may still be running: a launch returns "
+                "before its kernel ends, and a GPU answers CUDA_ERROR_NOT_READY here. Wait for that event first, "
+                "e.g. end.record(); end.synchronize(); then start.elapsed_time(end)")
         if not SimulatedEvent._timing_noted:
             print("Note: these event times measure the CPU simulator, not a GPU; time kernels on a GPU.")
             SimulatedEvent._timing_noted = True
@@ -184,7 +223,7 @@ class SimulatedContext(_Covered):
         pass
 
     def synchronize(self) -> None:
-        pass
+        synchronize()
 
     def create_stream(self) -> SimulatedStream:
         return SimulatedStream()
@@ -261,10 +300,6 @@ def detect() -> bool:
 
 def stream() -> SimulatedStream:
     return SimulatedStream()
-
-
-def synchronize() -> None:
-    pass
 
 
 def defer_cleanup():

@@ -330,8 +330,10 @@ def test_occupancy_without_the_rounding_or_the_reserve_loses_marks():
     def says_warps_always(threads, registers, shared_bytes):
         return occupancy_with()(threads, registers, shared_bytes)[0], "warps"
 
-    with pytest.raises(CheckFailed, match="limited by"):
+    with pytest.raises(CheckFailed, match="limited by .*'warps', 'block slots', 'registers', 'shared memory'"):
         gt.check_occupancy(says_warps_always, OCCUPANCY_CASES, H100)
+    with pytest.raises(CheckFailed, match="should be the function you defined, not a str"):
+        gt.check_occupancy("occupancy", OCCUPANCY_CASES, H100)
     with pytest.raises(CheckFailed, match="compute the four limits yourself"):
         gt.check_occupancy(occupancy_from_the_library, OCCUPANCY_CASES, H100)
     with pytest.raises(CheckFailed, match="calls H100"):

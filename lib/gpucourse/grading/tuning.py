@@ -215,7 +215,10 @@ RULE_WORDS = ("threads", "shared", "registers")  # the reasons of staged_constra
 
 
 def _call(function, name: str, *args):
-    """``function(*args)``, a CheckFailed (not a traceback) when it is not written or raises."""
+    """``function(*args)``, a CheckFailed (not a traceback) when it is not a function, is not written or raises."""
+    if not callable(function):
+        raise CheckFailed(f"{name} should be the function you defined, not a {type(function).__name__} ({function!r}): "
+                          f"pass it by its name, without quotes or parentheses")
     try:
         return function(*args)
     except NotImplementedError:
@@ -556,7 +559,8 @@ def check_occupancy(occupancy, cases, reference) -> None:
                               f"{want.blocks} (limits: {want.limits})")
         if limit not in want.limited_by.split(" and "):
             raise CheckFailed(f"occupancy({threads}, {registers}, {shared}): {want.blocks} blocks, limited by "
-                              f"{want.limited_by!r}, not {limit!r}")
+                              f"{want.limited_by!r}, not {limit!r} (name the limit as one of "
+                              f"{', '.join(repr(name) for name in want.limits)})")
     print(f"✓ occupancy: right on {len(cases)} kernels")
 
 

@@ -1,22 +1,19 @@
-"""Module 2's reference kernels: map, zip, the sum ladder and the axis reduction.
+"""Module 2's elementwise kernels: Tensor views, map and zip on any strides and broadcasts, and the vectorised map
+and zip (any length, aligned or not, several grids; 16-byte loads and no local memory).
 
-Random non-uniform data, sizes that are not multiples of a block, views that
-are not contiguous, poisoned outputs; race-free (the simulator would stop) and
-within their access budgets.
+Random non-uniform data, sizes that are not multiples of a block, views that are not contiguous, poisoned outputs;
+race-free (the simulator would stop) and within their access budgets.
 """
 
 import re
 
 import numpy as np
 import pytest
-from numba.core import types
+from numba import types
 
 from gpucourse import simulated, trace
-from gpucourse.kernels import axis_reduction, elementwise, reduction
-from gpucourse.course import show_source, source_of
-from gpucourse.kernels import Tensor, broadcast_shape, coalesce, contiguous_strides
+from gpucourse.kernels import Tensor, broadcast_shape, coalesce, contiguous_strides, elementwise
 from gpucourse.run.ptx import compile_for_gpu
-from gpucourse.run.resources import kernel_resources
 
 
 @pytest.fixture(autouse=True)
@@ -38,14 +35,6 @@ def scaled_and_shifted(x: np.ndarray) -> np.ndarray:
 
 def multiply(x, y):
     return x * y
-
-
-def larger(x, y):
-    return max(x, y)
-
-
-def add(x, y):
-    return x + y
 
 
 rng = np.random.default_rng(42)
@@ -175,114 +164,48 @@ def test_the_launchers_take_tensors_and_a_positive_count_of_threads():
             elementwise.launch_elementwise(square, out, a, threads=threads)
 
 
-@pytest.mark.parametrize("kernel", reduction.LADDER, ids=lambda k: k.py_func.__name__)
-@pytest.mark.parametrize("size", [1, 255, 1000, 5001])
-def test_sum_ladder(kernel, size):
-    a = random(size)
-    total = reduction.block_sums_to_total(kernel, a).copy_to_host()[0]
-    np.testing.assert_allclose(total, a.sum(dtype=np.float64), rtol=1e-5, atol=1e-4)
+def cube_plus_one(x):  # numba adds the integer 1 in float64, then rounds to float32 when storing
+    return x * x * x + 1
 
 
-@pytest.mark.parametrize("kernel", reduction.LADDER, ids=lambda k: k.py_func.__name__)
-def test_sum_ladder_budgets(kernel):
-    a = random(3000)
-    with trace() as t:
-        reduction.block_sums_to_total(kernel, a, blocks=3)
-    first = t[0]
-    first.assert_reads_per_element("a", exactly=1)  # every step reads each element from global memory once
-    # step 7's 16-byte loads: 512 bytes per warp request, 16 sectors; the others' 4-byte loads 4 sectors
-    assert first.sectors_per_request("a") <= (16.0 if kernel is reduction.sum_grid_stride_vectorised else 4.0)
-    if kernel in reduction.ONE_LAUNCH:
-        assert len(t) == 1 and first.array("total").per_thread["atomic"].sum() == 3  # one atomic per block
-        first.assert_reads_per_thread("a", at_most=-(-3000 // (3 * reduction.THREADS)))
-    if kernel is reduction.sum_interleaved_compact:
-        assert first.bank_conflicts("buffer") > 1
-    else:
-        first.assert_no_bank_conflicts()
+def weighted(x, y):
+    return 3 * x - y
 
 
-@pytest.mark.parametrize("n, offset, blocks", [(70_003, 0, 8), (5001, 0, 1), (4099, 1, 3), (1030, 2, 5), (3, 0, 2)])
-def test_vectorised_sum_any_length_alignment_and_grid(n, offset, blocks):
-    """Whole rounds of CHUNKS loads (70,003 with 8 blocks: 2), a partial round, a scalar tail of 3; not 16-byte
-    aligned (offset 1 or 2): every element as a scalar. Each element read once, one atomic add per block."""
-    storage = random(n + offset)
-    a = storage[offset:]
-    total = np.array([0, np.nan], np.float32)  # the atomics add into total[0]; total[1] must stay poisoned
-    with trace() as t:
-        reduction.sum_grid_stride_vectorised[blocks, reduction.THREADS](total, a)
-    np.testing.assert_allclose(total[0], a.sum(dtype=np.float64), rtol=1e-5, atol=1e-4)
-    assert np.isnan(total[1])
-    t.assert_reads_per_element("a", exactly=1)
-    assert t.array("total").per_thread["atomic"].sum() == blocks
-    if offset == 0 and n > 1000:  # 16-byte loads: 512 bytes, 16 sectors a warp request (fewer in partial warps)
-        assert 15 < t.sectors_per_request("a") <= 16
-    else:  # 4-byte loads: a warp's 128 bytes, 5 sectors where they start off a sector's boundary
-        assert t.sectors_per_request("a") <= 5
+MAP, ZIP = elementwise.make_map_vectorised(cube_plus_one), elementwise.make_zip_vectorised(weighted)
+ARRAY1 = types.Array(types.float32, 1, "C")
 
 
-def test_vectorised_sum_compiles_to_16_byte_loads_in_registers():
-    signature = (types.float32[::1],) * 2
-    ptx = compile_for_gpu(reduction.sum_grid_stride_vectorised, signature)
-    assert len(re.findall(r"ld\.global\.v4\.f32", ptx)) >= elementwise.CHUNKS + 1  # a round's loads, the partial one
+def vector(n, offset=0):
+    """``n`` random non-uniform floats starting ``offset`` floats into their storage (1: not 16-byte aligned)."""
+    storage = (rng.standard_normal(n + offset) * rng.uniform(0.1, 10, n + offset)).astype(np.float32)
+    return Tensor(storage, (n,), (1,), offset)
+
+
+@pytest.mark.parametrize("n, offset, sms, threads, per_sm", [
+    (1000, 0, 2, 64, 1), (1003, 0, 1, 32, 3), (4099, 1, 2, 128, 2), (3, 0, 1, 32, 1), (130, 3, 3, 32, 1)])
+def test_any_length_alignment_and_grid(n, offset, sms, threads, per_sm):
+    a, b = vector(n, offset), vector(n)
+    x, y = a.storage[offset:], b.storage
+    with simulated():
+        out = Tensor(np.full(n + 5, np.nan, np.float32), (n,), (1,))
+        elementwise.launch_vectorised(MAP, out, a, sms=sms, threads=threads, blocks_per_sm=per_sm)
+        np.testing.assert_array_equal(out.storage[:n], ((x * x * x).astype(np.float64) + 1).astype(np.float32))
+        assert np.isnan(out.storage[n:]).all()  # nothing past the end
+        out = Tensor(np.full(n, np.nan, np.float32), (n,), (1,))
+        elementwise.launch_vectorised(ZIP, out, a, b, sms=sms, threads=threads, blocks_per_sm=per_sm)
+        np.testing.assert_array_equal(out.storage, (3 * x.astype(np.float64) - y).astype(np.float32))
+
+
+def test_strided_or_broadcast_tensors_are_refused_with_a_clear_message():
+    a = Tensor.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))
+    with pytest.raises(ValueError, match="contiguous tensors of one shape"):
+        elementwise.launch_vectorised(MAP, Tensor.from_numpy(np.zeros((6, 4), np.float32)), a.T, sms=1)
+
+
+@pytest.mark.parametrize("kernel, arguments", [(MAP, 2), (ZIP, 3)], ids=["map", "zip"])
+def test_compiled_code_has_vector_loads_and_no_local_memory(kernel, arguments):
+    ptx = compile_for_gpu(kernel, (ARRAY1,) * arguments)
+    assert len(re.findall(r"ld\.global\.v4\.f32", ptx)) >= elementwise.CHUNKS * (arguments - 1)
+    assert "st.global.v4.f32" in ptx
     assert not re.search(r"\b(ld|st)\.local\b", ptx)
-    used = kernel_resources(reduction.sum_grid_stride_vectorised, signature, "sm_90")
-    if used is not None:  # None without nvJitLink
-        assert used.local_bytes == used.spilled_bytes == 0
-        assert used.registers * reduction.THREADS * 4 <= 65536  # its launch bounds: 4 blocks of 256 per SM
-
-
-def test_interleaved_addressing_leaves_warps_mostly_idle():
-    a = random(2048)
-    with trace() as interleaved:
-        reduction.sum_interleaved[8, reduction.THREADS](np.zeros(8, np.float32), a)
-    with trace() as sequential:
-        reduction.sum_sequential[8, reduction.THREADS](np.zeros(8, np.float32), a)
-    # Both do 255 additions per block; the interleaved tree spreads them over more, emptier warps.
-    assert interleaved.threads_per_request("buffer") < sequential.threads_per_request("buffer")
-    assert interleaved.array("buffer").instructions["read"].requests > sequential.array("buffer").instructions["read"].requests
-
-
-@pytest.mark.parametrize("shape, view", [((4, 300, 6), None), ((50, 3, 7), "T"), ((129,), None)])
-def test_axis_reduce_any_axis(shape, view):
-    a = Tensor.from_numpy(random(shape))
-    a = a.T if view == "T" else a
-    summing = axis_reduction.make_axis_reduce(add, 0.0)
-    biggest = axis_reduction.make_axis_reduce(larger, -np.inf)
-    for axis in range(a.ndim):
-        kept = a.shape[:axis] + (1,) + a.shape[axis + 1:]
-        total, top = poisoned(kept), poisoned(kept)
-        with trace() as t:
-            axis_reduction.launch_axis_reduce(summing, total, a, axis)
-        axis_reduction.launch_axis_reduce(biggest, top, a, axis)
-        np.testing.assert_allclose(total.numpy(), a.numpy().sum(axis, keepdims=True), rtol=1e-5, atol=1e-4)
-        np.testing.assert_array_equal(top.numpy(), a.numpy().max(axis, keepdims=True))
-        t.assert_reads_per_element("a", exactly=1)
-        t.assert_writes_per_element("out", exactly=1)
-
-
-def test_axis_reduce_refuses_a_wrong_output_shape():
-    a = Tensor.from_numpy(random((3, 4)))
-    kernel = axis_reduction.make_axis_reduce(add, 0.0)
-    with pytest.raises(ValueError, match=r"gives shape \(3, 1\), but out has \(3,\)"):
-        axis_reduction.launch_axis_reduce(kernel, poisoned((3,)), a, 1)
-
-
-def test_lectures_can_show_the_source():
-    assert source_of(reduction.sum_sequential).startswith("@cuda.jit\ndef sum_sequential(partial, a):")
-    shown = show_source(reduction.warp_sum, reduction.sum_warp_shuffle)
-    assert shown.data.startswith("```python\n@cuda.jit(device=True)\ndef warp_sum(value):")
-    exec("def built_from_a_string(): pass", namespace := {})
-    for nothing_to_show in ("sum_sequential", None, len, namespace["built_from_a_string"]):
-        with pytest.raises(TypeError, match="show_source shows the code of a function, kernel or module defined in a "
-                                            f"cell or a .py file, not {re.escape(repr(nothing_to_show))}"):
-            show_source(nothing_to_show)
-
-
-def test_sources_can_leave_their_docstrings_out():
-    """For a slide: the docstrings of a builder and of the functions inside it go, its code and comments stay."""
-    from gpucourse.kernels import fusion
-
-    whole, code = source_of(fusion.make_micro_tile), source_of(fusion.make_micro_tile, docstrings=False)
-    assert '"""' in whole and '"""' not in code
-    assert "def micro_tile_product(" in code and "# unsigned indices" in code
-    assert set(code.splitlines()) <= set(whole.splitlines())

@@ -61,8 +61,12 @@ def add(x, y):
     return x + y
 
 
-SQUARE = {False: elementwise.make_map(square), True: elementwise.make_map(square, grid_stride=True)}
-ADD = {False: elementwise.make_zip(add), True: elementwise.make_zip(add, grid_stride=True)}
+def _one_and_grid_stride(make, function) -> dict:
+    """The kernel of ``make(function)``, by launch: one thread per element (no blocks given), or a grid-stride loop."""
+    return {"one per element": make(function), "grid-stride": make(function, grid_stride=True)}
+
+
+SQUARE, ADD = _one_and_grid_stride(elementwise.make_map, square), _one_and_grid_stride(elementwise.make_zip, add)
 
 
 def _elementwise_cases(rng, kernels, inputs: int) -> list[Case]:
@@ -70,7 +74,7 @@ def _elementwise_cases(rng, kernels, inputs: int) -> list[Case]:
     for shape, view, threads, blocks in (((1000,), None, 128, None), ((37, 29), "T", 32, None),
                                          ((5, 1, 33), "broadcast", 256, None), ((300, 7), None, 64, 3)):
         arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(inputs)]
-        kernel = kernels[blocks is not None]
+        kernel = kernels["grid-stride" if blocks else "one per element"]
 
         def run(arrays=arrays, view=view, threads=threads, blocks=blocks, kernel=kernel):
             tensors = [Tensor.from_numpy(a.copy()) for a in arrays]

@@ -113,6 +113,7 @@ def test_events_time_the_simulation(capsys, monkeypatch):
 def test_events_are_reached_only_once_something_waits_for_the_launches_before_them():
     """A launch returns before its kernel ends on a GPU, so the time to a later event can be read only after a
     synchronisation (else CUDA_ERROR_NOT_READY); a launch that copies a NumPy argument back waits by itself."""
+    from gpucourse.grading.feedback import COURSE_ERRORS
     from gpucourse.run.simulated_device import EventNotReady
 
     a = np.random.default_rng(3).uniform(-1, 1, 40).astype(np.float32)
@@ -126,8 +127,9 @@ def test_events_are_reached_only_once_something_waits_for_the_launches_before_th
         wait()
         return start.elapsed_time(end)
 
-    with pytest.raises(EventNotReady, match=r"CUDA_ERROR_NOT_READY.*end\.synchronize\(\)"):
+    with pytest.raises(EventNotReady, match=r"CUDA_ERROR_NOT_READY.*end\.synchronize\(\)") as not_ready:
         timed(lambda: None)
+    assert isinstance(not_ready.value, COURSE_ERRORS)  # a notebook shows its message, not a traceback
     with pytest.raises(EventNotReady):
         cuda.event_elapsed_time(start, end)
     with pytest.raises(EventNotReady):  # waiting for the earlier event is not enough

@@ -1,8 +1,8 @@
 """In a notebook, the course's own errors show as their message, not as a traceback.
 
 A failed check, a kernel the GPU compiler rejects, a fault the simulator
-found (a race, an index out of bounds) or a trace asked about an array the
-kernel did not touch is the student's to fix: the
+found (a race, an index out of bounds), a trace asked about an array the
+kernel did not touch or an event timed before it was reached is the student's to fix: the
 lines of `gpucourse` it passed through (and, under nbgrader, the hidden tests
 next to the failing line) would only get in the way. The cell still fails, so
 nbgrader still scores it zero.
@@ -11,10 +11,11 @@ nbgrader still scores it zero.
 from __future__ import annotations
 
 from ..run import KernelCompileError
+from ..run.simulated_device import EventNotReady
 from ..simulator import BudgetExceeded, KernelFault, UnknownArray
 from .core import CheckFailed
 
-COURSE_ERRORS = (CheckFailed, BudgetExceeded, KernelCompileError, KernelFault, UnknownArray)
+COURSE_ERRORS = (CheckFailed, BudgetExceeded, KernelCompileError, KernelFault, UnknownArray, EventNotReady)
 
 
 def _message_only(shell, etype, value, tb, tb_offset=None):

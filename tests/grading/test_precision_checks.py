@@ -57,6 +57,23 @@ def test_linear_fp16_needs_a_float32_accumulator():
         checks.check_linear_fp16(make_linear(float16), [(5, 300, 7)])
 
 
+@cuda.jit
+def linear_rows_from_x(Y, X, W, bias):  # the row from cuda.grid(2)'s x, the column from its y
+    row, col = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        acc = float32(0)
+        for k in range(X.shape[1]):
+            acc += float32(X[row, k]) * float32(W[col, k])
+        Y[row, col] = float16(acc + bias[col])
+
+
+def test_linear_fp16_says_the_row_came_from_x():
+    with pytest.raises(CheckFailed, match=r"only rows 0 to 4 and columns 0 to 15 were written, as if the row came from "
+                                          r"x \(48 threads along x\) and the column from y \(16 along y\)\. "
+                                          r"cuda\.grid\(2\) gives \(x, y\)"):
+        checks.check_linear_fp16(linear_rows_from_x, [(5, 3, 40)])
+
+
 @pytest.mark.parametrize("accumulator", [types.float64, float])  # float64(0), or 0. in place of float32(0)
 def test_linear_fp16_rejects_a_float64_accumulator(accumulator):
     """numba-cuda's ``float()`` of a float16 is a float16: with ``float`` the products round to float16 first,
@@ -280,6 +297,35 @@ def test_loss_scale_update_follows_the_run():
                                        [(1.0, [True, False])], interval=3, name="update")
     with pytest.raises(CheckFailed, match=r"update\(1024.0, 0, False\) raised ZeroDivisionError"):
         checks.check_loss_scale_update(lambda s, g, f: 1 / 0, runs, interval=3, name="update")
+
+
+UPDATES = """
+GROWTH_INTERVAL = 3
+
+
+def update_reading_the_interval(scale, good, found):
+    if found:
+        return scale / 2, 0, True
+    return (scale * 2, 0, False) if good + 1 == GROWTH_INTERVAL else (scale, good + 1, False)
+
+
+def update_with_the_interval_written_out(scale, good, found):
+    if found:
+        return scale / 2, 0, True
+    return (scale * 2, 0, False) if good + 1 == 3 else (scale, good + 1, False)
+"""
+
+
+def test_loss_scale_update_must_read_the_interval_not_write_its_value():
+    notebook = {}  # a notebook's namespace: the functions' globals, GROWTH_INTERVAL among them
+    exec(UPDATES, notebook)
+    runs = [(1024.0, [False] * 7 + [True, True, False])]
+    checks.check_loss_scale_update(notebook["update_reading_the_interval"], runs, interval=3, quiet=True)
+    with pytest.raises(CheckFailed, match=r"update_with_the_interval_written_out is right with GROWTH_INTERVAL = 3, "
+                                          r"but with GROWTH_INTERVAL = 6 it returned \(2048.0, 0, False\) for "
+                                          r"\(1024.0, 2, False\), not \(1024.0, 3, False\): read GROWTH_INTERVAL"):
+        checks.check_loss_scale_update(notebook["update_with_the_interval_written_out"], runs, interval=3)
+    assert notebook["GROWTH_INTERVAL"] == 3  # put back
 
 
 def make_sgd(master_weights, wide=float32):

@@ -551,6 +551,21 @@ def test_a_row_sum_that_adds_to_its_output_is_told_the_output_starts_as_nan():
         gt.check_row_sums_speed(row_sums_atomic, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
 
 
+@cuda.jit
+def row_sums_in_float64(out, x):  # coalesced, but `total = 0.` sums in float64, which the cost model does not price
+    partial = cuda.shared.array(128, float32)
+    t = cuda.threadIdx.x
+    total = 0.
+    for col in range(t, x.shape[1], 128):
+        total += x[cuda.blockIdx.x, col]
+    halving_tree_to(out, partial, total)
+
+
+def test_a_row_sum_in_float64_loses_the_mark():
+    with pytest.raises(CheckFailed, match=r"row_sums_in_float64: computes in float64 on the GPU \(.*add\.f64"):
+        gt.check_row_sums_speed(row_sums_in_float64, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
+
+
 def make_column_sums(unsigned_loop, unsigned_column=False, rows_of=1):
     """A column sum; ``rows_of=0`` sums rows instead (a wrong answer)."""
 

@@ -67,12 +67,24 @@ def _is_poison(value, dtype) -> bool:
     return bool(_poisoned(value, dtype))
 
 
-def _unwritten_region(got: np.ndarray, dtype) -> str:
+def _unwritten_region(got: np.ndarray, dtype, threads_xy: tuple[int, int] | None = None) -> str:
     """Where a 2-D output still holds the poison, when that is one rectangle (a store or a whole call left out):
-    ", and so it is at rows 0 to 15, columns 8 to 15 (all of them, nothing else)"; else ""."""
+    ", and so it is at rows 0 to 15, columns 8 to 15 (all of them, nothing else)"; else "". With ``threads_xy``,
+    the launch's threads along x and along y for an output indexed [row, column] with x along the columns: when
+    exactly out[:x, :y] was written (a row below the threads along x, a column below those along y), the kernel took
+    its row from x and its column from y, and the message says so."""
     left = _poisoned(got, dtype)
     if got.ndim != 2 or not left.any():
         return ""
+    if threads_xy is not None:
+        rows, cols = got.shape
+        written = (min(rows, threads_xy[0]), min(cols, threads_xy[1]))
+        expected_left = np.ones(got.shape, bool)
+        expected_left[:written[0], :written[1]] = False
+        if written != (rows, cols) and np.array_equal(left, expected_left):
+            return (f": only rows 0 to {written[0] - 1} and columns 0 to {written[1] - 1} were written, as if the row "
+                    f"came from x ({threads_xy[0]} threads along x) and the column from y ({threads_xy[1]} along y). "
+                    "cuda.grid(2) gives (x, y), and x counts along a row's columns: col, row = cuda.grid(2)")
     rows, cols = np.flatnonzero(left.any(axis=1)), np.flatnonzero(left.any(axis=0))
     if not left[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1].all() or left.sum() == got.size:
         return ""
@@ -116,8 +128,11 @@ def _compare_exact(name, described, label, got, expected, dtype) -> None:
                         f"{len(bad)} of {got.size} elements differ")
 
 
-def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "") -> None:
-    """Within ``bound`` of the float64 ``exact``; where ``exact`` rounds to inf or NaN in ``dtype``, that exactly."""
+def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "",
+                    threads_xy: tuple[int, int] | None = None) -> None:
+    """Within ``bound`` of the float64 ``exact``; where ``exact`` rounds to inf or NaN in ``dtype``, that exactly.
+    ``threads_xy``: for a 2-D output with x along its columns, the launch's threads along x and y
+    (`_unwritten_region`)."""
     with np.errstate(over="ignore", invalid="ignore"):
         stored = exact.astype(dtype)
         special = ~np.isfinite(stored)
@@ -127,7 +142,8 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
     if len(bad):
         first = tuple(bad[0])
         if _is_poison(got[first], dtype):  # a guard or an index, not the arithmetic: the exercise's hint misleads
-            why = f"a thread past a guard or a wrong index leaves it unwritten{_unwritten_region(got, dtype)}"
+            region = _unwritten_region(got, dtype, threads_xy)
+            why = f"a thread past a guard or a wrong index leaves it unwritten{region}"
         elif special[first]:
             why = (f"the exact result is {exact[first]:.6g}, which is {float(stored[first])} in {np.dtype(dtype).name}: "
                    "the kernel must give that too (inf - inf and 0 * inf give NaN; clamping gives the largest finite "
@@ -206,7 +222,8 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
         _compare_within(name, described, "Y", Y, exact, bound, np.float16,
                         "is every step float32 (each fp16 value widened before its product, the sum, and the bias "
-                        "added to it) and rounded to fp16 once, at the end?")
+                        "added to it) and rounded to fp16 once, at the end?",
+                        (grid[0] * block[0], grid[1] * block[1]))
         _float_budget(kernel, name, [Y, X, W, bias], [64],
                       "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
                       "what it touches float64: write float32(0).")
@@ -486,12 +503,15 @@ def _loss_scale_reference(scale: float, good_steps: int, found_inf: bool, interv
 
 
 def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequence[bool]]], *, interval: int,
-                            name: str | None = None, quiet: bool = False) -> None:
+                            name: str | None = None, quiet: bool = False,
+                            interval_name: str = "GROWTH_INTERVAL") -> None:
     """``function(scale, good_steps, found_inf) -> (scale, good_steps, skip)`` along each run of steps.
 
     Each run is ``(initial scale, found_inf of each step)``, from 0 good steps: on an inf or NaN the step is
     skipped, the scale halved and the count reset; otherwise the count grows, and after ``interval`` good
-    steps in a row the scale doubles and the count restarts.
+    steps in a row the scale doubles and the count restarts. A ``function`` that reads a global ``interval_name``
+    equal to ``interval`` also runs once with that global changed for a moment: its value written in place of the
+    name fails.
     """
     __tracebackhide__ = True
     name = name or getattr(function, "__name__", "function")
@@ -511,7 +531,31 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
                                   f"{history})")
             scale, good = expected[0], expected[1]
             count += 1
+    _interval_not_hard_coded(function, name, interval, interval_name)
     report(name, count, quiet, unit="step")
+
+
+def _interval_not_hard_coded(function: Callable, name: str, interval: int, interval_name: str) -> None:
+    """When ``function`` reads the notebook's ``interval_name`` (a global equal to ``interval``), run it again with
+    that global set to another value for a moment: a function that still doubles after ``interval`` good steps wrote
+    the number where the exercise names the constant."""
+    names = getattr(function, "__globals__", None)
+    if not isinstance(names, dict) or names.get(interval_name) != interval:
+        return
+    other = interval + 3
+    scale, good = 1024.0, 0
+    names[interval_name] = other
+    try:
+        for _ in range(other + 1):
+            expected = _loss_scale_reference(scale, good, False, other)
+            got = core.call_function(function, name, (scale, good, False))
+            if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
+                raise CheckFailed(f"{name} is right with {interval_name} = {interval}, but with {interval_name} = "
+                                  f"{other} it returned {got!r} for ({scale!r}, {good!r}, False), not {expected!r}: "
+                                  f"read {interval_name} in the function rather than writing its value {interval}")
+            scale, good = expected[0], expected[1]
+    finally:
+        names[interval_name] = interval
 
 
 # ---------------------------------------------------------------- exercise 5: fp32 master weights

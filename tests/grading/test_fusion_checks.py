@@ -48,6 +48,37 @@ def softmax_per_row(y, x):  # one warp per row, no max subtracted: overflows on 
             y[row, c] = math.exp(x[row, c]) / total
 
 
+@cuda.jit
+def softmax_of_four_warps(y, x):  # one warp per row, the block's 4 warps written in: right only with 4
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * 4 + cuda.threadIdx.y
+    if row < x.shape[0]:
+        top = float32(-math.inf)
+        for c in range(lane, x.shape[1], 32):
+            top = max(top, x[row, c])
+        for offset in (16, 8, 4, 2, 1):
+            top = max(top, cuda.shfl_xor_sync(FULL, top, offset))
+        total = float32(0)
+        for c in range(lane, x.shape[1], 32):
+            total += math.exp(x[row, c] - top)
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_xor_sync(FULL, total, offset)
+        for c in range(lane, x.shape[1], 32):
+            y[row, c] = math.exp(x[row, c] - top) / total
+
+
+@pytest.mark.parametrize("warps", [[1, 4], [4, 1], [4, 2]])
+def test_a_kernel_right_with_one_block_shape_only_is_told_to_read_blockdim(warps):
+    plans = gf.warp_rows([(9, 40)], warps=warps)
+    message = fails("rows are wrong", gf.check_row_kernel, softmax_of_four_warps, softmax_spec, plans, special=False)
+    assert "With block=(32, 4) the result is right, with block=(32, " in message
+    assert "Read it from cuda.blockDim.x and cuda.blockDim.y" in message
+    gf.check_row_kernel(softmax_of_four_warps, softmax_spec, gf.warp_rows([(9, 40)], warps=[4]), special=False,
+                        quiet=True)
+    message = fails("rows are wrong", gf.check_row_kernel, softmax_per_row, softmax_spec, plans)  # wrong everywhere
+    assert "With block=" not in message
+
+
 def test_row_check_passes_the_reference_and_names_the_overflowing_row():
     plans = gf.block_rows([(5, 70), (3, 300)], threads=[64])
     gf.check_row_kernel(fu.softmax_online, softmax_spec, plans, quiet=True,

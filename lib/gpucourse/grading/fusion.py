@@ -177,31 +177,62 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
     out_name = parameters[0] if parameters else "out"
     labels = [out_name] + [f"`{p}`" for p in parameters[1:]]
     budgets = budget_list(budget)
-    count = 0
-    for launch in launches:
-        try:
-            got, recorded = run_checked(kernel, name, launch.describe(), launch.grid, launch.block,
-                                        launch.expected.shape, np.float32, launch.arguments, labels, budgets)
-        except CheckFailed as failed:
-            message = str(failed)
-            if "reads `p_tile[" in message and "which nothing has written" in message:  # the flash exercise
-                message += ("\n  online_softmax_tile stores every p it computes, 0 for a masked key, in "
-                            "p_tile[row + ROW_STEP * i, col + LANES * j] for every i < ROWS and j < KEYS: the "
-                            "kernel multiplies the whole tile by V.")
-            elif "which nothing has written (shared memory" in message and RETURNED not in message:
-                message += ("\n  If threads without a row or query (past the end) return before the barrier, their "
-                            "share of the shared array is never written: every thread of the block copies its "
-                            "elements and meets every barrier; guard only the final store.")
-            raise CheckFailed(message) from None
-        expected = launch.expected
-        with np.errstate(invalid="ignore"):
-            ok = (got == expected) | (np.abs(got.astype(np.float64) - expected) <= launch.tolerance)
-        bad = np.argwhere(~ok)
+    launches = list(launches)
+    right_blocks = []  # the blocks of the launches that gave the right result
+    for number, launch in enumerate(launches):
+        got, recorded = _launched(kernel, name, launch, labels, budgets)
+        bad = _wrong(got, launch)
         if len(bad):
-            raise CheckFailed(explain_rows(name, launch, got, bad, out_name))
+            hint = _block_hint(kernel, name, launch, right_blocks, launches[number + 1:], labels)
+            raise CheckFailed(explain_rows(name, launch, got, bad, out_name) + hint)
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
-        count += 1
-    report(name, count, quiet, budgeted=bool(budgets))
+        right_blocks.append(launch.block)
+    report(name, len(launches), quiet, budgeted=bool(budgets))
+
+
+def _launched(kernel, name: str, launch: RowLaunch, labels: list, budgets: list):
+    """(the output, the trace) of ``launch`` on copies; a fault's message with the exercise's hint."""
+    __tracebackhide__ = True
+    try:
+        return run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
+                           np.float32, launch.arguments, labels, budgets)
+    except CheckFailed as failed:
+        message = str(failed)
+        if "reads `p_tile[" in message and "which nothing has written" in message:  # the flash exercise
+            message += ("\n  online_softmax_tile stores every p it computes, 0 for a masked key, in "
+                        "p_tile[row + ROW_STEP * i, col + LANES * j] for every i < ROWS and j < KEYS: the "
+                        "kernel multiplies the whole tile by V.")
+        elif "which nothing has written (shared memory" in message and RETURNED not in message:
+            message += ("\n  If threads without a row or query (past the end) return before the barrier, their "
+                        "share of the shared array is never written: every thread of the block copies its "
+                        "elements and meets every barrier; guard only the final store.")
+        raise CheckFailed(message) from None
+
+
+def _wrong(got: np.ndarray, launch: RowLaunch) -> np.ndarray:
+    """The indices where ``got`` is outside the launch's tolerance."""
+    with np.errstate(invalid="ignore"):
+        ok = (got == launch.expected) | (np.abs(got.astype(np.float64) - launch.expected) <= launch.tolerance)
+    return np.argwhere(~ok)
+
+
+def _block_hint(kernel, name: str, wrong: RowLaunch, right_blocks: list, later: list, labels: list) -> str:
+    """For a launch that gave a wrong result: where the kernel is right with another block shape (one checked
+    before, else the first of the ``later`` launches), a hint that it assumes its block's shape; else ""."""
+    right = next((block for block in right_blocks if block != wrong.block), None)
+    for launch in (launch for launch in later if right is None and launch.block != wrong.block):
+        try:
+            got, _ = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
+                                 np.float32, launch.arguments, labels, [])
+        except CheckFailed:
+            continue
+        if not len(_wrong(got, launch)):
+            right = launch.block
+    if right is None:
+        return ""
+    return (f"\n  With block={right} the result is right, with block={wrong.block} it is not: does the kernel assume "
+            "its block's shape (a number of warps or threads written in)? Read it from cuda.blockDim.x and "
+            "cuda.blockDim.y: the launch chooses it.")
 
 
 def proportional_diagnosis(expected: np.ndarray) -> Callable:

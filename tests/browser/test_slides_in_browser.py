@@ -29,6 +29,37 @@ MEASURE_SLIDES = """() => Reveal.getSlides().map((slide) => {
 })"""
 
 
+# For every table of every slide: where a line of a cell breaks between two letters or digits (inside a word, as
+# `conv_implicit_gemm_warp_tile` / `d`; a break after an underscore or a dot is where a name may break), and how far it
+# runs past the slide's right edge.
+WORDS_CUT_IN_TABLES = """() => Reveal.getSlides().flatMap((slide) => {
+    const {h, v} = Reveal.getIndices(slide);
+    Reveal.slide(h, v, Infinity);
+    return Array.from(slide.querySelectorAll("table"), (table) => {
+        const cut = [], walker = document.createTreeWalker(table, NodeFilter.SHOW_TEXT);
+        let before = null, node;
+        while ((node = walker.nextNode())) {
+            const cell = node.parentElement.closest("td, th");
+            for (let i = 0; i < node.length; i++) {
+                const range = document.createRange();
+                range.setStart(node, i);
+                range.setEnd(node, i + 1);
+                const box = range.getClientRects()[0];
+                if (!box) continue;
+                const letter = node.data[i];
+                if (before && before.cell === cell && box.top > before.top + 3 && /[^\\W_]/.test(before.letter)
+                        && /[^\\W_]/.test(letter)) {
+                    cut.push(`${cell.textContent.trim().slice(0, 60)}: ${before.letter} / ${letter}`);
+                }
+                before = {cell, letter, top: box.top};
+            }
+        }
+        const right = table.getBoundingClientRect().right - slide.getBoundingClientRect().right;
+        return {where: `${h}/${v}`, cut, pastRightEdge: right};
+    });
+})"""
+
+
 def open_deck(page, deck: Path):
     """Open ``deck`` from disk with the network cut; return the URLs it requested."""
     requested = []
@@ -102,3 +133,37 @@ def test_deck_steps_through_offline(built_decks, page):
     assert visited == set(range(slides)), f"visited {sorted(visited)} of {slides} slides"
     remote = [url for url in requested if not url.startswith(("file:", "data:", "about:"))]
     assert not remote, f"the deck fetched from the network: {remote}"
+
+
+def test_a_long_name_in_a_table_breaks_after_an_underscore_or_a_dot_never_inside_a_word(page, tmp_path):
+    """A narrow column of long code names: each wraps after an underscore or a dot (`overflow-wrap: anywhere` cut
+    them anywhere), and the table stays within the slide."""
+    import nbformat
+
+    from gpucourse.course.slides import copy_assets, write_deck
+
+    names = ["conv_implicit_gemm_warp_tiled", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+             "kernel_resources(...).registers", "UninitializedRead"]
+    rows = "\n".join(f"| `{name}` | {'words that fill the wide column of this table, ' * 3} |" for name in names)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Names\n\n| name | what |\n| --- | --- |\n{rows}")])
+    copy_assets(tmp_path)
+    open_deck(page, write_deck(notebook, "names", tmp_path))
+    tables = page.evaluate(WORDS_CUT_IN_TABLES)
+    assert [table["cut"] for table in tables] == [[]], tables
+    assert tables[0]["pastRightEdge"] <= 2, tables
+    column = page.locator("td code").first.bounding_box()
+    assert column["width"] < 0.5 * 1280  # it did wrap (the test tests something)
+
+
+def test_no_name_in_a_table_of_any_lecture_is_cut_inside_a_word(built_decks, page):
+    """Every table of every deck (30 words in 11 tables were cut: `OutOfBou` / `nds`, `ld.s` / `um`), and none runs
+    past the slide's right edge."""
+    cut, wide = [], []
+    for lecture in LECTURES:
+        open_deck(page, built_decks / f"{lecture}.slides.html")
+        for table in page.evaluate(WORDS_CUT_IN_TABLES):
+            cut += [(lecture, table["where"], word) for word in table["cut"]]
+            if table["pastRightEdge"] > 2:
+                wide.append((lecture, table))
+    assert not cut, "\n".join(map(str, cut))
+    assert not wide, wide

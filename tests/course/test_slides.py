@@ -330,3 +330,24 @@ def test_the_sentence_announcing_a_cell_moves_to_the_sub_slide_of_that_cell():
         code(20)])
     fit(mid_sentence)  # lecture 1: a sentence running on after a fenced line is not cut from its start
     assert mid_sentence.cells[0].source.endswith("and the rest, once:")
+
+
+def test_code_in_a_table_cell_breaks_only_after_its_underscores_and_dots():
+    """`overflow-wrap: anywhere` on table code cut names mid-word (`conv_implicit_gemm_warp_tile` / `d`, `OutOfBou` /
+    `nds`: 30 words in 11 tables of the lectures): a `<wbr>` now marks where a name in a table may break, nothing
+    lets it break elsewhere, and the table's height estimate breaks it at the same places."""
+    from gpucourse.course.slide_layout import CSS, _cell_width, breakable_code, code_pieces
+
+    rules = re.sub(r"/\*.*?\*/", "", CSS, flags=re.S)  # its comments left out
+    assert "anywhere" not in rules and "break-all" not in rules
+    html = ('<p><code>out_of_table</code></p><table><tr><td><code class="x">l1tex__t_sectors.sum</code> a_b '
+            '<code>kernel_resources(...).registers</code> <code>OutOfBounds</code> <code>t.f(&quot;a_b&quot;)</code>'
+            '</td></tr></table>')
+    assert breakable_code(html) == (
+        '<p><code>out_of_table</code></p><table><tr><td><code class="x">l1tex__<wbr>t_<wbr>sectors.<wbr>sum</code> a_b '
+        '<code>kernel_<wbr>resources(...).<wbr>registers</code> <code>OutOfBounds</code> '
+        '<code>t.<wbr>f(&quot;a_<wbr>b&quot;)</code></td></tr></table>')
+    assert code_pieces("conv_implicit_gemm_warp_tiled") == ["conv_", "implicit_", "gemm_", "warp_", "tiled"]
+    assert code_pieces("_private__") == ["_private__"]  # no break before a name's first letter or after its last
+    text, longest = _cell_width("`conv_implicit_gemm_warp_tiled` and `OutOfBounds`")
+    assert longest == 1.1 * len("OutOfBounds")  # the longest piece the browser cannot break

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from gpucourse.figures import draw_launch, index_explorer, thread_map  # noqa: E402
+from on_a_slide import SMALLEST_TEXT, smallest_text  # noqa: E402
 
 
 def by_index(tmap):
@@ -97,3 +98,51 @@ def test_index_explorer_builds_and_redraws():
     cols.value = 37  # section 5's array: the explorer reaches it
     assert "over 37 elements" in summary.value
     plt.close("all")
+
+
+def _launches_the_sliders_allow(count: int):
+    """The index explorer's first launch, lecture 1's and the cheat sheet's, the sliders' corners, and ``count``
+    launches drawn at random within the sliders' ranges (1-D: grid x 1-8, block x 1-32, 1-64 elements; 2-D: also
+    grid y 1-8, block y 1-16, 1-32 rows)."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    fixed = [((2, 3), (8, 4), (10, 13)), ((3, 2), (4, 4), (6, 10)), ((2, 2), (4, 4), (5, 7)), (2, 8, 13),
+             ((8, 8), (32, 16), (32, 64)), ((1, 1), (1, 1), (1, 1)), ((8, 8), (1, 1), (32, 64)), ((1, 1), (32, 16), (1, 1)),
+             (8, 32, 64), (1, 1, 1), (8, 1, 64), (1, 32, 1), ((4, 4), (8, 4), (20, 37)), (8, 8, 64)]
+    drawn = []
+    for _ in range(count):
+        if rng.random() < 0.3:
+            drawn.append((int(rng.integers(1, 9)), int(rng.integers(1, 33)), int(rng.integers(1, 65))))
+        else:
+            drawn.append(((int(rng.integers(1, 9)), int(rng.integers(1, 9))), (int(rng.integers(1, 33)),
+                          int(rng.integers(1, 17))), (int(rng.integers(1, 33)), int(rng.integers(1, 65)))))
+    return fixed + drawn
+
+
+@pytest.mark.parametrize("grid, block, shape", _launches_the_sliders_allow(16))
+def test_every_text_of_a_launch_reads_on_a_slide_and_labels_stay_in_their_cells(grid, block, shape):
+    """Each text at least 13 px on a slide, at any launch the explorer's sliders reach (the cells' labels were 9 pt,
+    scaled to 9.4 px on a slide at the explorer's first launch, 11.5 px at the cheat sheet's): a cell's label within
+    its cell, a block's first thread's label within its block's first row, none over another."""
+    fig = draw_launch(grid, block, shape)
+    assert smallest_text(fig)[0] >= SMALLEST_TEXT, (smallest_text(fig), grid, block, shape)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    origin, corner = ax.transData.transform((0, 0)), ax.transData.transform((1, 1))
+    cell_w, cell_h = abs(corner[0] - origin[0]), abs(corner[1] - origin[1])  # px
+    boxes = [text.get_window_extent(renderer) for text in ax.texts]
+    for text, box in zip(ax.texts, boxes):
+        assert box.height < cell_h, (text.get_text(), box.height, cell_h)
+        room = cell_w if text.get_ha() == "center" else cell_w * thread_map(grid, block, shape).block[0]
+        assert box.width < room, (text.get_text(), box.width, room)
+    assert not any(a.overlaps(b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
+    plt.close(fig)
+
+
+def test_the_explorer_labels_every_cell_of_its_first_launch_and_lecture_1s():
+    """Both small enough for a label in every cell at a slide's size (cells wider than tall where the label needs)."""
+    for launch, cells in ((((2, 3), (8, 4), (10, 13)), 16 * 12), (((3, 2), (4, 4), (6, 10)), 12 * 8)):
+        fig = draw_launch(*launch)
+        assert len(fig.axes[0].texts) == cells
+        plt.close(fig)

@@ -3,7 +3,6 @@
 import matplotlib
 import numpy as np
 import pytest
-from matplotlib.text import Text
 from numba import cuda, float32
 from on_a_slide import SMALLEST_TEXT, smallest_text
 
@@ -213,26 +212,60 @@ def stencil_through_tile(out, a):
         out[y, x] = tile[tx, ty]
 
 
+def _labels_fit_their_cells(figure):
+    renderer = figure.canvas.get_renderer()
+    for axis in figure.axes:
+        if not axis.get_images():
+            continue
+        rows, columns = axis.get_images()[0].get_array().shape[:2]
+        box = axis.get_window_extent(renderer)
+        for text in axis.texts:
+            extent = text.get_window_extent(renderer)
+            assert extent.width < box.width / columns and extent.height < box.height / rows, text.get_text()
+
+
 def test_trace_labels_are_readable_on_a_slide():
     """The cell labels of a small trace fit their cells and, scaled like a slide's figure (1180 x 500 px at
-    most), are at least 11 px tall: about the size of the slide's smallest text (a 16 x 16 grid of 3-digit labels
-    cannot reach 13 px in the slide's 500 px). Its ticks and titles are at least 13 px (lecture 1b's ticks were 12)."""
+    most), are at least 13 px tall, as are its ticks and titles (lecture 1b's ticks were 12)."""
     a, out = np.random.default_rng(7).standard_normal((16, 17)).astype(np.float32), np.full((16, 16), np.nan, np.float32)
     with trace() as t:
         stencil_through_tile[(2, 2), (8, 8)](out, a)
     figure = show_trace(t, block=(1, 0), phase=0)
-    renderer = figure.canvas.get_renderer()
-    box = figure.get_tightbbox(renderer)  # inches, what a notebook shows (bbox_inches="tight")
-    scale = min(1, 1180 / (box.width * figure.dpi), 500 / (box.height * figure.dpi))
     labels = [text for axis in figure.axes for text in axis.texts]
     assert {text.get_text() for text in labels} >= {"r1", "r2", "0", "63"}
-    for axis in figure.axes:
-        cell = axis.get_window_extent(renderer).width / axis.get_images()[0].get_array().shape[1]  # px
-        for text in axis.texts:
-            assert text.get_window_extent(renderer).width < cell, text.get_text()
-            assert text.get_fontsize() * figure.dpi / 72 * scale >= 11, (text.get_text(), text.get_fontsize(), scale)
-    others = [text for text in figure.findobj(Text) if text not in labels and text.get_visible() and text.get_text()]
-    assert smallest_text(figure, others)[0] >= SMALLEST_TEXT
+    _labels_fit_their_cells(figure)
+    assert smallest_text(figure)[0] >= SMALLEST_TEXT, smallest_text(figure)
+
+
+@cuda.jit
+def through_a_16_by_16_tile(out, a):
+    """Thread (tx, ty) of a 16 x 16 block copies a[y, x] into tile[ty, tx], and tile[ty, tx] into out[y, x]."""
+    tile = cuda.shared.array((16, 16), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x, y = cuda.grid(2)
+    tile[ty, tx] = a[y, x]
+    cuda.syncthreads()
+    out[y, x] = tile[ty, tx] * float32(2)
+
+
+def test_three_digit_labels_of_a_16_by_16_tile_read_on_a_slide():
+    """Lecture 3's two 16 x 16 tiles, labelled by threads 0 to 255, were 10.9 px on its slide (9 pt, scaled 0.87): a
+    label is now 13 px at least, its cell wider than tall where it needs; where even that cannot hold it (three such
+    tiles side by side), the cells keep their colours and no label is drawn smaller."""
+    a = np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32)
+    with trace() as t:
+        through_a_16_by_16_tile[(1, 1), (16, 16)](np.full_like(a, np.nan), a)
+    two = show_trace(t, phase=0, arrays=["tile", "a"])
+    labels = [text for axis in two.axes for text in axis.texts]
+    assert {"0", "255", "r1"} <= {text.get_text() for text in labels}
+    assert smallest_text(two, labels)[0] >= SMALLEST_TEXT and smallest_text(two)[0] >= SMALLEST_TEXT, smallest_text(two)
+    _labels_fit_their_cells(two)
+    three = show_trace(t, phase=1)  # tile read, out written, and a's reads of phase 0 are not in it: two arrays
+    assert smallest_text(three)[0] >= SMALLEST_TEXT, smallest_text(three)
+    _labels_fit_their_cells(three)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 @cuda.jit

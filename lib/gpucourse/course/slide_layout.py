@@ -52,8 +52,9 @@ CSS = f"""
 /* A line longer than the slide is wide (about 95 characters of code) wraps instead of being cut at its edge. */
 .reveal .jp-InputArea-editor pre, .reveal .jp-OutputArea-output pre {{
     white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; }}
-/* Long code in a table cell (a profiler metric's name) breaks where it must, so the table fits the slide's width. */
-.reveal table code {{ overflow-wrap: anywhere; }}
+/* Long code in a table cell (a profiler metric's name) breaks only after its underscores and dots (`breakable_code`
+   marks them), never inside a word: `overflow-wrap: anywhere` here cut `conv_implicit_gemm_warp_tiled` as
+   `..._tile` / `d` and `OutOfBounds` as `OutOfBou` / `nds` (30 words in 11 tables of the lectures, seen in Chromium). */
 /* A code box's width (100% of its cell) holds its padding: else its lines wrap 15 px past the cell's right edge, where
    the cell and the slide cut them (seen in lectures 2a to 7: the last letters of long lines missing). */
 .reveal .jp-Cell pre {{ box-sizing: border-box; }}
@@ -92,13 +93,36 @@ def markdown_blocks(source: str) -> list[str]:
     return blocks
 
 
+CODE_BREAK = re.compile(r"(?<=[^\W_]|\))[_.]+(?=[^\W_])")  # where code in a table cell may break: after a run of
+# underscores or dots after a letter, digit or ")" and before a letter or digit (`l1tex__t_sectors.sum`: `l1tex__`,
+# `t_`, `sectors.`, `sum`; `f(...).registers`: `f(...).`, `registers`)
+
+
+def code_pieces(word: str) -> list[str]:
+    """A code word in the pieces a table cell may break it into (`CODE_BREAK`): the browser breaks it nowhere else."""
+    return CODE_BREAK.sub(lambda found: found[0] + "\0", word).split("\0")
+
+
+def breakable_code(html: str) -> str:
+    """``html`` with a ``<wbr>`` (a place to break a line, no character) at each `CODE_BREAK` of the code in its
+    tables' cells, so that a long name wraps between its words, as `table_height` expects, and not inside one."""
+    def in_code(found: re.Match) -> str:  # the code's text between its tags (an entity has no "_" or ".")
+        return re.sub(r"(?<=>)[^<]+", lambda text: CODE_BREAK.sub(lambda at: at[0] + "<wbr>", text[0]), found[0])
+
+    def in_table(found: re.Match) -> str:
+        return re.sub(r"<code\b[^>]*>.*?</code>", in_code, found[0], flags=re.S)
+
+    return re.sub(r"<table\b.*?</table>", in_table, html, flags=re.S | re.I)
+
+
 def _cell_width(text: str) -> tuple[float, float]:
-    """A table cell's width in prose characters, and its longest word's (where the browser may break it no further):
-    markdown marks left out, code counted wider."""
+    """A table cell's width in prose characters, and its longest word's (where the browser may break it no further;
+    code breaks after its underscores and dots too, `code_pieces`): markdown marks left out, code counted wider."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("**", "")
     parts = re.split(r"`+", text)
     prose, code = parts[0::2], parts[1::2]
-    words = [len(w) for part in prose for w in part.split()] + [CODE_WIDTH * len(w) for part in code for w in part.split()]
+    words = [len(w) for part in prose for w in part.split()] + [CODE_WIDTH * len(piece) for part in code
+                                                                  for w in part.split() for piece in code_pieces(w)]
     return sum(map(len, prose)) + CODE_WIDTH * sum(map(len, code)), max(words, default=0)
 
 

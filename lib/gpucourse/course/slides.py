@@ -38,7 +38,7 @@ from jinja2 import DictLoader
 from nbconvert import SlidesExporter
 
 from .execution import run_notebook
-from .slide_layout import CSS, fit
+from .slide_layout import CSS, breakable_code, fit
 
 REVEAL_DIR = "reveal.js"
 MATHJAX_DIR = "mathjax"
@@ -153,6 +153,7 @@ def write_deck(notebook, name: str, out_dir: Path) -> Path:
     drop_widgets(notebook)
     fit(notebook)
     html, _ = exporter().from_notebook_node(notebook, resources={"metadata": {"name": name}})
+    html = breakable_code(html)  # a name in a table breaks between its words only
     target = out_dir / f"{name}.slides.html"
     target.write_text(html, encoding="utf-8")
     return target

@@ -117,16 +117,55 @@ def _boundaries(a, b, along_x: bool):
     return np.stack([start, start + ((1, 0) if along_x else (0, 1))], axis=1)
 
 
-def _ticks(axis_set, n: int):
-    step = -(-n // 32)
-    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=10)
+# Every text of the drawing is FONT pt, and the drawing (its tight box, the padding `savefig` adds, a notebook's
+# ``bbox_inches="tight"``) fits a 1280 x 720 slide's figure box (1180 x 500 px at 100 dpi) unscaled: FONT pt is
+# then 13.9 px on a slide, above the course's 13 px floor (labels were 9 pt, and scaled down to 9.4 px at the
+# explorer's first launch). Cells that cannot hold their labels at FONT go unlabelled rather than smaller.
+FONT = 10  # pt
+MOST_WIDE, MOST_TALL = 11.4, 4.7  # in: the drawing's tight box, within the slide's 11.8 x 5.0 in less the padding
+BIGGEST_CELL = 0.5  # in
+
+
+def _text_width(characters: int) -> float:
+    """Inches a label of ``characters`` digits and commas takes at `FONT`, a little room either side included."""
+    return (0.62 * characters + 0.6) * FONT / 72
+
+
+_TEXT_HEIGHT = 1.3 * FONT / 72  # in: a line of text at `FONT`, with room above and below
+
+
+def _tick_step(cell: float, room: float) -> int:
+    """Every how many cells a tick label goes, so that neighbouring ones, ``room`` inches each, do not touch."""
+    return next(step for step in (1, 2, 4, 8, 16, 32, 64, 128, 256) if step * cell >= room or step == 256)
+
+
+def _ticks(axis_set, n: int, step: int):
+    axis_set(np.arange(n) + 0.5, [str(i) if i % step == 0 else "" for i in range(n)], fontsize=FONT)
+
+
+def _cells(width: int, height: int, label: float, run: float, title_lines: int) -> tuple[float, float, str]:
+    """(width, height) of a cell in inches and what the cells show: "each" (every cell its thread's index), "first"
+    (the first cell of each block, ``run`` cells wide at least, its first thread's), or "none". A cell is square
+    unless its label needs it wider; the grid fits the figure's room with its ticks, title and legend."""
+    room_w = MOST_WIDE - 0.9  # the row label and its ticks
+    room_h = MOST_TALL - (0.55 + 0.2 * title_lines) - 0.6  # the column ticks, label and title; a two-row legend
+    tall = min(BIGGEST_CELL, room_h / height)
+    wide = min(room_w / width, max(tall, label))
+    if wide >= label and tall >= _TEXT_HEIGHT:
+        return wide, tall, "each"
+    wide = min(room_w / width, max(tall, label / run))
+    if wide * run >= label and tall >= _TEXT_HEIGHT:
+        return wide, tall, "first"
+    return min(room_w / width, tall), tall, "none"
 
 
 def draw_launch(grid, block, shape, ax=None):
     """Draw the array coloured by block, each cell labelled with its thread's ``cuda.grid`` index.
 
     Tail threads appear as hatched red cells past the array's edge; elements no thread
-    covers are yellow. Returns the figure.
+    covers are yellow. Every text is `FONT` pt and the drawing fits a slide unscaled; where a cell cannot hold its
+    label at that size, only the first cell of each block is labelled (with its first thread's index, across the
+    block's first cells), or none (the ticks still count rows and columns). Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection, PatchCollection
@@ -137,9 +176,27 @@ def draw_launch(grid, block, shape, ax=None):
     where = np.array([t.element for t in tmap.threads])
     tail = np.array([not t.in_bounds for t in tmap.threads])
     height, width = np.maximum(where.max(axis=0) + 1, (rows, cols))
-    cell = min(0.5, 9 / width, 6 / height)
+
+    def label(t):
+        return str(t.index[0]) if tmap.ndim == 1 else f"{t.index[0]},{t.index[1]}"
+
+    needed = _text_width(max(len(label(t)) for t in tmap.threads))
+    run = tmap.block[0] if tmap.ndim == 2 or rows == 1 else min(tmap.block[0], cols)  # a block's first cells in a row
     if ax is None:
-        _, ax = plt.subplots(figsize=(width * cell + 1, height * cell + 1.6))
+        title_lines = 3  # at most, in the narrowest figure; a shorter title leaves room the tight box drops
+        wide, tall, shown = _cells(width, height, needed, run, title_lines)
+        figure_width = max(6.5, width * wide + 0.9)
+        figure_height = (0.55 + 0.2 * title_lines) + height * tall + 0.6
+        fig = plt.figure(figsize=(figure_width, figure_height))
+        ax = fig.add_axes([(figure_width - width * wide) / 2 / figure_width, 0.6 / figure_height,
+                           width * wide / figure_width, height * tall / figure_height])
+        aspect = "auto"  # the axes are the grid's size: a cell wider than tall where its label needs it
+    else:
+        box = ax.get_position().transformed(ax.figure.transFigure).transformed(ax.figure.dpi_scale_trans.inverted())
+        wide = tall = min(box.width / width, box.height / height)
+        shown = "each" if wide >= needed and tall >= _TEXT_HEIGHT else "first" if wide * run >= needed and \
+            tall >= _TEXT_HEIGHT else "none"
+        aspect = "equal"
 
     owner = np.full((height, width), -1)
     owner[where[:, 0], where[:, 1]] = [t.block[1] * tmap.grid[0] + t.block[0] for t in tmap.threads]
@@ -148,7 +205,7 @@ def draw_launch(grid, block, shape, ax=None):
     image[owner >= 0] = palette[owner[owner >= 0] % len(palette)]
     image[where[tail, 0], where[tail, 1]] = to_rgba(_TAIL_FILL)
     image[:rows, :cols][owner[:rows, :cols] < 0] = to_rgba(_UNCOVERED)
-    ax.imshow(image, extent=(0, width, height, 0), interpolation="nearest")
+    ax.imshow(image, extent=(0, width, height, 0), interpolation="nearest", aspect=aspect)
 
     # Hatch the tail threads, one rectangle per run of them along a row.
     is_tail = np.zeros((height, width + 2), dtype=int)
@@ -166,34 +223,35 @@ def draw_launch(grid, block, shape, ax=None):
     ax.add_collection(LineCollection(edges, colors="0.25", lw=1.2))
     ax.add_patch(Rectangle((0, 0), cols, rows, fill=False, edgecolor="black", lw=2.5))
 
-    def label(t):
-        return str(t.index[0]) if tmap.ndim == 1 else f"{t.index[0]},{t.index[1]}"
-
-    size = min(9.0, 72 * cell / (0.62 * max(len(label(t)) for t in tmap.threads) + 0.4))
-    numbered = size >= 5  # smaller text is unreadable: leave the colours alone
-    if numbered:
-        for t in tmap.threads:
-            ax.text(t.element[1] + 0.5, t.element[0] + 0.5, label(t), ha="center", va="center",
-                    fontsize=size, color=_TAIL if not t.in_bounds else "black")
+    for t in tmap.threads:
+        colour = _TAIL if not t.in_bounds else "black"
+        row, col = t.element
+        if shown == "each":
+            ax.text(col + 0.5, row + 0.5, label(t), ha="center", va="center", fontsize=FONT, color=colour)
+        elif shown == "first" and t.thread == (0, 0) and (width - col) * wide >= needed:
+            ax.text(col + 0.15, row + 0.5, label(t), ha="left", va="center", fontsize=FONT, color=colour)
 
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
-    _ticks(ax.set_xticks, width)
-    _ticks(ax.set_yticks, height)
+    _ticks(ax.set_xticks, width, _tick_step(wide, _text_width(len(str(width - 1)))))
+    _ticks(ax.set_yticks, height, _tick_step(tall, _TEXT_HEIGHT))
     ax.tick_params(length=0, top=True, labeltop=True, bottom=False, labelbottom=False)
-    ax.set_xlabel("col (x)")
+    ax.set_xlabel("col (x)", fontsize=FONT)
     ax.xaxis.set_label_position("top")
-    ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row")
-    ax.set_title(tmap.summary(), fontsize=10, wrap=True)
+    ax.set_ylabel("row (y)" if tmap.ndim == 2 else "row", fontsize=FONT)
+    ax.set_title(tmap.summary(), fontsize=FONT, wrap=True)
     legend = [Patch(facecolor=_BLOCK_COLOURS[0], label="colour = block")]
-    if numbered:
+    index = "cuda.grid(1)" if tmap.ndim == 1 else "cuda.grid(2): x,y"
+    if shown == "each":
         legend.append(Patch(facecolor="white", edgecolor="0.6", label="number = cuda.grid(1)" if tmap.ndim == 1 else
                             "numbers = cuda.grid(2): x,y"))
+    elif shown == "first":
+        legend.append(Patch(facecolor="white", edgecolor="0.6", label=f"a block's first thread: {index}"))
     if tmap.tail:
         legend.append(Patch(facecolor=_TAIL_FILL, edgecolor=_HATCH, hatch="//", label="tail thread: needs a guard"))
     if tmap.uncovered:
         legend.append(Patch(facecolor=_UNCOVERED, label="element no thread covers"))
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=10, frameon=False)
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=FONT, frameon=False)
     ax.set_frame_on(False)
     return ax.figure
 

@@ -25,6 +25,10 @@ from .trace import LaunchTrace, Trace
 ROW = 32
 TEXT_LIMIT = 512  # cells; above this the figure shows colours only
 LABEL_FONT, TITLE_FONT = 12, 11  # pt, at most: a cell's label, an array's title (readable on a 1280 x 720 slide)
+LEAST_LABEL = 9.5  # pt: 13.2 px at 100 dpi, the course's smallest text on a slide; a label that small does not fit is
+# left out (the cell keeps its colour), never drawn smaller (three-digit labels were 9 pt, 10.9 px on lecture 3's slide)
+MOST_WIDE, MOST_TALL = 11.4, 4.7  # in: a figure show_trace makes fits a slide's figure box (11.8 x 5 in at 100 dpi,
+# the padding of savefig's tight box left out) unscaled, its titles and labels at their sizes
 
 
 def _launch(trace) -> LaunchTrace:
@@ -60,6 +64,13 @@ def _touched(launch: LaunchTrace, array, block: int, phase: int) -> bool:
     return any(((blocks == block) & (phase_of == phase)).any() for _k, _l, _e, blocks, phase_of, _s in array.events)
 
 
+def _labels(launch: LaunchTrace, array, block: int, phase: int) -> tuple[str, list[str]]:
+    """The longest label and every cell's: its writer's thread number, else "r" and how many threads read it."""
+    writer, readers, _ = _accesses(launch, array, block, phase)
+    labels = [str(w) if w >= 0 else (f"r{r}" if r else "") for w, r in zip(writer, readers)]
+    return max(labels, key=len, default=""), labels
+
+
 def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None):
     """Draw what the threads of ``block`` did to each array in barrier phase ``phase``.
 
@@ -83,8 +94,11 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
         grids = [_cell_grid(a.shape) for _, a in shown] or [(1, 1)]
         tallest = max(r / c for r, c in grids)
         width = min(max(3.6, 0.24 * max(c for _, c in grids) + 0.8), 8.0)  # room for labels, within a page
-        fig, axes = plt.subplots(rows, columns, figsize=(width * columns, 0.6 + rows * (0.3 + width * min(tallest, 1.5))),
-                                 squeeze=False)
+        labelled = [c * _label_room(len(_labels(launch, a, b, phase)[0])) / 72 + 0.9
+                    for (r, c), (_, a) in zip(grids, shown) if r * c <= TEXT_LIMIT and everyone]
+        wide = max([width, *labelled])  # three-digit labels need cells wider than square ones
+        fig, axes = plt.subplots(rows, columns, squeeze=False, figsize=(
+            min(MOST_WIDE, wide * columns), min(MOST_TALL, 0.6 + rows * (0.3 + width * min(tallest, 1.5)))))
         for extra in axes.ravel()[len(shown):]:
             extra.axis("off")
         axes = axes.ravel()
@@ -117,10 +131,9 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
             colour[: array.size][reads] = (0.35, 0.55, 0.95, 1)
             colour[: array.size][writes] = (0.9, 0.3, 0.3, 1)
             colour[: array.size][reads & writes] = (0.6, 0.3, 0.8, 1)
-        axis.imshow(colour.reshape(rows, columns, 4), aspect="equal", interpolation="nearest")
+        axis.imshow(colour.reshape(rows, columns, 4), aspect="equal", interpolation="nearest")  # `_label_font` may widen
         if cells <= TEXT_LIMIT and me is None:
-            labelled.append((axis, columns, [str(w) if w >= 0 else (f"r{r}" if r else "")
-                                             for w, r in zip(writer, readers)]))
+            labelled.append((axis, columns, _labels(launch, array, b, phase)[1]))
         axis.set_xticks(np.arange(-0.5, columns, 1), minor=True)
         axis.set_yticks(np.arange(-0.5, rows, 1), minor=True)
         axis.grid(which="minor", color="white" if cells > TEXT_LIMIT else "0.75", linewidth=0.5)
@@ -138,16 +151,32 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     for axis, columns, labels in labelled:
         size = _label_font(axis, columns, max(map(len, labels)))
         for e, label in enumerate(labels):
-            if label:
+            if label and size:
                 axis.text(e % columns, e // columns, label, ha="center", va="center", fontsize=size)
     return fig
 
 
-def _label_font(axis, columns: int, characters: int) -> float:
-    """The font size (pt) that fits ``characters`` across one of ``axis``'s ``columns`` cells, at most `LABEL_FONT`."""
-    axis.apply_aspect()  # the equal aspect's final box, which tight_layout has sized
-    cell = axis.get_position().width * axis.figure.get_figwidth() * 72 / columns  # pt
-    return min(LABEL_FONT, 0.55 * cell, 0.8 * cell / (0.64 * max(characters, 1)))  # a digit is about 0.64 em
+def _label_room(characters: int) -> float:
+    """The width (pt) of a cell that holds a label of ``characters`` digits at `LEAST_LABEL` (`_label_font`)."""
+    return 1.02 * 0.64 * max(characters, 1) * LEAST_LABEL / 0.8  # a little over, against rounding
+
+
+def _label_font(axis, columns: int, characters: int) -> float | None:
+    """The font size (pt) that fits ``characters`` across one of ``axis``'s ``columns`` cells, at most `LABEL_FONT`;
+    None where that is under `LEAST_LABEL`. A cell is square, or wider where its label needs it and the axis' box
+    leaves room (a 16 x 16 tile of three-digit labels)."""
+    figure = axis.figure
+    rows = axis.get_images()[0].get_array().shape[0]
+    box = axis.get_position(original=True)  # the box tight_layout gave the axis, before its aspect shrank it
+    box_w, box_h = box.width * figure.get_figwidth() * 72, box.height * figure.get_figheight() * 72  # pt
+    tall = min(box_w / columns, box_h / rows)
+    wide = min(box_w / columns, max(tall, _label_room(characters)))
+    axis.set_aspect(tall / wide)
+    axis.apply_aspect()  # the final box
+    cell = axis.get_position().width * figure.get_figwidth() * 72 / columns  # pt
+    height = axis.get_position().height * figure.get_figheight() * 72 / rows
+    size = min(LABEL_FONT, 0.7 * height, 0.8 * cell / (0.64 * max(characters, 1)))  # a digit is about 0.64 em
+    return size if size >= LEAST_LABEL else None
 
 
 def figure_view(draw, controls, before=None):

@@ -411,8 +411,25 @@ def test_warp_synchronous_code_needs_syncwarp():
     out = np.zeros(1, np.float32)
     make_warp_tail(True)[1, 32](out, a)
     np.testing.assert_allclose(out[0], a.sum(), rtol=1e-5)
-    with pytest.raises(DataRace):
+    with pytest.raises(DataRace, match=r"put cuda\.syncthreads\(\)"):  # a block of one warp: the block's barrier
         make_warp_tail(False)[1, 32](out, a)
+    with pytest.raises(DataRace, match=r"put cuda\.syncwarp\(\) \(the two threads are in one warp"):
+        last_warp_unrolled[1, 64](out, a)  # a block of two warps: the first one's barrier
+
+
+@cuda.jit
+def last_warp_unrolled(out, a):
+    """The classic warp-synchronous tail of a block sum (first block only): no barrier in the last warp."""
+    s = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    s[t] = a[t]
+    cuda.syncthreads()
+    if t < 32:
+        s[t] += s[t + 32]
+        s[t] += s[t + 16]
+        s[t] += s[t + 8]
+    if t == 0:
+        out[0] = s[0]
 
 
 @cuda.jit

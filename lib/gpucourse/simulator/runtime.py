@@ -572,6 +572,10 @@ class Runtime(Arithmetic):
         other, other_block = int(record.lane[element]), int(record.block[element])
         g = self.geometry
         them = "several threads" if other < 0 else g.thread_name(other)
+        in_one_warp = g.warps_per_block > 1 and other >= 0 and g.warp_of[other] == g.warp_of[lane]
+        barrier = ("cuda.syncwarp() (the two threads are in one warp, whose threads do not run in lockstep since "
+                   "Volta; cuda.syncthreads() would do too where every thread of the block reaches it)"
+                   if in_one_warp else "cuda.syncthreads()")
         if mine == "writes" and theirs == "wrote":  # two writers: most often an index computed twice
             order = ("if each thread should write its own element, two computed the same index: check it (the "
                      "start and the step of a loop, threadIdx against blockIdx); if they share one result, "
@@ -582,7 +586,7 @@ class Runtime(Arithmetic):
             order = ("threads of different blocks cannot wait for each other: use an atomic, "
                      "or give each block its own part of the output")
         elif theirs == "wrote":
-            order = "no barrier orders them: put cuda.syncthreads() after the write and before this read"
+            order = f"no barrier orders them: put {barrier} after the write and before this read"
         elif theirs == "read" and _count_nonzero(elements == element) > 1 and _accumulates(SITES[site]):
             order = ("these threads all update this one element from its old value: their reads and writes "
                      "interleave and updates are lost, which no barrier fixes. Use an atomic (cuda.atomic.add for a "
@@ -590,9 +594,9 @@ class Runtime(Arithmetic):
                      "one thread write")
         elif theirs == "read":
             order = ("no barrier orders them: the readers may still need the old value, so put "
-                     "cuda.syncthreads() after their last read and before this write")
+                     f"{barrier} after their last read and before this write")
         else:
-            order = "no barrier orders them: put cuda.syncthreads() between the two"
+            order = f"no barrier orders them: put {barrier} between the two"
         raise fault(
             DataRace, self.where(site),
             f"data race on `{array.name}{_element_name(array, element)}`: {g.thread_name(lane)} {mine} it, "

@@ -216,3 +216,15 @@ def table_rows(text: str, after: str = "") -> list[list[str]]:
     table = itertools.takewhile(lambda line: line.startswith("|"),
                                 itertools.dropwhile(lambda line: not line.startswith("|"), lines))
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in list(table)[2:]]
+
+
+@pytest.fixture(scope="module")
+def a_sandbox():
+    """Students' code must not run unsandboxed here (it would write the library): skip, or in CI fail."""
+    from gpucourse.classroom import sandbox  # noqa: PLC0415
+
+    if sandbox.unavailable() is not None:
+        reason = f"no sandbox for students' code: {sandbox.unavailable()}"
+        if os.environ.get("GPUCOURSE_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"GPUCOURSE_REQUIRE_SANDBOX=1 but {reason}", pytrace=False)
+        pytest.skip(reason)

@@ -21,7 +21,7 @@ def notebook():
 
 def test_a_kernel_that_does_not_start_fails_the_grading_with_what_its_process_said(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "unavailable", lambda: None)
-    monkeypatch.setattr(sandbox, "kernel_argv", lambda *args: [sys.executable, "-c", "raise SystemExit('no python')"])
+    monkeypatch.setattr(sandbox, "kernel_argv", lambda *args, **kwargs: [sys.executable, "-c", "raise SystemExit('no python')"])
     with pytest.raises(KernelDidNotStart, match=r"^no student code ran, the grading machine failed: RuntimeError: "
                        r"Kernel died before replying to kernel_info; the kernel's process said: no python$"):
         SafeExecute(course_root=str(tmp_path)).preprocess(notebook(), {"metadata": {"path": str(tmp_path)}})

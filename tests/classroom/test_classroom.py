@@ -25,14 +25,7 @@ from gpucourse.classroom import sandbox
 from gpucourse.classroom.preloaded import environment
 
 
-@pytest.fixture(autouse=True, scope="module")
-def a_sandbox():
-    """Students' code must not run unsandboxed here (it would write the library): skip, or in CI fail."""
-    if sandbox.unavailable() is not None:
-        reason = f"no sandbox for students' code: {sandbox.unavailable()}"
-        if os.environ.get("GPUCOURSE_REQUIRE_SANDBOX") == "1":
-            pytest.fail(f"GPUCOURSE_REQUIRE_SANDBOX=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
+pytestmark = pytest.mark.usefixtures("a_sandbox")  # tests/conftest.py: skip without one, or in CI fail
 
 
 WRONG_KERNEL = "@cuda.jit\ndef add_one(out, a):\n    i = cuda.threadIdx.x\n    if i < out.size:\n        out[i] = a[i]"

@@ -3,7 +3,10 @@ environment."""
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from gpucourse.classroom import sandbox
 
@@ -43,3 +46,55 @@ def test_a_symlinked_environment_stays_in_view_by_the_links_path(tmp_path):
     done = subprocess.run([str(link / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert str(link) in done.stdout.split()
+
+
+def in_the_sandbox(argv: list[str], connection: Path, code: str) -> subprocess.CompletedProcess:
+    """``code`` run by this Python inside the sandbox ``argv`` describes (in place of the kernel)."""
+    argv = [str(connection) if a == "{connection_file}" else a for a in argv]
+    return subprocess.run(argv[:argv.index("--") + 1] + [sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.fixture
+def outside_tmp():
+    """A folder outside /tmp, which the sandbox replaces with its own: where an instructor's course lies."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
+        yield Path(folder)
+
+
+def test_the_kernel_sees_no_answer_no_classmate_and_no_history(outside_tmp, a_sandbox):
+    """What a student's code could copy at grading time: the solutions, another student's submission (collected,
+    downloaded from an LMS, or in the exchange), the course's git history; its own folder stays writable."""
+    tmp_path = outside_tmp
+    repository = tmp_path / "repo"
+    course, exchange = repository / "course", tmp_path / "exchange" / "inbound"
+    secrets = [course / "solutions" / "a1" / "a1.ipynb", course / "submitted" / "bob" / "a1" / "a1.ipynb",
+               course / "downloaded" / "a1" / "archive" / "bob_a1.ipynb", exchange / "bob+a1+1" / "a1.ipynb",
+               repository / ".git" / "objects" / "ab" / "cdef"]
+    for secret in secrets:
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text("the answer")
+    workdir = course / "autograded" / "ann" / "a1"
+    workdir.mkdir(parents=True)
+    connection = tmp_path / "kernel.json"
+    connection.write_text("{}")
+    argv = sandbox.kernel_argv([course], workdir, 1 << 30, hidden=(str(exchange.parent),))
+    probe = ("import pathlib, sys\n"
+             "seen = [p for p in sys.argv[1:] if pathlib.Path(p).exists()]\n"
+             "pathlib.Path('mine.txt').write_text('ok')\n"
+             "print(seen, __import__('gpucourse').__name__)")
+    done = in_the_sandbox(argv, connection, probe.replace("sys.argv[1:]", repr([str(s) for s in secrets])))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "gpucourse"]
+    assert (workdir / "mine.txt").read_text() == "ok"
+    assert all(secret.read_text() == "the answer" for secret in secrets)  # hidden from the kernel, not removed
+
+
+def test_a_worktree_hides_its_git_folders(tmp_path):
+    main, linked = tmp_path / "main" / ".git", tmp_path / "main" / ".git" / "worktrees" / "course"
+    linked.mkdir(parents=True)
+    (linked / "commondir").write_text("../..\n")
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / ".git").write_text(f"gitdir: {linked}\n")
+    assert sandbox.git_folders(course / "sub") == sandbox.git_folders(course) == [linked, main]

@@ -89,8 +89,9 @@ class SafeExecute(Execute):
             if sandbox.isolates_network():  # no network in the kernel: the grader reaches it by Unix sockets
                 sockets = self._sockets
                 km.transport, km.ip = "ipc", str(sockets / "kernel")
-            km._kernel_spec = KernelSpec(argv=sandbox.kernel_argv(roots, workdir, self.memory_limit, sockets),
-                                         display_name="gpucourse sandbox", language="python",
+            exchange = self.config.Exchange.get("root") or os.environ.get("NBGRADER_EXCHANGE")
+            argv = sandbox.kernel_argv(roots, workdir, self.memory_limit, sockets, hidden=(exchange,) if exchange else ())
+            km._kernel_spec = KernelSpec(argv=argv, display_name="gpucourse sandbox", language="python",
                                          interrupt_mode="message")  # bwrap passes no SIGINT on
         return km
 

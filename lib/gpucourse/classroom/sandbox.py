@@ -2,8 +2,9 @@
 
 The kernel that runs a student's notebook sees the file system read-only (the course library
 included), its own working folder writable, a private ``/tmp``, and in place of the course's
-``solutions/``, ``submitted/``, ``autograded/`` and ``feedback/`` folders and the gradebook,
-nothing. It runs in its own PID namespace, so it cannot signal the grader or other students'
+``solutions/``, ``submitted/``, ``autograded/``, ``feedback/`` and ``downloaded/`` folders, its git
+history, the gradebook and the nbgrader exchange, nothing: neither the answers nor another
+student's submission. It runs in its own PID namespace, so it cannot signal the grader or other students'
 kernels, and with a cap on its data segment (``prlimit --data``), so a huge allocation fails
 in the student's cell instead of taking the machine. Where bubblewrap can make one, it runs in
 a network namespace of its own (``--unshare-net``: no network, no reaching the grader's
@@ -20,8 +21,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-HIDDEN_FOLDERS = ("solutions", "submitted", "autograded", "feedback")
+HIDDEN_FOLDERS = ("solutions", "submitted", "autograded", "feedback",
+                  "downloaded")  # an LMS's archives of every student's submission
 HIDDEN_FILES = ("gradebook.db",)
+LIBRARY = Path(__file__).resolve().parents[2]  # the folder that holds the gpucourse package
+
+
+def git_folders(course_root: Path) -> list[Path]:
+    """The git folders of the repository that holds ``course_root`` (its history has every solution): the ``.git``
+    folder of the nearest folder up that has one, or, where ``.git`` is a file (a worktree), the folder it names and
+    the repository's common folder."""
+    for folder in (course_root, *course_root.parents):
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return [dot_git]
+        if dot_git.is_file():
+            text = dot_git.read_text(errors="replace").strip()
+            if not text.startswith("gitdir:"):
+                return []
+            gitdir = (folder / text.removeprefix("gitdir:").strip()).resolve()
+            common = gitdir / "commondir"
+            found = [gitdir, (gitdir / common.read_text().strip()).resolve()] if common.is_file() else [gitdir]
+            return [path for path in found if path.is_dir()]
+    return []
 
 
 @functools.cache
@@ -48,19 +70,20 @@ def isolates_network() -> bool:
 def python_paths_under(folder: str) -> list[str]:
     """The folders this Python runs from (environment, interpreter, import path, the course library) inside
     ``folder``, as given and as resolved: a symlinked environment (``.venv -> ...``) is started by the link's path."""
-    library = Path(__file__).resolve().parents[2]  # the folder that holds the gpucourse package
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), str(library),
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), str(LIBRARY),
              *(p for p in sys.path if p and Path(p).is_dir())}
     forms = {str(form) for p in paths for form in (Path(os.path.abspath(p)), Path(p).resolve())}
     inside = sorted(p for p in forms if Path(p).is_relative_to(folder))
     return [p for p in inside if not any(p != q and Path(p).is_relative_to(q) for q in inside)]
 
 
-def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int, sockets: Path | None = None) -> list[str]:
+def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int, sockets: Path | None = None,
+                hidden: tuple = ()) -> list[str]:
     """The command that starts an IPython kernel for ``workdir``'s notebook inside the sandbox.
 
     Each of ``course_roots`` (a worker's private copy of the course, and the instructor's course
-    when the worker can see it) has its folders of answers and grades hidden. With ``sockets`` (a folder for
+    when the worker can see it) has its folders of answers and grades and its git history hidden, and so is each
+    folder of ``hidden`` (the nbgrader exchange). With ``sockets`` (a folder for
     the kernel's Unix sockets: its connection file names ``ipc`` as the transport), the kernel has no network.
     """
     workdir = workdir.resolve()
@@ -72,13 +95,16 @@ def kernel_argv(course_roots: list[Path], workdir: Path, memory_bytes: int, sock
         argv += ["--ro-bind", path, path]
     for device in sorted(Path("/dev").glob("nvidia*")):  # a GPU machine: the kernel may use the GPU
         argv += ["--dev-bind", str(device), str(device)]
+    folders = [Path(folder).resolve() for folder in hidden]
     for course_root in (Path(root).resolve() for root in course_roots):
-        for folder in HIDDEN_FOLDERS:
-            if (course_root / folder).is_dir():
-                argv += ["--tmpfs", str(course_root / folder)]
+        folders += [course_root / folder for folder in HIDDEN_FOLDERS] + git_folders(course_root)
         for name in HIDDEN_FILES:
             if (course_root / name).exists():
                 argv += ["--ro-bind", "/dev/null", str(course_root / name)]
+    needed = [Path(sys.prefix).resolve(), LIBRARY]  # never hidden, should a folder above them be named
+    for folder in dict.fromkeys(folders):  # once each (the kernel's own folder, bound below, shows through)
+        if folder.is_dir() and not any(path.is_relative_to(folder) for path in needed):
+            argv += ["--tmpfs", str(folder)]
     argv += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
              "--ro-bind", "{connection_file}", "{connection_file}"]  # jupyter_client fills in the path
     for variable, value in {"HOME": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/matplotlib",

@@ -5,7 +5,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 import mini_course as mini
-from gpucourse.classroom.clean_room import bound_names, clean_notebook, definitions_only, same_code
+from gpucourse.classroom.clean_room import bound_names, clean_notebook, definitions_only, left_out, same_code
 
 PROTECTED = {"np", "cuda", "check_kernel", "one_block", "add_one_spec"}
 
@@ -89,3 +89,27 @@ def test_a_test_cell_whose_id_changed_runs_it_again(tmp_path):
     next(c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_blocks_for"
          ).metadata["nbgrader"]["grade_id"] = "my_test"
     assert not same_code(autograded, clean)
+
+
+def test_number_types_and_math_functions_of_constants_are_kept_when_the_instructor_provides_them():
+    """``NEG_INF = float32(-math.inf)``, as an exercise's hint suggests, is honest: kept where the instructor's cells
+    import float32 and math (the student's cell cannot rebind them); any other call, or a keyword, is not."""
+    provided = PROTECTED | {"float32", "math"}
+    kept = definitions_only("NEG_INF = float32(-math.inf)\nSCALE = np.float32(math.log2(math.e))\n", provided)
+    assert kept == "NEG_INF = float32(-math.inf)\nSCALE = np.float32(math.log2(math.e))"
+    assert definitions_only("NEG_INF = float32(-math.inf)", PROTECTED) == ""  # float32 the student's own
+    for call in ("X = float32(check_kernel(1))", "X = np.zeros(3)", "X = np.float32(1, dtype=None)",
+                 "X = float32(open('answers').read())", "X = np.float32.__call__(1)"):
+        assert definitions_only(call, provided) == "", call
+
+
+def test_what_the_clean_room_leaves_out_is_named_for_the_review():
+    answer = ("NEG_INF = float32(-math.inf)  # float32 not the instructor's here: left out\n"
+              "@cuda.jit\ndef row_max(out, a):\n    out[0] = NEG_INF\n"
+              "check_kernel = lambda *a, **k: None\nprint('hello')")
+    assert left_out(answer, PROTECTED) == ["NEG_INF = float32(-math.inf)", "check_kernel = lambda *a, **k: None",
+                                           "print('hello')"]
+    assert left_out(answer, PROTECTED | {"float32", "math"}) == ["check_kernel = lambda *a, **k: None",
+                                                                 "print('hello')"]
+    assert left_out("def broken(:\n    pass", PROTECTED) == ["the whole cell (it does not parse)"]
+    assert left_out("from numba import cuda\n", PROTECTED) == []  # the instructor's import: nothing is missing

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpucourse.classroom.grade import Result, main
+from gpucourse.classroom.grade import Result, main, release_note
 from gpucourse.classroom.submission import Graded, compare, last_error
 
 NOTEBOOK = "a1"
@@ -70,3 +70,24 @@ def test_the_reason_a_submission_failed_is_the_traceback_s_last_line_not_nbgrade
 [AutogradeApp | ERROR] Please see the the above traceback for details on the specific errors on the above failures.
 """
     assert last_error(output) == "KernelDidNotStart: no student code ran, the grading machine failed: RuntimeError: x"
+
+
+def test_a_class_that_mixes_the_exchange_and_an_lms_is_told_how_to_release_its_feedback(tmp_path):
+    def feedback(student, through_exchange):
+        folder = tmp_path / "feedback" / student / "a1"
+        folder.mkdir(parents=True)
+        (folder / "a1.html").write_text("<html></html>")
+        if through_exchange:
+            (folder / "timestamp.txt").write_text("2026-11-30 12:00:00")
+
+    assert release_note(tmp_path, "a1") == []
+    feedback("ann", True)
+    assert release_note(tmp_path, "a1") == []  # the exchange alone: release_feedback as usual
+    feedback("bob", False)
+    feedback("cy", False)
+    assert release_note(tmp_path, "a1") == [
+        "2 submission(s) came without the exchange (zip_collect): send those students their feedback/<student>/a1/"
+        "*.html yourself; release the others' with nbgrader release_feedback a1 "
+        "--CourseDirectory.student_id_exclude=bob,cy"]
+    (tmp_path / "feedback" / "ann" / "a1" / "timestamp.txt").unlink()
+    assert "release the others'" not in release_note(tmp_path, "a1")[0]  # nobody came through the exchange

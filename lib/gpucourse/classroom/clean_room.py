@@ -3,12 +3,14 @@
 The notebook that runs is the instructor's source (its imports, specs and tests with the hidden
 ones), with each answer cell replaced by the *definitions* of the student's answer: functions
 (plain, or decorated with ``@cuda.jit``) whose bodies import nothing and touch no dunder names,
-imports of numeric modules, and constants. Anything else in an answer cell (a call, a class, a
-patch of a checker) is left out, so a test passes here only on the merit of the definitions.
+imports of numeric modules, and constants (literals, arithmetic, and number types and math functions of them, such
+as ``float32(-math.inf)``, named as the instructor's cells import them). Anything else in an answer cell (another
+call, a class, a patch of a checker) is left out, so a test passes here only on the merit of the definitions.
 A notebook whose answers are all such definitions, kept whole, ran in the autograder exactly the code the clean
 room would run: its scores stand and it is not run again (one run instead of two for most of a class).
 `python -m gpucourse.classroom.clean_room COURSE ASSIGNMENT STUDENT` prints, as JSON, each test's
-score in the autograded notebook and in the clean room.
+score in the autograded notebook and in the clean room, and (where the clean room ran) the first line of each
+statement of the answers it left out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -43,11 +46,26 @@ def _other_sys(node: ast.AST) -> bool:
     return any(id(n) not in allowed for n in uses)
 
 
-def _constant(node: ast.AST) -> bool:
-    """Literals, tuples of them, names (``float32``) and arithmetic on them: no calls."""
+NUMBER_TYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                "uint64")
+PURE_CALLS = {*NUMBER_TYPES, *(f"{module}.{name}" for module in ("np", "numpy", "numba") for name in NUMBER_TYPES),
+              *(f"math.{name}" for name in dir(math) if not name.startswith("_"))}
+
+
+def _pure_call(node: ast.Call, protected: set[str]) -> bool:
+    """A call a constant may make: a number type or a math function (`PURE_CALLS`) named through a name that the
+    instructor's cells bind (so the student's cannot rebind it), with positional arguments only."""
+    callee = ast.unparse(node.func)
+    return callee in PURE_CALLS and callee.split(".")[0] in protected and not node.keywords
+
+
+def _constant(node: ast.AST, protected: set[str] = frozenset()) -> bool:
+    """Literals, tuples of them, names (``float32``), arithmetic on them, and `_pure_call`s of them
+    (``float32(-math.inf)``): nothing else is called."""
     return not _other_sys(node) and all(
         isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.operator,
-                       ast.unaryop, ast.Attribute)) for n in ast.walk(node))
+                       ast.unaryop, ast.Attribute)) or isinstance(n, ast.Call) and _pure_call(n, protected)
+        for n in ast.walk(node))
 
 
 def _clean_decorator(node: ast.expr) -> bool:
@@ -117,8 +135,26 @@ def _kept(node: ast.stmt, protected: set[str]) -> bool:
     if isinstance(node, ast.ImportFrom):
         return node.level == 0 and node.module in MODULES
     if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) and not t.id.startswith("_") for t in node.targets) and _constant(node.value)
+        return all(isinstance(t, ast.Name) and not t.id.startswith("_") for t in node.targets) and \
+            _constant(node.value, protected)
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)  # a docstring or a note
+
+
+def _statements(source: str, protected: set[str]) -> list[tuple[ast.stmt, bool]] | None:
+    """Each top-level statement of an answer cell and whether the clean room keeps it (None if it does not parse);
+    an import of names the instructor's cells import already is dropped, neither kept nor left out."""
+    try:
+        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    except SyntaxError:
+        return None
+    statements = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):  # names the instructor's cells import already come from there
+            node.names = [a for a in node.names if (a.asname or a.name).split(".")[0] not in protected]
+            if not node.names:
+                continue
+        statements.append((node, _kept(node, protected)))
+    return statements
 
 
 def definitions_only(source: str, protected: set[str] = frozenset()) -> str:
@@ -126,19 +162,17 @@ def definitions_only(source: str, protected: set[str] = frozenset()) -> str:
 
     ``protected`` names (those the instructor's cells bind) are never redefined.
     """
-    try:
-        tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
-    except SyntaxError:
-        return ""
-    kept = []
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):  # names the instructor's cells import already come from there
-            node.names = [a for a in node.names if (a.asname or a.name).split(".")[0] not in protected]
-            if not node.names:
-                continue
-        if _kept(node, protected):
-            kept.append(node)
-    return ast.unparse(ast.Module(kept, type_ignores=[]))
+    statements = _statements(source, protected) or []
+    return ast.unparse(ast.Module([node for node, kept in statements if kept], type_ignores=[]))
+
+
+def left_out(source: str, protected: set[str] = frozenset()) -> list[str]:
+    """The first line of each statement of an answer cell that the clean room leaves out (what an instructor
+    reviewing a difference looks at first: a call such as ``NEG_INF = float32(-math.inf)``, or a patched check)."""
+    statements = _statements(source, protected)
+    if statements is None:
+        return ["the whole cell (it does not parse)"] if source.strip() else []
+    return [ast.unparse(node).splitlines()[0] for node, kept in statements if not kept]
 
 
 def _answers(submitted) -> dict[str, str]:
@@ -150,16 +184,26 @@ def _answers(submitted) -> dict[str, str]:
     return {k: ([v for v in copies[1:] if v != copies[0]] or copies)[-1] for k, copies in answers.items()}
 
 
+def _protected(source) -> set[str]:
+    return set().union(*[bound_names(c.source) for c in source.cells if c.cell_type == "code" and not is_solution(c)])
+
+
 def clean_notebook(source, submitted):
     """The source notebook with each answer cell replaced by the definitions in the student's answer."""
     answers = _answers(submitted)
     notebook = copy.deepcopy(source)
-    protected = set().union(*[bound_names(c.source) for c in notebook.cells
-                              if c.cell_type == "code" and not is_solution(c)])
+    protected = _protected(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "code" and is_solution(cell):
             cell.source = definitions_only(answers.get(_grade_id(cell), ""), protected)
     return notebook
+
+
+def left_out_of(source, submitted) -> list[str]:
+    """``<answer cell>: <first line>`` for each statement of the student's answers that the clean room leaves out."""
+    protected = _protected(source)
+    return [f"{grade_id}: {line}" for grade_id, answer in _answers(submitted).items()
+            for line in left_out(answer, protected)]
 
 
 def _same_statements(ran: str, kept: str) -> bool:
@@ -205,6 +249,7 @@ def run(course: Path, assignment: str, student: str, **limits) -> dict:
             executed, _ = executor.preprocess(clean, {"metadata": {"path": workdir}})
             StderrIsOutput().preprocess(executed, {})
         report[name]["clean_room"] = test_scores(executed)
+        report[name]["left_out"] = left_out_of(source, submitted)
     return report
 
 

@@ -287,8 +287,22 @@ def grade(course: Path, assignment: str, students: list[str], limits: Limits, cl
         notes.append(f"feedback held for {len(held)} submission(s) that need review: look at autograded/<student>/"
                      f"{assignment}/, then settle each with: make grade-one A={assignment} S=<student> "
                      "ARGS='--settle notebook' (its notebook's scores stand) or ARGS='--settle clean-room'")
+    notes += release_note(course, assignment)
     results.sort(key=lambda r: r.student)
     return results, summary(assignment, results, timings, time.monotonic() - started, notes)
+
+
+def release_note(course: Path, assignment: str) -> list[str]:
+    """How to release the feedback ready in ``feedback/`` where some of it came without the exchange (zip_collect:
+    an LMS), which has no timestamp and stops nbgrader's release_feedback at the first such student; else []."""
+    ready = [p for p in (course / "feedback").glob(f"*/{assignment}") if any(p.glob("*.html"))]
+    lms = sorted(p.parent.name for p in ready if not (p / "timestamp.txt").exists())
+    if not lms:
+        return []
+    others = (f"; release the others' with nbgrader release_feedback {assignment} "
+              f"--CourseDirectory.student_id_exclude={','.join(lms)}") if len(lms) < len(ready) else ""
+    return [f"{len(lms)} submission(s) came without the exchange (zip_collect): send those students their "
+            f"feedback/<student>/{assignment}/*.html yourself{others}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,19 +320,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{limit.name.replace('_', '-')}", type=int, default=limit.default, dest=limit.name,
                             help=f"{limit.metadata['help']} (default: %(default)s)")
     args = parser.parse_args(argv)
+
+    def stop(message: str):  # a course with nothing to grade by that name: one line, not the usage above it
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
     course = Path(args.course).resolve()
     submitted = course / "submitted"
     if not (course / "solutions" / args.assignment).is_dir():
-        parser.error(f"no solutions/{args.assignment}: name an assignment of this course")
+        stop(f"no solutions/{args.assignment}: name an assignment of this course")
     if args.settle and not args.student:
         parser.error("--settle settles one student's review: give --student too (make grade-one A=... S=...)")
     everyone = sorted(p.name for p in submitted.glob("*") if (p / args.assignment).is_dir())
     if args.student and args.student not in everyone:
-        parser.error(f"no submission of {args.student!r} in submitted/{args.student}/{args.assignment}/; students "
-                     f"with one: {', '.join(everyone) or 'none (collect them first)'}")
+        stop(f"no submission of {args.student!r} in submitted/{args.student}/{args.assignment}/; students "
+             f"with one: {', '.join(everyone) or 'none (collect them first)'}")
     students = [args.student] if args.student else everyone
     if not students:
-        parser.error(f"no submissions in submitted/<student>/{args.assignment}/: collect them first")
+        stop(f"no submissions in submitted/<student>/{args.assignment}/: collect them first")
     skipped = [] if args.force or args.student else sorted(already_graded(course, args.assignment) & set(students))
     students = [s for s in students if s not in skipped]
     if skipped:

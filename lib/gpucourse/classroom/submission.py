@@ -226,6 +226,11 @@ def compare(graded: Graded, report: dict, settle: str | None = None) -> None:
     if differ and settle is None:
         graded.status = "needs review"
         graded.notes += differ[:3] + ([f"and {len(differ) - 3} more tests like these"] if len(differ) > 3 else [])
+        left = [line if len(line) <= 80 else line[:77] + "..." for scores in report.values()
+                for line in scores.get("left_out", [])]
+        if left:  # why the clean room may differ: what of the answers it did not run
+            graded.notes.append("the clean room left out " + ", ".join(f"`{line}`" for line in left[:3])
+                                + (f" and {len(left) - 3} more" if len(left) > 3 else ""))
         graded.notes.append("scored with the lower of each; feedback held until the review is settled")
     elif differ:
         graded.notes.append(f"reviewed: the {settle}'s scores stand ({len(differ)} test(s) differed)")

@@ -7,7 +7,7 @@ their ``metadata.slideshow.slide_type`` and, where a slide would be taller than 
 canvas, into sub-slides by the rules of `slide_layout`.
 
 The decks load nothing from the network. The two libraries they need are copied
-beside them, from Python packages of the ``course`` extra, and referenced by
+beside them, from Python packages of the ``student`` extra (``course`` has it too), and referenced by
 relative URLs:
 
 * ``OUT_DIR/reveal.js/``: reveal.js 5 (``dist/``, ``plugin/notes/``) as shipped in
@@ -21,7 +21,7 @@ Widget outputs become a short note: a static page has no kernel to drive them.
 
 Every slide is a 1280 x 720 canvas, top-aligned. A slide still taller than that
 scrolls inside the canvas (mouse wheel, trackpad or scroll bar) instead of being
-clipped, and a code line wider than it scrolls sideways.
+clipped, and a code line wider than it wraps (`slide_layout.CSS`).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def copy_assets(out_dir: Path) -> None:
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     for need in (reveal / "dist" / "reveal.js", mathjax / "MathJax.js"):
         if not need.is_file():
-            raise FileNotFoundError(f"{need} is missing: install the pinned `course` extra")
+            raise FileNotFoundError(f"{need} is missing: install the pinned `student` extra (`make slides` does)")
     skip = shutil.ignore_patterns("*.map", "*.esm.js")
     shutil.copytree(reveal / "dist", out_dir / REVEAL_DIR / "dist", ignore=skip, dirs_exist_ok=True)
     shutil.copytree(reveal / "plugin" / "notes", out_dir / REVEAL_DIR / "plugin" / "notes",

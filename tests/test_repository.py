@@ -76,16 +76,18 @@ def test_lecture_cells_carry_slide_metadata(path):
         assert cell.metadata.get("slideshow", {}).get("slide_type") in kinds, f"cell {index}"
 
 
-def pyproject_requirements() -> dict[str, Requirement]:
+def pyproject_requirements(extras=("course", "cu13")) -> dict[str, Requirement]:
+    """What the package and ``extras`` ask for, by name (an extra that asks for another of the course's own,
+    ``gpucourse[student]``, expanded)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    extras = project["optional-dependencies"]
+    optional = project["optional-dependencies"]
 
-    def expanded(names) -> list[Requirement]:  # an extra may ask for another of the course's own ("gpucourse[student]")
-        listed = [Requirement(r) for name in names for r in extras[name]]
+    def expanded(names) -> list[Requirement]:
+        listed = [Requirement(r) for name in names for r in optional[name]]
         return [own for r in listed if r.name == project["name"] for own in expanded(r.extras)] + [
             r for r in listed if r.name != project["name"]]
 
-    requirements = [Requirement(r) for r in project["dependencies"]] + expanded(("course", "cu13"))
+    requirements = [Requirement(r) for r in project["dependencies"]] + expanded(extras)
     return {r.name: r for r in requirements}
 
 
@@ -97,10 +99,10 @@ def conda_specifier(spec: str) -> tuple[str, SpecifierSet]:
     return name, SpecifierSet(version)
 
 
-def test_environment_yml_has_the_same_pins_as_pyproject():
-    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+def environment_pins(text: str) -> tuple[dict, dict]:
+    """An environment.yml's (conda, pip) packages: name -> pip specifier, name -> Requirement."""
     conda, pip = {}, {}
-    for entry in environment["dependencies"]:
+    for entry in yaml.safe_load(text)["dependencies"]:
         if isinstance(entry, dict):
             for line in entry["pip"]:
                 if not line.startswith("-"):
@@ -109,13 +111,25 @@ def test_environment_yml_has_the_same_pins_as_pyproject():
         elif not entry.startswith(("python", "pip")):
             name, specifier = conda_specifier(entry)
             conda[name] = specifier
-    for name, requirement in pyproject_requirements().items():
+    return conda, pip
+
+
+@pytest.mark.parametrize("edition, extras", [("course", ("course", "cu13")), ("student", ("student", "cu13"))])
+def test_environment_yml_has_the_same_pins_as_pyproject(edition, extras):
+    """Here, the `course` extra's packages; in the student edition (the instructor parts left out), the `student`
+    extra's, as its `make lab` installs."""
+    from gpucourse.course.student_edition import without_instructor_parts
+
+    text = (ROOT / "environment.yml").read_text()
+    conda, pip = environment_pins(without_instructor_parts(text) if edition == "student" else text)
+    wanted = pyproject_requirements(extras)
+    for name, requirement in wanted.items():
         if name in pip:
             assert pip[name].specifier == requirement.specifier and pip[name].extras <= requirement.extras | {"cu13"}
         else:
             assert name in conda, f"environment.yml lacks {name}"
             assert conda[name] == requirement.specifier, f"{name}: {conda[name]} != {requirement.specifier}"
-    assert set(conda) | set(pip) <= set(pyproject_requirements()), "environment.yml pins a package pyproject does not"
+    assert set(conda) | set(pip) <= set(wanted), f"environment.yml pins a package the {edition} extra does not"
 
 
 def test_the_files_scheduled_first_exist():

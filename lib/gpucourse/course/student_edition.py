@@ -47,7 +47,7 @@ from .wheel import build_wheel
 
 COPIED = ("lectures", "assignments", "lib", "benchmarks", "pyproject.toml", "environment.yml", ".gitignore",
           ".jupyter")
-WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile", "benchmarks/README.md")
+WITHOUT_INSTRUCTOR_PARTS = ("README.md", "Makefile", "environment.yml", "benchmarks/README.md")
 # Instructor and maintainer tooling inside the copied folders: grading a class (its sandbox, clean room and
 # allow-list), building this edition, checking the course on a GPU machine, and measuring the simulator (its speed
 # and numba-cuda's tests: they read tests/ and the `course` extra). Left out of the edition and of its wheel.

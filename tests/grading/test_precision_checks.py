@@ -541,7 +541,7 @@ def test_softmax_fp16_needs_the_maximum_and_an_fp32_sum():
         checks.check_softmax_fp16(make_softmax(True, float16), [(2, 1000)])
 
 
-def make_shared_tile_gemm(warps):
+def make_shared_tile_gemm(warps, warp_0_alone=False):
     @cuda.jit
     def shared_tile_gemm(C, A, B):
         tile = cuda.shared.array((16, 8), float16)
@@ -552,7 +552,8 @@ def make_shared_tile_gemm(warps):
         zero = float16(0)
         c = (float32(0), float32(0), float32(0), float32(0))
         for k0 in range(0, K, 8):
-            for e in range(warp * 32 + lane, 128, 32 * warps):  # the block copies A's 16 x 8 slice once
+            first, step = (lane if warp == 0 else 128, 32) if warp_0_alone else (warp * 32 + lane, 32 * warps)
+            for e in range(first, 128, step):  # the block copies A's 16 x 8 slice once
                 r, k = row0 + e // 8, k0 + e % 8
                 tile[e // 8, e % 8] = A[r, k] if r < M and k < K else zero
             cuda.syncthreads()
@@ -574,6 +575,8 @@ def test_mma_gemm_shared_a_budget():
     checks.check_mma_gemm(make_shared_tile_gemm(2), [(20, 9, 70)], warps=2, shared_a=True, quiet=True)
     with pytest.raises(CheckFailed, match=r"an element of A is read 8 times from global memory, not at most 2"):
         checks.check_mma_gemm(make_tile_gemm(True), [(37, 29, 45)], warps=4, shared_a=True)
+    with pytest.raises(CheckFailed, match=r"one thread reads 16 elements of A, not at most 4 \(1 per step"):
+        checks.check_mma_gemm(make_shared_tile_gemm(4, warp_0_alone=True), [(37, 29, 45)], warps=4, shared_a=True)
 
 
 @cuda.jit

@@ -831,7 +831,8 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
     wholly past N may make none).
     ``special``: "denormals" (products far below fp16's range), "large" (products above it).
     ``shared_a``: a budget, each element of A read from global memory once per block that needs it (the block's
-    warps share its 16 rows of A through shared memory), ``grid[0]`` times in all.
+    warps share its 16 rows of A through shared memory), ``grid[0]`` times in all, and each thread reading its share
+    of each step's 128 (``ceil(128 / (32 warps))``).
     """
     __tracebackhide__ = True
     name = name or kernel_name(kernel)
@@ -863,6 +864,14 @@ def check_mma_gemm(kernel, shapes: Iterable[tuple[int, int, int]], *, warps: int
                               f"{reads} times from global memory, not at most {grid[0]} (once per block of the "
                               f"{grid[0]} along N): the block's {warps} warps must share its A tile through shared "
                               "memory, copied once per step")
+        share = steps * math.ceil(16 * 8 / (32 * warps))  # each thread's share of the copies of the A slice
+        most = int(recorded.last.reads_per_thread("A").max()) if shared_a else 0
+        if most > share:
+            raise CheckFailed(f"{name} is correct but over its budget with {described}: one thread reads {most} "
+                              f"elements of A, not at most {share} ({math.ceil(128 / (32 * warps))} per step of 8 "
+                              f"along K): the block's {32 * warps} threads share the copy of the 16 x 8 slice, thread "
+                              "e = threadIdx.y * 32 + threadIdx.x copying the elements e, e + 32 * WARPS, ... of "
+                              "its 128 (a few threads copying it alone make the others wait at the barrier)")
         count += 1
     report(name, count, quiet)
 

@@ -656,6 +656,20 @@ WRONG_ANSWERS = {
         r"into shared memory once, 2 each\. Two loops over the patch's rows and columns, stepping by blockDim, share "
         r"them unevenly: a thread gets up to 2 of its 18 rows and 2 of its 18 columns, 4 inputs per channel \(3 "
         r"channels here\)\. The flat copy spreads them"),
+    "a convolution that returns the spec's answer": (
+        "conv_im2col", "test_conv_im2col",
+        [("    B, C, H, W = x.shape\n", "    return conv_spec(x, w, stride, padding).astype(np.float32)\n"
+                                      "    B, C, H, W = x.shape\n")],
+        r"launched no kernel: it computed y on the host \(with NumPy, or by calling a spec\)\. The exercise computes "
+        r"it on the device: launch `im2col_kernel` and `gemm_nchw_kernel`\.$"),
+    "a convolution whose product is NumPy's": (
+        "conv_im2col", "test_conv_im2col",
+        [("    y = cuda.device_array((B, M, Ho, Wo), np.float32)\n", ""),
+         ("    gemm_nchw_kernel[(math.ceil(N / TILE), math.ceil(M / TILE)), (TILE, TILE)]"
+          "(y, cuda.to_device(w.reshape(M, K)), cols)\n    return y.copy_to_host()",
+          "    return gemm_nchw_spec(w.reshape(M, K), cols.copy_to_host(), B, Ho, Wo).astype(np.float32)")],
+        r"launched `im2col_kernel` but not `gemm_nchw_kernel`: the exercise computes y with `im2col_kernel` and "
+        r"`gemm_nchw_kernel`, each launched on the device"),
     "loader tables with Ho off by one": (
         "loader_kernel", "test_loader",
         [("Ho, Wo = (H + 2 * padding - R) // stride + 1,", "Ho, Wo = (H + 2 * padding - R) // stride,")],
@@ -717,8 +731,9 @@ OTHER_INPUT_GRADIENTS = {
 }
 
 
-@pytest.mark.parametrize("test", ["test_im2col_coalesced", "test_gemm_nchw_tiled", "test_conv_tiled", "test_conv_tiled_halo",
-                                  "test_weight_grad_coalesced", "test_input_grad_reads"])
+@pytest.mark.parametrize("test", ["test_im2col_coalesced", "test_gemm_nchw_tiled", "test_conv_im2col",
+                                  "test_conv_tiled", "test_conv_tiled_halo", "test_weight_grad_coalesced",
+                                  "test_input_grad_reads"])
 def test_the_solution_keeps_the_marks_of_the_changed_cells(test, assignment_4, tmp_path, capsys):
     run_test_cell(assignment_4, "", test, [], tmp_path)
     assert "✓" in capsys.readouterr().out
@@ -731,3 +746,26 @@ def test_other_right_input_gradients_keep_the_marks(loops, test, assignment_4, t
                   tmp_path)
     assert "✓" in capsys.readouterr().out
 
+
+
+def test_a_host_function_must_launch_its_kernels(capsys):
+    """Assignment 4's conv_im2col kept its 2 points when it returned the spec's answer, or an im2col and a product
+    made with NumPy: a right y must come from the device, from the kernels the exercise names."""
+
+    def on_the_host(x, w, s, p):
+        return conv_spec(x, w, s, p).astype(np.float32)
+
+    with pytest.raises(CheckFailed, match=r"on_the_host\(x of shape \(1, 2, 6, 5\), .*\) launched no kernel: it "
+                                          r"computed y on the host \(with NumPy, or by calling a spec\)\. .*launch "
+                                          r"`conv_direct`\.$"):
+        check_conv_function(on_the_host, conv_spec, [(1, 2, 6, 5, 3, 3, 3)], padding=1, kernels=[cv.conv_direct])
+
+    def direct(x, w, s, p):
+        return cv.conv2d(x, w, s, p, kernel=cv.conv_direct)
+
+    with pytest.raises(CheckFailed, match=r"launched `conv_direct` but not `im2col_kernel`: the exercise computes y "
+                                          r"with `conv_direct` and `im2col_kernel`"):
+        check_conv_function(direct, conv_spec, [(1, 2, 6, 5, 3, 3, 3)], padding=1,
+                            kernels=[cv.conv_direct, "im2col_kernel"])
+    check_conv_function(direct, conv_spec, [(1, 2, 6, 5, 3, 3, 3)], padding=1, kernels=[cv.conv_direct])
+    assert "✓ direct: correct on 1 call" in capsys.readouterr().out

@@ -68,6 +68,8 @@ WRONG_ANSWERS = {
           "    chunk = (out.size + step - 1) // step\n"
           "    for i in range(start * chunk, min(start * chunk + chunk, out.size)):")],
         r"sectors .*coalesc"),
+    "a halo whose zeros are float64": (
+        "01", "sum3_kernel", "test_sum3_halo", [("else float32(0)", "else 0.")], FLOAT64),
     "a grid-stride loop that computes in float64": (
         "01", "double_stride_kernel", "test_double_stride", [("float32(2) * a[i]", "(a[i] + 0.5) * 2 - 1")], FLOAT64),
     "a scan whose down-sweep swaps through a float64": (

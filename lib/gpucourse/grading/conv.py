@@ -489,13 +489,18 @@ def check_conv_function(
     padding: int = 0,
     seed: int = 0,
     quiet: bool = False,
+    kernels: Sequence = (),
 ) -> None:
     """Check a host function ``function(x, w, stride, padding) -> y`` (NCHW) against ``spec(x, w, stride, padding)``.
 
-    Each shape is ``(B, C, H, W, M, R, S)``; ``x`` and ``w`` are random float32 NumPy arrays.
+    Each shape is ``(B, C, H, W, M, R, S)``; ``x`` and ``w`` are random float32 NumPy arrays. Each call runs on the
+    course simulator, traced: a right ``y`` must also come from the device, the function launching a kernel (one
+    that computes ``y`` with NumPy or with the spec does not) and every kernel of ``kernels`` (the kernels or their
+    names) at least once.
     """
     __tracebackhide__ = True
     name = getattr(function, "__name__", "function")
+    required = [k if isinstance(k, str) else kernel_name(k) for k in kernels]
     rng = np.random.default_rng(seed)
     cases = output_tiles(shapes, stride, padding)
     for kase in cases:
@@ -504,7 +509,8 @@ def check_conv_function(
         scale = np.abs(expected_of(spec, np.float32, np.abs(x), np.abs(w), stride, padding))
         call = f"{name}(x of shape {x.shape}, w of shape {w.shape}, stride={stride}, padding={padding})"
         try:
-            got = function(x, w, stride, padding)
+            with trace() as launched:
+                got = function(x, w, stride, padding)
         except Exception as exc:
             raise CheckFailed(_explain_function_failure(function, name, call, exc, kase)) from None
         got = np.asarray(got)
@@ -513,7 +519,21 @@ def check_conv_function(
         bad = wrong_outputs(got, expected, scale, np.float32)
         if len(bad):
             raise CheckFailed(explain(call, kase, got, expected, bad).replace(f" with {kase.describe()}", ""))
+        _check_launched(name, call, [launch.kernel for launch in launched.launches], required)
     report(name, len(cases), quiet, unit="call")
+
+
+def _check_launched(name: str, call: str, launched: list[str], required: list[str]) -> None:
+    """A host function's launches: at least one, and each of ``required`` among them."""
+    wanted = " and ".join(f"`{k}`" for k in required) or "your kernels"
+    if not launched:
+        raise CheckFailed(f"{call} launched no kernel: it computed y on the host (with NumPy, or by calling a "
+                          f"spec). The exercise computes it on the device: launch {wanted}.")
+    missing = [k for k in required if k not in launched]
+    if missing:
+        ran = ", ".join(f"`{k}`" for k in dict.fromkeys(launched))
+        raise CheckFailed(f"{call} launched {ran} but not {' or '.join(f'`{k}`' for k in missing)}: the exercise "
+                          f"computes y with {wanted}, each launched on the device, not with NumPy on the host.")
 
 
 def _explain_function_failure(function, name: str, call: str, exc: BaseException, kase: ConvCase) -> str:

@@ -233,7 +233,7 @@ def test_budget_failures_say_correct_but_over_budget(capsys):
         check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_write, one_read])
     message = str(failure.value)
     assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
-    assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 3 time(s)" in message
+    assert "every element of `a` should be read exactly 1 time, but `a[0]` was read 3 times" in message
     wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
     with pytest.raises(CheckFailed, match=r"touched no array called `x`.*Keep the parameter names the exercise gives \(out, a\)"):
         check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)
@@ -257,6 +257,10 @@ def test_check_function_names_the_call_expected_got_and_hint():
 def test_check_function_wants_the_expected_type():
     with pytest.raises(CheckFailed, match=r"blocks_for\(10, 4\) should return int 3, got float 3.0"):
         check_function(lambda n, t: float(round_up(n, t)), [((10, 4), 3)], name="blocks_for")
+    with pytest.raises(CheckFailed) as failure:  # the right value: the hint on the value does not apply
+        check_function(lambda n, t: np.int64(round_up(n, t)), [((10, 4), 3)], name="blocks_for", hint="round up")
+    assert str(failure.value) == ("blocks_for(10, 4) should return int 3, got np.int64(3): a NumPy integer, which a "
+                                  "GPU refuses as a launch's size (numba-cuda takes Python ints only); return int(...)")
 
 
 def test_check_function_says_not_written_yet_or_names_the_call_that_raised():

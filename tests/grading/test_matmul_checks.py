@@ -326,7 +326,7 @@ def test_coarsened_threads_must_reuse_and_keep_columns_strided():
     in_registers = [writes_each_element_once("dW"), reads_per_thread("dW", 0, why="sums in registers")]
     check_matrix_kernel(weight_grad_strided, weight_grad_spec, plan, budget=[*both, *in_registers], quiet=True)
     check_matrix_kernel(weight_grad_in_dw, weight_grad_spec, plan, budget=both, quiet=True)  # what let it through
-    with pytest.raises(CheckFailed, match=r"every element of `dW` should be written exactly 1 time\(s\), but "
+    with pytest.raises(CheckFailed, match=r"every element of `dW` should be written exactly 1 time, but "
                                           r"`dW\[0, 0\]` was written 61"):
         check_matrix_kernel(weight_grad_in_dw, weight_grad_spec, plan, budget=[*both, *in_registers])
 

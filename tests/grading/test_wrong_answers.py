@@ -125,7 +125,7 @@ WRONG_ANSWERS = {
         r"block's place: the write's block offsets are swapped"),
     "a grid-stride loop that reads a[i] twice": (
         "01", "double_stride_kernel", "test_double_stride", [("float32(2) * a[i]", "a[i] + a[i]")],
-        r"`a\[0\]` was read 2 time\(s\) .* \(thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read `a\[0\]` "
+        r"`a\[0\]` was read 2 times .* \(thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read `a\[0\]` "
         r"twice: read it once into a variable, x = a\[i\], and use x twice\)"),
     "a 2-D grid with the row from x and the column from y": (
         "01", "add_2d_kernel", "test_add_2d", [("c, r = cuda.grid(2)", "r, c = cuda.grid(2)")],

@@ -148,7 +148,7 @@ def test_budget_failures_name_the_array_and_the_worst_offender():
     assert int(t.array("out").per_thread["atomic"].sum()) == 40
     with pytest.raises(BudgetExceeded) as failure:
         t.assert_reads_per_element("a", exactly=1)
-    assert "every element of `a` should be read exactly 1 time(s), but `a[0]` was read 2 time(s)" in str(failure.value)
+    assert "every element of `a` should be read exactly 1 time, but `a[0]` was read 2 times" in str(failure.value)
     assert isinstance(failure.value, AssertionError)  # a failed test cell, as a failed assert
     with pytest.raises(BudgetExceeded, match=r"thread threadIdx=\(0, 0, 0\) of block blockIdx=\(0, 0, 0\) read it 2"):
         t.assert_reads_per_thread("a", at_most=1)

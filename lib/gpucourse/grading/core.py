@@ -536,6 +536,9 @@ def wrong_answer(name: str, args: tuple, expected, got) -> str:
     call = f"{name}({', '.join(repr(a) for a in args)})"
     if not _equal(got, expected):
         return f"{call} should be {expected!r}, got {got!r}"
+    if type(expected) is int and isinstance(got, np.integer):
+        return (f"{call} should return int {expected!r}, got {got!r}: a NumPy integer, which a GPU refuses as a "
+                "launch's size (numba-cuda takes Python ints only); return int(...)")
     if type(got) is not type(expected):
         return f"{call} should return {type(expected).__name__} {expected!r}, got {type(got).__name__} {got!r}"
     return ""
@@ -564,7 +567,8 @@ def check_function(
             raise CheckFailed(f"check_function takes (arguments, answer) pairs, the arguments in a tuple, such as "
                               f"[((10, 4), 3)] for {name}(10, 4) == 3; got {call!r}.")
         args, expected = call
-        problem = wrong_answer(name, args, expected, call_function(function, name, args))
-        if problem:
-            raise CheckFailed(problem + (f"\n  Hint: {hint}" if hint else ""))
+        got = call_function(function, name, args)
+        problem = wrong_answer(name, args, expected, got)
+        if problem:  # the hint is about the value: not for the right value of another type
+            raise CheckFailed(problem + (f"\n  Hint: {hint}" if hint and not _equal(got, expected) else ""))
     report(name, len(calls), quiet, unit="call")

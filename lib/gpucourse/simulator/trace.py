@@ -34,6 +34,11 @@ BANKS = 32
 BANK_BYTES = 4
 
 
+def _times(count) -> str:
+    """``1 time``, ``2 times``."""
+    return f"{count} time" if count == 1 else f"{count} times"
+
+
 def _starts(values: np.ndarray) -> np.ndarray:
     """True where a value differs from the one before it (and at the first)."""
     starts = np.empty(len(values), bool)
@@ -289,15 +294,15 @@ class LaunchTrace:
             if len(bad):
                 where = tuple(int(i) for i in bad[0])
                 self._fail(
-                    f"every element of `{name}` should be {verb} exactly {exactly} time(s), "
-                    f"but `{name}{list(where)}` was {verb} {counts[where]} time(s) "
+                    f"every element of `{name}` should be {verb} exactly {_times(exactly)}, "
+                    f"but `{name}{list(where)}` was {verb} {_times(counts[where])} "
                     f"({len(bad)} of {counts.size} elements are off)"
                 )
         if at_most is not None and counts.max(initial=0) > at_most:
             where = tuple(int(i) for i in np.unravel_index(np.argmax(counts), counts.shape))
             self._fail(
-                f"each element of `{name}` may be {verb} at most {at_most} time(s), "
-                f"but `{name}{list(where)}` was {verb} {counts[where]} times"
+                f"each element of `{name}` may be {verb} at most {_times(at_most)}, "
+                f"but `{name}{list(where)}` was {verb} {_times(counts[where])}"
             )
 
     def assert_reads_per_element(self, name: str, *, exactly: int | None = None, at_most: int | None = None) -> None:

@@ -72,15 +72,16 @@ def row_max_spec(a):
     return a.max(axis=1)
 
 
-def row_max(chunked: bool = False, tree: bool = True):
-    """The row max; ``chunked`` reads chunks of neighbours; without ``tree`` thread 0 loops over the shared values."""
+def row_max(chunked: bool = False, tree: bool = True, start: float = -math.inf):
+    """The row max; ``chunked`` reads chunks of neighbours; without ``tree`` thread 0 loops over the shared values;
+    ``start``: each thread's first value (the identity of max, -inf)."""
 
     @cuda.jit
     def kernel(out, a):
         best = cuda.shared.array(MAX_THREADS, float32)
         t, T, r = cuda.threadIdx.x, cuda.blockDim.x, cuda.blockIdx.x
         cols = a.shape[1]
-        value = float32(-math.inf)
+        value = float32(start)
         if chunked:  # thread t takes a chunk of neighbours: each element once, uncoalesced
             chunk = (cols + T - 1) // T
             for c in range(t * chunk, min(cols, (t + 1) * chunk)):
@@ -122,6 +123,17 @@ def test_tree_reads_pass_a_row_max_tree_and_reject_thread_zero_looping_over_the_
     with pytest.raises(CheckFailed, match=r"read shared memory 63 times, more than 16 \(3 per level of a tree over the "
                                           r"block's 32 values, 5 levels, and 1 for its result\)"):
         check_reduction(row_max(tree=False), row_max_spec, plan, budget=budget)
+
+
+def test_a_row_max_that_starts_from_a_large_negative_number_fails_on_a_masked_row():
+    """-1e30 never loses to the drawn values, only to a row of -inf (a fully masked row): its max is -inf."""
+    plan = block_per_row([(4, 50), (2, 7)], threads=[64])
+    check_reduction(row_max(), row_max_spec, plan, values="masked", quiet=True)
+    check_reduction(row_max(start=-1e30), row_max_spec, plan, values="negative", quiet=True)
+    with pytest.raises(CheckFailed, match=r"(?s)out\[0\] should be -inf, got -1\.0000000150474662e\+30\n.*This row is "
+                                          r"all -inf .*`float32\(-math.inf\)`") as failure:
+        check_reduction(row_max(start=-1e30), row_max_spec, plan, values="masked")
+    assert "rounding" not in str(failure.value)  # no tolerance reaches -inf
 
 
 def exclusive_scan_spec(a):

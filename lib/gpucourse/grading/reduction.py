@@ -277,6 +277,12 @@ def check_axis_reduce(
 
 
 def _padding_hint(launch, got, first) -> str:
+    if launch.expected[first] == -np.inf and np.isfinite(got[first]):
+        return (
+            f"\n  This row is all -inf (a fully masked row, as Module 5's softmax meets), so its max is -inf, not "
+            f"{float(got[first])!r}: a start that is only very negative still wins against -inf. Start from the "
+            "identity of max, the value that never wins: `float32(-math.inf)`."
+        )
     if got[first] == 0 and launch.expected[first] != 0:
         return (
             "\n  Every input value of this test is negative, so a 0 can only come from padding: threads (or "
@@ -343,7 +349,8 @@ def check_reduction(
     Each output is a sum (or max, ...) of many inputs, so a float result may differ from the
     spec by rounding: up to ``REDUCTION_RTOL`` times ``spec`` of the absolute values (for a dot
     product, the sum of ``|a[i] * b[i]|``; for a scan, the running sum of ``|a[i]|``).
-    ``values="negative"`` draws only negative inputs, so a padding of 0 shows in a max. ``hint(launch, got,
+    ``values="negative"`` draws only negative inputs, so a padding of 0 shows in a max; ``"masked"`` makes rows
+    of -inf too, so a start of -1e30 shows. ``hint(launch, got,
     first)``, given, says more about a wrong result than the reduction's own hints.
     """
     __tracebackhide__ = True
@@ -359,4 +366,4 @@ def check_reduction(
                           inputs, expected, scale, kase.per_thread)
 
     check_launches(kernel, launches(), dtype=dtype, name=name, quiet=quiet, budget=budget,
-                    hint=hint or (_reduction_hint if values == "negative" else _scan_hint))
+                    hint=hint or (_reduction_hint if values in ("negative", "masked") else _scan_hint))

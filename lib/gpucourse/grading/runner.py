@@ -21,18 +21,25 @@ from .core import (TOLERANCES, CheckFailed, budget_list, check_budgets, explain_
 # log2(n) * 6e-8 of that size; 1e-5 leaves room for sequential loops of a few thousand terms.
 REDUCTION_RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-13}
 
-VALUES = ("mixed", "negative")
+VALUES = ("mixed", "negative", "masked")
 
 
 def random_values(rng: np.random.Generator, shape, dtype, values: str = "mixed") -> np.ndarray:
-    """Random, distinct-looking values: ``mixed`` signs (as `check_kernel`) or all ``negative``."""
+    """Random, distinct-looking values: ``mixed`` signs (as `check_kernel`), all ``negative``, or ``masked``:
+    negative, with the first row of a matrix (and its last, from 3 rows) all -inf, as a fully masked row of
+    attention scores (floats only)."""
     if values not in VALUES:
         raise ValueError(f"values must be one of {VALUES}, not {values!r}")
     if values == "mixed":
         return random_array(rng, tuple(shape), dtype)
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        return rng.uniform(-10, -0.5, size=shape).astype(dtype)
+        drawn = rng.uniform(-10, -0.5, size=shape).astype(dtype)
+        if values == "masked" and drawn.ndim == 2:
+            drawn[[0, -1] if len(drawn) >= 3 else [0]] = -np.inf
+        return drawn
+    if values == "masked":
+        raise TypeError(f"random_values: masked rows hold -inf, which {dtype} has not")
     if dtype.kind == "i":
         return rng.integers(-1000, 0, size=shape).astype(dtype)
     raise TypeError(f"random_values: no negative values of dtype {dtype}")
@@ -89,8 +96,9 @@ def tolerance_of(launch: Launch, dtype) -> np.ndarray | None:
 def wrong_indices(got: np.ndarray, expected: np.ndarray, tolerance) -> np.ndarray:
     if tolerance is None:
         return np.argwhere(got != expected)
-    with np.errstate(invalid="ignore"):
-        ok = (got == expected) | (np.abs(got.astype(np.float64) - expected) <= tolerance)
+    with np.errstate(invalid="ignore"):  # an infinite or NaN answer is matched exactly (no tolerance reaches it)
+        ok = (got == expected) | (np.isnan(got) & np.isnan(expected)) | (
+            np.isfinite(expected) & (np.abs(got.astype(np.float64) - expected) <= tolerance))
     return np.argwhere(~ok)
 
 
@@ -113,7 +121,7 @@ def check_launches(kernel, launches: Iterable[Launch], *, dtype, name, quiet, bu
         if len(bad):
             message = explain_mismatch(name, launch, got, expected, bad, labels[0])
             first = tuple(bad[0])
-            if launch.scale is not None and tolerance is not None:
+            if launch.scale is not None and tolerance is not None and np.isfinite(launch.expected[first]):
                 allowed = float(np.asarray(tolerance)[first])
                 if abs(float(got[first]) - float(launch.expected[first])) <= 100 * allowed:  # a near miss
                     message += f"\n  (that is more than the rounding of {dtype} sums allows there: ±{allowed:.2g})"

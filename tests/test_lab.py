@@ -115,6 +115,21 @@ def test_students_lab_hides_nbgrader_instructor_tools_and_instructors_lab_keeps_
     assert instructor["formgrader"][0] in (200, 302)
 
 
+def test_students_code_cells_wrap_long_lines_and_no_news_toast_opens(tmp_path):
+    """A test cell's long line wraps in a student's JupyterLab instead of running past the window's edge, and
+    JupyterLab does not ask over the first lecture whether to fetch its news."""
+    tracker = "lab/api/settings/@jupyterlab/notebook-extension:tracker"
+    news = "lab/api/settings/@jupyterlab/apputils-extension:notification"
+    defaults = {}
+    for who, config in (("student", student_config()), ("instructor", None)):
+        pages = lab_pages(config, tmp_path, pages=(tracker, news))
+        assert all(status == 200 for status, _ in pages.values()), pages
+        schemas = {page: json.loads(body)["schema"]["properties"] for page, (_, body) in pages.items()}
+        defaults[who] = (schemas[tracker]["codeCellConfig"]["default"]["lineWrap"],
+                         schemas[news]["fetchNews"]["default"])
+    assert defaults == {"student": (True, "false"), "instructor": (False, "none")}
+
+
 def test_lab_opens_lecture_one(tmp_path):
     """Jupyter's address (printed, or opened in a browser) is `/`: it leads to lecture 1, not the Launcher."""
     lecture = "lectures/01_threads_blocks_grids.ipynb"

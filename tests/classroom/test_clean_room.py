@@ -5,7 +5,9 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 import mini_course as mini
-from gpucourse.classroom.clean_room import bound_names, clean_notebook, definitions_only, left_out, same_code
+from conftest import ROOT
+from gpucourse.classroom.clean_room import instructor_names, bound_names, clean_notebook, definitions_only, left_out, same_code
+from nbgrader.utils import is_solution
 
 PROTECTED = {"np", "cuda", "check_kernel", "one_block", "add_one_spec"}
 
@@ -33,6 +35,23 @@ def test_calls_patches_classes_and_shadowed_checks_are_left_out():
               "def defaults(n, k=print('x')):\n    return n\n"
               "print('hello')")
     assert definitions_only(answer, PROTECTED) == ""
+
+
+def test_nothing_that_unpickles_touches_files_or_raw_memory_is_kept():
+    """np.load(..., allow_pickle=True) runs whatever a pickle names: a kept function that wrote one (tofile) and
+    loaded it could patch the checks in the clean room too. Every way of naming such a function is left out;
+    a variable that happens to be called ``load`` is not such a way."""
+    for answer in ("def f(x):\n    x.tofile('p')\n    return np.load('p', allow_pickle=True)",
+                   "def f(x):\n    return np.load('p')",
+                   "def f(x):\n    return np.lib.format.read_array(x)",
+                   "def f(x):\n    return np.ctypeslib.as_array(x)",
+                   "def f(x):\n    return x.ctypes.data",
+                   "from numpy import load", "L = np.load", "def f(x, reader=np.fromfile):\n    return reader(x)",
+                   "def f(x):\n    return np.memmap('p')"):
+        assert definitions_only(answer, PROTECTED) == "", answer
+    honest = ("def host(x, w):\n    load = np.zeros(3, np.float32)\n    d = cuda.to_device(x.reshape(-1))\n"
+              "    return d.copy_to_host() + load.sum()")
+    assert definitions_only(honest, PROTECTED) == honest
 
 
 def test_an_answer_that_does_not_parse_keeps_nothing():
@@ -113,3 +132,13 @@ def test_what_the_clean_room_leaves_out_is_named_for_the_review():
                                                                  "print('hello')"]
     assert left_out("def broken(:\n    pass", PROTECTED) == ["the whole cell (it does not parse)"]
     assert left_out("from numba import cuda\n", PROTECTED) == []  # the instructor's import: nothing is missing
+
+
+@pytest.mark.parametrize("source", sorted((ROOT / "solutions").glob("*/*.ipynb")), ids=lambda p: p.parent.name)
+def test_the_clean_room_keeps_every_answer_of_the_solutions_whole(source):
+    """An honest answer written as the solution's needs no review: nothing of it is left out."""
+    notebook = nbformat.read(source, as_version=4)
+    protected = instructor_names(notebook)
+    left = {c.metadata["nbgrader"]["grade_id"]: left_out(c.source, protected) for c in notebook.cells
+            if c.cell_type == "code" and is_solution(c)}
+    assert {grade_id: lines for grade_id, lines in left.items() if lines} == {}

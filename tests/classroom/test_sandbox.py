@@ -98,3 +98,34 @@ def test_a_worktree_hides_its_git_folders(tmp_path):
     course.mkdir()
     (course / ".git").write_text(f"gitdir: {linked}\n")
     assert sandbox.git_folders(course / "sub") == sandbox.git_folders(course) == [linked, main]
+
+
+def test_a_grader_without_the_courses_config_hides_the_same_exchange(monkeypatch):
+    """The clean room runs its kernel with no nbgrader configuration: it hides the exchange the course's uses."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from conftest import ROOT
+    from gpucourse.classroom.autograde import exchange_root
+
+    for exported in (None, "/var/tmp/class-exchange"):
+        if exported:
+            monkeypatch.setenv("NBGRADER_EXCHANGE", exported)
+        else:
+            monkeypatch.delenv("NBGRADER_EXCHANGE", raising=False)
+        course = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+        assert exchange_root(Config()) == course.Exchange.root == (exported or "/srv/nbgrader/exchange")
+        assert exchange_root(course) == course.Exchange.root
+
+
+def test_a_hidden_folder_that_holds_the_kernels_python_stays_in_view(tmp_path):
+    """An exchange configured above the course's environment (or its library) would hide the kernel's Python: such
+    a folder is left in view, and the others are still hidden."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    above_python = Path(sys.prefix).resolve().parent
+    argv = sandbox.kernel_argv([], workdir, 1 << 30, hidden=(str(above_python), str(exchange)))
+    hidden = [b for a, b in zip(argv, argv[1:]) if a == "--tmpfs"]
+    assert str(exchange) in hidden and str(above_python) not in hidden

@@ -313,6 +313,12 @@ def update_with_the_interval_written_out(scale, good, found):
     if found:
         return scale / 2, 0, True
     return (scale * 2, 0, False) if good + 1 == 3 else (scale, good + 1, False)
+
+
+def update_with_the_interval_as_a_default(scale, good, found, interval=GROWTH_INTERVAL):
+    if found:
+        return scale / 2, 0, True
+    return (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False)
 """
 
 
@@ -321,6 +327,7 @@ def test_loss_scale_update_must_read_the_interval_not_write_its_value():
     exec(UPDATES, notebook)
     runs = [(1024.0, [False] * 7 + [True, True, False])]
     checks.check_loss_scale_update(notebook["update_reading_the_interval"], runs, interval=3, quiet=True)
+    checks.check_loss_scale_update(notebook["update_with_the_interval_as_a_default"], runs, interval=3, quiet=True)
     with pytest.raises(CheckFailed, match=r"update_with_the_interval_written_out is right with GROWTH_INTERVAL = 3, "
                                           r"but with GROWTH_INTERVAL = 6 it returned \(2048.0, 0, False\) for "
                                           r"\(1024.0, 2, False\), not \(1024.0, 3, False\): read GROWTH_INTERVAL"):

@@ -136,6 +136,19 @@ def test_a_row_max_that_starts_from_a_large_negative_number_fails_on_a_masked_ro
     assert "rounding" not in str(failure.value)  # no tolerance reaches -inf
 
 
+@cuda.jit
+def zeros_per_row(out, a):  # a wrong answer: 0 for every row
+    if cuda.threadIdx.x == 0:
+        out[cuda.blockIdx.x] = float32(0)
+
+
+def test_masked_rows_leave_the_tolerance_of_the_other_outputs_finite():
+    """A column max of a square matrix with rows of -inf: each column's max is finite, and so is its tolerance."""
+    plan = block_per_row([(6, 6)], threads=[32])
+    with pytest.raises(CheckFailed, match=r"out\[0\] should be"):
+        check_reduction(zeros_per_row, lambda a: a.max(axis=0), plan, values="masked")
+
+
 def exclusive_scan_spec(a):
     return np.cumsum(a) - a
 

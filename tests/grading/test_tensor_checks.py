@@ -445,3 +445,17 @@ def test_budget_on_renamed_parameters_says_to_keep_the_names():
                                           r"gives \(out, x, y\)"):
         check_reduction(dot_renamed, dot_spec, one_block_reduce([10], threads=[32], inputs=2),
                         budget=reads_each_element_once("a"))
+
+
+@cuda.jit
+def square_root_of_the_non_negative(out, a, a_shape, a_strides):  # contiguous 1-D: writes no element where a < 0
+    i = cuda.grid(1)
+    if i < out.size and a[i] >= 0:
+        out[i] = math.sqrt(a[i])
+
+
+def test_an_element_never_written_fails_where_the_spec_is_nan():
+    """NaN is the poison of an unwritten element: a NaN in the spec's answer must not let one through."""
+    with np.errstate(invalid="ignore"), pytest.raises(CheckFailed, match=r"out\[1\] should be nan, got nan \(never "
+                                                                         r"written"):
+        check_strided_map(square_root_of_the_non_negative, np.sqrt, [tensor(100)], threads=[32])

@@ -136,10 +136,11 @@ def test_events_are_reached_only_once_something_waits_for_the_launches_before_th
         timed(start.synchronize)
     stream = cuda.stream()
     for wait in (end.synchronize, end.query, cuda.synchronize, cuda.current_context().synchronize, stream.synchronize,
-                 d_out.copy_to_host):
+                 stream.query, d_out.copy_to_host, lambda: d_out[0], lambda: np.asarray(d_out),
+                 lambda: d_out.copy_to_host(stream=stream)):  # the last: into pageable memory, done when it returns
         assert timed(wait) >= 0, wait
-    with pytest.raises(EventNotReady):  # an asynchronous copy waits for nothing
-        timed(lambda: d_out.copy_to_host(stream=stream))
+    with pytest.raises(EventNotReady):  # an asynchronous copy (into pinned memory) waits for nothing
+        timed(lambda: d_out.copy_to_host(cuda.pinned_array(40, np.float32), stream=stream))
     start.record()
     shifted_squares[2, 32](np.zeros(40, np.float32), a)  # copied back at once
     end.record()

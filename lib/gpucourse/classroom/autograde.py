@@ -45,6 +45,12 @@ class KernelDidNotStart(RuntimeError):
     """The kernel failed before it answered: no student code ran, so the grading machine failed, not the student."""
 
 
+def exchange_root(config) -> str:
+    """The nbgrader exchange (every student's submission): ``config``'s, else the course's nbgrader_config.py's
+    (NBGRADER_EXCHANGE, else /srv/nbgrader/exchange), also where a grader runs without that file (the clean room)."""
+    return config.Exchange.get("root") or os.environ.get("NBGRADER_EXCHANGE", "/srv/nbgrader/exchange")
+
+
 class SafeExecute(Execute):
     """nbgrader's Execute, in a sandboxed kernel, under a time limit for the notebook, never losing it."""
 
@@ -89,8 +95,7 @@ class SafeExecute(Execute):
             if sandbox.isolates_network():  # no network in the kernel: the grader reaches it by Unix sockets
                 sockets = self._sockets
                 km.transport, km.ip = "ipc", str(sockets / "kernel")
-            exchange = self.config.Exchange.get("root") or os.environ.get("NBGRADER_EXCHANGE")
-            argv = sandbox.kernel_argv(roots, workdir, self.memory_limit, sockets, hidden=(exchange,) if exchange else ())
+            argv = sandbox.kernel_argv(roots, workdir, self.memory_limit, sockets, hidden=(exchange_root(self.config),))
             km._kernel_spec = KernelSpec(argv=argv, display_name="gpucourse sandbox", language="python",
                                          interrupt_mode="message")  # bwrap passes no SIGINT on
         return km

@@ -32,6 +32,11 @@ MODULES = {"math", "cmath", "numpy", "numba", "numba.cuda", "warnings", "logging
 SYS_NAMES = {"stderr", "stdout"}  # all of `sys` an answer may use: printing to it must not cost a correct answer
 FORBIDDEN_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "setattr", "delattr", "globals",
                    "locals", "vars", "input", "breakpoint"}
+# What of NumPy reads or writes files, unpickles (runs any code a pickle names), compiles or reaches raw memory:
+# an answer that names one is left out, however it reaches it (an attribute, an import, a constant that holds it)
+FORBIDDEN_ATTRIBUTES = {"load", "save", "savez", "savez_compressed", "savetxt", "loadtxt", "genfromtxt", "fromfile",
+                        "fromregex", "tofile", "dump", "memmap", "DataSource", "lib", "ctypeslib", "ctypes", "f2py",
+                        "distutils", "allow_pickle"}  # (json's dumps and loads stay: JSON runs nothing)
 
 
 def _grade_id(cell) -> str | None:
@@ -59,13 +64,19 @@ def _pure_call(node: ast.Call, protected: set[str]) -> bool:
     return callee in PURE_CALLS and callee.split(".")[0] in protected and not node.keywords
 
 
+def _forbidden(node: ast.AST) -> bool:
+    """An attribute that is private (``_x``) or in `FORBIDDEN_ATTRIBUTES`, or the keyword ``allow_pickle``."""
+    return (isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in FORBIDDEN_ATTRIBUTES)
+            or isinstance(node, ast.keyword) and node.arg in FORBIDDEN_ATTRIBUTES)
+
+
 def _constant(node: ast.AST, protected: set[str] = frozenset()) -> bool:
     """Literals, tuples of them, names (``float32``), arithmetic on them, and `_pure_call`s of them
     (``float32(-math.inf)``): nothing else is called."""
     return not _other_sys(node) and all(
         isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.operator,
-                       ast.unaryop, ast.Attribute)) or isinstance(n, ast.Call) and _pure_call(n, protected)
-        for n in ast.walk(node))
+                       ast.unaryop, ast.Attribute)) and not _forbidden(n)
+        or isinstance(n, ast.Call) and _pure_call(n, protected) for n in ast.walk(node))
 
 
 def _clean_decorator(node: ast.expr) -> bool:
@@ -101,7 +112,7 @@ def _clean_body(function: ast.FunctionDef) -> bool:
             return False  # patching an attribute of something outside
         if isinstance(node, ast.Name) and (node.id.startswith("__") or node.id in FORBIDDEN_CALLS):
             return False
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        if _forbidden(node):
             return False
     return True
 
@@ -133,7 +144,7 @@ def _kept(node: ast.stmt, protected: set[str]) -> bool:
     if isinstance(node, ast.Import):
         return all(alias.name in MODULES for alias in node.names)
     if isinstance(node, ast.ImportFrom):
-        return node.level == 0 and node.module in MODULES
+        return node.level == 0 and node.module in MODULES and not {a.name for a in node.names} & FORBIDDEN_ATTRIBUTES
     if isinstance(node, ast.Assign):
         return all(isinstance(t, ast.Name) and not t.id.startswith("_") for t in node.targets) and \
             _constant(node.value, protected)
@@ -184,7 +195,8 @@ def _answers(submitted) -> dict[str, str]:
     return {k: ([v for v in copies[1:] if v != copies[0]] or copies)[-1] for k, copies in answers.items()}
 
 
-def _protected(source) -> set[str]:
+def instructor_names(source) -> set[str]:
+    """The names the instructor's cells of ``source`` bind (imports, specs, checks): an answer may not rebind them."""
     return set().union(*[bound_names(c.source) for c in source.cells if c.cell_type == "code" and not is_solution(c)])
 
 
@@ -192,7 +204,7 @@ def clean_notebook(source, submitted):
     """The source notebook with each answer cell replaced by the definitions in the student's answer."""
     answers = _answers(submitted)
     notebook = copy.deepcopy(source)
-    protected = _protected(notebook)
+    protected = instructor_names(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "code" and is_solution(cell):
             cell.source = definitions_only(answers.get(_grade_id(cell), ""), protected)
@@ -201,7 +213,7 @@ def clean_notebook(source, submitted):
 
 def left_out_of(source, submitted) -> list[str]:
     """``<answer cell>: <first line>`` for each statement of the student's answers that the clean room leaves out."""
-    protected = _protected(source)
+    protected = instructor_names(source)
     return [f"{grade_id}: {line}" for grade_id, answer in _answers(submitted).items()
             for line in left_out(answer, protected)]
 

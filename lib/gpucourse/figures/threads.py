@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgba
 
-from ..simulator.viewer import explorer, figure_view
+from ..simulator.viewer import SLIDE_TALL, SLIDE_WIDE, explorer, figure_view
 
 Pair = tuple[int, int]
 
@@ -122,7 +122,6 @@ def _boundaries(a, b, along_x: bool):
 # then 13.9 px on a slide, above the course's 13 px floor (labels were 9 pt, and scaled down to 9.4 px at the
 # explorer's first launch). Cells that cannot hold their labels at FONT go unlabelled rather than smaller.
 FONT = 10  # pt
-MOST_WIDE, MOST_TALL = 11.4, 4.7  # in: the drawing's tight box, within the slide's 11.8 x 5.0 in less the padding
 BIGGEST_CELL = 0.5  # in
 
 
@@ -147,8 +146,8 @@ def _cells(width: int, height: int, label: float, run: float, title_lines: int) 
     """(width, height) of a cell in inches and what the cells show: "each" (every cell its thread's index), "first"
     (the first cell of each block, ``run`` cells wide at least, its first thread's), or "none". A cell is square
     unless its label needs it wider; the grid fits the figure's room with its ticks, title and legend."""
-    room_w = MOST_WIDE - 0.9  # the row label and its ticks
-    room_h = MOST_TALL - (0.55 + 0.2 * title_lines) - 0.6  # the column ticks, label and title; a two-row legend
+    room_w = SLIDE_WIDE - 0.9  # the row label and its ticks
+    room_h = SLIDE_TALL - (0.55 + 0.2 * title_lines) - 0.6  # the column ticks, label and title; a two-row legend
     tall = min(BIGGEST_CELL, room_h / height)
     wide = min(room_w / width, max(tall, label))
     if wide >= label and tall >= _TEXT_HEIGHT:

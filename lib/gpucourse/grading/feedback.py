@@ -10,8 +10,7 @@ nbgrader still scores it zero.
 
 from __future__ import annotations
 
-from ..run import KernelCompileError
-from ..run.simulated_device import EventNotReady
+from ..run import EventNotReady, KernelCompileError
 from ..simulator import BudgetExceeded, KernelFault, UnknownArray
 from .core import CheckFailed
 

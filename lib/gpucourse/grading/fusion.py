@@ -42,6 +42,7 @@ from ..simulator import BudgetExceeded
 from .core import (RETURNED, CheckFailed, blocks_needed, budget_list, check_budgets, in_place_of_guard_hint,
                    kernel_name, parameter_names, report, run_checked)
 from .matmul import float32_only, no_shared_memory, reads_per_thread
+from .runner import wrong_indices
 
 WARP = 32
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -210,10 +211,8 @@ def _launched(kernel, name: str, launch: RowLaunch, labels: list, budgets: list)
 
 
 def _wrong(got: np.ndarray, launch: RowLaunch) -> np.ndarray:
-    """The indices where ``got`` is outside the launch's tolerance."""
-    with np.errstate(invalid="ignore"):
-        ok = (got == launch.expected) | (np.abs(got.astype(np.float64) - launch.expected) <= launch.tolerance)
-    return np.argwhere(~ok)
+    """The indices where ``got`` is outside the launch's tolerance (an infinite answer matched exactly)."""
+    return wrong_indices(got, launch.expected, launch.tolerance)
 
 
 def _block_hint(kernel, name: str, wrong: RowLaunch, right_blocks: list, later: list, labels: list) -> str:

@@ -16,6 +16,7 @@ a bound that fits the format; exact results bit for bit.
 
 from __future__ import annotations
 
+import inspect
 import math
 from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
@@ -543,12 +544,16 @@ def _interval_not_hard_coded(function: Callable, name: str, interval: int, inter
     if not isinstance(names, dict) or names.get(interval_name) != interval:
         return
     other = interval + 3
+    try:  # a parameter whose default is the constant (``interval=GROWTH_INTERVAL``) reads it too: pass it the other
+        given = {p.name: other for p in inspect.signature(function).parameters.values() if p.default == interval}
+    except (TypeError, ValueError):
+        given = {}
     scale, good = 1024.0, 0
     names[interval_name] = other
     try:
         for _ in range(other + 1):
             expected = _loss_scale_reference(scale, good, False, other)
-            got = core.call_function(function, name, (scale, good, False))
+            got = core.call_function(lambda *args: function(*args, **given), name, (scale, good, False))
             if not isinstance(got, tuple) or len(got) != 3 or tuple(got) != expected:
                 raise CheckFailed(f"{name} is right with {interval_name} = {interval}, but with {interval_name} = "
                                   f"{other} it returned {got!r} for ({scale!r}, {good!r}, False), not {expected!r}: "

@@ -19,6 +19,7 @@ from .ptx import (KernelCompileError, compile_for_gpu, float_operations, integer
                   unchecked_kernels)
 from .assembler import Resources, launch_assembler, resources_problem  # noqa: E402
 from .resources import ARCHITECTURES, kernel_resources  # noqa: E402
+from .simulated_device import EventNotReady, NotOnTheSimulator  # noqa: E402
 from . import timing  # noqa: E402
 from .timing import median_seconds, seconds_per_launch  # noqa: E402
 from . import tuning  # noqa: E402
@@ -58,4 +59,4 @@ def trace():
 __all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "counting_copies", "ptx",
            "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
            "ARCHITECTURES", "Resources", "kernel_resources", "launch_assembler", "resources_problem", "seconds_per_launch",
-           "median_seconds", "timing", "tuning"]
+           "median_seconds", "timing", "tuning", "EventNotReady", "NotOnTheSimulator"]

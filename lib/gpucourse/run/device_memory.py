@@ -163,6 +163,7 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         """``np.asarray(d)``: as on a GPU, a copy on the host (never a view of the device array)."""
         if copy is False:
             raise ValueError("`copy=False` is not supported. A copy is always created.")
+        simulated_device.synchronize()  # numba's copy_to_host() without a stream
         return np.array(self._ary, dtype)  # not counted: NumPy converts device arrays in device-to-device copies too
 
     @property
@@ -174,6 +175,7 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
         check_index(index)
         item = self._ary[index]
         if type(item) is not np.ndarray or not np.shares_memory(item, self._ary):
+            simulated_device.synchronize()  # an element copied to the host without a stream
             return super().__getitem__(index)
         return TrackedDeviceArray(item, self.written[index], self.stream)
 
@@ -256,8 +258,8 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
                                 "to the host", f"D->H copy not implemented for negative strides: {self.strides}",
                                 "copy the whole array and reverse it on the host: d.copy_to_host()[::-1]")
         count_copies(to_host=1, nbytes=self._ary.nbytes)
-        if not stream:  # a synchronous copy: it waits for every launch before it
-            simulated_device.synchronize()
+        if not stream or ary is None:  # it waits for every launch before it: a copy without a stream, or one into
+            simulated_device.synchronize()  # the pageable array numba allocates (cuMemcpyDtoHAsync returns when done)
         return super().copy_to_host(ary, stream)
 
 

@@ -77,7 +77,7 @@ class SimulatedDevice(_Covered):
 DEVICE = SimulatedDevice()
 
 
-class Work:
+class LaunchesInFlight:
     """Launches a GPU could still be running: a launch returns before its kernel ends, so ``launched`` counts those
     that copy nothing back (numba copies a NumPy argument back at once, which waits for the kernel), and
     ``finished`` how many of them a synchronisation has waited for; the simulator has run them all already."""
@@ -87,17 +87,18 @@ class Work:
 
 
 def launched_asynchronously() -> None:
-    Work.launched += 1
+    LaunchesInFlight.launched += 1
 
 
 def synchronize() -> None:
     """``cuda.synchronize()``, and what else waits for every launch: a stream's or a context's ``synchronize()``,
-    ``copy_to_host()`` without a stream."""
-    Work.finished = Work.launched
+    a stream's ``query()`` that answers True, a copy to the host that returns once it is done."""
+    LaunchesInFlight.finished = LaunchesInFlight.launched
 
 
 class SimulatedStream(_Covered):
-    """A stream: the simulator runs every launch and copy at once, so there is never anything to wait for."""
+    """A stream: the simulator runs every launch and copy at once; waiting on a stream (its ``synchronize``, a
+    ``query`` that answers True, leaving ``auto_synchronize``) lets events recorded before it be timed."""
 
     _what = "cuda.stream()"
     handle = None
@@ -111,6 +112,8 @@ class SimulatedStream(_Covered):
         synchronize()
 
     def query(self) -> bool:
+        """True: the simulator has run every launch (on a GPU, True once the stream's work is done)."""
+        synchronize()
         return True
 
     def add_callback(self, callback, arg=None) -> None:
@@ -142,7 +145,7 @@ class EventNotReady(RuntimeError):
 
 class SimulatedEvent(_Covered):
     """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU. It is reached
-    once every launch before its ``record()`` has finished (`Work`): the time between two events is there to read
+    once every launch before its ``record()`` has finished (`LaunchesInFlight`): the time between two events is there to read
     only after a synchronisation, as on a GPU."""
 
     _what = "cuda.event()"
@@ -155,13 +158,13 @@ class SimulatedEvent(_Covered):
 
     def record(self, stream=0):
         self.time = time.perf_counter()
-        self.after = Work.launched
+        self.after = LaunchesInFlight.launched
 
     def wait(self, stream=0):
         pass
 
     def synchronize(self):
-        Work.finished = max(Work.finished, self.after)
+        LaunchesInFlight.finished = max(LaunchesInFlight.finished, self.after)
 
     def query(self) -> bool:
         """True: the simulator has run every launch (on a GPU, False until the event is reached)."""
@@ -170,7 +173,7 @@ class SimulatedEvent(_Covered):
 
     @property
     def reached(self) -> bool:
-        return self.after <= Work.finished
+        return self.after <= LaunchesInFlight.finished
 
     def elapsed_time(self, later: "SimulatedEvent") -> float:
         """Milliseconds of simulation between the two records (CPU time, not GPU time)."""

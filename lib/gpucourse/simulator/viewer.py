@@ -27,8 +27,8 @@ TEXT_LIMIT = 512  # cells; above this the figure shows colours only
 LABEL_FONT, TITLE_FONT = 12, 11  # pt, at most: a cell's label, an array's title (readable on a 1280 x 720 slide)
 LEAST_LABEL = 9.5  # pt: 13.2 px at 100 dpi, the course's smallest text on a slide; a label that small does not fit is
 # left out (the cell keeps its colour), never drawn smaller (three-digit labels were 9 pt, 10.9 px on lecture 3's slide)
-MOST_WIDE, MOST_TALL = 11.4, 4.7  # in: a figure show_trace makes fits a slide's figure box (11.8 x 5 in at 100 dpi,
-# the padding of savefig's tight box left out) unscaled, its titles and labels at their sizes
+SLIDE_WIDE, SLIDE_TALL = 11.4, 4.7  # in: the most a figure's tight box may take to fit a slide's figure box (11.8 x
+# 5 in at 100 dpi, less savefig's padding) unscaled, its titles and labels at their sizes (figures.threads too)
 
 
 def _launch(trace) -> LaunchTrace:
@@ -64,11 +64,9 @@ def _touched(launch: LaunchTrace, array, block: int, phase: int) -> bool:
     return any(((blocks == block) & (phase_of == phase)).any() for _k, _l, _e, blocks, phase_of, _s in array.events)
 
 
-def _labels(launch: LaunchTrace, array, block: int, phase: int) -> tuple[str, list[str]]:
-    """The longest label and every cell's: its writer's thread number, else "r" and how many threads read it."""
-    writer, readers, _ = _accesses(launch, array, block, phase)
-    labels = [str(w) if w >= 0 else (f"r{r}" if r else "") for w, r in zip(writer, readers)]
-    return max(labels, key=len, default=""), labels
+def _labels(writer: np.ndarray, readers: np.ndarray) -> list[str]:
+    """Every cell's label (`_accesses`): its writer's thread number, else "r" and how many threads read it."""
+    return [str(w) if w >= 0 else (f"r{r}" if r else "") for w, r in zip(writer, readers)]
 
 
 def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None):
@@ -88,17 +86,18 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     if arrays is None:
         arrays = [n for n, a in launch.arrays.items() if a.space != "local" and _touched(launch, a, b, phase)]
     shown = [(n, launch.array(n)) for n in arrays]
+    accesses = {n: _accesses(launch, a, b, phase) for n, a in shown}  # (writer, readers, touched_by) of each
     if ax is None:
         columns = min(len(shown), 3) or 1
         rows = -(-len(shown) // columns) or 1
         grids = [_cell_grid(a.shape) for _, a in shown] or [(1, 1)]
         tallest = max(r / c for r, c in grids)
         width = min(max(3.6, 0.24 * max(c for _, c in grids) + 0.8), 8.0)  # room for labels, within a page
-        labelled = [c * _label_room(len(_labels(launch, a, b, phase)[0])) / 72 + 0.9
-                    for (r, c), (_, a) in zip(grids, shown) if r * c <= TEXT_LIMIT and everyone]
-        wide = max([width, *labelled])  # three-digit labels need cells wider than square ones
+        label_widths = [c * _label_room(max(map(len, _labels(*accesses[n][:2])), default=0)) / 72 + 0.9
+                        for (r, c), (n, _) in zip(grids, shown) if r * c <= TEXT_LIMIT and everyone]
+        wide = max([width, *label_widths])  # three-digit labels need cells wider than square ones
         fig, axes = plt.subplots(rows, columns, squeeze=False, figsize=(
-            min(MOST_WIDE, wide * columns), min(MOST_TALL, 0.6 + rows * (0.3 + width * min(tallest, 1.5)))))
+            min(SLIDE_WIDE, wide * columns), min(SLIDE_TALL, 0.6 + rows * (0.3 + width * min(tallest, 1.5)))))
         for extra in axes.ravel()[len(shown):]:
             extra.axis("off")
         axes = axes.ravel()
@@ -110,7 +109,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
     labelled = []  # (axis, columns, one label per element): drawn once the layout has sized the cells
     for axis, (name, array) in zip(axes, shown):
         rows, columns = _cell_grid(array.shape)
-        writer, readers, touched_by = _accesses(launch, array, b, phase)
+        writer, readers, touched_by = accesses[name]
         cells = rows * columns
         colour = np.ones((cells, 4))
         colour[array.size:] = (0.55, 0.55, 0.55, 1)  # a wrapped 1-D array's last row: no element there
@@ -133,7 +132,7 @@ def show_trace(trace, block=0, phase: int = 0, thread=None, arrays=None, ax=None
             colour[: array.size][reads & writes] = (0.6, 0.3, 0.8, 1)
         axis.imshow(colour.reshape(rows, columns, 4), aspect="equal", interpolation="nearest")  # `_label_font` may widen
         if cells <= TEXT_LIMIT and me is None:
-            labelled.append((axis, columns, _labels(launch, array, b, phase)[1]))
+            labelled.append((axis, columns, _labels(writer, readers)))
         axis.set_xticks(np.arange(-0.5, columns, 1), minor=True)
         axis.set_yticks(np.arange(-0.5, rows, 1), minor=True)
         axis.grid(which="minor", color="white" if cells > TEXT_LIMIT else "0.75", linewidth=0.5)

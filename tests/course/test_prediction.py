@@ -104,12 +104,37 @@ def test_one_number_where_the_answer_is_several_is_told_to_write_a_list(capsys):
 
 def test_a_count_off_by_an_element_size_is_asked_about_elements_and_bytes(capsys):
     for guess in (4480, 71680, 8960):  # 17,920 bytes: a quarter, 4 times, half
-        check_prediction(guess, 17920, why="")
+        check_prediction(guess, 17920, why="", unit="bytes")
         assert "elements where the question counts bytes, or the other way round?" in capsys.readouterr().out
-    check_prediction(4481, 17920, why="")
+    check_prediction(4481, 17920, why="", unit="bytes")
     assert "elements where" not in capsys.readouterr().out
-    check_prediction(0.5, 2.0, why="")  # not whole counts: no such guess
+    check_prediction(0.5, 2.0, why="", unit="bytes")  # not whole counts: no such guess
     assert "elements where" not in capsys.readouterr().out
+
+
+def test_a_count_of_something_else_off_by_two_is_not_asked_about_bytes(capsys):
+    """Blocks per SM (lecture 7: 1 for 2), where an fp16 sum stops (lecture 6: 2048 for 1024), a loss scale (8 for
+    16), cp.async copies (8 for 4), sectors (24 for 12): no bytes in the question, and the note misled."""
+    for guess, actual in ((1, 2), (2048, 1024.0), (8, 16), (8, 4), (24, 12)):
+        check_prediction(guess, actual, why="")
+        out = capsys.readouterr().out
+        assert out.startswith("✗ Not quite") and "bytes" not in out and "elements" not in out, out
+
+
+def test_a_guess_that_is_none_of_the_choices_is_asked_to_pick_one_and_shown_nothing(capsys):
+    for guess in ("serve", "inference", True, 1):
+        check_prediction(guess, "serving", why="1.49x for serving", choices=("training", "serving"))
+        out = capsys.readouterr().out
+        assert out.startswith("Not answered yet") and '"training" or "serving"' in out, out
+        assert "1.49" not in out and "the run says" not in out
+    assert verdict(capsys, " Serving", "serving", choices=("training", "serving"))
+    assert not verdict(capsys, "training", "serving", choices=("training", "serving"))
+    assert verdict(capsys, "above 80", "above 80%", choices=("below 50%", "50 to 80%", "above 80%"))
+
+
+def test_several_numbers_written_as_text_are_told_to_write_a_list(capsys):
+    check_prediction("2, 3", [2.0, 3.0], why="")
+    assert "(The answer is 2 numbers: write them as a list, such as [1.5, 2].)" in capsys.readouterr().out
 
 
 def test_a_mapping_compares_its_values_and_a_set_its_members(capsys):

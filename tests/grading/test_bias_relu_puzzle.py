@@ -103,3 +103,12 @@ def test_a_kernel_that_writes_its_input_is_told_the_name_of_its_output():
     with pytest.raises(CheckFailed, match=r"writes_c changed its input `C` with .*: a kernel must only write to its "
                                           r"output, `Y`\."):
         check_bias_relu(writes_c)
+
+
+@pytest.mark.parametrize("kernel", [bias_by_row, relu_first])
+def test_a_kernel_wrong_with_every_block_is_not_told_it_assumes_its_block(kernel):
+    """The 1 x 1 input, where bias[row] is bias[col] and most ReLUs change nothing, is right with any block: it
+    says nothing about the block shape, and the hint that the kernel assumes one sent students after the wrong bug."""
+    with pytest.raises(CheckFailed) as failed:
+        check_bias_relu(kernel)
+    assert "With block=" not in str(failed.value) and "cuda.blockDim" not in str(failed.value)

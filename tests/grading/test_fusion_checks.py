@@ -479,3 +479,25 @@ def test_a_softmax_row_of_zeros_is_told_its_sum_was_zero_nan_or_infinite():
     one_column = gf.proportional_diagnosis(np.array([[1.0]]))  # a row of one value: 1.0 expected
     assert one_column(0, np.zeros(1, np.float32)).startswith("the whole row is 0")
     assert "exp(m_old - m_new), at most 1" in one_column(0, np.zeros(1, np.float32))
+
+
+@cuda.jit
+def softmax_never_rescaled(y, x):  # lecture 5's one-pass puzzle with the sum never rescaled: right on 1 column
+    r = cuda.grid(1)
+    if r < x.shape[0]:
+        m, l = float32(-math.inf), float32(0)
+        for j in range(x.shape[1]):
+            m = max(m, x[r, j])
+            if m > float32(-math.inf):
+                l += math.exp(x[r, j] - m)
+        for j in range(x.shape[1]):
+            y[r, j] = math.exp(x[r, j] - fu.safe_max(m)) * fu.reciprocal(l)
+
+
+def test_a_kernel_right_only_on_a_smaller_input_is_not_told_it_assumes_its_block():
+    """Lecture 5's puzzle plans: a row of 1 column (block 8) needs no rescale, so it passes; the rows of 33 then
+    fail with both blocks, and the block is not what is wrong."""
+    plans = gf.thread_rows([(3, 1), (40, 33), (9, 200)], threads=(32, 8))
+    message = fails("rows are wrong", gf.check_row_kernel, softmax_never_rescaled, softmax_spec, plans)
+    assert "the right softmax times" in message
+    assert "With block=" not in message

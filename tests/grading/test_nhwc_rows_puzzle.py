@@ -115,3 +115,24 @@ def test_a_padding_cell_left_unzeroed_is_named():
 
     with pytest.raises(CheckFailed, match="Every wrong cell is a tap in the padding"):
         check_nhwc_rows(clamped)
+
+
+def test_a_guard_on_the_wrong_axes_speaks_of_the_checks_not_of_hidden_tests():
+    """A lecture's puzzle has no hidden tests, and this one runs stride 3 too: "the hidden tests use strides of 1
+    and 2" was wrong twice over."""
+    @cuda.jit
+    def guard_swapped(X, x, R, S, stride, padding):
+        k, n = cuda.grid(2)
+        B, H, W, C = x.shape
+        Ho, Wo = (H + 2 * padding - R) // stride + 1, (W + 2 * padding - S) // stride + 1
+        if k < X.shape[0] and n < X.shape[1]:
+            b, ho, wo = n // (Ho * Wo), n // Wo % Ho, n % Wo
+            p, q, c = k // (S * C), k // C % S, k % C
+            h, v = ho * stride + p - padding, wo * stride + q - padding
+            X[n, k] = x[b, h, v, c] if 0 <= h < H and 0 <= v < W else float32(0)
+
+    with pytest.raises(CheckFailed) as failed:
+        check_nhwc_rows(guard_swapped)
+    message = str(failed.value)
+    assert "A thread past the end of `X` needs a guard. If it has one, the index it computed is wrong" in message
+    assert "hidden tests" not in message and "other strides and paddings" in message

@@ -49,16 +49,17 @@ def _same(guess, actual, tolerance: float) -> bool:
     return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 
-def _unit_slip(guess, actual, tolerance: float) -> str:
+def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
     """A note when a wrong ``guess`` is of the wrong kind (no number where the answer is one, ``"twelve"`` or
-    ``[12]``; one number where it is several; no bool where it is True or False) or a number off by a unit:
-    ``actual`` times a power of 1000 (µs for ms, bytes for KB), or a whole count times 2, 4 or 8 (elements for
-    bytes)."""
+    ``[12]``; one number, or text, where it is several; no bool where it is True or False) or a number off by a
+    unit: ``actual`` times a power of 1000 (µs for ms, bytes for KB), or, where the ``unit`` is bytes or elements,
+    a whole count times 2, 4 or 8 (elements for bytes). A count of blocks, sectors or copies off by 2 is no unit
+    slip: there the note would send the student after bytes the question never asked about."""
     if _is_bool(actual):
         return " (The answer is True or False: write one of them, without quotes.)" if not _is_bool(guess) else ""
     if not isinstance(actual, numbers.Real):
         several = not isinstance(actual, str) and hasattr(actual, "__len__") and len(actual) > 1
-        if several and (isinstance(guess, numbers.Real) or not hasattr(guess, "__len__")):
+        if several and (isinstance(guess, (numbers.Real, str)) or not hasattr(guess, "__len__")):
             return f" (The answer is {len(actual)} numbers: write them as a list, such as [1.5, 2].)"
         return ""
     try:
@@ -68,7 +69,8 @@ def _unit_slip(guess, actual, tolerance: float) -> str:
     ratio = guessed / float(actual) if actual else 0.0
     if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
         return f" (Your number is {off}: check the unit the question asks for.)"
-    if guessed.is_integer() and float(actual).is_integer() and (off := _off_by(ratio, (2, 4, 8), 0.0)):
+    if unit in ("bytes", "elements") and guessed.is_integer() and float(actual).is_integer() and (
+            off := _off_by(ratio, (2, 4, 8), 0.0)):
         return (f" (Your number is {off}: elements where the question counts bytes, or the other way round? "
                 "A float32 is 4 bytes, a float16 2, a float64 8.)")
     return ""
@@ -84,13 +86,23 @@ def _off_by(ratio: float, factors, tolerance: float) -> str:
     return ""
 
 
-def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
+def check_prediction(guess, actual, why: str, tolerance: float = 0.0, unit: str | None = None,
+                     choices=None) -> None:
     """Print whether ``guess`` equals ``actual`` (within a relative ``tolerance`` for numbers), with ``why``, or
     that it is not answered yet (``guess`` None). Returns nothing, so that a cell that ends with it shows only
     the verdict. Sequences compare element by element, so a guessed list matches a NumPy array.
+
+    ``unit``: what a numeric answer counts, where a slip of the unit is likely: "bytes" (or "elements") adds, to a
+    whole guess off by 2, 4 or 8, the question whether it counted elements. ``choices``: the words the question
+    offers (``actual`` is one of them); a guess that is none of them (case, spaces and % signs aside) is asked to
+    pick one, and nothing of the answer is shown, as for None.
     """
     if guess is None:
         print("Not answered yet: write your prediction in place of None, then run this cell again.")
+        return
+    if choices is not None and not any(isinstance(guess, str) and _words(guess) == _words(c) for c in choices):
+        offered = ", ".join(f'"{c}"' for c in choices[:-1]) + f' or "{choices[-1]}"'
+        print(f"Not answered yet: you wrote {guess!r}; write {offered} in place of it, then run this cell again.")
         return
     shown = actual.tolist() if hasattr(actual, "tolist") else actual  # NumPy values print as plain Python
     if isinstance(shown, float) and shown.is_integer():
@@ -99,7 +111,7 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0) -> None:
         print(f"✓ Right: {shown}. {why}")
     else:
         said = repr(guess) if isinstance(guess, str) and not isinstance(actual, str) else guess  # "False", quoted
-        print(f"✗ Not quite: you said {said}, the run says {shown}.{_unit_slip(guess, actual, tolerance)} {why}")
+        print(f"✗ Not quite: you said {said}, the run says {shown}.{_unit_slip(guess, actual, tolerance, unit)} {why}")
 
 
 def try_puzzle(check, kernel, *args, **kwargs) -> bool:

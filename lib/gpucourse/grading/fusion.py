@@ -179,15 +179,15 @@ def check_launches(kernel, launches: Iterable[RowLaunch], *, name=None, quiet=Fa
     labels = [out_name] + [f"`{p}`" for p in parameters[1:]]
     budgets = budget_list(budget)
     launches = list(launches)
-    right_blocks = []  # the blocks of the launches that gave the right result
+    right = []  # the launches that gave the right result
     for number, launch in enumerate(launches):
         got, recorded = _launched(kernel, name, launch, labels, budgets)
         bad = _wrong(got, launch)
         if len(bad):
-            hint = _block_hint(kernel, name, launch, right_blocks, launches[number + 1:], labels)
+            hint = _block_hint(kernel, name, launch, right, launches[number + 1:], labels)
             raise CheckFailed(explain_rows(name, launch, got, bad, out_name) + hint)
         check_budgets(name, launch.describe(), budgets, recorded, parameters)
-        right_blocks.append(launch.block)
+        right.append(launch)
     report(name, len(launches), quiet, budgeted=bool(budgets))
 
 
@@ -215,21 +215,25 @@ def _wrong(got: np.ndarray, launch: RowLaunch) -> np.ndarray:
     return wrong_indices(got, launch.expected, launch.tolerance)
 
 
-def _block_hint(kernel, name: str, wrong: RowLaunch, right_blocks: list, later: list, labels: list) -> str:
-    """For a launch that gave a wrong result: where the kernel is right with another block shape (one checked
-    before, else the first of the ``later`` launches), a hint that it assumes its block's shape; else ""."""
-    right = next((block for block in right_blocks if block != wrong.block), None)
-    for launch in (launch for launch in later if right is None and launch.block != wrong.block):
+def _block_hint(kernel, name: str, wrong: RowLaunch, right: list, later: list, labels: list) -> str:
+    """For a launch that gave a wrong result: where the kernel is right on inputs of the same shapes with another
+    block shape (a launch checked before, else one of the ``later`` launches), a hint that it assumes its block's
+    shape; else "". Only the same shapes count: a smaller input (one row, one column) can hide a bug that has
+    nothing to do with the block, and the hint would send the student after the wrong one."""
+    checked = [launch for launch in right if launch.what == wrong.what and launch.block != wrong.block]
+    found = checked[0].block if checked else None
+    for launch in (launch for launch in later if found is None and launch.what == wrong.what
+                   and launch.block != wrong.block):
         try:
             got, _ = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
                                  np.float32, launch.arguments, labels, [])
         except CheckFailed:
             continue
         if not len(_wrong(got, launch)):
-            right = launch.block
-    if right is None:
+            found = launch.block
+    if found is None:
         return ""
-    return (f"\n  With block={right} the result is right, with block={wrong.block} it is not: does the kernel assume "
+    return (f"\n  With block={found} the result is right, with block={wrong.block} it is not: does the kernel assume "
             "its block's shape (a number of warps or threads written in)? Read it from cuda.blockDim.x and "
             "cuda.blockDim.y: the launch chooses it.")
 

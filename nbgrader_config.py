@@ -30,9 +30,10 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 
-from gpucourse.classroom.autograde import WrapLongLines  # noqa: E402
+from gpucourse.classroom.autograde import FeedbackExporter, WrapLongLines  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor, WrapLongLines]
+c.GenerateFeedback.exporter_class = FeedbackExporter  # its contents name each test by its grade_id
 
 # Grading a class safely (`make grade`): each notebook runs in a sandboxed kernel under a time
 # limit for the whole notebook, and a dead or hung kernel costs only the cells it did not reach;

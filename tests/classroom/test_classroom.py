@@ -179,9 +179,12 @@ def test_feedback_carries_no_hidden_test_and_no_huge_output(graded):
     course, _, _ = graded
     hidden = ["check_kernel(add_one, add_one_spec, one_block([5, 64], extra_threads=3), dtype=np.int32)",
               "check_function(blocks_for, [((1, 32), 1), ((1000, 256), 4)])"]
-    for page in (course / "feedback").rglob("*.html"):
+    pages = list((course / "feedback").rglob("*.html"))
+    for page in pages:
         text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
         assert not [line for line in hidden if line in text], f"{page} shows a hidden test"
+    contents = pages[0].read_text()  # each test named by its grade_id, not "Test cell" each time
+    assert '<a href="#test_add_one"><code>test_add_one</code></a>' in contents and ">Test cell<" not in contents
     autograded = course / "autograded" / "prints_4_mb" / mini.ASSIGNMENT / "mini.ipynb"
     assert autograded.stat().st_size < 1_000_000
 

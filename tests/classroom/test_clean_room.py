@@ -54,6 +54,25 @@ def test_nothing_that_unpickles_touches_files_or_raw_memory_is_kept():
     assert definitions_only(honest, PROTECTED) == honest
 
 
+def test_nothing_that_reaches_the_interpreter_through_a_kept_name_is_kept():
+    """numba.cuda holds os, sys and importlib as attributes, numba cloudpickle, NumPy testing.runstring (exec), a
+    generator its frame's globals, functools a setattr by name: a kept function that calls one, once a test calls
+    it, could patch the checks of every later test (update_wrapper(check_function, f, ("__code__",)) did)."""
+    for answer in ("from numpy import *",  # load, fromfile, memmap ... as bare names
+                   "def f(x):\n    return cuda.os.popen('cat answers').read()",
+                   "def f(x):\n    return cuda.importlib.import_module('pickle').loads(x)",
+                   "def f(x):\n    modules = cuda.sys.modules\n    return modules",
+                   "import numba\ndef f(x):\n    return numba.core.serialize.pickle.loads(x)",
+                   "def f(x):\n    np.testing.runstring('import os', {})",
+                   "def f(x):\n    g = (i for i in x)\n    return g.gi_frame.f_globals",
+                   "import functools\ndef f(x):\n    functools.update_wrapper(check_kernel, f, ('__code__',), ())",
+                   "from numba.cuda import os"):
+        kept = definitions_only(answer, PROTECTED)
+        assert "def f" not in kept and "import *" not in kept and "import os" not in kept, answer
+    honest = "def run(x, save=False):\n    return x\n\ndef twice(x):\n    return run(x, save=True)"
+    assert definitions_only(honest, PROTECTED) == honest  # a keyword of the student's own function
+
+
 def test_an_answer_that_does_not_parse_keeps_nothing():
     assert definitions_only("def broken(:\n    pass", PROTECTED) == ""
 

@@ -2,6 +2,7 @@
 returns nothing (a cell that ends with it shows the verdict alone)."""
 
 import numpy as np
+import pytest
 
 from gpucourse.course import check_prediction
 
@@ -130,6 +131,11 @@ def test_a_guess_that_is_none_of_the_choices_is_asked_to_pick_one_and_shown_noth
     assert verdict(capsys, " Serving", "serving", choices=("training", "serving"))
     assert not verdict(capsys, "training", "serving", choices=("training", "serving"))
     assert verdict(capsys, "above 80", "above 80%", choices=("below 50%", "50 to 80%", "above 80%"))
+    assert verdict(capsys, "above 80%", "above 80%", choices={"below 50%", "50 to 80%", "above 80%"})  # any iterable
+    check_prediction("x", "yes", why="", choices=["yes"])
+    assert 'write "yes" in place of it' in capsys.readouterr().out  # one choice alone
+    with pytest.raises(ValueError, match="the answer 'maybe' is not one of the choices"):
+        check_prediction("yes", "maybe", why="", choices=("yes", "no"))
 
 
 def test_several_numbers_written_as_text_are_told_to_write_a_list(capsys):

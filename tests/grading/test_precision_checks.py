@@ -1,5 +1,6 @@
 """Module 6's checks: right kernels pass, each classic precision mistake fails with the bits in the message."""
 
+import linecache
 import math
 
 import ml_dtypes
@@ -319,12 +320,20 @@ def update_with_the_interval_as_a_default(scale, good, found, interval=GROWTH_IN
     if found:
         return scale / 2, 0, True
     return (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False)
+
+
+def update_with_its_value_as_a_default(scale, good, found, interval=3):
+    if found:
+        return scale / 2, 0, True
+    return (scale * 2, 0, False) if good + 1 == interval else (scale, good + 1, False)
 """
 
 
 def test_loss_scale_update_must_read_the_interval_not_write_its_value():
     notebook = {}  # a notebook's namespace: the functions' globals, GROWTH_INTERVAL among them
-    exec(UPDATES, notebook)
+    cell = "<notebook cell>"  # as IPython runs a cell: its source kept in linecache, for inspect
+    linecache.cache[cell] = (len(UPDATES), None, UPDATES.splitlines(True), cell)
+    exec(compile(UPDATES, cell, "exec"), notebook)
     runs = [(1024.0, [False] * 7 + [True, True, False])]
     checks.check_loss_scale_update(notebook["update_reading_the_interval"], runs, interval=3, quiet=True)
     checks.check_loss_scale_update(notebook["update_with_the_interval_as_a_default"], runs, interval=3, quiet=True)
@@ -332,6 +341,8 @@ def test_loss_scale_update_must_read_the_interval_not_write_its_value():
                                           r"but with GROWTH_INTERVAL = 6 it returned \(2048.0, 0, False\) for "
                                           r"\(1024.0, 2, False\), not \(1024.0, 3, False\): read GROWTH_INTERVAL"):
         checks.check_loss_scale_update(notebook["update_with_the_interval_written_out"], runs, interval=3)
+    with pytest.raises(CheckFailed, match=r"read GROWTH_INTERVAL in the function rather than writing its value 3"):
+        checks.check_loss_scale_update(notebook["update_with_its_value_as_a_default"], runs, interval=3)
     assert notebook["GROWTH_INTERVAL"] == 3  # put back
 
 

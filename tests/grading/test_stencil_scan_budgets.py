@@ -134,6 +134,9 @@ def test_a_row_max_that_starts_from_a_large_negative_number_fails_on_a_masked_ro
                                           r"all -inf .*`float32\(-math.inf\)`") as failure:
         check_reduction(row_max(start=-1e30), row_max_spec, plan, values="masked")
     assert "rounding" not in str(failure.value)  # no tolerance reaches -inf
+    with pytest.raises(CheckFailed, match=r"a 0 can only come from padding") as padded:  # the cause, not the start
+        check_reduction(row_max(start=0.0), row_max_spec, plan, values="masked")
+    assert "only very negative" not in str(padded.value)
 
 
 @cuda.jit

@@ -459,3 +459,13 @@ def test_an_element_never_written_fails_where_the_spec_is_nan():
     with np.errstate(invalid="ignore"), pytest.raises(CheckFailed, match=r"out\[1\] should be nan, got nan \(never "
                                                                          r"written"):
         check_strided_map(square_root_of_the_non_negative, np.sqrt, [tensor(100)], threads=[32])
+
+
+def test_an_infinite_expected_value_leaves_the_other_elements_tolerance_finite():
+    """A spec that overflows at one element (inf) must not let any value through at the others."""
+    from gpucourse.grading.runner import Launch, tolerance_of, wrong_indices
+    expected = np.array([2.5, -3.0, np.inf])
+    got = np.array([0.0, -3.0, np.inf])  # wrong at 0, right at 1 and 2
+    tolerance = tolerance_of(Launch((1,), (32,), "", [], expected), np.float32)
+    assert np.isfinite(tolerance[:2]).all()
+    assert wrong_indices(got, expected, tolerance).ravel().tolist() == [0]

@@ -37,6 +37,13 @@ FORBIDDEN_CALLS = {"exec", "eval", "compile", "open", "__import__", "getattr", "
 FORBIDDEN_ATTRIBUTES = {"load", "save", "savez", "savez_compressed", "savetxt", "loadtxt", "genfromtxt", "fromfile",
                         "fromregex", "tofile", "dump", "memmap", "DataSource", "lib", "ctypeslib", "ctypes", "f2py",
                         "distutils", "allow_pickle"}  # (json's dumps and loads stay: JSON runs nothing)
+# What leads from a kept name to the interpreter: the modules that NumPy, numba and logging hold as attributes
+# (``cuda.os``, ``cuda.importlib``, ``numba.sys``, ``numba.cloudpickle``, ``np.testing.runstring`` ...), a frame's
+# globals (``gen.gi_frame.f_globals``), and functools' setattr by name (``update_wrapper(check, f, ("__code__",))``)
+REACHING_ATTRIBUTES = {"os", "sys", "importlib", "builtins", "pickle", "cloudpickle", "subprocess", "gc", "inspect",
+                       "io", "shutil", "ctypes", "pathlib", "posix", "tempfile", "socket", "handlers", "linecache",
+                       "traceback", "testing", "re", "enum", "gi_frame", "cr_frame", "ag_frame", "tb_frame", "f_back",
+                       "f_globals", "f_locals", "f_builtins", "f_code", "update_wrapper", "wraps"}
 
 
 def _grade_id(cell) -> str | None:
@@ -65,9 +72,11 @@ def _pure_call(node: ast.Call, protected: set[str]) -> bool:
 
 
 def _forbidden(node: ast.AST) -> bool:
-    """An attribute that is private (``_x``) or in `FORBIDDEN_ATTRIBUTES`, or the keyword ``allow_pickle``."""
-    return (isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in FORBIDDEN_ATTRIBUTES)
-            or isinstance(node, ast.keyword) and node.arg in FORBIDDEN_ATTRIBUTES)
+    """An attribute that is private (``_x``), in `FORBIDDEN_ATTRIBUTES` or in `REACHING_ATTRIBUTES`, or the keyword
+    ``allow_pickle`` (a keyword ``save=`` or ``load=`` of the student's own function is no such thing)."""
+    return (isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in FORBIDDEN_ATTRIBUTES
+                                                 or node.attr in REACHING_ATTRIBUTES)
+            or isinstance(node, ast.keyword) and node.arg == "allow_pickle")
 
 
 def _constant(node: ast.AST, protected: set[str] = frozenset()) -> bool:
@@ -144,7 +153,9 @@ def _kept(node: ast.stmt, protected: set[str]) -> bool:
     if isinstance(node, ast.Import):
         return all(alias.name in MODULES for alias in node.names)
     if isinstance(node, ast.ImportFrom):
-        return node.level == 0 and node.module in MODULES and not {a.name for a in node.names} & FORBIDDEN_ATTRIBUTES
+        names = {a.name for a in node.names}  # `*` would bind np.load, np.fromfile ... and rebind any name
+        return node.level == 0 and node.module in MODULES and not names & (FORBIDDEN_ATTRIBUTES | REACHING_ATTRIBUTES
+                                                                            | {"*"})
     if isinstance(node, ast.Assign):
         return all(isinstance(t, ast.Name) and not t.id.startswith("_") for t in node.targets) and \
             _constant(node.value, protected)

@@ -100,10 +100,14 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0, unit: str 
     if guess is None:
         print("Not answered yet: write your prediction in place of None, then run this cell again.")
         return
-    if choices is not None and not any(isinstance(guess, str) and _words(guess) == _words(c) for c in choices):
-        offered = ", ".join(f'"{c}"' for c in choices[:-1]) + f' or "{choices[-1]}"'
-        print(f"Not answered yet: you wrote {guess!r}; write {offered} in place of it, then run this cell again.")
-        return
+    if choices is not None:
+        choices = [str(c) for c in choices]
+        if str(actual) not in choices:
+            raise ValueError(f"the answer {actual!r} is not one of the choices {choices}")
+        if not any(isinstance(guess, str) and _words(guess) == _words(c) for c in choices):
+            offered = " or ".join(filter(None, [", ".join(f'"{c}"' for c in choices[:-1]), f'"{choices[-1]}"']))
+            print(f"Not answered yet: you wrote {guess!r}; write {offered} in place of it, then run this cell again.")
+            return
     shown = actual.tolist() if hasattr(actual, "tolist") else actual  # NumPy values print as plain Python
     if isinstance(shown, float) and shown.is_integer():
         shown = int(shown)  # a count computed as a float reads as one: 4, not 4.0

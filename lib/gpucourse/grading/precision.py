@@ -16,8 +16,10 @@ a bound that fits the format; exact results bit for bit.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
+import textwrap
 from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
@@ -536,6 +538,23 @@ def check_loss_scale_update(function: Callable, runs: Iterable[tuple[float, Sequ
     report(name, count, quiet, unit="step")
 
 
+def _defaulting_to(function: Callable, constant: str) -> list[str]:
+    """The parameters of ``function`` whose default is written as the name ``constant`` (they read it, once, when
+    the function is defined), from its source; none where the source is not to be had."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    definition = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda))), None)
+    if definition is None:
+        return []
+    arguments = definition.args
+    positional = arguments.posonlyargs + arguments.args
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults)) + [
+        (a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+    return [a.arg for a, d in pairs if isinstance(d, ast.Name) and d.id == constant]
+
+
 def _interval_not_hard_coded(function: Callable, name: str, interval: int, interval_name: str) -> None:
     """When ``function`` reads the notebook's ``interval_name`` (a global equal to ``interval``), run it again with
     that global set to another value for a moment: a function that still doubles after ``interval`` good steps wrote
@@ -544,10 +563,7 @@ def _interval_not_hard_coded(function: Callable, name: str, interval: int, inter
     if not isinstance(names, dict) or names.get(interval_name) != interval:
         return
     other = interval + 3
-    try:  # a parameter whose default is the constant (``interval=GROWTH_INTERVAL``) reads it too: pass it the other
-        given = {p.name: other for p in inspect.signature(function).parameters.values() if p.default == interval}
-    except (TypeError, ValueError):
-        given = {}
+    given = {name: other for name in _defaulting_to(function, interval_name)}  # ``interval=GROWTH_INTERVAL``
     scale, good = 1024.0, 0
     names[interval_name] = other
     try:

@@ -277,17 +277,17 @@ def check_axis_reduce(
 
 
 def _padding_hint(launch, got, first) -> str:
-    if launch.expected[first] == -np.inf and np.isfinite(got[first]):
-        return (
-            f"\n  This row is all -inf (a fully masked row, as Module 5's softmax meets), so its max is -inf, not "
-            f"{float(got[first])!r}: a start that is only very negative still wins against -inf. Start from the "
-            "identity of max, the value that never wins: `float32(-math.inf)`."
-        )
     if got[first] == 0 and launch.expected[first] != 0:
         return (
             "\n  Every input value of this test is negative, so a 0 can only come from padding: threads (or "
             "shared memory slots) with no element must hold the identity of the operation, the value that "
             "changes nothing (for max: -inf, `float32(-math.inf)`), not 0."
+        )
+    if launch.expected[first] == -np.inf and np.isfinite(got[first]):
+        return (
+            f"\n  This row is all -inf (a fully masked row, as Module 5's softmax meets), so its max is -inf, not "
+            f"{float(got[first])!r}: a start that is only very negative still wins against -inf. Start from the "
+            "identity of max, the value that never wins: `float32(-math.inf)`."
         )
     return ""
 

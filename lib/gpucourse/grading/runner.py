@@ -87,7 +87,8 @@ def tolerance_of(launch: Launch, dtype) -> np.ndarray | None:
         return None
     if launch.scale is None:
         rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-6))
-        scale = max(1.0, float(np.max(np.abs(launch.expected), initial=0.0)))
+        finite = launch.expected[np.isfinite(launch.expected)]  # an inf or NaN would make every tolerance infinite
+        scale = max(1.0, float(np.max(np.abs(finite), initial=0.0)))
         return atol * scale + rtol * np.abs(launch.expected)
     rtol = REDUCTION_RTOL.get(dtype, 1e-5)
     return rtol * np.abs(launch.scale) + TOLERANCES.get(dtype, (1e-5, 1e-6))[1]

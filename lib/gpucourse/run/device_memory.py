@@ -258,8 +258,10 @@ class TrackedDeviceArray(sim_arrays.FakeCUDAArray):
                                 "to the host", f"D->H copy not implemented for negative strides: {self.strides}",
                                 "copy the whole array and reverse it on the host: d.copy_to_host()[::-1]")
         count_copies(to_host=1, nbytes=self._ary.nbytes)
-        if not stream or ary is None:  # it waits for every launch before it: a copy without a stream, or one into
-            simulated_device.synchronize()  # the pageable array numba allocates (cuMemcpyDtoHAsync returns when done)
+        # A copy waits for every launch before it: without a stream, and with one into pageable memory (CUDA returns
+        # once it is done). Only a copy with a stream into pinned memory returns at once, which the simulator does not
+        # tell apart (its pinned arrays are NumPy's): it counts every copy as a wait, never refusing a right program.
+        simulated_device.synchronize()
         return super().copy_to_host(ary, stream)
 
 

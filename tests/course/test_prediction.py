@@ -51,8 +51,17 @@ def test_patterns_compare_element_by_element(capsys):
     assert not verdict(capsys, [0, 2, 1], np.array([0, 1, 2]))
 
 
-def test_a_guess_of_the_wrong_kind_is_wrong_not_an_error(capsys):
-    assert not verdict(capsys, "four", 4)
+def not_answered(capsys, guess, actual, **options) -> str:
+    """What ``check_prediction`` printed for a ``guess`` it takes as not answered yet (asserted), with nothing of the
+    answer ``actual`` or the reason in it."""
+    check_prediction(guess, actual, why="BECAUSE", **options)
+    out = capsys.readouterr().out
+    assert out.startswith("Not answered yet: you wrote ") and "BECAUSE" not in out and "the run says" not in out, out
+    return out
+
+
+def test_a_guess_of_the_wrong_kind_is_no_error(capsys):
+    not_answered(capsys, "four", 4)
     assert not verdict(capsys, 4, "four")
 
 
@@ -77,30 +86,38 @@ def test_a_guess_off_by_a_power_of_1000_is_told_to_check_the_unit(capsys):
 
 
 def test_a_guess_that_is_no_number_where_the_answer_is_one_is_told_to_write_a_number(capsys):
-    for guess, actual in (("twelve", 12), ([12], 12), ("many", 0)):
-        check_prediction(guess, actual, why="Counted.")
-        assert "(The answer is a number: write it as one, such as 12 or 0.5.)" in capsys.readouterr().out
+    for guess, actual in (("twelve", 12), ("many", 0)):
+        assert "the answer is a number: write it alone, such as 12 or 0.5" in not_answered(capsys, guess, actual)
+    for guess in ([12], True, np.array([12])):
+        assert "the answer is one number: write it as one" in not_answered(capsys, guess, 12)
     check_prediction("12", 12, why="Counted.")  # a number in quotes is one
     assert capsys.readouterr().out.startswith("✓ Right: 12.")
 
 
+def test_a_number_written_with_its_unit_or_as_a_percent_shows_nothing_of_the_answer(capsys):
+    """Lectures 1b, 2b: '4 sectors', '2-way', '4 threads' (right, with the unit of the comment) and '25%' (the
+    fraction 0.25) were told "Not quite ... the run says 4": a slip of form gave the answer away."""
+    for guess, actual in (("4 sectors", 4), ("2-way", 2), ("4 threads", 4), ("25%", 0.25), ("1/4", 0.25),
+                          ("210 µs", 209.7), ("(1, 20, 60, 5)", (1, 20, 60, 5))):
+        out = not_answered(capsys, guess, actual)
+        assert "write" in out and "then run this cell again" in out
+
+
 def test_true_or_false_is_answered_by_a_bool_only(capsys):
     assert verdict(capsys, False, False) and verdict(capsys, True, np.bool_(True))
+    assert not verdict(capsys, True, False)
     for guess in ("False", 0, "True"):
-        check_prediction(guess, False, why="")
-        out = capsys.readouterr().out
-        assert out.startswith("✗ Not quite") and "(The answer is True or False: write one of them, without quotes.)" in out
-    check_prediction("False", False, why="")
-    assert "you said 'False', the run says False." in capsys.readouterr().out  # the quotes show why it differs
+        out = not_answered(capsys, guess, False)
+        assert "the answer is True or False: write one of them, without quotes" in out
+    assert "you wrote 'False';" in not_answered(capsys, "False", False)  # the quotes show why it is not answered
 
 
 def test_one_number_where_the_answer_is_several_is_told_to_write_a_list(capsys):
-    check_prediction(2, [2.0, 3.0], why="")
-    assert "(The answer is 2 numbers: write them as a list, such as [1.5, 2].)" in capsys.readouterr().out
-    check_prediction(4, np.array([4, 4]), why="")  # an array of several elements against one number
-    assert "Not quite" in capsys.readouterr().out
+    assert "the answer is 2 numbers: write them as a list, such as [1.5, 2]" in not_answered(capsys, 2, [2.0, 3.0])
+    not_answered(capsys, 4, np.array([4, 4]))  # an array of several elements against one number
     check_prediction([2, 2], [2.0, 3.0], why="")
-    assert "write them as a list" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("✗ Not quite") and "write them as a list" not in out
 
 
 def test_a_count_off_by_an_element_size_is_asked_about_elements_and_bytes(capsys):
@@ -139,8 +156,17 @@ def test_a_guess_that_is_none_of_the_choices_is_asked_to_pick_one_and_shown_noth
 
 
 def test_several_numbers_written_as_text_are_told_to_write_a_list(capsys):
-    check_prediction("2, 3", [2.0, 3.0], why="")
-    assert "(The answer is 2 numbers: write them as a list, such as [1.5, 2].)" in capsys.readouterr().out
+    assert "the answer is 2 numbers: write them as a list" in not_answered(capsys, "2, 3", [2.0, 3.0])
+
+
+def test_strides_guessed_in_bytes_where_they_count_elements_are_asked_about_elements_and_bytes(capsys):
+    """Lecture 2a: NumPy's strides count bytes, the course's elements; (4, 80, 240, 20) for (1, 20, 60, 5)."""
+    check_prediction((4, 80, 240, 20), (1, 20, 60, 5), why="", unit="elements")
+    assert "each 4 times too large: elements where the question counts bytes" in capsys.readouterr().out
+    for guess, unit in (((4, 80, 240, 21), "elements"), ((4, 80, 240, 20), None), ((5, 20, 60, 1), "elements")):
+        check_prediction(guess, (1, 20, 60, 5), why="", unit=unit)
+        out = capsys.readouterr().out
+        assert out.startswith("✗ Not quite") and "bytes" not in out, out
 
 
 def test_a_mapping_compares_its_values_and_a_set_its_members(capsys):

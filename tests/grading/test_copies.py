@@ -141,3 +141,21 @@ def reads_past_the_end(x):
 def test_wrong_answers_get_a_message(function, message):
     with pytest.raises(CheckFailed, match=message):
         check_copies(function, spec)
+
+
+def one_block_short(x):  # right on 1 float; on 1000 the second launch reads what the first never wrote
+    d_x = cuda.to_device(x)
+    d_tmp, d_out = cuda.device_array_like(x), cuda.device_array_like(x)
+    grid, block = blocks(x)
+    add[max(grid - 1, 1), block](d_tmp, d_x, d_x)
+    add[grid, block](d_out, d_tmp, d_x)
+    return d_out.copy_to_host()
+
+
+def test_a_call_that_fails_on_a_large_array_names_the_array_by_its_shape():
+    """Lecture 1's copy puzzle: the message of a call that raised on 1000 floats held their repr, 200 lines."""
+    with pytest.raises(CheckFailed) as failed:
+        check_copies(one_block_short, spec)
+    message = str(failed.value)
+    assert message.startswith("one_block_short(<float32 array of shape (1000,)>) raised UninitializedRead: "), message
+    assert len(message.splitlines()) <= 3 and len(message) < 600, message

@@ -557,8 +557,9 @@ def test_float32_only_catches_a_warp_sum_started_at_a_float64_zero():
         check_matrix_kernel(matvec_float64_sum, matvec_spec, plan, budget=float32_only())
 
 
-def transposed_product(x_along_columns=True, zero=float32(0), guarded=True):
-    """``C = A.T @ B`` read in place, one thread per output (lecture 3's puzzle), or one of its wrong answers."""
+def transposed_product(x_along_columns=True, zero=float32(0), guarded=True, short=0):
+    """``C = A.T @ B`` read in place, one thread per output (lecture 3's puzzle), or one of its wrong answers
+    (``short``: its loop over k stops that many terms early)."""
 
     @cuda.jit
     def matmul_at_b(C, A, B):
@@ -568,7 +569,7 @@ def transposed_product(x_along_columns=True, zero=float32(0), guarded=True):
             row, col = cuda.grid(2)
         if not guarded or (row < C.shape[0] and col < C.shape[1]):
             acc = zero
-            for k in range(A.shape[0]):
+            for k in range(A.shape[0] - short):
                 acc += A[k, row] * B[k, col]
             C[row, col] = acc
 
@@ -608,7 +609,7 @@ def block_step_2x4(mode="right"):
             for j in range(4):
                 if mode != "unset":
                     acc[i, j] = float32(0)
-        for k in range(16):
+        for k in range(15 if mode == "short" else 16):
             for i in range(2):
                 a_values[i] = tile_a[ty + 16 * i, k]
             for j in range(4):
@@ -680,3 +681,16 @@ def test_a_max_against_an_integer_zero_is_named_among_the_float64_causes():
     with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU .* or taken with one in max or min "
                                           r"\(`max\(x, 0\)`\): write .* max\(x, float32\(0\)\)"):
         check_kernel(relu_against_an_int, lambda x: np.maximum(x, 0), one_block([100, 37]), budget=float32_only())
+
+
+def test_a_loop_over_k_that_stops_early_in_an_untiled_puzzle_is_told_so_without_tiles(capsys):
+    """Lecture 3's C = A.T @ B and 2 x 4 micro-tile puzzles have no tiles along K: a loop over k one term short was
+    told that K // TILE rounds down to 0 (the A.T @ B puzzle on K = 1) or to loop over the tiles of K while k0 < K
+    and fill the last tile with zeros (the one-step puzzle)."""
+    assert not try_puzzle(check_transposed_product, transposed_product(short=1))
+    out = capsys.readouterr().out
+    assert "C is 0 everywhere: nothing was added to the sums." in out and "TILE" not in out, out
+    assert not try_puzzle(check_block_step, block_step_2x4("short"), 2, 4)
+    out = capsys.readouterr().out
+    assert "C is the product over the first 15 of the 16 terms of k: the loop over k stops early" in out, out
+    assert "tiles of K" not in out and "k0 < K" not in out, out

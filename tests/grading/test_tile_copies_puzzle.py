@@ -161,3 +161,31 @@ def test_a_copy_of_the_wrong_element_is_named_not_blamed_on_the_partial_tile(ker
     assert f"C is what the loop gives with {wrong}. Thread (tx, ty) copies A[row, start + tx] into tile_a[ty, tx] " \
            "and B[start + ty, col] into tile_b[ty, tx]" in message
     assert "is not a multiple of" not in message
+
+
+
+@cuda.jit
+def tiled_matmul_float64_zero(C, A, B):  # the puzzle written out, zeros past the edges as `else 0.`
+    tile_a = cuda.shared.array((TILE, TILE), float32)
+    tile_b = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    M, K, N = A.shape[0], A.shape[1], B.shape[1]
+    acc = float32(0)
+    for step in range((K + TILE - 1) // TILE):
+        start = step * TILE
+        tile_a[ty, tx] = A[row, start + tx] if row < M and start + tx < K else 0.
+        tile_b[ty, tx] = B[start + ty, col] if start + ty < K and col < N else 0.
+        cuda.syncthreads()
+        for j in range(TILE):
+            acc += tile_a[ty, j] * tile_b[j, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+def test_a_float64_zero_past_the_edge_is_refused():
+    """Lecture 3's tile-copy puzzle: `else 0.` made every copy convert to float64 and back (cvt.f64 and
+    cvt.rn.f32.f64 in its PTX), and passed."""
+    with pytest.raises(CheckFailed, match=r"computes in float64 on the GPU \(2 cvt.f64, 2 cvt.rn.f32.f64"):
+        check_tile_copies(tiled_matmul_float64_zero)

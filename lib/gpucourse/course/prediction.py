@@ -50,22 +50,22 @@ def _same(guess, actual, tolerance: float) -> bool:
 
 
 def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
-    """A note when a wrong ``guess`` is of the wrong kind (no number where the answer is one, ``"twelve"`` or
-    ``[12]``; one number, or text, where it is several; no bool where it is True or False) or a number off by a
+    """A note when a wrong ``guess`` (of the right kind: `_wrong_kind` answers the others) is a number off by a
     unit: ``actual`` times a power of 1000 (µs for ms, bytes for KB), or, where the ``unit`` is bytes or elements,
-    a whole count times 2, 4 or 8 (elements for bytes). A count of blocks, sectors or copies off by 2 is no unit
-    slip: there the note would send the student after bytes the question never asked about."""
-    if _is_bool(actual):
-        return " (The answer is True or False: write one of them, without quotes.)" if not _is_bool(guess) else ""
+    a whole count times 2, 4 or 8 (elements for bytes; for several counts, each the same times off). A count of
+    blocks, sectors or copies off by 2 is no unit slip: there the note would send the student after bytes the
+    question never asked about."""
+    if _is_bool(actual) or isinstance(actual, str):
+        return ""
     if not isinstance(actual, numbers.Real):
-        several = not isinstance(actual, str) and hasattr(actual, "__len__") and len(actual) > 1
-        if several and (isinstance(guess, (numbers.Real, str)) or not hasattr(guess, "__len__")):
-            return f" (The answer is {len(actual)} numbers: write them as a list, such as [1.5, 2].)"
+        several = hasattr(actual, "__len__") and len(actual) > 1 and hasattr(guess, "__len__")
+        if several and unit in ("bytes", "elements"):  # strides in bytes (NumPy's) where they count elements
+            return _elements_for_bytes(guess, actual)
         return ""
     try:
         guessed = float(guess)
     except (TypeError, ValueError):
-        return " (The answer is a number: write it as one, such as 12 or 0.5.)"
+        return ""
     ratio = guessed / float(actual) if actual else 0.0
     if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
         return f" (Your number is {off}: check the unit the question asks for.)"
@@ -73,6 +73,40 @@ def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
             off := _off_by(ratio, (2, 4, 8), 0.0)):
         return (f" (Your number is {off}: elements where the question counts bytes, or the other way round? "
                 "A float32 is 4 bytes, a float16 2, a float64 8.)")
+    return ""
+
+
+def _elements_for_bytes(guess, actual) -> str:
+    """The elements-for-bytes note for a sequence of whole counts, each guessed the same 2, 4 or 8 times off."""
+    try:
+        pairs = [(float(g), float(a)) for g, a in zip(guess, actual, strict=True)]
+    except (TypeError, ValueError):
+        return ""
+    if not all(g.is_integer() and a.is_integer() for g, a in pairs) or not any(a for _, a in pairs):
+        return ""
+    ratios = {g / a if a else (1.0 if g == 0 else math.nan) for g, a in pairs if a or g}
+    off = _off_by(ratios.pop(), (2, 4, 8), 0.0) if len(ratios) == 1 else ""
+    return (f" (Your numbers are each {off}: elements where the question counts bytes, or the other way round? "
+            "A float32 is 4 bytes, a float16 2, a float64 8.)") if off else ""
+
+
+def _wrong_kind(guess, actual) -> str:
+    """What to write instead, where ``guess`` is not of the answer's kind: text that is no plain number, a list or a
+    bool where the answer is one number; not a bool where it is True or False; not a list where it is several
+    numbers. "" where the guess is of the right kind (right or wrong)."""
+    if _is_bool(actual):
+        return "" if _is_bool(guess) else "the answer is True or False: write one of them, without quotes"
+    if isinstance(actual, numbers.Real):
+        if _is_bool(guess) or not isinstance(guess, (numbers.Real, str)):
+            return "the answer is one number: write it as one, such as 12 or 0.5"
+        try:
+            float(guess)
+        except (TypeError, ValueError):
+            return "the answer is a number: write it alone, such as 12 or 0.5, without quotes or a unit"
+        return ""
+    several = not isinstance(actual, (str, Mapping, Set)) and hasattr(actual, "__len__") and len(actual) > 1
+    if several and (isinstance(guess, (numbers.Real, str)) or not hasattr(guess, "__len__")):
+        return f"the answer is {len(actual)} numbers: write them as a list, such as [1.5, 2]"
     return ""
 
 
@@ -95,7 +129,9 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0, unit: str 
     ``unit``: what a numeric answer counts, where a slip of the unit is likely: "bytes" (or "elements") adds, to a
     whole guess off by 2, 4 or 8, the question whether it counted elements. ``choices``: the words the question
     offers (``actual`` is one of them); a guess that is none of them (case, spaces and % signs aside) is asked to
-    pick one, and nothing of the answer is shown, as for None.
+    pick one, and nothing of the answer is shown, as for None. So is a guess of the wrong kind, a slip of form
+    rather than a prediction: text that is no plain number ("4 sectors", "25%") or a list where the answer is a
+    number, anything but True or False where it is a bool, one number where it is several.
     """
     if guess is None:
         print("Not answered yet: write your prediction in place of None, then run this cell again.")
@@ -108,6 +144,9 @@ def check_prediction(guess, actual, why: str, tolerance: float = 0.0, unit: str 
             offered = " or ".join(filter(None, [", ".join(f'"{c}"' for c in choices[:-1]), f'"{choices[-1]}"']))
             print(f"Not answered yet: you wrote {guess!r}; write {offered} in place of it, then run this cell again.")
             return
+    elif kind := _wrong_kind(guess, actual):  # a slip of form, not a prediction: no answer shown
+        print(f"Not answered yet: you wrote {guess!r}; {kind}, then run this cell again.")
+        return
     shown = actual.tolist() if hasattr(actual, "tolist") else actual  # NumPy values print as plain Python
     if isinstance(shown, float) and shown.is_integer():
         shown = int(shown)  # a count computed as a float reads as one: 4, not 4.0

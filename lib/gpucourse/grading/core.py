@@ -504,8 +504,16 @@ def call_function(function: Callable, name: str, args: tuple, at: str = ""):
         raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
     except Exception as exc:
         call = f"{name} raised {type(exc).__name__} at {at}" if at else \
-            f"{name}({', '.join(repr(a) for a in args)}) raised {type(exc).__name__}"
+            f"{name}({', '.join(_argument(a) for a in args)}) raised {type(exc).__name__}"
         raise CheckFailed(f"{call}: {exc}") from None
+
+
+def _argument(value) -> str:
+    """``value`` as a call's message shows it: an array of more than a few elements by its shape and dtype (its
+    repr ran to 200 lines for lecture 1's 1000 floats), anything else by its repr."""
+    if hasattr(value, "shape") and hasattr(value, "dtype") and getattr(value, "size", 0) > 8:
+        return f"<{value.dtype} array of shape {tuple(value.shape)}>"
+    return repr(value)
 
 
 def _unwritten_callee(function: Callable, exc: BaseException) -> str:

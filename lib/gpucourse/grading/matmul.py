@@ -53,6 +53,7 @@ def check_matrix_kernel(
     name: str | None = None,
     quiet: bool = False,
     budget=None,
+    hint: Callable | None = None,
 ) -> None:
     """Check ``kernel[grid, block](out, *inputs)`` against ``spec(*inputs)`` for every case.
 
@@ -60,13 +61,14 @@ def check_matrix_kernel(
     spec by the rounding of float32 sums of products (see the module's docstring). A wrong product that is the
     product over the first terms of k only (or none), or a transpose whose tiles are in place but not transposed
     inside, is named as such. A read of a tile's cell that nothing wrote gets what a product's copies must do, or
-    for a transpose what its write does wrong (`_transpose_write_hint`).
+    for a transpose what its write does wrong (`_transpose_write_hint`). ``hint``: in place of `_matrix_hint`, for a
+    kernel whose product is not ``A @ B`` through tiles (`product_hint`).
     """
     __tracebackhide__ = True
     cases = list(cases)
     try:
         check_reduction(kernel, spec, cases, dtype=dtype, seed=seed, name=name, quiet=quiet, budget=budget,
-                        hint=_matrix_hint)
+                        hint=hint or _matrix_hint)
     except CheckFailed as failed:
         message = str(failed)
         if SPLIT_WARP in message and all(_is_warp_per_row(kase) for kase in cases):
@@ -146,15 +148,28 @@ def _transpose_write_hint(kernel, tile: int, dtype) -> str:
             "its guard is against out's shape and its block offsets are swapped from the copy's: " + write + ".")
 
 
-def _matrix_hint(launch, got, first) -> str:
+def product_hint(a_transposed: bool = False, tiles: bool = True) -> Callable:
+    """`_matrix_hint` for a product ``C = A.T @ B`` (``a_transposed``: A is K x M, read in place) and for a kernel
+    whose loop over k runs over no tiles of K (``tiles`` False: one thread's loop, or one step's): its words are
+    about that loop, not about counting tiles."""
+
+    def hint(launch, got, first) -> str:
+        return _matrix_hint(launch, got, first, a_transposed=a_transposed, tiles=tiles)
+
+    return hint
+
+
+def _matrix_hint(launch, got, first, a_transposed: bool = False, tiles: bool = True) -> str:
     """What a wrong matrix output is, when it is one of two common mistakes: a product over the first terms of k
     (a loop over the tiles of K that stops early), or a transpose whose tiles are not transposed inside."""
     inputs = [np.asarray(a, np.float64) for a in launch.arguments]
     close = lambda model: model.shape == got.shape and np.allclose(got, model, rtol=1e-4, atol=1e-4)  # noqa: E731
     if len(inputs) == 2 and min(a.ndim for a in inputs) >= 2:
         A, B = inputs
+        if a_transposed:
+            A = np.swapaxes(A, -1, -2)
         K = A.shape[-1]
-        transposed = B.shape[-1] == K and launch.expected.shape[-1] == B.shape[-2]
+        transposed = not a_transposed and B.shape[-1] == K and launch.expected.shape[-1] == B.shape[-2]
         if not transposed and B.shape[-2] != K:  # not C = A @ B nor A @ B.T: nothing to say
             return ""
         for k in range(K - 1, -1, -1):
@@ -163,12 +178,13 @@ def _matrix_hint(launch, got, first) -> str:
             except ValueError:  # batches that do not broadcast: another product
                 return ""
             if close(model) and k:
-                return (f"\n  C is the product over the first {k} of the {K} terms of k: the loop over the tiles of K "
-                        f"stops early. Loop while k0 < K, and fill the last tile's columns past K with zeros.")
+                return (f"\n  C is the product over the first {k} of the {K} terms of k: " + (
+                    "the loop over the tiles of K stops early. Loop while k0 < K, and fill the last tile's columns "
+                    "past K with zeros." if tiles else f"the loop over k stops early: it must take all {K}."))
             if close(model):
                 return "\n  C is 0 everywhere: nothing was added to the sums." + (
                     f" K // TILE rounds down, to 0 here (K = {K}, less than a tile): a loop over K // TILE tiles never "
-                    "runs. Count ceil(K / TILE) tiles, (K + TILE - 1) // TILE." if K < launch.block[0] else "")
+                    "runs. Count ceil(K / TILE) tiles, (K + TILE - 1) // TILE." if tiles and K < launch.block[0] else "")
     if len(inputs) == 1 and inputs[0].ndim == 2 and got.shape == inputs[0].shape[::-1]:
         a, (tile_y, tile_x) = inputs[0], (launch.block + (1,))[:2][::-1]
         rows, cols = a.shape
@@ -195,7 +211,8 @@ def check_transposed_product(kernel, blocks=((16, 16), (32, 8))) -> None:
     cases = [case((blocks_needed(N, bx), blocks_needed(M, by)), (bx, by), [(K, M), (K, N)], out=(M, N))
              for K, M, N in shapes for bx, by in blocks]
     check_matrix_kernel(kernel, lambda a, b: a.T @ b, cases, quiet=True,
-                        budget=[coalesced("C", kind="write"), float32_only()])
+                        budget=[coalesced("C", kind="write"), float32_only()],
+                        hint=product_hint(a_transposed=True, tiles=False))
     print(f"✓ {kernel_name(kernel)}: C = A.T @ B on {len(cases)} launches, neighbouring threads write neighbouring "
           "elements of C, float32 only")
 
@@ -213,7 +230,8 @@ def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16
     budget = [shared_reads_per_fma((TM + TN) / (TM * TN), TM * TN, step), conflict_free_shared_memory(),
               coalesced("C", kind="write"), float32_only()]
     for seed in (0, 1):
-        check_matrix_kernel(kernel, lambda a, b: a @ b, cases, seed=seed, quiet=True, budget=budget)
+        check_matrix_kernel(kernel, lambda a, b: a @ b, cases, seed=seed, quiet=True, budget=budget,
+                            hint=product_hint(tiles=False))
     print(f"✓ {kernel_name(kernel)}: C = A @ B; {(TM + TN) / (TM * TN):.2f} shared reads per multiply-add, no bank "
           "conflicts, coalesced writes, float32 only")
 
@@ -328,7 +346,8 @@ def check_tile_copies(kernel, tile: int = 16) -> None:
                          expected_of(np.matmul, np.float32, np.abs(A), np.abs(B)))
 
     budget = [tiled_reads("A", tile=tile), tiled_reads("B", tile=tile, axis=-2),
-              coalesced("A", "B", sectors=6)]  # a warp: two rows of a tile, 6 sectors when they start mid-sector
+              coalesced("A", "B", sectors=6),  # a warp: two rows of a tile, 6 sectors when they start mid-sector
+              float32_only()]  # `else 0.`: a conversion to float64 and back at every copy
     try:
         check_launches(kernel, launches(), dtype=np.float32, name=None, quiet=True, budget=budget,
                        hint=_tile_copy_diagnosis(tile))

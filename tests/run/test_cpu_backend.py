@@ -135,8 +135,18 @@ def test_events_are_reached_only_once_something_waits_for_the_launches_before_th
     with pytest.raises(EventNotReady):  # waiting for the earlier event is not enough
         timed(start.synchronize)
     stream = cuda.stream()
-    for wait in (end.synchronize, end.query, cuda.synchronize, cuda.current_context().synchronize, stream.synchronize,
-                 stream.query, d_out.copy_to_host, lambda: d_out[0], lambda: np.asarray(d_out),
+
+    def poll(query):
+        while not query():
+            pass
+
+    for ignored in (end.query, stream.query):  # asked once while the kernel runs: False, and nothing waited
+        with pytest.raises(EventNotReady):
+            timed(ignored)
+        ignored()  # the answer to come: True
+    for wait in (end.synchronize, lambda: poll(end.query), cuda.synchronize, cuda.current_context().synchronize,
+                 stream.synchronize, lambda: poll(stream.query), d_out.copy_to_host, lambda: d_out[0],
+                 lambda: np.asarray(d_out),
                  lambda: d_out.copy_to_host(stream=stream),  # into pageable memory: done when it returns
                  lambda: d_out.copy_to_host(np.empty(40, np.float32), stream=stream)):
         assert timed(wait) >= 0, wait

@@ -111,8 +111,16 @@ class SimulatedStream(_Covered):
     def synchronize(self) -> None:
         synchronize()
 
+    _asked = False  # whether the last query answered False
+
     def query(self) -> bool:
-        """True: the simulator has run every launch (on a GPU, True once the stream's work is done)."""
+        """Whether the stream's work is done: False once while launches are in flight (a GPU answers so while its
+        kernels run), then True, which waits for them: a loop ``while not s.query()`` ends, a single question
+        whose False is ignored does not make the work done."""
+        if LaunchesInFlight.launched > LaunchesInFlight.finished and not self._asked:
+            self._asked = True
+            return False
+        self._asked = False
         synchronize()
         return True
 
@@ -166,8 +174,15 @@ class SimulatedEvent(_Covered):
     def synchronize(self):
         LaunchesInFlight.finished = max(LaunchesInFlight.finished, self.after)
 
+    _asked = False  # whether the last query answered False
+
     def query(self) -> bool:
-        """True: the simulator has run every launch (on a GPU, False until the event is reached)."""
+        """Whether the event is reached: False once while launches before it are in flight (as on a GPU), then
+        True, which waits for them (a loop ``while not e.query()`` ends)."""
+        if not self.reached and not self._asked:
+            self._asked = True
+            return False
+        self._asked = False
         self.synchronize()
         return True
 

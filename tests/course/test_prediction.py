@@ -177,3 +177,11 @@ def test_a_mapping_compares_its_values_and_a_set_its_members(capsys):
     check_prediction(["x", "y", "z"], {"z", "y", "x"}, why="")  # a list is not the set
     verdicts = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
     assert verdicts == ["✓ Right", "✓ Right", "✗ Not quite"]
+
+
+def test_a_percent_given_for_a_fraction_is_named(capsys):
+    check_prediction(25, 0.25, why="a quarter of the lanes")
+    assert "(Your number is 100 times too large: a percent where the question asks for a fraction? 25% is 0.25.)" \
+        in capsys.readouterr().out
+    check_prediction(200, 2, why="")  # a count of 2 is no fraction
+    assert "percent" not in capsys.readouterr().out

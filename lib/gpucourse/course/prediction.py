@@ -51,10 +51,10 @@ def _same(guess, actual, tolerance: float) -> bool:
 
 def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
     """A note when a wrong ``guess`` (of the right kind: `_wrong_kind` answers the others) is a number off by a
-    unit: ``actual`` times a power of 1000 (µs for ms, bytes for KB), or, where the ``unit`` is bytes or elements,
-    a whole count times 2, 4 or 8 (elements for bytes; for several counts, each the same times off). A count of
-    blocks, sectors or copies off by 2 is no unit slip: there the note would send the student after bytes the
-    question never asked about."""
+    unit: a percent for a fraction (25 for 0.25), ``actual`` times a power of 1000 (µs for ms, bytes for KB), or,
+    where the ``unit`` is bytes or elements, a whole count times 2, 4 or 8 (elements for bytes; for several counts,
+    each the same times off). A count of blocks, sectors or copies off by 2 is no unit slip: there the note would
+    send the student after bytes the question never asked about."""
     if _is_bool(actual) or isinstance(actual, str):
         return ""
     if not isinstance(actual, numbers.Real):
@@ -67,6 +67,9 @@ def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
     except (TypeError, ValueError):
         return ""
     ratio = guessed / float(actual) if actual else 0.0
+    if abs(float(actual)) <= 1 and math.isclose(ratio, 100, rel_tol=max(tolerance, 0.05)):
+        return f" (Your number is 100 times too large: a percent where the question asks for a fraction? {guessed:g}% " \
+               f"is {guessed / 100:g}.)"
     if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
         return f" (Your number is {off}: check the unit the question asks for.)"
     if unit in ("bytes", "elements") and guessed.is_integer() and float(actual).is_integer() and (

@@ -557,9 +557,9 @@ def test_float32_only_catches_a_warp_sum_started_at_a_float64_zero():
         check_matrix_kernel(matvec_float64_sum, matvec_spec, plan, budget=float32_only())
 
 
-def transposed_product(x_along_columns=True, zero=float32(0), guarded=True, short=0):
+def transposed_product(x_along_columns=True, zero=float32(0), guarded=True, short=0, in_memory=False):
     """``C = A.T @ B`` read in place, one thread per output (lecture 3's puzzle), or one of its wrong answers
-    (``short``: its loop over k stops that many terms early)."""
+    (``short``: its loop over k stops that many terms early; ``in_memory``: it adds each term to C itself)."""
 
     @cuda.jit
     def matmul_at_b(C, A, B):
@@ -568,6 +568,11 @@ def transposed_product(x_along_columns=True, zero=float32(0), guarded=True, shor
         else:
             row, col = cuda.grid(2)
         if not guarded or (row < C.shape[0] and col < C.shape[1]):
+            if in_memory:
+                C[row, col] = zero
+                for k in range(A.shape[0]):
+                    C[row, col] += A[k, row] * B[k, col]
+                return
             acc = zero
             for k in range(A.shape[0] - short):
                 acc += A[k, row] * B[k, col]
@@ -581,7 +586,8 @@ def test_transposed_product_puzzle_wants_coalesced_writes_in_float32(capsys):
     assert capsys.readouterr().out.startswith("✓ matmul_at_b: C = A.T @ B on 8 launches")
     wrong = {"warp writes of `C` touch 13.3 sectors": transposed_product(x_along_columns=False),
              "computes in float64 on the GPU": transposed_product(zero=0.),
-             "needs a guard": transposed_product(guarded=False)}
+             "needs a guard": transposed_product(guarded=False),
+             "keep the running sum in a register": transposed_product(in_memory=True)}
     for message, kernel in wrong.items():
         assert not try_puzzle(check_transposed_product, kernel)
         assert message in capsys.readouterr().out

@@ -211,10 +211,26 @@ def check_transposed_product(kernel, blocks=((16, 16), (32, 8))) -> None:
     cases = [case((blocks_needed(N, bx), blocks_needed(M, by)), (bx, by), [(K, M), (K, N)], out=(M, N))
              for K, M, N in shapes for bx, by in blocks]
     check_matrix_kernel(kernel, lambda a, b: a.T @ b, cases, quiet=True,
-                        budget=[coalesced("C", kind="write"), float32_only()],
+                        budget=[coalesced("C", kind="write"), float32_only(), sum_in_a_register("C")],
                         hint=product_hint(a_transposed=True, tiles=False))
     print(f"✓ {kernel_name(kernel)}: C = A.T @ B on {len(cases)} launches, neighbouring threads write neighbouring "
-          "elements of C, float32 only")
+          "elements of C, each once from a sum in a register, float32 only")
+
+
+def sum_in_a_register(name: str):
+    """A budget: each element of ``name`` written once and never read back in global memory (its running sum kept
+    in a register, as the lectures' kernels do, not added to ``name`` term by term)."""
+
+    def budget(t):
+        writes = int(t.writes_per_element(name).max(initial=0))
+        reads = int(t.reads_per_element(name).max(initial=0))
+        if writes > 1 or reads:
+            raise BudgetExceeded(
+                f"{t.kernel}: an element of `{name}` is written {writes} and read {reads} times in global memory: "
+                f"keep the running sum in a register (a local variable such as acc = float32(0)), and write `{name}` "
+                "once, at the end")
+
+    return budget
 
 
 def check_block_step(kernel, TM: int, TN: int, threads: int = 16, step: int = 16) -> None:

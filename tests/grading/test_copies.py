@@ -143,6 +143,25 @@ def test_wrong_answers_get_a_message(function, message):
         check_copies(function, spec)
 
 
+def second_step_in_numpy(x):  # one launch on the device, the second addition on the host
+    d_x = cuda.to_device(x)
+    d_tmp = cuda.device_array_like(x)
+    add[blocks(x)](d_tmp, d_x, d_x)
+    return d_tmp.copy_to_host() + x
+
+
+def test_a_step_done_in_numpy_is_told_to_launch_it():
+    """The copies of x + x on the device and the last addition in NumPy are right (1 in, 1 back): the launches are
+    not, where the exercise counts them; 3 * x in NumPy launches nothing."""
+    check_copies(second_step_in_numpy, spec, quiet=True)  # no count of launches asked for
+    with pytest.raises(CheckFailed, match=r"^second_step_in_numpy gives the right result, but launches 1 kernel; the "
+                                          r"exercise launches 2, each step on the device"):
+        check_copies(second_step_in_numpy, spec, launches=2)
+    with pytest.raises(CheckFailed, match=r"but launches no kernel: it computes on the host, with NumPy"):
+        check_copies(lambda x: 3 * x, spec, launches=2)
+    check_copies(triple_on_device, spec, launches=2, quiet=True)
+
+
 def one_block_short(x):  # right on 1 float; on 1000 the second launch reads what the first never wrote
     d_x = cuda.to_device(x)
     d_tmp, d_out = cuda.device_array_like(x), cuda.device_array_like(x)

@@ -24,13 +24,24 @@ def _copies_problem(name: str, copies, to_device: int, to_host: int) -> str:
     ])
 
 
-def check_copies(function: Callable, spec: Callable, sizes: Iterable[int] = (1, 1000, 4099), *,
-                 to_device: int = 1, to_host: int = 1, quiet: bool = False) -> None:
-    """``function(x)`` (a host function that launches kernels) must return ``spec(x)`` as a host array, for a random
-    float32 ``x`` of each size, with exactly ``to_device`` copies to the device and ``to_host`` back.
+def _launches_problem(name: str, launched: int, launches: int | None) -> str:
+    """What is wrong with the number of kernels a call launched, or ''."""
+    if launches is None or launched == launches:
+        return ""
+    done = "launches no kernel: it computes on the host, with NumPy" if not launched else \
+        f"launches {launched} kernel{'s' if launched > 1 else ''}"
+    return (f"{name} gives the right result, but {done}; the exercise launches {launches}, each step on the device "
+            "(on device arrays), and copies only the input in and the result back")
 
-    The copies are counted on the CPU simulator (`gpucourse.run.counting_copies`); on a GPU only the result is
-    checked, and the success line says so.
+
+def check_copies(function: Callable, spec: Callable, sizes: Iterable[int] = (1, 1000, 4099), *,
+                 to_device: int = 1, to_host: int = 1, launches: int | None = None, quiet: bool = False) -> None:
+    """``function(x)`` (a host function that launches kernels) must return ``spec(x)`` as a host array, for a random
+    float32 ``x`` of each size, with exactly ``to_device`` copies to the device and ``to_host`` back, and (given)
+    ``launches`` kernel launches, so that no step is done in NumPy instead.
+
+    The copies and launches are counted on the CPU simulator (`gpucourse.run.counting_copies`, `trace`); on a GPU
+    only the result is checked, and the success line says so.
     """
     __tracebackhide__ = True
     name = getattr(function, "__name__", "function")
@@ -42,9 +53,9 @@ def check_copies(function: Callable, spec: Callable, sizes: Iterable[int] = (1, 
         if BACKEND.on_gpu:
             got, copies = call_function(function, name, (x,)), None
         else:
-            from ..run import counting_copies  # noqa: PLC0415
+            from ..run import counting_copies, trace  # noqa: PLC0415
 
-            with counting_copies() as copies:
+            with counting_copies() as copies, trace() as traced:
                 got = call_function(function, name, (x,))
         if not isinstance(got, np.ndarray):
             if hasattr(got, "copy_to_host"):
@@ -59,7 +70,8 @@ def check_copies(function: Callable, spec: Callable, sizes: Iterable[int] = (1, 
             first = tuple(bad[0])
             raise CheckFailed(f"{name}(x) for x of {size} float32: element {_index(first)} should be "
                               f"{expected[first].item()!r}, got {got[first].item()!r} ({len(bad)} of {size} wrong)")
-        problem = "" if copies is None else _copies_problem(name, copies, to_device, to_host)
+        problem = "" if copies is None else (_launches_problem(name, len(traced.launches), launches)
+                                             or _copies_problem(name, copies, to_device, to_host))
         if problem:
             raise CheckFailed(problem)
     report(name, len(sizes), quiet, unit="call")

@@ -470,6 +470,28 @@ def test_a_softmax_denominator_takes_exp_in_float32_and_sums_in_float64():
 
 
 @cuda.jit
+def relu_with_an_integer_zero(out, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        v = a[i] * float32(3)
+        if v < 0:
+            v = 0  # an integer in one branch: numba-cuda joins the two as a float64, never an integer
+        out[i] = v
+
+
+def test_a_relu_that_sets_an_integer_zero_keeps_the_fraction_of_the_others():
+    """``v`` is a float32 and, in a branch, the integer 0: numba-cuda types the variable where they meet as float64
+    (its typemap), so the positive values keep their fraction. The simulator took one version's type, here the
+    integer's, and truncated them all (2.25 became 2.0): a right kernel graded wrong on a laptop."""
+    a = data()
+    out = np.full(N, np.nan, np.float32)
+    with simulated():
+        relu_with_an_integer_zero[3, 32](out, a)
+    np.testing.assert_array_equal(out, np.maximum(a * np.float32(3), 0))
+    assert (out % 1 != 0).any()
+
+
+@cuda.jit
 def halves(out, a):
     i = cuda.grid(1)
     if i < out.size:

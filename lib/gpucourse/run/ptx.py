@@ -129,15 +129,28 @@ def _number_dtype(numba_type):
     return None
 
 
+def _widest(dtypes: list):
+    """The one dtype of ``dtypes``, or NumPy's promotion of several (None where it has none: bfloat16 and others)."""
+    if len(set(dtypes)) == 1:
+        return dtypes[0]
+    try:
+        return np.result_type(*dtypes)
+    except TypeError:
+        return None
+
+
 def _unified_variables(annotation) -> dict:
     """{source variable: dtype} from a compiled function's typemap.
 
     SSA splits a variable into versions (``x``, ``x.1``, ...) joined by copies where control flow meets
-    (numba's phi nodes); versions joined so get one type. A name whose versions keep different types
-    (reassigned with another type, no loop or branch joining them) is left out.
+    (numba's phi nodes); versions joined so get one type: numba's for the version the copies join into, which it
+    unified from theirs (``v = x[i]`` a float32, ``v = 0`` in a branch: float64 where they meet, never the branch's
+    integer). A name whose versions keep different types (reassigned with another type, no loop or branch joining
+    them) is left out.
     """
     typemap = annotation.typemap
     parent = {name: name for name in typemap if _base_name(name)}
+    joined = set()  # the versions the copies join into: numba typed each with the unified type
 
     def root(name):
         while parent[name] != name:
@@ -149,11 +162,18 @@ def _unified_variables(annotation) -> dict:
             if (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Var)
                     and statement.target.name in parent and statement.value.name in parent
                     and _base_name(statement.target.name) == _base_name(statement.value.name)):
+                joined.add(statement.target.name)
                 parent[root(statement.target.name)] = root(statement.value.name)
-    dtypes: dict = {}
+    members: dict = {}
     for name in parent:
-        dtypes.setdefault(_base_name(name), set()).add(_number_dtype(typemap[root(name)]))
-    return {name: found.pop() for name, found in dtypes.items() if len(found) == 1 and None not in found}
+        members.setdefault(root(name), []).append(name)
+    dtypes: dict = {}
+    for versions in members.values():
+        typed = [_number_dtype(typemap[v]) for v in versions if v in joined] or [_number_dtype(typemap[versions[0]])]
+        unknown = any(t is None for t in typed)  # (`None in typed` is True of float64: np.dtype(None) is float64)
+        dtypes.setdefault(_base_name(versions[0]), set()).add(None if unknown else _widest(typed))
+    return {name: found.pop() for name, found in dtypes.items()
+            if len(found) == 1 and not any(f is None for f in found)}
 
 
 def _calls(annotation) -> list:

@@ -49,6 +49,10 @@ def _same(guess, actual, tolerance: float) -> bool:
     return len(guessed) == len(actual) and all(_same(g, a, tolerance) for g, a in zip(guessed, actual))
 
 
+ELEMENTS_FOR_BYTES = ("elements where the question counts bytes, or the other way round? A float32 is 4 bytes, a "
+                      "float16 2, a float64 8.")
+
+
 def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
     """A note when a wrong ``guess`` (of the right kind: `_wrong_kind` answers the others) is a number off by a
     unit: a percent for a fraction (25 for 0.25), ``actual`` times a power of 1000 (µs for ms, bytes for KB), or,
@@ -68,14 +72,13 @@ def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
         return ""
     ratio = guessed / float(actual) if actual else 0.0
     if abs(float(actual)) <= 1 and math.isclose(ratio, 100, rel_tol=max(tolerance, 0.05)):
-        return f" (Your number is 100 times too large: a percent where the question asks for a fraction? {guessed:g}% " \
-               f"is {guessed / 100:g}.)"
+        return (f" (Your number is 100 times too large: a percent where the question asks for a fraction? "
+                f"{guessed:g}% is {guessed / 100:g}.)")
     if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
         return f" (Your number is {off}: check the unit the question asks for.)"
     if unit in ("bytes", "elements") and guessed.is_integer() and float(actual).is_integer() and (
             off := _off_by(ratio, (2, 4, 8), 0.0)):
-        return (f" (Your number is {off}: elements where the question counts bytes, or the other way round? "
-                "A float32 is 4 bytes, a float16 2, a float64 8.)")
+        return f" (Your number is {off}: {ELEMENTS_FOR_BYTES})"
     return ""
 
 
@@ -89,8 +92,7 @@ def _elements_for_bytes(guess, actual) -> str:
         return ""
     ratios = {g / a if a else (1.0 if g == 0 else math.nan) for g, a in pairs if a or g}
     off = _off_by(ratios.pop(), (2, 4, 8), 0.0) if len(ratios) == 1 else ""
-    return (f" (Your numbers are each {off}: elements where the question counts bytes, or the other way round? "
-            "A float32 is 4 bytes, a float16 2, a float64 8.)") if off else ""
+    return f" (Your numbers are each {off}: {ELEMENTS_FOR_BYTES})" if off else ""
 
 
 def _wrong_kind(guess, actual) -> str:

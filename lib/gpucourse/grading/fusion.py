@@ -220,17 +220,18 @@ def _block_hint(kernel, name: str, wrong: RowLaunch, right: list, later: list, l
     block shape (a launch checked before, else one of the ``later`` launches), a hint that it assumes its block's
     shape; else "". Only the same shapes count: a smaller input (one row, one column) can hide a bug that has
     nothing to do with the block, and the hint would send the student after the wrong one."""
-    checked = [launch for launch in right if launch.what == wrong.what and launch.block != wrong.block]
-    found = checked[0].block if checked else None
-    for launch in (launch for launch in later if found is None and launch.what == wrong.what
-                   and launch.block != wrong.block):
+    def other_block(launch: RowLaunch) -> bool:
+        return launch.what == wrong.what and launch.block != wrong.block
+
+    def gives_the_right_result(launch: RowLaunch) -> bool:
         try:
-            got, _ = run_checked(kernel, name, launch.describe(), launch.grid, launch.block, launch.expected.shape,
-                                 np.float32, launch.arguments, labels, [])
+            got, _ = _launched(kernel, name, launch, labels, [])
         except CheckFailed:
-            continue
-        if not len(_wrong(got, launch)):
-            found = launch.block
+            return False
+        return not len(_wrong(got, launch))
+
+    found = next((launch.block for launch in right if other_block(launch)), None) or next(
+        (launch.block for launch in later if other_block(launch) and gives_the_right_result(launch)), None)
     if found is None:
         return ""
     return (f"\n  With block={found} the result is right, with block={wrong.block} it is not: does the kernel assume "

@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..run import BACKEND
-from .core import CheckFailed, _index, _mismatches, call_function, random_array, report
+from .core import CheckFailed, _index, _mismatches, call_function, plural, random_array, report
 
 
 def _copies_problem(name: str, copies, to_device: int, to_host: int) -> str:
@@ -28,8 +28,8 @@ def _launches_problem(name: str, launched: int, launches: int | None) -> str:
     """What is wrong with the number of kernels a call launched, or ''."""
     if launches is None or launched == launches:
         return ""
-    done = "launches no kernel: it computes on the host, with NumPy" if not launched else \
-        f"launches {launched} kernel{'s' if launched > 1 else ''}"
+    done = f"launches {plural(launched, 'kernel')}" if launched else \
+        "launches no kernel: it computes on the host, with NumPy"
     return (f"{name} gives the right result, but {done}; the exercise launches {launches}, each step on the device "
             "(on device arrays), and copies only the input in and the result back")
 

@@ -96,6 +96,18 @@ def synchronize() -> None:
     LaunchesInFlight.finished = LaunchesInFlight.launched
 
 
+def answer_once(asked, busy: bool, wait) -> bool:
+    """A stream's or an event's ``query()``: False once while ``busy`` (launches in flight: a GPU answers so while
+    its kernels run), then True after ``wait()``. A loop ``while not s.query()`` ends; a single False that is
+    ignored does not make the work done. ``asked`` keeps, in ``_asked``, whether the last answer was False."""
+    if busy and not asked._asked:
+        asked._asked = True
+        return False
+    asked._asked = False
+    wait()
+    return True
+
+
 class SimulatedStream(_Covered):
     """A stream: the simulator runs every launch and copy at once; waiting on a stream (its ``synchronize``, a
     ``query`` that answers True, leaving ``auto_synchronize``) lets events recorded before it be timed."""
@@ -114,15 +126,8 @@ class SimulatedStream(_Covered):
     _asked = False  # whether the last query answered False
 
     def query(self) -> bool:
-        """Whether the stream's work is done: False once while launches are in flight (a GPU answers so while its
-        kernels run), then True, which waits for them: a loop ``while not s.query()`` ends, a single question
-        whose False is ignored does not make the work done."""
-        if LaunchesInFlight.launched > LaunchesInFlight.finished and not self._asked:
-            self._asked = True
-            return False
-        self._asked = False
-        synchronize()
-        return True
+        """Whether the stream's work is done (`answer_once`)."""
+        return answer_once(self, LaunchesInFlight.launched > LaunchesInFlight.finished, synchronize)
 
     def add_callback(self, callback, arg=None) -> None:
         callback(self, None, arg)
@@ -153,8 +158,8 @@ class EventNotReady(RuntimeError):
 
 class SimulatedEvent(_Covered):
     """A CUDA event on the simulator: it times the CPU, so its milliseconds say nothing about a GPU. It is reached
-    once every launch before its ``record()`` has finished (`LaunchesInFlight`): the time between two events is there to read
-    only after a synchronisation, as on a GPU."""
+    once every launch before its ``record()`` has finished (`LaunchesInFlight`): the time between two events is
+    there to read only after a synchronisation, as on a GPU."""
 
     _what = "cuda.event()"
     _timing_noted = False
@@ -177,14 +182,8 @@ class SimulatedEvent(_Covered):
     _asked = False  # whether the last query answered False
 
     def query(self) -> bool:
-        """Whether the event is reached: False once while launches before it are in flight (as on a GPU), then
-        True, which waits for them (a loop ``while not e.query()`` ends)."""
-        if not self.reached and not self._asked:
-            self._asked = True
-            return False
-        self._asked = False
-        self.synchronize()
-        return True
+        """Whether the event is reached (`answer_once`)."""
+        return answer_once(self, not self.reached, self.synchronize)
 
     @property
     def reached(self) -> bool:

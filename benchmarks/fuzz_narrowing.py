@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 
 PROBE = "probe"
-SCALARS = {"i", "j", "t", "m", "k"}  # the fuzz kernels' scalar variables (the others are arrays)
+SCALARS = {"i", "j", "t", "m", "k", "v"}  # the fuzz kernels' scalar variables (the others are arrays)
 MATH_BOUND = 4 * 2.0**-23  # relative: math functions may differ this much (simulator_fuzz.MATH_ULPS of float32)
 
 

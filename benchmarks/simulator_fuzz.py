@@ -9,9 +9,9 @@ process leaves the GPU idle; 2,000 kernels then fit one of the device tool's 10-
 Each kernel is drawn from a grammar: integer and float arithmetic over arrays of every numba number type
 (int8 to uint64, float16 to float64) and literals, so that numba's mixed-type promotion decides the types;
 comparisons, ``min``/``max``, powers with a small integer exponent (``**``, ``pow``, and ``math.pow`` with an int32
-exponent), ``divmod`` of integers,
-``round`` to a number of digits and conditional expressions;
-``if``/``else``, loops of uniform and per-thread length and early returns; shared memory written by every
+exponent), ``divmod`` of integers, ``round`` to a number of digits and conditional expressions;
+``if``/``else``, loops of uniform and per-thread length and early returns; a variable assigned an integer and, in
+a branch or a loop, a float (or the other way round), which numba types as the two unified; shared memory written by every
 thread, a barrier, then read at another thread's place; warp shuffles and votes over full warps; integer
 atomics into one total. Outputs go to a float64 array (float results), an int64 array (integer results) and a
 float64 array (the running value); a final math function (sqrt, exp, log, sin, cos, tanh) applies to some
@@ -52,6 +52,7 @@ DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint6
 MATH = ("sqrt", "exp", "log", "sin", "cos", "tanh")
 MATH_ULPS = {"float32": 4, "float64": 2}  # libdevice's stated maxima (2 and 1 ulp) plus NumPy's own error
 FLOAT_LITERALS = ("0.5", "-1.25", "3.0", "0.1", "-0.0", "7.75")
+JOIN_TYPES = {"int": ("int16", "int32", "int64", "uint8"), "float": ("float16", "float32", "float64")}
 NARROWED = 10  # disagreements per process run again with probes (`fuzz_narrowing`): two compiles each
 
 
@@ -208,7 +209,8 @@ class Generator:
                  "    i = cuda.grid(1)",
                  "    j = min(i, x0.size - 1)",  # every thread reads; those past the end write nothing
                  "    t = 0.25"]
-        features = r.sample(["shared", "warp", "atomic", "loop", "branch", "thread_loop", "while"], r.randint(1, 4))
+        features = r.sample(["shared", "warp", "atomic", "loop", "branch", "thread_loop", "while", "join"],
+                            r.randint(1, 4))
         for feature in features:
             lines += ["    " + line for line in self.feature(feature, threads)]
         if r.random() < 0.3:  # an early return, after every barrier and warp-wide operation
@@ -226,6 +228,28 @@ class Generator:
         lines += ["    if i < out.size:", f"        {target}[i] = {value}", "        tout[i] = t"]
         source = "\n".join(lines) + "\n"
         return Kernel(f"k{number}", source, self.dtypes, threads, elements, math_dtype)
+
+    def typed(self, kind: str) -> str:
+        """An expression of ``kind`` ("int" or "float"), converted to one of numba's types of that kind at times (a
+        float type only of a float: converting one out of an integer's range is undefined), never a product (it is
+        added to something)."""
+        value, _ = self.expression(2, kind, under_sum=True)
+        if self.random.random() < 0.5:
+            return value
+        return f"{self.choice(JOIN_TYPES[kind])}({value})"
+
+    def join(self) -> list[str]:
+        """``v`` assigned a value of one kind and then, in a branch or a loop, of the other (the literal 0, as in a
+        ReLU's ``if v < 0: v = 0``, among them): numba gives ``v`` one type, the two unified (float32 and an integer:
+        float64), at every assignment; then added to ``t``."""
+        first = self.choice(["int", "float"])
+        start = self.typed(first)
+        second = "float" if first == "int" else "int"
+        other = self.choice(["0", str(self.random.randint(-7, 7)), self.typed(second)] if second == "int" else
+                            [self.choice(FLOAT_LITERALS), self.typed(second)])
+        if self.random.random() < 0.5:
+            return [f"v = {start}", f"if v < {self.expression(1)[0]}:", f"    v = {other}", "t = t + v"]
+        return [f"v = {start}", "for k in range(i % 4):", f"    v = v + {other}", "t = t + v"]
 
     def feature(self, feature: str, threads: int) -> list[str]:
         r = self.random
@@ -258,12 +282,14 @@ class Generator:
             return ["for k in range(i % 5):", "    t = min(t + k, 100.0)", "    if t > 50.0:", "        break"]
         if feature == "while":
             return ["m = i % 7", "while m > 0:", "    m -= 2", "    t = t - 0.5"]
+        if feature == "join":
+            return self.join()
         condition = self.comparison(2)
         other, _ = self.expression(2, "float")
         return [f"if {condition}:", f"    t = {value} % 64.0", "else:", f"    t = {other} % 64.0"]
 
 
-HEADER = "import math\nfrom numba import cuda, float32, float64, int32, int64\n\n"
+HEADER = "import math\nfrom numba import cuda, float32, float64, int16, int32, int64, uint8\nfrom numba.types import float16\n\n"
 
 
 def load(kernels: list[Kernel], folder: Path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, load_benchmark
+from h200_fuzz_kernels import KERNELS as SEED_1_AS_DRAWN
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -100,12 +101,15 @@ ON_THE_H200 = {
 }
 
 
+def drawn_by_seed_1(fuzz, number: int):
+    """Kernel ``number`` of seed 1 as the grammar of 2026-11-29 drew it (`h200_fuzz_kernels`)."""
+    return fuzz.Kernel(**SEED_1_AS_DRAWN[number])
+
+
 def test_the_kernels_the_h200_disagreed_on_now_give_its_values(fuzz, tmp_path):
     from gpucourse.run import simulated
 
-    generator = fuzz.Generator(1)
-    every = [generator.kernel(number) for number in range(max(ON_THE_H200) + 1)]
-    kernels = [every[number] for number in ON_THE_H200]
+    kernels = [drawn_by_seed_1(fuzz, number) for number in ON_THE_H200]
     sys.path.insert(0, str(tmp_path))
     for (number, (name, where, expected)), kernel, dispatcher in zip(
             ON_THE_H200.items(), kernels, fuzz.load(kernels, tmp_path)):
@@ -123,9 +127,7 @@ def test_the_assemblers_int16_negation_is_told_apart_output_by_output(fuzz, tmp_
     assert fuzz.unwraps_int16_negation(("nvJitLink", (13, 0)))
     assert fuzz.unwraps_int16_negation(("the driver's", (12, 9)))
     assert not fuzz.unwraps_int16_negation(("nvJitLink", (13, 3))) and not fuzz.unwraps_int16_negation(None)
-    generator = fuzz.Generator(1)
-    every = [generator.kernel(number) for number in range(507)]
-    kernel = every[506]  # iout[i] = (-x0[j]), x0 an int16 array holding -32768
+    kernel = drawn_by_seed_1(fuzz, 506)  # iout[i] = (-x0[j]), x0 an int16 array holding -32768
     sys.path.insert(0, str(tmp_path))
     (dispatcher,) = fuzz.load([kernel], tmp_path)
     arrays = fuzz.inputs(kernel, 100_003 + 506)
@@ -145,7 +147,8 @@ def test_the_assemblers_int16_negation_is_told_apart_output_by_output(fuzz, tmp_
 
 def test_a_gpu_run_counts_the_assemblers_kernels_apart_only_under_such_an_assembler(fuzz, monkeypatch):
     """`run` on a stand-in GPU that leaves int16 negations unwrapped (the launch after the simulator's, per kernel):
-    under nvJitLink 13.0 kernel k506 is counted apart, under 13.5 it is a disagreement."""
+    under nvJitLink 13.0 kernel k3 of seed 1 (an int16 negated, compared, in an integer result) is counted apart,
+    under 13.5 it is a disagreement."""
     import gpucourse.run
     from gpucourse.run import simulated
 
@@ -157,19 +160,19 @@ def test_a_gpu_run_counts_the_assemblers_kernels_apart_only_under_such_an_assemb
 
     monkeypatch.setattr(fuzz, "launch", stand_in_gpu(real))
     monkeypatch.setattr(fuzz, "simulated_launch", on_the_simulator)
-    for version, apart in (((13, 0), ["k506"]), ((13, 5), [])):
+    for version, apart in (((13, 0), ["k3"]), ((13, 5), [])):
         monkeypatch.setattr(gpucourse.run, "launch_assembler", lambda: ("nvJitLink", version))
         lines = []
-        done, disagreements, assembler_bug = fuzz.run(507, 1, on_gpu=True, shard=(506, 507),
+        done, disagreements, assembler_bug = fuzz.run(4, 1, on_gpu=True, shard=(3, 4),
                                                       report=lambda *a, **k: lines.append(a[0]))
         assert (done, assembler_bug) == (1, apart)
         assert len(disagreements) == 1 - len(apart)
         if disagreements:  # it says where the runs part: the int16 negation
-            assert "narrowed: the first statement that differs, line 15 of the kernel: `iout[i] = -x0[j]`" \
-                in disagreements[0]
+            assert ("narrowed: the first statement that differs, line 16 of the kernel: `iout[i] = (1 if -x0[j] > "
+                    "x0[j] - x0[j] else 0) - max(x0[j] // 4, x1[j] << 3)`") in disagreements[0]
             assert "the operation that differs: `-x0[j]`" in disagreements[0]
-        assert lines == ["shard 507 of 507: 1 kernels, 0 disagreements, 1 apart (the assembler's int16 negation)"
-                         if apart else "shard 507 of 507: 1 kernels, 1 disagreements"]
+        assert lines == ["shard 4 of 4: 1 kernels, 0 disagreements, 1 apart (the assembler's int16 negation)"
+                         if apart else "shard 4 of 4: 1 kernels, 1 disagreements"]
 
 
 BRANCHY = """def k9(x0, x1, out, iout, tout, total):

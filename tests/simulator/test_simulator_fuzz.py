@@ -1,17 +1,22 @@
 """Differential fuzzing: random kernels on the simulator against numba's CPU compilation of the same body.
 
 Hypothesis draws small kernels from a grammar of integer and float expressions over
-array elements (float32, float64, int8 to int64, uint8 to uint32) and literals, with a variable
-reassigned in a loop (numba types it once over the function). Each kernel runs on the
+array elements (float32, float64, int8 to int64, uint8 to uint32), literals and conversions
+(``float32(x)``, ``int8(x)`` ...), with a variable reassigned in a loop and variables assigned
+values of two types in branches and loops (numba types each variable once over the function, the
+types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64). Each kernel runs on the
 simulator and, as ``numba.njit(error_model='numpy')``, over a loop of its threads on the
-CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit.
+CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit. A
+body that numba refuses to type (``min`` of an int8 and a uint64 is a float64, which ``&``
+refuses) must be refused by the simulator too.
 
 Left out, because a GPU and a CPU legitimately differ there: transcendental functions
 (libdevice against libm), ``**``, fast-math, fused multiply-add (NVVM contracts ``a * b + c``
 on a GPU; neither the CPU build nor the simulator do), integer division and remainder by
-a value that may be zero (``//`` and ``%`` take positive literal divisors), shifts by more
-than a few bits, and float-to-integer conversions of out-of-range values (outputs are
-float64). Deterministic: ``derandomize=True``, a fixed number of examples.
+a value that may be zero (``//`` and ``%`` take positive literal divisors), a float's ``//``
+and ``%`` where the quotient rounds (a GPU's remainder is ``|a| - floor(|a| / |b|) |b|``, not
+C's fmod: its dividend is kept within +-1000), shifts by more than a few bits, and float-to-integer
+conversions of out-of-range values (outputs are float64; only integers convert to integer types). Deterministic: ``derandomize=True``, a fixed number of examples.
 """
 
 import importlib.util
@@ -25,9 +30,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import types
+from numba.core.errors import TypingError
 from numba.extending import overload
 
 from gpucourse import simulated
+from gpucourse.run import KernelCompileError
 
 THREADS = 70  # three warps, the last one partial
 OUTPUTS = 3
@@ -43,20 +50,20 @@ FLOAT_LITERALS = st.sampled_from(["0.5", "-1.25", "3.0", "0.001", "-0.0", "7.75"
 
 
 @st.composite
-def expressions(draw, depth: int = 3, variable: bool = True):
-    """(source, kind) of an expression; kind is "int" or "float", which decides what it may be used in.
-    ``variable``: it may read the variable ``t``."""
+def expressions(draw, depth: int = 3, variables: tuple = ("t",)):
+    """(source, kind) of an expression; kind is "int" or "float", which decides what it may be used in (a variable
+    counts as a float). It may read the ``variables``."""
     if depth == 0 or draw(st.integers(0, 3)) == 0:
-        name = draw(st.sampled_from([*ARRAYS, *(["t"] if variable else []), "int_literal", "float_literal"]))
+        name = draw(st.sampled_from([*ARRAYS, *variables, "int_literal", "float_literal"]))
         if name == "int_literal":
             return draw(INT_LITERALS), "int"
         if name == "float_literal":
             return draw(FLOAT_LITERALS), "float"
-        if name == "t":
-            return "t", "float"
+        if name in variables:
+            return name, "float"
         return f"{name}[i]", "float" if np.dtype(ARRAYS[name]).kind == "f" else "int"
-    left, left_kind = draw(expressions(depth - 1, variable))
-    right, right_kind = draw(expressions(depth - 1, variable))
+    left, left_kind = draw(expressions(depth - 1, variables))
+    right, right_kind = draw(expressions(depth - 1, variables))
     both_int = left_kind == right_kind == "int"
     kind = "int" if both_int else "float"
     form = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "bits", "shift", "unary", "min", "ternary"]))
@@ -64,8 +71,9 @@ def expressions(draw, depth: int = 3, variable: bool = True):
         return f"({left} {form} {right})", kind
     if form == "/":
         return f"({left} / {right})", "float"
-    if form in ("//", "%"):
-        return f"({left} {form} {draw(st.integers(2, 7))})", left_kind
+    if form in ("//", "%"):  # a float's quotient kept small: where it rounds, a GPU's remainder is not C's fmod
+        dividend = left if left_kind == "int" else f"min(max({left}, -1000.0), 1000.0)"
+        return f"({dividend} {form} {draw(st.integers(2, 7))})", left_kind
     if form == "bits" and both_int:
         return f"({left} {draw(st.sampled_from(['&', '|', '^']))} {right})", "int"
     if form == "shift" and left_kind == "int":
@@ -75,18 +83,58 @@ def expressions(draw, depth: int = 3, variable: bool = True):
         return (f"abs({left})" if operator == "abs" else f"({operator}{left})"), left_kind
     if form == "min":
         return f"{draw(st.sampled_from(['min', 'max']))}({left}, {right})", kind
-    condition, _ = draw(expressions(depth - 1, variable))
+    condition, _ = draw(expressions(depth - 1, variables))
     return f"({left} if {condition} < {right} else {right})", kind
+
+
+CASTS = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+
+
+@st.composite
+def cast(draw, depth: int, variables: tuple = ("t",)):
+    """``type(expression)``: a float or an integer type of an integer, a float type of a float (a float out of an
+    integer's range has no defined conversion)."""
+    expression, kind = draw(expressions(depth, variables))
+    name = draw(st.sampled_from(CASTS if kind == "int" else CASTS[:2]))
+    return f"{name}({expression})", "float" if name.startswith("float") else "int"
+
+
+@st.composite
+def joined(draw, name: str) -> list[str]:
+    """``name`` assigned one type and then, in a branch or a loop, another: numba gives the variable one type, the
+    two unified (float32 and an integer: float64), at every assignment."""
+    first, _ = draw(st.one_of(expressions(1), cast(1)))
+    second, _ = draw(st.one_of(expressions(1), cast(1), INT_LITERALS.map(lambda s: (s, "int"))))
+    condition, _ = draw(expressions(1))
+    shape = draw(st.sampled_from(["if", "if-else", "for", "while", "break"]))
+    if shape == "if":
+        return [f"{name} = {first}", f"if {condition} < {second}:", f"    {name} = {second}"]
+    if shape == "if-else":
+        other, _ = draw(st.one_of(expressions(1), INT_LITERALS.map(lambda s: (s, "int"))))
+        return [f"if {condition} < 0:", f"    {name} = {first}", "else:", f"    {name} = {other}"]
+    if shape == "for":
+        return [f"{name} = {first}", f"for k in range(u[i] % 4):", f"    {name} = {name} + {second}"]
+    if shape == "while":
+        return [f"{name} = {first}", "k = b[i] % 5", "while k > 0:", f"    {name} = min({name}, {second})",
+                "    k -= 2"]
+    return [f"{name} = {first}", "for k in range(3):", f"    if {condition} < k:", "        break",
+            f"    {name} = {second}"]
 
 
 @st.composite
 def kernel_bodies(draw) -> list[str]:
-    """Statements of one thread: a variable reassigned in a loop, then one expression per output column."""
-    start, _ = draw(expressions(1, variable=False))
+    """Statements of one thread: a variable reassigned in a loop, variables whose assignments have different types
+    (`joined`), then one expression per output column."""
+    start, _ = draw(expressions(1, ()))
     step, _ = draw(expressions(2))
     body = [f"t = {start}", "for k in range(2):", f"    t = t * 0.5 + {step}"]
+    names = [f"v{n}" for n in range(draw(st.integers(0, 2)))]
+    for name in names:
+        body += draw(joined(name))
     for column in range(OUTPUTS):
-        expression, _ = draw(expressions())
+        expression, _ = draw(st.one_of(expressions(3, ("t", *names)), cast(2, ("t", *names))))
+        if names:  # every variable read at least once
+            expression = f"{expression} - {names[column % len(names)]}"
         body.append(f"out[i, {column}] = {expression}")
     return body
 
@@ -129,7 +177,7 @@ def build(body: list[str]):
     kernel_lines = "\n".join(f"        {line}" for line in body)
     twin_lines = kernel_lines.replace("min(", "gpu_min(").replace("max(", "gpu_max(")
     source = (
-        "import numba\nfrom numba import cuda\n\n\n"
+        "import numba\nfrom numba import cuda, " + ", ".join(CASTS) + "\n\n\n"
         f"@cuda.jit\ndef kernel({arguments}):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n"
         + "\n".join(f"    {line}" for line in kernel_lines.splitlines()) + "\n\n\n"
         f"@numba.njit(error_model='numpy')\ndef on_cpu({arguments}):\n    for i in range(out.shape[0]):\n{twin_lines}\n"
@@ -170,7 +218,12 @@ def test_simulator_computes_what_numba_compiles(body):
     kernel, on_cpu = build(body)
     arrays = inputs()
     simulated_out, compiled_out = np.zeros((THREADS, OUTPUTS)), np.zeros((THREADS, OUTPUTS))
-    on_cpu(*arrays, compiled_out)
+    try:
+        on_cpu(*arrays, compiled_out)
+    except TypingError:  # numba types nothing of it: a GPU would not compile it either
+        with pytest.raises(KernelCompileError), simulated():
+            kernel[3, 32](*arrays, simulated_out)
+        return
     with simulated():
         kernel[3, 32](*arrays, simulated_out)
     assert same_bits(simulated_out, compiled_out), "\n".join(body)
@@ -189,6 +242,11 @@ def test_simulator_computes_what_numba_compiles(body):
     # rounded, scaled back), which numba compiles for the CPU and the GPU alike and Python no longer uses
     ["t = round(g[i] * 3.75, 2)", "out[i, 0] = t + round(f[i] * 10.5, 1) + round(g[i], -1)",
      "out[i, 1] = pow(g[i], 3) + pow(f[i], -2) + divmod(m[i], 3)[0]", "out[i, 2] = divmod(n[i], -4)[1] + divmod(g[i], 0.75)[1]"],
+    # a ReLU: v is float32 and an integer, float64 everywhere (the simulator once kept v's integer version's type)
+    ["t = 0.0", "v0 = f[i]", "if v0 < 0:", "    v0 = 0", "v1 = float32(c[i]) * 0.5", "for k in range(u[i] % 3):",
+     "    v1 = v1 + int8(n[i])", "out[i, 0] = v0", "out[i, 1] = v1", "out[i, 2] = int16(m[i] * 1000) + uint8(n[i])"],
+    # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
+    ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])
 def test_a_known_kernel_agrees(body):
     """The fuzzing harness itself on a hand-written body."""

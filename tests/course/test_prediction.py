@@ -83,6 +83,10 @@ def test_a_guess_off_by_a_power_of_1000_is_told_to_check_the_unit(capsys):
     assert "1,000,000 times too large" in capsys.readouterr().out
     check_prediction(300, 210.0, why="")
     assert "check the unit" not in capsys.readouterr().out
+    check_prediction(2**24, 16, why="")  # bytes in MiB: 2^20, not "1,000,000", times too large
+    assert "1,048,576 times too large: check the unit" in capsys.readouterr().out
+    check_prediction(4 * 1024, 4, why="", tolerance=0.01)
+    assert "1,024 times too large" in capsys.readouterr().out
 
 
 def test_a_guess_that_is_no_number_where_the_answer_is_one_is_told_to_write_a_number(capsys):

@@ -74,7 +74,8 @@ def _unit_slip(guess, actual, tolerance: float, unit: str | None = None) -> str:
     if abs(float(actual)) <= 1 and math.isclose(ratio, 100, rel_tol=max(tolerance, 0.05)):
         return (f" (Your number is 100 times too large: a percent where the question asks for a fraction? "
                 f"{guessed:g}% is {guessed / 100:g}.)")
-    if off := _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05)):
+    if off := (_off_by(ratio, (2**10, 2**20, 2**30), min(tolerance, 0.01))  # KiB, MiB, GiB: exactly so many
+               or _off_by(ratio, (1e3, 1e6, 1e9), max(tolerance, 0.05))):
         return f" (Your number is {off}: check the unit the question asks for.)"
     if unit in ("bytes", "elements") and guessed.is_integer() and float(actual).is_integer() and (
             off := _off_by(ratio, (2, 4, 8), 0.0)):

@@ -1,14 +1,17 @@
 """Differential fuzzing: random kernels on the simulator against numba's CPU compilation of the same body.
 
 Hypothesis draws small kernels from a grammar of integer and float expressions over
-array elements (float32, float64, int8 to int64, uint8 to uint32), literals and conversions
-(``float32(x)``, ``int8(x)`` ...), with a variable reassigned in a loop and variables assigned
-values of two types in branches and loops (numba types each variable once over the function, the
-types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64). Each kernel runs on the
+array elements (float32, float64, int8 to int64, uint8 to uint32), literals, conversions
+(``float32(x)``, ``int8(x)`` ...) and the math functions IEEE 754 defines exactly (floor, ceil,
+trunc, fabs, copysign, sqrt, isnan, isinf, isfinite), with a variable reassigned in a loop,
+variables assigned values of two types in branches and loops (numba types each variable once over
+the function, the types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64) and a
+device function whose returns have two types. Each kernel runs on the
 simulator and, as ``numba.njit(error_model='numpy')``, over a loop of its threads on the
 CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit. A
 body that numba refuses to type (``min`` of an int8 and a uint64 is a float64, which ``&``
-refuses) must be refused by the simulator too.
+refuses) must be refused by the simulator too. Where numba's CPU and CUDA targets type a function
+differently (``math.floor`` is an int on a CPU, a float on a GPU), the twin calls NumPy's.
 
 Left out, because a GPU and a CPU legitimately differ there: transcendental functions
 (libdevice against libm), ``**``, fast-math, fused multiply-add (NVVM contracts ``a * b + c``
@@ -50,11 +53,16 @@ FLOAT_LITERALS = st.sampled_from(["0.5", "-1.25", "3.0", "0.001", "-0.0", "7.75"
 
 
 @st.composite
-def expressions(draw, depth: int = 3, variables: tuple = ("t",)):
+def expressions(draw, depth: int = 3, variables: tuple = ("t",), arrays: bool = True, helper: bool = False):
     """(source, kind) of an expression; kind is "int" or "float", which decides what it may be used in (a variable
-    counts as a float). It may read the ``variables``."""
+    or the device function's result counts as a float). It may read the ``variables``, the ``arrays`` at ``i`` and
+    call ``helper(a, b)``, the kernel's device function (`helpers`)."""
+    if helper and draw(st.integers(0, 3)) == 0:
+        first, _ = draw(expressions(1, variables, arrays))
+        second, _ = draw(expressions(1, variables, arrays))
+        return f"helper({first}, {second})", "float"
     if depth == 0 or draw(st.integers(0, 3)) == 0:
-        name = draw(st.sampled_from([*ARRAYS, *variables, "int_literal", "float_literal"]))
+        name = draw(st.sampled_from([*(ARRAYS if arrays else ()), *variables, "int_literal", "float_literal"]))
         if name == "int_literal":
             return draw(INT_LITERALS), "int"
         if name == "float_literal":
@@ -62,11 +70,24 @@ def expressions(draw, depth: int = 3, variables: tuple = ("t",)):
         if name in variables:
             return name, "float"
         return f"{name}[i]", "float" if np.dtype(ARRAYS[name]).kind == "f" else "int"
-    left, left_kind = draw(expressions(depth - 1, variables))
-    right, right_kind = draw(expressions(depth - 1, variables))
+    left, left_kind = draw(expressions(depth - 1, variables, arrays, helper))
+    right, right_kind = draw(expressions(depth - 1, variables, arrays, helper))
     both_int = left_kind == right_kind == "int"
     kind = "int" if both_int else "float"
-    form = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "bits", "shift", "unary", "min", "ternary"]))
+    form = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "bits", "shift", "unary", "min", "ternary",
+                                 "exact"]))
+    if form == "exact":  # math functions whose result IEEE 754 defines exactly, on a GPU as on a CPU
+        function = draw(st.sampled_from(["floor", "ceil", "trunc", "fabs", "copysign", "sqrt", "isnan", "isinf",
+                                         "isfinite"]))
+        if function in ("floor", "ceil", "trunc"):  # of a float64: numba-cuda gives a float64, as C (the CPU an int)
+            return f"math.{function}(min(max({left}, -1000.0), 1000.0))", "float"
+        if function == "copysign":
+            return f"math.copysign({left}, {right})", "float"
+        if function == "sqrt":
+            return f"math.sqrt(abs({left}))", "float"
+        if function == "fabs":
+            return f"math.fabs({left})", "float"
+        return f"(math.{function}({left}) + {right})", kind
     if form in "+-*":
         return f"({left} {form} {right})", kind
     if form == "/":
@@ -83,19 +104,22 @@ def expressions(draw, depth: int = 3, variables: tuple = ("t",)):
         return (f"abs({left})" if operator == "abs" else f"({operator}{left})"), left_kind
     if form == "min":
         return f"{draw(st.sampled_from(['min', 'max']))}({left}, {right})", kind
-    condition, _ = draw(expressions(depth - 1, variables))
+    condition, _ = draw(expressions(depth - 1, variables, arrays, helper))
     return f"({left} if {condition} < {right} else {right})", kind
 
 
+UNSIGNED = [name for name, dtype in ARRAYS.items() if np.dtype(dtype).kind == "u"]
 CASTS = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
 @st.composite
 def cast(draw, depth: int, variables: tuple = ("t",)):
     """``type(expression)``: a float or an integer type of an integer, a float type of a float (a float out of an
-    integer's range has no defined conversion)."""
+    integer's range has no defined conversion). An integer expression that reads an unsigned array may be a float:
+    numba types a signed and an unsigned 64-bit integer together as float64."""
     expression, kind = draw(expressions(depth, variables))
-    name = draw(st.sampled_from(CASTS if kind == "int" else CASTS[:2]))
+    signed = kind == "int" and not any(f"{name}[i]" in expression for name in UNSIGNED)
+    name = draw(st.sampled_from(CASTS if signed else CASTS[:2]))
     return f"{name}({expression})", "float" if name.startswith("float") else "int"
 
 
@@ -122,6 +146,23 @@ def joined(draw, name: str) -> list[str]:
 
 
 @st.composite
+def helpers(draw) -> list[str]:
+    """A device function ``helper(p, q)`` whose returns or assignments have different types (numba unifies them:
+    a branch that returns the integer 0 where the other returns a float32 makes the result a float64)."""
+    def value(depth=2):
+        return draw(st.one_of(expressions(depth, ("p", "q"), arrays=False), INT_LITERALS.map(lambda s: (s, "int"))))[0]
+
+    shape = draw(st.sampled_from(["early", "branch", "loop"]))
+    if shape == "early":
+        body = [f"if p < {value(1)}:", f"    return {value()}", f"return {value()}"]
+    elif shape == "branch":
+        body = [f"r = {value()}", f"if q < {value(1)}:", f"    r = {value()}", "return r"]
+    else:
+        body = [f"r = {value()}", "for k in range(3):", f"    r = r * 0.5 + {value()}", "return r"]
+    return ["def helper(p, q):", *(f"    {line}" for line in body)]
+
+
+@st.composite
 def kernel_bodies(draw) -> list[str]:
     """Statements of one thread: a variable reassigned in a loop, variables whose assignments have different types
     (`joined`), then one expression per output column."""
@@ -131,8 +172,11 @@ def kernel_bodies(draw) -> list[str]:
     names = [f"v{n}" for n in range(draw(st.integers(0, 2)))]
     for name in names:
         body += draw(joined(name))
+    helper = draw(st.booleans())
+    if helper:  # its lines come first; `build` defines it beside the kernel
+        body = draw(helpers()) + body
     for column in range(OUTPUTS):
-        expression, _ = draw(st.one_of(expressions(3, ("t", *names)), cast(2, ("t", *names))))
+        expression, _ = draw(st.one_of(expressions(3, ("t", *names), helper=helper), cast(2, ("t", *names))))
         if names:  # every variable read at least once
             expression = f"{expression} - {names[column % len(names)]}"
         body.append(f"out[i, {column}] = {expression}")
@@ -172,12 +216,25 @@ overload(gpu_max)(_gpu_min_max(False))
 
 
 def build(body: list[str]):
-    """The kernel and its CPU twin, from a module written to a file (the simulator reads kernels' source)."""
+    """The kernel and its CPU twin, from a module written to a file (the simulator reads kernels' source); a
+    ``def helper`` that opens the body is compiled as a device function and, as ``helper_cpu``, for the twin."""
     arguments = ", ".join([*ARRAYS, "out"])
+    start = body.index(next(line for line in body if not line.startswith(("def helper", " "))))
+    helper, body = "\n".join(body[:start]), body[start:]
     kernel_lines = "\n".join(f"        {line}" for line in body)
-    twin_lines = kernel_lines.replace("min(", "gpu_min(").replace("max(", "gpu_max(")
+
+    def on_the_cpu(lines: str) -> str:
+        lines = lines.replace("min(", "gpu_min(").replace("max(", "gpu_max(").replace("helper(", "helper_cpu(")
+        for function in ("floor", "ceil", "trunc"):  # numba's CPU math.floor gives an int, numba-cuda's a float
+            lines = lines.replace(f"math.{function}(", f"np.{function}(")
+        return lines
+
+    twin_lines = on_the_cpu(kernel_lines)
+    helpers_source = (f"@cuda.jit(device=True)\n{helper}\n\n\n@numba.njit(error_model='numpy')\n"
+                      f"{on_the_cpu(helper)}\n\n\n") if helper else ""
     source = (
-        "import numba\nfrom numba import cuda, " + ", ".join(CASTS) + "\n\n\n"
+        "import math\nimport numba\nimport numpy as np\nfrom numba import cuda, " + ", ".join(CASTS) + "\n\n\n"
+        + helpers_source +
         f"@cuda.jit\ndef kernel({arguments}):\n    i = cuda.grid(1)\n    if i < out.shape[0]:\n"
         + "\n".join(f"    {line}" for line in kernel_lines.splitlines()) + "\n\n\n"
         f"@numba.njit(error_model='numpy')\ndef on_cpu({arguments}):\n    for i in range(out.shape[0]):\n{twin_lines}\n"
@@ -245,6 +302,12 @@ def test_simulator_computes_what_numba_compiles(body):
     # a ReLU: v is float32 and an integer, float64 everywhere (the simulator once kept v's integer version's type)
     ["t = 0.0", "v0 = f[i]", "if v0 < 0:", "    v0 = 0", "v1 = float32(c[i]) * 0.5", "for k in range(u[i] % 3):",
      "    v1 = v1 + int8(n[i])", "out[i, 0] = v0", "out[i, 1] = v1", "out[i, 2] = int16(m[i] * 1000) + uint8(n[i])"],
+    # a device function returning the integer 0 or a float32 product (numba unifies its result to a float64), and
+    # math functions exact in IEEE 754 (floor is a float on a GPU: the twin calls np.floor)
+    ["def helper(p, q):", "    if p < 0:", "        return 0", "    return p * q", "t = 0.0",
+     "out[i, 0] = helper(f[i], f[i]) + helper(c[i], 3)",
+     "out[i, 1] = math.floor(min(max(g[i] * 7.5, -1000.0), 1000.0)) + math.sqrt(abs(f[i]))",
+     "out[i, 2] = math.copysign(3.0, f[i]) + math.isnan(g[i]) + math.trunc(min(max(f[i], -1000.0), 1000.0))"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

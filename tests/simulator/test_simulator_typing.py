@@ -7,6 +7,8 @@ float64 arithmetic where it matters. Kernels declared with signatures run on
 the simulator too, and their PTX check uses the declared types.
 """
 
+import math
+
 import numba
 import numpy as np
 import pytest
@@ -364,3 +366,26 @@ def test_a_variable_has_the_type_numba_unifies_over_the_function():
     assert not np.array_equal(compiled, float32_only)  # the data tells the two typings apart
     if ptx.mode() != "off" and not ptx.toolchain_problem():  # the typemap comes from the PTX check
         np.testing.assert_array_equal(out.view(np.int32), compiled.view(np.int32))
+
+
+@cuda.jit
+def root_of_a_sum(c, n, out):
+    i = cuda.grid(1)
+    if i < c.size:
+        v = c[i]  # int16 here, float32 after the loop: numba types v float32
+        for k in range(n[i]):
+            v = v + float32(0.25)
+        out[i] = math.sqrt(abs(v + c[i]))
+
+
+@pytest.mark.xfail(strict=True, reason="known, not yet fixed (found 2026-11-30 by the CPU twin's fuzzing): numba "
+                   "types v + c[i] as the add (float32, float32) -> float32 but gives its result a float64, the "
+                   "union of the int64 and float32 it saw while v was still an int16; the simulator keeps the "
+                   "float32, so the root is a float32's")
+def test_a_sum_numba_widens_past_its_operation_is_widened():
+    c = RNG.integers(-50, 50, N).astype(np.int16)
+    n = RNG.integers(0, 4, N).astype(np.int32)
+    out = np.zeros(N)
+    launch(root_of_a_sum, c, n, out)
+    sums = np.array([np.float32(x) + np.float32(0.25) * k for x, k in zip(c, n)], np.float32)  # exact: quarters
+    np.testing.assert_array_equal(out, np.sqrt(np.abs(sums.astype(np.float64) + c)))  # the root in float64

@@ -308,6 +308,12 @@ def test_simulator_computes_what_numba_compiles(body):
      "out[i, 0] = helper(f[i], f[i]) + helper(c[i], 3)",
      "out[i, 1] = math.floor(min(max(g[i] * 7.5, -1000.0), 1000.0)) + math.sqrt(abs(f[i]))",
      "out[i, 2] = math.copysign(3.0, f[i]) + math.isnan(g[i]) + math.trunc(min(max(f[i], -1000.0), 1000.0))"],
+    # v0 an int16 that the loop makes float32: numba computes v0 + c[i] in float32 but types the result float64
+    # (the union of what it saw while inferring), so each root is a float64's; several on a line, one CPython folds
+    ["t = 0.0", "v0 = c[i]", "for k in range(u[i] % 4):", "    v0 = v0 + float32(0.25)",
+     "out[i, 0] = math.sqrt(abs(v0 + c[i])) + math.sqrt(abs((2 * 3) + v0 + c[i]))",
+     "out[i, 1] = (math.sqrt(abs(v0 + a[i])) if v0 < 0 else math.sqrt(abs(v0 + c[i] + 1)))",
+     "out[i, 2] = math.sqrt(abs(v0 * c[i] - v0)) + math.sqrt(abs(f[i] + c[i]))"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

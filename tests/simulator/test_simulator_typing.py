@@ -378,11 +378,12 @@ def root_of_a_sum(c, n, out):
         out[i] = math.sqrt(abs(v + c[i]))
 
 
-@pytest.mark.xfail(strict=True, reason="known, not yet fixed (found 2026-11-30 by the CPU twin's fuzzing): numba "
-                   "types v + c[i] as the add (float32, float32) -> float32 but gives its result a float64, the "
-                   "union of the int64 and float32 it saw while v was still an int16; the simulator keeps the "
-                   "float32, so the root is a float32's")
 def test_a_sum_numba_widens_past_its_operation_is_widened():
+    """numba computes ``v + c[i]`` as a float32 add but types its result float64 (the union of the int64 and the
+    float32 it saw while it still took ``v`` for an int16), so the root is taken in float64: found by the CPU twin's
+    fuzzing (tests/simulator/test_simulator_fuzz.py), where the simulator kept the float32."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
     c = RNG.integers(-50, 50, N).astype(np.int16)
     n = RNG.integers(0, 4, N).astype(np.int32)
     out = np.zeros(N)

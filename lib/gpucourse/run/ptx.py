@@ -12,7 +12,8 @@ such code fails at once, with numba's explanation, on a laptop too.
 Each compilation also keeps the types numba gives the variables of the kernel
 and of its device functions (`variable_types`), which the simulator uses: numba
 types a variable once over the whole function (``x = a[i]`` is float64 if a loop
-later assigns ``x = x * 0.5``), where a value alone would keep its own type.
+later assigns ``x = x * 0.5``), where a value alone would keep its own type, and
+may type an operation's result wider than the operation (`_widened_operations`).
 
 A compilation is kept (`compile_cache`), its PTX and those types, so the same kernel
 is not compiled again: in this process, or in another one on this machine.
@@ -176,6 +177,34 @@ def _unified_variables(annotation) -> dict:
             if len(found) == 1 and not any(f is None for f in found)}
 
 
+def _widened_operations(annotation) -> dict:
+    """{`operation_key`: dtype} of the binary operations whose result numba types wider than the operation computes.
+
+    Type inference sees a variable's types one after another: while ``v`` is still an int16 that a loop later makes
+    a float32, ``v + c[i]`` (c an int16) gives an int64, then a float32, and numba types the result as their union, a
+    float64, though it computes the add as ``(float32, float32) -> float32``; what uses the result gets a float64.
+    numba's IR places an operation by its line only: the key counts the operations of that kind on the line in the
+    order they run, and a line whose count the source does not repeat (an operation CPython folded away, a branch
+    numba pruned) matches no key.
+    """
+    from ..simulator.arithmetic import BINARY, operation_key  # noqa: PLC0415
+
+    names = {function: name for name, function in BINARY.items()}
+    found: dict = {}  # (name, line) -> [the result's dtype where wider than the operation's, or None]
+    for _, block in sorted(annotation.blocks.items()):
+        for statement in block.body:
+            value = getattr(statement, "value", None)
+            if not (isinstance(statement, ir.Assign) and isinstance(value, ir.Expr) and value.op == "binop"
+                    and value.fn in names and value in annotation.calltypes):
+                continue
+            result = _number_dtype(annotation.typemap[statement.target.name])
+            computed = _number_dtype(annotation.calltypes[value].return_type)
+            wider = result if result is not None and computed is not None and result != computed else None
+            found.setdefault((names[value.fn], value.loc.line), []).append(wider)
+    return {operation_key(name, line, k, len(results)): wider for (name, line), results in found.items()
+            for k, wider in enumerate(results) if wider is not None}
+
+
 def _calls(annotation) -> list:
     """(py_func, argument types) of each device function a compiled function calls."""
     calls = []
@@ -197,7 +226,7 @@ def _merge_variables(py_func, variables: dict) -> None:
 
 
 def _keep_variable_types(py_func, argtypes, annotation) -> None:
-    variables = _unified_variables(annotation)
+    variables = {**_unified_variables(annotation), **_widened_operations(annotation)}
     _signatures[(py_func, tuple(argtypes))] = (variables, _calls(annotation))
     _kernel_variables[(py_func, tuple(argtypes))] = variables
     _merge_variables(py_func, variables)

@@ -443,6 +443,13 @@ BINARY = {
 UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert}
 
 
+def operation_key(ast_operator_name: str, line: int, ordinal: int, count: int) -> str:
+    """How a kernel's variable types name the result of a binary operation: the ``ordinal``-th of the ``count``
+    operations ``ast_operator_name`` on source ``line``, in the order they are evaluated (``"$Add:27:0/1"``; no
+    variable's name starts with ``$``)."""
+    return f"${ast_operator_name}:{line}:{ordinal}/{count}"
+
+
 def method_name(ast_operator_name: str) -> str:
     """The `Arithmetic` method a rewritten kernel calls for an ``ast`` operator (``Add`` -> ``op_Add``)."""
     return f"op_{ast_operator_name}"

@@ -16,7 +16,9 @@ the runtime (``_g_rt``), which keeps that mask:
 - arithmetic, bitwise, comparison and unary operators go through the runtime,
   which computes them in the types numba gives them (`arithmetic`);
 - a value assigned to a variable is converted to the type numba's compilation
-  gives that variable over the whole function, when the launch knows it.
+  gives that variable over the whole function, when the launch knows it, and so
+  is the result of an operation numba types wider than it computes it
+  (`operation_keys`).
 
 Each memory access and call site gets a `Site` (function, line, source text) so
 that an error names the line the student wrote.
@@ -32,7 +34,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from .arithmetic import BINARY, UNARY, method_name
+from .arithmetic import BINARY, UNARY, method_name, operation_key
 from .errors import UnsupportedInKernel, fault
 
 RT = "_g_rt"
@@ -121,6 +123,63 @@ def _record_field(target: ast.expr) -> str | None:
     return None
 
 
+def _evaluation_order(node: ast.AST):
+    """``node`` and its sub-nodes, each after its operands, in the order Python evaluates them (an assignment's
+    value before its targets)."""
+    if isinstance(node, ast.Assign):
+        children = [node.value, *node.targets]
+    elif isinstance(node, ast.AnnAssign):
+        children = [node.value, node.target]
+    else:
+        children = list(ast.iter_child_nodes(node))
+    for child in children:
+        if child is not None:
+            yield from _evaluation_order(child)
+    yield node
+
+
+def _folded(node: ast.expr) -> bool:
+    """Whether CPython computes ``node`` when it compiles the function (an operation on constants): nothing runs."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
+        return _folded(node.operand)
+    return isinstance(node, ast.BinOp) and _folded(node.left) and _folded(node.right)
+
+
+def _versioned_names(tree: ast.FunctionDef) -> set[str]:
+    """The variables numba may see with several types while it infers them: assigned twice or more, in a loop, or
+    a parameter assigned again."""
+    stores: dict = {}
+    for loop in [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]:
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = 2
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    parameters = {a.arg for a in tree.args.args}
+    return {name for name, count in stores.items() if count > 1 or name in parameters}
+
+
+def operation_keys(tree: ast.FunctionDef) -> dict[int, str]:
+    """{id of a binary operation: its `operation_key`} for the operations of ``tree`` that read a variable numba may
+    widen the result of (`_versioned_names`; see `run.ptx._widened_operations`), counted per kind and line in the
+    order they run."""
+    operations = [node for statement in tree.body for node in _evaluation_order(statement)
+                  if isinstance(node, ast.BinOp) and type(node.op).__name__ in BINARY and not _folded(node)]
+    counts: dict = {}
+    for node in operations:
+        counts[(type(node.op).__name__, node.lineno)] = counts.get((type(node.op).__name__, node.lineno), 0) + 1
+    versioned, keys, seen = _versioned_names(tree), {}, {}
+    for node in operations:
+        kind = (type(node.op).__name__, node.lineno)
+        ordinal = seen[kind] = seen.get(kind, -1) + 1
+        if any(isinstance(n, ast.Name) and n.id in versioned for n in ast.walk(node)):
+            keys[id(node)] = operation_key(*kind, ordinal, counts[kind])
+    return keys
+
+
 class KernelRewriter:
     """Rewrites one function definition (kernel or device function)."""
 
@@ -130,6 +189,7 @@ class KernelRewriter:
         self.lines = lines
         self.counter = 0
         self.function = tree.name
+        self.operation_keys = operation_keys(tree)  # before the rewrite: it keys the source's own nodes
 
     # -- helpers -----------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -177,8 +237,12 @@ class KernelRewriter:
                 return _call(name, values[0], *[_lambda(v) for v in values[1:]])
 
             def visit_BinOp(self, node):
+                key = rewriter.operation_keys.get(id(node))
                 node = self.generic_visit(node)
-                return _binary(node.left, node.op, node.right)
+                computed = _binary(node.left, node.op, node.right)
+                if key is None:
+                    return computed
+                return _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), computed)  # widened
 
             def visit_Compare(self, node):
                 node = self.generic_visit(node)

@@ -241,15 +241,18 @@ class Generator:
     def join(self) -> list[str]:
         """``v`` assigned a value of one kind and then, in a branch or a loop, of the other (the literal 0, as in a
         ReLU's ``if v < 0: v = 0``, among them): numba gives ``v`` one type, the two unified (float32 and an integer:
-        float64), at every assignment; then added to ``t``."""
+        float64), at every assignment; then added to ``t``, as it is or through a square root (correctly rounded on a
+        GPU too) of ``v`` plus an integer or of ``-v``, whose result numba may type wider than it computes it."""
         first = self.choice(["int", "float"])
         start = self.typed(first)
         second = "float" if first == "int" else "int"
         other = self.choice(["0", str(self.random.randint(-7, 7)), self.typed(second)] if second == "int" else
                             [self.choice(FLOAT_LITERALS), self.typed(second)])
+        use = self.choice(["t = t + v", f"t = t + math.sqrt(abs(v + {self.leaf('int')[0]}))",
+                           "t = t + math.sqrt(abs(-v))"])
         if self.random.random() < 0.5:
-            return [f"v = {start}", f"if v < {self.expression(1)[0]}:", f"    v = {other}", "t = t + v"]
-        return [f"v = {start}", "for k in range(i % 4):", f"    v = v + {other}", "t = t + v"]
+            return [f"v = {start}", f"if v < {self.expression(1)[0]}:", f"    v = {other}", use]
+        return [f"v = {start}", "for k in range(i % 4):", f"    v = v + {other}", use]
 
     def feature(self, feature: str, threads: int) -> list[str]:
         r = self.random

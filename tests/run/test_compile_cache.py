@@ -34,10 +34,11 @@ def kernel(out, a):
 """
 
 
-def fresh(scale=3):
-    """The functions of SOURCE as a new process would define them: new objects, the same code."""
+def fresh(scale=3, lines_above=0):
+    """The functions of SOURCE as a new process would define them: new objects, the same code (``lines_above``
+    blank lines before it: the same code on other lines)."""
     namespace = {}
-    exec(compile(SOURCE.format(scale=scale), "<kernels>", "exec"), namespace)
+    exec(compile("\n" * lines_above + SOURCE.format(scale=scale), "<kernels>", "exec"), namespace)
     return namespace
 
 
@@ -83,7 +84,7 @@ def test_a_kernel_compiled_in_another_process_is_found_with_its_ptx_and_variable
 
 
 @pytest.mark.parametrize("change", ["a global it reads", "a device function's body", "the argument types",
-                                    "the compute capability"])
+                                    "the compute capability", "its lines"])
 def test_any_change_the_compiler_would_see_compiles_again(cache, monkeypatch, change):
     ptx.compile_for_gpu(fresh()["kernel"], argtypes())
     seen = compiles(monkeypatch)
@@ -92,6 +93,8 @@ def test_any_change_the_compiler_would_see_compiles_again(cache, monkeypatch, ch
         kernels = fresh(scale=4)
     elif change == "a device function's body":
         exec("from numba import cuda\n@cuda.jit(device=True)\ndef halve(x):\n    return x * 0.25", kernels)
+    elif change == "its lines":  # the types kept name widened operations by their lines (ptx._widened_operations)
+        kernels = fresh(lines_above=1)
     elif change == "the argument types":
         types = (types[0], ptx.argument_type(np.zeros(4, np.float64)))
     else:

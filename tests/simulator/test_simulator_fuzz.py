@@ -314,6 +314,17 @@ def test_simulator_computes_what_numba_compiles(body):
      "out[i, 0] = math.sqrt(abs(v0 + c[i])) + math.sqrt(abs((2 * 3) + v0 + c[i]))",
      "out[i, 1] = (math.sqrt(abs(v0 + a[i])) if v0 < 0 else math.sqrt(abs(v0 + c[i] + 1)))",
      "out[i, 2] = math.sqrt(abs(v0 * c[i] - v0)) + math.sqrt(abs(f[i] + c[i]))"],
+    # the same widening of a negation, of calls (fabs of the int16 is a float64, min of it and a uint16 an int32)
+    # and of a sum of a variable assigned v0 once, on lines with a conditional expression or a slice (numba calls
+    # bool() and slice() there, which the source does not)
+    ["t = 0.0", "v0 = c[i]", "for k in range(u[i] % 4):", "    v0 = v0 + float32(0.25)", "w = v0",
+     "out[i, 0] = (-v0) * f[i] if f[i] > 0 else math.fabs(v0) * f[i]",
+     "out[i, 1] = min(v0, d[i]) * f[i] + math.sqrt(abs(w + c[i])) + f[0:2][0]",
+     "out[i, 2] = (math.sqrt(v0 + 60.0) * f[i] if v0 > 0 and f[i] < 2 else -w * f[i])"],
+    # the same widening of a negation and of a call's result (min(v0, a[i]): int64 while v0 was an int16, then float32)
+    ["t = 0.0", "v0 = c[i]", "for k in range(u[i] % 4):", "    v0 = v0 + float32(0.25)",
+     "out[i, 0] = math.sqrt(abs(-v0))", "out[i, 1] = math.sqrt(min(v0, a[i]) + 100)",
+     "out[i, 2] = math.sqrt(abs(float32(v0) - c[i])) + math.sqrt(abs(v0)) * 2"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

@@ -390,3 +390,88 @@ def test_a_sum_numba_widens_past_its_operation_is_widened():
     launch(root_of_a_sum, c, n, out)
     sums = np.array([np.float32(x) + np.float32(0.25) * k for x, k in zip(c, n)], np.float32)  # exact: quarters
     np.testing.assert_array_equal(out, np.sqrt(np.abs(sums.astype(np.float64) + c)))  # the root in float64
+
+
+@cuda.jit
+def widened_without_an_add(c, d, f, n, out):
+    i = cuda.grid(1)
+    if i < c.size:
+        v = c[i]  # int16 here, float32 after the loop
+        for k in range(n[i]):
+            v = v + float32(0.25)
+        w = v  # assigned once, but numba sees it an int16 first too
+        out[i, 0] = math.sqrt(abs(w + c[i]))  # a float32 add typed float64: the root in float64
+        out[i, 1] = (-v) * f[i]  # -v: an int64, then a float32, typed float64: the product in float64
+        out[i, 2] = math.fabs(v) * f[i]  # fabs of the int16 is a float64: the call's result float64
+        out[i, 3] = min(v, d[i]) * f[i]  # min of an int16 and a uint16 is an int32: the call's result float64
+
+
+def test_a_negation_a_call_and_a_copy_numba_widens_are_widened():
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    c = RNG.integers(-50, 50, N).astype(np.int16)
+    d = RNG.integers(0, 100, N).astype(np.uint16)
+    f = RNG.uniform(-4, 4, N).astype(np.float32)
+    n = RNG.integers(0, 4, N).astype(np.int32)
+    out = np.zeros((N, 4))
+    launch(widened_without_an_add, c, d, f, n, out)
+    v = np.array([np.float32(x) + np.float32(0.25) * k for x, k in zip(c, n)], np.float32)  # exact: quarters
+    wide, f64 = v.astype(np.float64), f.astype(np.float64)
+    expected = np.stack([np.sqrt(np.abs((v + c).astype(np.float64))), -wide * f64, np.abs(wide) * f64,
+                         np.minimum(v, d).astype(np.float64) * f64], axis=1)
+    np.testing.assert_array_equal(out, expected)
+    assert not np.array_equal(out[:, 1], (-v * f).astype(np.float64))  # the data tells float32 products apart
+
+
+@cuda.jit(device=True)
+def root_of_a_walk(p, q):
+    r = p
+    for k in range(3):
+        r = r + float32(0.25)
+    return math.sqrt(abs(r + q))  # widened where p is an int16 (r an int16 first), not where p is a float32
+
+
+@cuda.jit
+def walks(c, f, out):
+    i = cuda.grid(1)
+    if i < c.size:
+        out[i, 0] = root_of_a_walk(c[i], c[i])
+        out[i, 1] = root_of_a_walk(f[i], c[i])
+
+
+def test_a_device_function_widens_only_in_the_signature_numba_widens_it_in():
+    """The simulator runs a device function with the types of all its signatures (those they agree on): one
+    signature's wider result must not reach another's (NumPy takes a missing type, None, for float64)."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    c = RNG.integers(-50, 50, N).astype(np.int16)
+    f = RNG.uniform(-4, 4, N).astype(np.float32)
+    out = np.zeros((N, 2))
+    launch(walks, c, f, out)
+    float32_root = np.sqrt(np.abs(f + np.float32(0.75) + c)).astype(np.float64)
+    np.testing.assert_array_equal(out[:, 1], float32_root)
+
+
+@cuda.jit(device=True)
+def count_or_five(p, q):
+    if p < min(2, q):
+        return q  # a uint64 ...
+    return 5  # ... or an int64: numba returns their union, a float64, from both
+
+
+@cuda.jit
+def negated_counts(u, out):
+    i = cuda.grid(1)
+    if i < u.size:
+        out[i] = -count_or_five(abs(0.001), u[i] << 0)
+
+
+def test_a_device_function_returns_the_type_numba_unifies_over_its_returns():
+    """Every lane returns ``q``, a uint64: negated as numba's float64 it is -q, where a uint64 wraps to about 1.8e19
+    (found by this session's review; the simulator returned each value in its own type)."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    u = RNG.integers(1, 1000, N).astype(np.uint32)
+    out = np.zeros(N)
+    launch(negated_counts, u, out)
+    np.testing.assert_array_equal(out, -u.astype(np.float64))

@@ -86,11 +86,14 @@ def _names(code: pytypes.CodeType) -> set[str]:
 
 
 def _code(code: pytypes.CodeType) -> tuple:
-    """What the compiler reads of a code object (not its line numbers)."""
+    """What the compiler reads of a code object, its line numbers included: the variable types kept name the
+    operations numba types wider than it computes them by their lines (`ptx._widened_operations`), so a kernel
+    whose lines moved (a line added above it in a notebook cell) must not find another's."""
     constants = tuple(_code(c) if isinstance(c, pytypes.CodeType) else (type(c).__name__, repr(c))
                       for c in code.co_consts)
     return (code.co_code, constants, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
-            code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
+            code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+            tuple(code.co_lines()))  # (start, end, line) of its bytecode: not columns
 
 
 @dataclass

@@ -177,31 +177,50 @@ def _unified_variables(annotation) -> dict:
             if len(found) == 1 and not any(f is None for f in found)}
 
 
+def _operation_kind(expression, binary: dict, unary: dict, slices: set) -> str | None:
+    """What `operation_key` calls the operation of an IR expression (as `simulator.transform` names the source's);
+    None for what the source has no operation of: the ``bool()`` numba calls on a branch's condition, the
+    ``slice()`` it calls for ``a[1:n]`` (``slices``: the variables that hold the builtin)."""
+    if expression.op == "binop":
+        return binary.get(expression.fn)
+    if expression.op == "unary":
+        return unary.get(expression.fn)
+    if expression.op == "call" and not expression.func.name.startswith("$bool") and expression.func.name not in slices:
+        return "Call"
+    return None
+
+
 def _widened_operations(annotation) -> dict:
-    """{`operation_key`: dtype} of the binary operations whose result numba types wider than the operation computes.
+    """{`operation_key`: dtype} of the operations (binary and unary operators, calls) whose result numba types wider
+    than the operation computes.
 
     Type inference sees a variable's types one after another: while ``v`` is still an int16 that a loop later makes
     a float32, ``v + c[i]`` (c an int16) gives an int64, then a float32, and numba types the result as their union, a
-    float64, though it computes the add as ``(float32, float32) -> float32``; what uses the result gets a float64.
-    numba's IR places an operation by its line only: the key counts the operations of that kind on the line in the
-    order they run, and a line whose count the source does not repeat (an operation CPython folded away, a branch
-    numba pruned) matches no key.
+    float64, though it computes the add as ``(float32, float32) -> float32``; what uses the result gets a float64
+    (``-v``, ``math.sqrt(v)`` and ``min(v, d[i])`` alike). numba's IR places an operation by its line only: the key
+    counts the operations of that kind on the line in the order they run, and a line whose count the source does not
+    repeat (an operation CPython folded away, a branch numba pruned, a ``while`` test CPython evaluates in two
+    places) matches no key.
     """
-    from ..simulator.arithmetic import BINARY, operation_key  # noqa: PLC0415
+    from ..simulator.arithmetic import BINARY, UNARY, operation_key  # noqa: PLC0415
 
-    names = {function: name for name, function in BINARY.items()}
-    found: dict = {}  # (name, line) -> [the result's dtype where wider than the operation's, or None]
+    binary = {function: name for name, function in BINARY.items()}
+    unary = {function: name for name, function in UNARY.items()}
+    slices = {statement.target.name for block in annotation.blocks.values() for statement in block.body
+              if isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Global)
+              and statement.value.value is slice}
+    found: dict = {}  # (kind, line) -> [the result's dtype where wider than the operation's, or None]
     for _, block in sorted(annotation.blocks.items()):
         for statement in block.body:
             value = getattr(statement, "value", None)
-            if not (isinstance(statement, ir.Assign) and isinstance(value, ir.Expr) and value.op == "binop"
-                    and value.fn in names and value in annotation.calltypes):
+            if not (isinstance(statement, ir.Assign) and isinstance(value, ir.Expr) and value in annotation.calltypes
+                    and (kind := _operation_kind(value, binary, unary, slices)) is not None):
                 continue
             result = _number_dtype(annotation.typemap[statement.target.name])
             computed = _number_dtype(annotation.calltypes[value].return_type)
             wider = result if result is not None and computed is not None and result != computed else None
-            found.setdefault((names[value.fn], value.loc.line), []).append(wider)
-    return {operation_key(name, line, k, len(results)): wider for (name, line), results in found.items()
+            found.setdefault((kind, value.loc.line), []).append(wider)
+    return {operation_key(kind, line, k, len(results)): wider for (kind, line), results in found.items()
             for k, wider in enumerate(results) if wider is not None}
 
 
@@ -220,13 +239,20 @@ def _calls(annotation) -> list:
 
 def _merge_variables(py_func, variables: dict) -> None:
     known = _device_variables.setdefault(py_func, dict(variables))
-    for name in [n for n in known if variables.get(n) != known[n]]:
-        del known[name]  # several signatures that type it differently
+    # (not `variables.get(n) != known[n]`: NumPy takes None for float64, so a float64 one signature alone has, a
+    # widened operation's among them, would stay for every signature)
+    for name in [n for n in known if n not in variables or variables[n] != known[n]]:
+        del known[name]  # several signatures that type it differently, or one that does not have it
     _compiled_functions.add(py_func)
 
 
-def _keep_variable_types(py_func, argtypes, annotation) -> None:
+def _keep_variable_types(py_func, argtypes, annotation, return_type) -> None:
+    from ..simulator.arithmetic import RETURNED  # noqa: PLC0415
+
     variables = {**_unified_variables(annotation), **_widened_operations(annotation)}
+    returned = _number_dtype(return_type)
+    if returned is not None:  # `return q` (a uint64) and `return 5` elsewhere: numba returns a float64 from both
+        variables[RETURNED] = returned
     _signatures[(py_func, tuple(argtypes))] = (variables, _calls(annotation))
     _kernel_variables[(py_func, tuple(argtypes))] = variables
     _merge_variables(py_func, variables)
@@ -244,7 +270,7 @@ def target_device(cc: tuple = COMPUTE_CAPABILITY):
     def compile_extra(*args, **kwargs):
         result = original_compile(*args, **kwargs)
         if result.type_annotation is not None:
-            _keep_variable_types(kwargs["func"], kwargs["args"], result.type_annotation)
+            _keep_variable_types(kwargs["func"], kwargs["args"], result.type_annotation, result.signature.return_type)
         return result
 
     dispatcher.get_current_device = lambda: fake

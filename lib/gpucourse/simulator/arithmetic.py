@@ -443,11 +443,14 @@ BINARY = {
 UNARY = {"USub": operator.neg, "UAdd": operator.pos, "Invert": operator.invert}
 
 
-def operation_key(ast_operator_name: str, line: int, ordinal: int, count: int) -> str:
-    """How a kernel's variable types name the result of a binary operation: the ``ordinal``-th of the ``count``
-    operations ``ast_operator_name`` on source ``line``, in the order they are evaluated (``"$Add:27:0/1"``; no
-    variable's name starts with ``$``)."""
-    return f"${ast_operator_name}:{line}:{ordinal}/{count}"
+def operation_key(kind: str, line: int, ordinal: int, count: int) -> str:
+    """How a kernel's variable types name the result of an operation: the ``ordinal``-th of the ``count``
+    operations of ``kind`` (an ``ast`` operator's name, or ``Call``) on source ``line``, in the order they are
+    evaluated (``"$Add:27:0/1"``; no variable's name starts with ``$``)."""
+    return f"${kind}:{line}:{ordinal}/{count}"
+
+
+RETURNED = "$return"  # how a function's variable types name its return type (numba's, unified over its returns)
 
 
 def method_name(ast_operator_name: str) -> str:
@@ -466,4 +469,4 @@ for _name, _function in {**BINARY, **UNARY}.items():
             _operator(_function, _IMPLEMENTATIONS.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
-           "method_name", "select", "strong", "typed"]
+           "method_name", "operation_key", "RETURNED", "select", "strong", "typed"]

@@ -34,7 +34,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from .arithmetic import BINARY, UNARY, method_name, operation_key
+from .arithmetic import BINARY, RETURNED, UNARY, method_name, operation_key
 from .errors import UnsupportedInKernel, fault
 
 RT = "_g_rt"
@@ -148,8 +148,9 @@ def _folded(node: ast.expr) -> bool:
 
 
 def _versioned_names(tree: ast.FunctionDef) -> set[str]:
-    """The variables numba may see with several types while it infers them: assigned twice or more, in a loop, or
-    a parameter assigned again."""
+    """The variables numba may see with several types while it infers them: assigned twice or more, in a loop, a
+    parameter assigned again, or assigned a value that reads one of those (``w = v`` and ``x = abs(v)`` take their
+    types one after another from ``v``'s)."""
     stores: dict = {}
     for loop in [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]:
         for node in ast.walk(loop):
@@ -159,24 +160,50 @@ def _versioned_names(tree: ast.FunctionDef) -> set[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
     parameters = {a.arg for a in tree.args.args}
-    return {name for name, count in stores.items() if count > 1 or name in parameters}
+    versioned = {name for name, count in stores.items() if count > 1 or name in parameters}
+    flows = []  # (the names a statement assigns, the names its value reads)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            flows.append(({n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
+                           and isinstance(n.ctx, ast.Store)},
+                          {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}))
+    grown = True
+    while grown:
+        grown = False
+        for assigned, read in flows:
+            if read & versioned and not assigned <= versioned:
+                versioned |= assigned
+                grown = True
+    return versioned
+
+
+def _operation_kind(node: ast.AST) -> str | None:
+    """What `operation_key` calls the operation ``node`` computes when the function runs (``Add``, ``USub``,
+    ``Call``), as `run.ptx._widened_operations` names numba's; None for any other node."""
+    if isinstance(node, ast.BinOp) and type(node.op).__name__ in BINARY and not _folded(node):
+        return type(node.op).__name__
+    if isinstance(node, ast.UnaryOp) and type(node.op).__name__ in UNARY and not _folded(node):
+        return type(node.op).__name__
+    if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id == "print"):
+        return "Call"  # (numba makes a print a statement of its own, no call)
+    return None
 
 
 def operation_keys(tree: ast.FunctionDef) -> dict[int, str]:
-    """{id of a binary operation: its `operation_key`} for the operations of ``tree`` that read a variable numba may
-    widen the result of (`_versioned_names`; see `run.ptx._widened_operations`), counted per kind and line in the
-    order they run."""
-    operations = [node for statement in tree.body for node in _evaluation_order(statement)
-                  if isinstance(node, ast.BinOp) and type(node.op).__name__ in BINARY and not _folded(node)]
+    """{id of an operation: its `operation_key`} for the operations of ``tree`` (binary and unary operators, calls)
+    that read a variable numba may widen the result of (`_versioned_names`; see `run.ptx._widened_operations`),
+    counted per kind and line in the order they run."""
+    operations = [(node, (kind, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
+                  if (kind := _operation_kind(node)) is not None]
     counts: dict = {}
-    for node in operations:
-        counts[(type(node.op).__name__, node.lineno)] = counts.get((type(node.op).__name__, node.lineno), 0) + 1
+    for _, where in operations:
+        counts[where] = counts.get(where, 0) + 1
     versioned, keys, seen = _versioned_names(tree), {}, {}
-    for node in operations:
-        kind = (type(node.op).__name__, node.lineno)
-        ordinal = seen[kind] = seen.get(kind, -1) + 1
+    for node, where in operations:
+        ordinal = seen[where] = seen.get(where, -1) + 1
         if any(isinstance(n, ast.Name) and n.id in versioned for n in ast.walk(node)):
-            keys[id(node)] = operation_key(*kind, ordinal, counts[kind])
+            keys[id(node)] = operation_key(*where, ordinal, counts[where])
     return keys
 
 
@@ -200,6 +227,13 @@ class KernelRewriter:
         line = getattr(node, "lineno", self.tree.lineno)
         source = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         return ast.Constant(_register(Site(self.function, self.filename, line, source, ast.unparse(node), target)))
+
+    def widened(self, key: str | None, computed: ast.expr) -> ast.expr:
+        """``computed`` converted to the type numba gives the result of the operation `operation_keys` names
+        ``key`` where that is wider than the operation (`run.ptx._widened_operations`); as it is without a key."""
+        if key is None:
+            return computed
+        return _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), computed)
 
     def unsupported(self, node: ast.AST, what: str) -> UnsupportedInKernel:
         line = getattr(node, "lineno", self.tree.lineno)
@@ -239,10 +273,7 @@ class KernelRewriter:
             def visit_BinOp(self, node):
                 key = rewriter.operation_keys.get(id(node))
                 node = self.generic_visit(node)
-                computed = _binary(node.left, node.op, node.right)
-                if key is None:
-                    return computed
-                return _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), computed)  # widened
+                return rewriter.widened(key, _binary(node.left, node.op, node.right))
 
             def visit_Compare(self, node):
                 node = self.generic_visit(node)
@@ -255,10 +286,11 @@ class KernelRewriter:
                 return _call("and_", parts[0], *[_lambda(p) for p in parts[1:]])
 
             def visit_UnaryOp(self, node):
+                key = rewriter.operation_keys.get(id(node))
                 node = self.generic_visit(node)
                 if isinstance(node.op, ast.Not):
                     return _call("not_", node.operand)
-                return _operation(node.op, node.operand) or node
+                return rewriter.widened(key, _operation(node.op, node.operand) or node)
 
             def visit_IfExp(self, node):
                 node = self.generic_visit(node)
@@ -270,7 +302,7 @@ class KernelRewriter:
                     [rewriter.site(node, target), self.visit(node.func)] + [self.visit(a) for a in node.args],
                     [ast.keyword(k.arg, self.visit(k.value)) for k in node.keywords],
                 )
-                return call
+                return rewriter.widened(rewriter.operation_keys.get(id(node)), call)
 
             def visit_NamedExpr(self, node):
                 raise rewriter.unsupported(node, "the walrus operator :=")
@@ -361,6 +393,7 @@ class KernelRewriter:
             return self.while_loop(node)
         if isinstance(node, ast.Return):
             value = self.expr(node.value) if node.value is not None else ast.Constant(None)
+            value = self.widened(RETURNED, value)  # numba's return type, which unifies every return's
             return [ast.Expr(_call("ret", value, self.site(node)))]  # the site: where threads that exit left
         if isinstance(node, ast.Break):
             return [ast.Expr(_call("brk"))]

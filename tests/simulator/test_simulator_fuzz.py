@@ -5,8 +5,8 @@ array elements (float32, float64, int8 to int64, uint8 to uint32), literals, con
 (``float32(x)``, ``int8(x)`` ...) and the math functions IEEE 754 defines exactly (floor, ceil,
 trunc, fabs, copysign, sqrt, isnan, isinf, isfinite), with a variable reassigned in a loop,
 variables assigned values of two types in branches and loops (numba types each variable once over
-the function, the types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64) and a
-device function whose returns have two types. Each kernel runs on the
+the function, the types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64), swapped,
+a local array whose stores convert to its type, and a device function whose returns have two types. Each kernel runs on the
 simulator and, as ``numba.njit(error_model='numpy')``, over a loop of its threads on the
 CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit. A
 body that numba refuses to type (``min`` of an int8 and a uint64 is a float64, which ``&``
@@ -112,14 +112,18 @@ UNSIGNED = [name for name, dtype in ARRAYS.items() if np.dtype(dtype).kind == "u
 CASTS = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
+def stays_integer(expression: str, kind: str) -> bool:
+    """Whether an expression of ``kind`` is an integer whatever numba's promotion: it reads no unsigned array (numba
+    types a signed and an unsigned 64-bit integer together as float64)."""
+    return kind == "int" and not any(f"{name}[i]" in expression for name in UNSIGNED)
+
+
 @st.composite
 def cast(draw, depth: int, variables: tuple = ("t",)):
     """``type(expression)``: a float or an integer type of an integer, a float type of a float (a float out of an
-    integer's range has no defined conversion). An integer expression that reads an unsigned array may be a float:
-    numba types a signed and an unsigned 64-bit integer together as float64."""
+    integer's range has no defined conversion; see `stays_integer`)."""
     expression, kind = draw(expressions(depth, variables))
-    signed = kind == "int" and not any(f"{name}[i]" in expression for name in UNSIGNED)
-    name = draw(st.sampled_from(CASTS if signed else CASTS[:2]))
+    name = draw(st.sampled_from(CASTS if stays_integer(expression, kind) else CASTS[:2]))
     return f"{name}({expression})", "float" if name.startswith("float") else "int"
 
 
@@ -143,6 +147,25 @@ def joined(draw, name: str) -> list[str]:
                 "    k -= 2"]
     return [f"{name} = {first}", "for k in range(3):", f"    if {condition} < k:", "        break",
             f"    {name} = {second}"]
+
+
+LOCAL_TYPES = ("float32", "float64", "int16", "int32", "uint8")
+
+
+@st.composite
+def local_array(draw, variables: tuple) -> list[str]:
+    """``loc``, a local array of 3 of one type, its elements stored from expressions (an integer type only from
+    integers that stay integers, else a literal, which wraps: -5 in a uint8 is 251) and from each other."""
+    dtype = draw(st.sampled_from(LOCAL_TYPES))
+    lines = [f"loc = cuda.local.array(3, {dtype})"]
+    for k in range(2):
+        expression, kind = draw(expressions(2, variables))
+        if dtype.startswith("float") or stays_integer(expression, kind):
+            lines.append(f"loc[{k}] = {expression}")
+        else:
+            lines.append(f"loc[{k}] = {draw(INT_LITERALS)}")
+    lines.append(f"loc[2] = loc[0] {draw(st.sampled_from(['+', '-', '*']))} loc[1]")
+    return lines
 
 
 @st.composite
@@ -172,6 +195,11 @@ def kernel_bodies(draw) -> list[str]:
     names = [f"v{n}" for n in range(draw(st.integers(0, 2)))]
     for name in names:
         body += draw(joined(name))
+    if len(names) == 2 and draw(st.booleans()):  # a swap: each takes the other's types too
+        body.append("v0, v1 = v1, v0")
+    if draw(st.booleans()):  # a local array: each store converted to its type
+        body += draw(local_array(("t", *names)))
+        names.append("loc[2]")
     helper = draw(st.booleans())
     if helper:  # its lines come first; `build` defines it beside the kernel
         body = draw(helpers()) + body
@@ -227,6 +255,8 @@ def build(body: list[str]):
         lines = lines.replace("min(", "gpu_min(").replace("max(", "gpu_max(").replace("helper(", "helper_cpu(")
         for function in ("floor", "ceil", "trunc"):  # numba's CPU math.floor gives an int, numba-cuda's a float
             lines = lines.replace(f"math.{function}(", f"np.{function}(")
+        for dtype in LOCAL_TYPES:
+            lines = lines.replace(f"cuda.local.array(3, {dtype})", f"np.zeros(3, np.{dtype})")
         return lines
 
     twin_lines = on_the_cpu(kernel_lines)
@@ -325,6 +355,15 @@ def test_simulator_computes_what_numba_compiles(body):
     ["t = 0.0", "v0 = c[i]", "for k in range(u[i] % 4):", "    v0 = v0 + float32(0.25)",
      "out[i, 0] = math.sqrt(abs(-v0))", "out[i, 1] = math.sqrt(min(v0, a[i]) + 100)",
      "out[i, 2] = math.sqrt(abs(float32(v0) - c[i])) + math.sqrt(abs(v0)) * 2"],
+    # a swap of a float32 and a float64 (no branch joins v1's versions: each keeps its type, in the lanes past the
+    # end too), and literals out of a uint8's range stored into a local array (they wrap)
+    ["t = 0.0", "v0 = float32(abs(g[i]))", "v1 = float64(f[i])", "v0, v1 = v1, v0", "loc = cuda.local.array(3, uint8)",
+     "loc[0] = -5", "loc[1] = 300", "loc[2] = loc[0] + loc[1]", "out[i, 0] = uint8(n[i]) - v1",
+     "out[i, 1] = loc[2] - v0", "out[i, 2] = loc[0] * f[i]"],
+    # v0 an int8 or a uint16 (joined: an int32), swapped with an int64: each assignment's version keeps its type,
+    # -9 stays -9 (not a uint16's 65527)
+    ["t = 0.0", "v0 = a[i]", "if f[i] < 0:", "    v0 = uint16(m[i] & 255)", "v1 = c[i] + b[i]", "v0, v1 = v1, v0",
+     "out[i, 0] = uint16(m[i]) - v0", "out[i, 1] = (~-5) - v1", "out[i, 2] = v1 * f[i]"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

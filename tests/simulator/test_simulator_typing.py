@@ -475,3 +475,43 @@ def test_a_device_function_returns_the_type_numba_unifies_over_its_returns():
     out = np.zeros(N)
     launch(negated_counts, u, out)
     np.testing.assert_array_equal(out, -u.astype(np.float64))
+
+
+@cuda.jit
+def literals_stored(out, flags):
+    i = cuda.grid(1)
+    if i < out.size:
+        scratch = cuda.local.array(2, numba.uint8)
+        scratch[0] = -5  # an int64 literal: stored, it keeps its low byte (251), as on a GPU
+        scratch[1] = 300
+        out[i] = scratch[0] + scratch[1]
+        flags[i] = -1
+
+
+def test_an_integer_literal_out_of_an_arrays_range_wraps_when_stored():
+    """NumPy refuses -5 for a uint8 element; numba stores its low byte, in local and in global memory alike."""
+    out = np.zeros(N, np.int64)
+    flags = np.zeros(N, np.uint8)
+    launch(literals_stored, out, flags)
+    assert (out == 251 + 44).all() and (flags == 255).all()
+
+
+@cuda.jit
+def reassigned_in_a_branch(f, n, out):
+    i = cuda.grid(1)
+    if i < f.size:  # lanes past the end do not run it
+        v = 0.5  # a float64 version of v ...
+        v = f[i] * float32(3)  # ... and a float32 one, which no branch joins with it
+        out[i] = n[i] - v  # a uint8 minus a float32: float32
+
+
+def test_a_variable_keeps_the_type_of_its_version_in_lanes_that_skip_the_assignment():
+    """numba types each version of v on its own; the simulator, merging the float32 into lanes that keep the old
+    float64, made the whole of v a float64 and the difference a float64's."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    f = RNG.uniform(-4, 4, N).astype(np.float32)
+    n = RNG.integers(0, 255, N).astype(np.uint8)
+    out = np.zeros(N)
+    launch(reassigned_in_a_branch, f, n, out)  # 512 threads for 300 elements
+    np.testing.assert_array_equal(out, (n.astype(np.float32) - f * np.float32(3)).astype(np.float64))

@@ -141,13 +141,15 @@ def _widest(dtypes: list):
 
 
 def _unified_variables(annotation) -> dict:
-    """{source variable: dtype} from a compiled function's typemap.
+    """{source variable: dtype} from a compiled function's typemap, and {`assignment_key`: dtype} for each
+    assignment of a variable whose versions keep different types.
 
     SSA splits a variable into versions (``x``, ``x.1``, ...) joined by copies where control flow meets
     (numba's phi nodes); versions joined so get one type: numba's for the version the copies join into, which it
     unified from theirs (``v = x[i]`` a float32, ``v = 0`` in a branch: float64 where they meet, never the branch's
     integer). A name whose versions keep different types (reassigned with another type, no loop or branch joining
-    them) is left out.
+    them: ``v = 0.5`` then ``v = f[i]``) has no one type: each of its assignments gets its versions' instead, keyed
+    by the line and the order of the assignments to it there (`_assignment_types`).
     """
     typemap = annotation.typemap
     parent = {name: name for name in typemap if _base_name(name)}
@@ -169,12 +171,34 @@ def _unified_variables(annotation) -> dict:
     for name in parent:
         members.setdefault(root(name), []).append(name)
     dtypes: dict = {}
+    version_types: dict = {}  # version -> its group's dtype (None: not a number)
     for versions in members.values():
         typed = [_number_dtype(typemap[v]) for v in versions if v in joined] or [_number_dtype(typemap[versions[0]])]
         unknown = any(t is None for t in typed)  # (`None in typed` is True of float64: np.dtype(None) is float64)
-        dtypes.setdefault(_base_name(versions[0]), set()).add(None if unknown else _widest(typed))
-    return {name: found.pop() for name, found in dtypes.items()
-            if len(found) == 1 and not any(f is None for f in found)}
+        group = None if unknown else _widest(typed)
+        dtypes.setdefault(_base_name(versions[0]), set()).add(group)
+        version_types.update(dict.fromkeys(versions, group))
+    unified = {name: found.pop() for name, found in dtypes.items()
+               if len(found) == 1 and not any(f is None for f in found)}
+    return {**unified, **_assignment_types(annotation, version_types, set(unified))}
+
+
+def _assignment_types(annotation, version_types: dict, unified: set) -> dict:
+    """{`assignment_key`: dtype} of the source's assignments to the variables not in ``unified``: the type of the
+    version each creates (an SSA copy that joins versions of one variable is no assignment of the source)."""
+    from ..simulator.arithmetic import assignment_key  # noqa: PLC0415
+
+    found: dict = {}  # (variable, line) -> [the dtype of each assignment's version, or None]
+    for _, block in sorted(annotation.blocks.items()):
+        for statement in block.body:
+            if not isinstance(statement, ir.Assign) or (name := _base_name(statement.target.name)) is None \
+                    or name in unified:
+                continue
+            if isinstance(statement.value, ir.Var) and _base_name(statement.value.name) == name:
+                continue  # a join's copy
+            found.setdefault((name, statement.loc.line), []).append(version_types.get(statement.target.name))
+    return {assignment_key(name, line, k, len(kinds)): dtype for (name, line), kinds in found.items()
+            for k, dtype in enumerate(kinds) if dtype is not None}
 
 
 def _operation_kind(expression, binary: dict, unary: dict, slices: set) -> str | None:
@@ -209,6 +233,11 @@ def _widened_operations(annotation) -> dict:
     slices = {statement.target.name for block in annotation.blocks.values() for statement in block.body
               if isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Global)
               and statement.value.value is slice}
+    # a result assigned to a variable takes the type of that variable's version (``v = v + x``: numba's float64
+    # temporary is converted back to v's float32 there)
+    assigned = {statement.value.name: statement.target.name for block in annotation.blocks.values()
+                for statement in block.body if isinstance(statement, ir.Assign)
+                and isinstance(statement.value, ir.Var) and _base_name(statement.target.name)}
     found: dict = {}  # (kind, line) -> [the result's dtype where wider than the operation's, or None]
     for _, block in sorted(annotation.blocks.items()):
         for statement in block.body:
@@ -216,7 +245,7 @@ def _widened_operations(annotation) -> dict:
             if not (isinstance(statement, ir.Assign) and isinstance(value, ir.Expr) and value in annotation.calltypes
                     and (kind := _operation_kind(value, binary, unary, slices)) is not None):
                 continue
-            result = _number_dtype(annotation.typemap[statement.target.name])
+            result = _number_dtype(annotation.typemap[assigned.get(statement.target.name, statement.target.name)])
             computed = _number_dtype(annotation.calltypes[value].return_type)
             wider = result if result is not None and computed is not None and result != computed else None
             found.setdefault((kind, value.loc.line), []).append(wider)

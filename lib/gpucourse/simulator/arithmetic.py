@@ -450,6 +450,12 @@ def operation_key(kind: str, line: int, ordinal: int, count: int) -> str:
     return f"${kind}:{line}:{ordinal}/{count}"
 
 
+def assignment_key(variable: str, line: int, ordinal: int, count: int) -> str:
+    """How a kernel's variable types name the type of one assignment to ``variable``, whose versions numba types
+    differently: the ``ordinal``-th of the ``count`` assignments to it on source ``line`` (``"$=v:27:0/1"``)."""
+    return f"$={variable}:{line}:{ordinal}/{count}"
+
+
 RETURNED = "$return"  # how a function's variable types name its return type (numba's, unified over its returns)
 
 
@@ -469,4 +475,4 @@ for _name, _function in {**BINARY, **UNARY}.items():
             _operator(_function, _IMPLEMENTATIONS.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
-           "method_name", "operation_key", "RETURNED", "select", "strong", "typed"]
+           "assignment_key", "method_name", "operation_key", "RETURNED", "select", "strong", "typed"]

@@ -175,19 +175,31 @@ class Runtime(Arithmetic):
         return self.variable_types.get(function, NO_TYPES)
 
     @staticmethod
-    def assigned(types: dict, name: str, value):
-        """``value`` converted to the type numba gives the variable ``name`` it is assigned to."""
+    def assigned(types: dict, name: str, value, key: str | None = None):
+        """``value`` converted to the type numba gives the variable ``name`` it is assigned to (or, where numba types
+        the variable's versions differently, to this assignment's version's: its `assignment_key` ``key``)."""
         if not types:
             return value
         dtype = types.get(name)
+        if dtype is None and key is not None:
+            dtype = types.get(key)
         if dtype is None or dtype_of(value) in (dtype, None):
             return value
         return cast(value, dtype)
 
-    def merge_assigned(self, old, types: dict, name: str, value):
-        """``merge(old, assigned(types, name, value))``: an assignment in a branch or loop."""
+    def merge_assigned(self, old, types: dict, name: str, value, key: str | None = None):
+        """``merge(old, assigned(types, name, value, key))``: an assignment in a branch or loop.
+
+        Where numba types the variable's versions differently (``v = 0.5`` then ``v = f[i]``, a float32: no branch
+        joins them) and this assignment's version is known, the lanes that do not run it take its type too: a lane
+        that reads the variable later reads a version joined with this one (of its type) or none at all, never a
+        float64 that NumPy's promotion of the two would make."""
         if types:
-            value = self.assigned(types, name, value)
+            value = self.assigned(types, name, value, key)
+            if name not in types and key in types and old is not UNDEFINED:
+                before, after = dtype_of(old), dtype_of(value)
+                if before is not None and after is not None and before != after:
+                    old = cast(old, after)
         if old is UNDEFINED or self.full:
             return value
         return self.merge(old, value)
@@ -805,8 +817,9 @@ class Runtime(Arithmetic):
             value = value if lanes is None else value[lanes]
         if array.dtype is BFLOAT16:
             value = round_to_bfloat16(value)  # NumPy's conversion from float64 rounds twice
-        elif array.dtype.kind in "iu" and getattr(dtype_of(value), "kind", "") == "f":
-            value = cast(value, array.dtype)  # as cvt.rzi: NaN to 0, out of range clamped (NumPy: the lowest int)
+        elif array.dtype.kind in "iu" and (type(value) is int or getattr(dtype_of(value), "kind", "") == "f"):
+            value = cast(value, array.dtype)  # as cvt.rzi: NaN to 0, out of range clamped (NumPy: the lowest int);
+            # a literal out of the type's range (-1 into a uint8) wraps, where NumPy refuses it
         array.assign(elements, components, value, field)
 
     def store_in_record(self, record, index, value, site: int) -> None:

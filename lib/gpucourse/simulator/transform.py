@@ -34,7 +34,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from .arithmetic import BINARY, RETURNED, UNARY, method_name, operation_key
+from .arithmetic import BINARY, RETURNED, UNARY, assignment_key, method_name, operation_key
 from .errors import UnsupportedInKernel, fault
 
 RT = "_g_rt"
@@ -207,6 +207,22 @@ def operation_keys(tree: ast.FunctionDef) -> dict[int, str]:
     return keys
 
 
+def assignment_keys(tree: ast.FunctionDef) -> dict[int, str]:
+    """{id of an assigned name: its `assignment_key`}: the assignments to each variable counted per line in the order
+    they run, as `run.ptx._assignment_types` counts numba's."""
+    targets = [node for statement in tree.body for node in _evaluation_order(statement)
+               if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
+    counts: dict = {}
+    for node in targets:
+        counts[(node.id, node.lineno)] = counts.get((node.id, node.lineno), 0) + 1
+    keys, seen = {}, {}
+    for node in targets:
+        where = (node.id, node.lineno)
+        seen[where] = seen.get(where, -1) + 1
+        keys[id(node)] = assignment_key(*where, seen[where], counts[where])
+    return keys
+
+
 class KernelRewriter:
     """Rewrites one function definition (kernel or device function)."""
 
@@ -216,7 +232,8 @@ class KernelRewriter:
         self.lines = lines
         self.counter = 0
         self.function = tree.name
-        self.operation_keys = operation_keys(tree)  # before the rewrite: it keys the source's own nodes
+        self.operation_keys = operation_keys(tree)  # before the rewrite: they key the source's own nodes
+        self.assignment_keys = assignment_keys(tree)
 
     # -- helpers -----------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -324,17 +341,19 @@ class KernelRewriter:
                 break
         return out or [ast.Pass()]
 
-    def assign_name(self, name: str, value: ast.expr, nested: bool) -> ast.stmt:
+    def assign_name(self, target: ast.Name, value: ast.expr, nested: bool) -> ast.stmt:
+        name, key = target.id, self.assignment_keys.get(id(target))
+        site = [ast.Constant(key)] if key is not None else []
         if nested:
             value = _call("merge_assigned", ast.Name(name, ast.Load()), ast.Name(TYPES, ast.Load()), ast.Constant(name),
-                          value)
+                          value, *site)
         else:
-            value = _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(name), value)
+            value = _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(name), value, *site)
         return ast.Assign([ast.Name(name, ast.Store())], value)
 
     def assign(self, target: ast.expr, value: ast.expr, nested: bool, node: ast.stmt) -> list[ast.stmt]:
         if isinstance(target, ast.Name):
-            return [self.assign_name(target.id, value, nested)]
+            return [self.assign_name(target, value, nested)]
         field = _record_field(target)
         # the site first: rewriting the index below changes the target's nodes in place
         site = self.site(target) if isinstance(target, (ast.Subscript, ast.Attribute)) else None
@@ -409,7 +428,7 @@ class KernelRewriter:
         value = self.expr(node.value)
         if isinstance(node.target, ast.Name):
             current = _binary(ast.Name(node.target.id, ast.Load()), node.op, value)
-            return [self.assign_name(node.target.id, current, nested)]
+            return [self.assign_name(node.target, current, nested)]
         if isinstance(node.target, ast.Subscript):
             array, index = self.fresh("a"), self.fresh("i")
             site = self.site(node.target)

@@ -197,8 +197,14 @@ def _assignment_types(annotation, version_types: dict, unified: set) -> dict:
             if isinstance(statement.value, ir.Var) and _base_name(statement.value.name) == name:
                 continue  # a join's copy
             found.setdefault((name, statement.loc.line), []).append(version_types.get(statement.target.name))
-    return {assignment_key(name, line, k, len(kinds)): dtype for (name, line), kinds in found.items()
-            for k, dtype in enumerate(kinds) if dtype is not None}
+    return _keyed(found, assignment_key)
+
+
+def _keyed(found: dict, key) -> dict:
+    """{``key(*where, ordinal, count)``: dtype} from ``found``, {where (a variable or a kind of operation, and a
+    line): [a dtype or None for each, in the order they run]}, for those with a dtype."""
+    return {key(*where, k, len(dtypes)): dtype for where, dtypes in found.items()
+            for k, dtype in enumerate(dtypes) if dtype is not None}
 
 
 def _operation_kind(expression, binary: dict, unary: dict, slices: set) -> str | None:
@@ -249,8 +255,7 @@ def _widened_operations(annotation) -> dict:
             computed = _number_dtype(annotation.calltypes[value].return_type)
             wider = result if result is not None and computed is not None and result != computed else None
             found.setdefault((kind, value.loc.line), []).append(wider)
-    return {operation_key(kind, line, k, len(results)): wider for (kind, line), results in found.items()
-            for k, wider in enumerate(results) if wider is not None}
+    return _keyed(found, operation_key)
 
 
 def _calls(annotation) -> list:

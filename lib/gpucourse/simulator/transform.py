@@ -16,9 +16,10 @@ the runtime (``_g_rt``), which keeps that mask:
 - arithmetic, bitwise, comparison and unary operators go through the runtime,
   which computes them in the types numba gives them (`arithmetic`);
 - a value assigned to a variable is converted to the type numba's compilation
-  gives that variable over the whole function, when the launch knows it, and so
-  is the result of an operation numba types wider than it computes it
-  (`operation_keys`).
+  gives that variable over the whole function, when the launch knows it (or,
+  where its versions have different types, to this assignment's version's:
+  `assignment_keys`), and so are the result of an operation numba types wider
+  than it computes it (`operation_keys`) and a function's return value.
 
 Each memory access and call site gets a `Site` (function, line, source text) so
 that an error names the line the student wrote.
@@ -27,6 +28,7 @@ that an error names the line the student wrote.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import inspect
 import linecache
@@ -151,16 +153,13 @@ def _versioned_names(tree: ast.FunctionDef) -> set[str]:
     """The variables numba may see with several types while it infers them: assigned twice or more, in a loop, a
     parameter assigned again, or assigned a value that reads one of those (``w = v`` and ``x = abs(v)`` take their
     types one after another from ``v``'s)."""
-    stores: dict = {}
-    for loop in [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]:
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                stores[node.id] = 2
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            stores[node.id] = stores.get(node.id, 0) + 1
+    def stored(node: ast.AST) -> list[str]:
+        return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+    stores = collections.Counter(stored(tree))
+    in_loops = {name for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While)) for name in stored(loop)}
     parameters = {a.arg for a in tree.args.args}
-    versioned = {name for name, count in stores.items() if count > 1 or name in parameters}
+    versioned = {name for name, count in stores.items() if count > 1 or name in in_loops or name in parameters}
     flows = []  # (the names a statement assigns, the names its value reads)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
@@ -190,37 +189,32 @@ def _operation_kind(node: ast.AST) -> str | None:
     return None
 
 
+def _keyed(placed: list, key) -> dict[int, str]:
+    """{id of each node: ``key(*where, ordinal, count)``} for ``placed``, (node, where) pairs in the order they run:
+    a node's ordinal among those of its ``where`` (a kind of operation or a variable, and a line), and their count."""
+    counts, seen, keys = collections.Counter(where for _, where in placed), collections.Counter(), {}
+    for node, where in placed:
+        keys[id(node)] = key(*where, seen[where], counts[where])
+        seen[where] += 1
+    return keys
+
+
 def operation_keys(tree: ast.FunctionDef) -> dict[int, str]:
     """{id of an operation: its `operation_key`} for the operations of ``tree`` (binary and unary operators, calls)
     that read a variable numba may widen the result of (`_versioned_names`; see `run.ptx._widened_operations`),
     counted per kind and line in the order they run."""
     operations = [(node, (kind, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
                   if (kind := _operation_kind(node)) is not None]
-    counts: dict = {}
-    for _, where in operations:
-        counts[where] = counts.get(where, 0) + 1
-    versioned, keys, seen = _versioned_names(tree), {}, {}
-    for node, where in operations:
-        ordinal = seen[where] = seen.get(where, -1) + 1
-        if any(isinstance(n, ast.Name) and n.id in versioned for n in ast.walk(node)):
-            keys[id(node)] = operation_key(*where, ordinal, counts[where])
-    return keys
+    keys, versioned = _keyed(operations, operation_key), _versioned_names(tree)
+    return {id(node): keys[id(node)] for node, _ in operations
+            if any(isinstance(n, ast.Name) and n.id in versioned for n in ast.walk(node))}
 
 
 def assignment_keys(tree: ast.FunctionDef) -> dict[int, str]:
     """{id of an assigned name: its `assignment_key`}: the assignments to each variable counted per line in the order
     they run, as `run.ptx._assignment_types` counts numba's."""
-    targets = [node for statement in tree.body for node in _evaluation_order(statement)
-               if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
-    counts: dict = {}
-    for node in targets:
-        counts[(node.id, node.lineno)] = counts.get((node.id, node.lineno), 0) + 1
-    keys, seen = {}, {}
-    for node in targets:
-        where = (node.id, node.lineno)
-        seen[where] = seen.get(where, -1) + 1
-        keys[id(node)] = assignment_key(*where, seen[where], counts[where])
-    return keys
+    return _keyed([(node, (node.id, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
+                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)], assignment_key)
 
 
 class KernelRewriter:

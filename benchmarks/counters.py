@@ -17,7 +17,9 @@ launch's) with its sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats
 
 - the softmaxes at 16384 x 4096: `softmax_row_fused`, `softmax_online`, `softmax_registers`, both builds of
   `softmax_vectorised`, `softmax_pipelined`, and ``torch.softmax``;
-- map, zip and the sum's steps 6 and 7 at 256 MiB, their top rungs on each grid size bandwidth.py tries.
+- map, zip and the sum's steps 6 and 7 at 256 MiB, their top rungs on each grid size bandwidth.py tries;
+- two tile shapes of module 3's register-tiled SGEMM at 4096^3 (`SGEMM_TILES`), which the cost model ranks the wrong
+  way round, and the top rung `matmul_warp_tiled` beside them: what separates them is what the model misses.
 
 Per launch: its time under the profiler, the DRAM bytes against the least the kernel must move, DRAM GB/s and its
 share of the peak as ncu states it, the L2 hit rate, achieved and theoretical occupancy, registers per thread, and
@@ -29,8 +31,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import glob
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -68,6 +72,11 @@ SOFTMAX_SHAPE, QUICK_SOFTMAX_SHAPE = (16384, 4096), (4096, 1024)  # fusion.py's 
 BANDWIDTH_MIB = 256  # bandwidth.py's first goal size
 SOFTMAX_LEFT_OUT = (fusion.COPY, fusion.NAIVE_SOFTMAX)  # a copy is no kernel; the naive path is three
 BANDWIDTH_ROWS = ("map: 16-byte vectors, grid-stride", "zip: 16-byte vectors, grid-stride", "sum 6: ", "sum 7: ")
+SGEMM_SIZE = 4096  # tuning.py's largest SGEMM, M = N = K
+# The tuner's best on an H200 (9.81 ms at 4096^3, 2026-11-29) and module 3's rung (12.07 ms): the cost model predicts
+# 6.35 and 6.22 ms, the wrong way round (2026-11-30). Their SASS inner loops have the same share of FFMAs (32 of 83
+# instructions, 16 of 41), and both hold 16 warps per SM: instruction issue and occupancy do not separate them.
+SGEMM_TILES = ({"BM": 64, "BN": 64, "TM": 8, "TN": 4, "BK": 8}, {"BM": 64, "BN": 64, "TM": 4, "TN": 4, "BK": 16})
 TIME = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3, "second": 1.0}
 BYTES = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 TIMED_OUT = "Not profiled: ncu ran past this run's time budget."
@@ -135,7 +144,27 @@ def bandwidth_targets(n: int, device: Device) -> list[Target]:
             for alternatives in rows for case in alternatives if case.kernel.startswith(BANDWIDTH_ROWS)]
 
 
+def sgemm_targets(n: int) -> list[Target]:
+    """`SGEMM_TILES` of `matmul.make_register_tiled` and `matmul_warp_tiled` on C = A @ B, all n x n (float32)."""
+    from gpucourse.grading.tuning import sgemm_problem  # noqa: PLC0415
+    from gpucourse.kernels import matmul  # noqa: PLC0415
+
+    least = 3 * n * n * 4  # A and B read once, C written once
+    problem = sgemm_problem(n, n, n)
+    targets = [Target("`matmul_register_tiled`, " + ", ".join(f"{k}={v}" for k, v in tiles.items()),
+                      f"grid {launch.blocks}, blocks of {launch.threads}", least, 1, launch)
+               for tiles in SGEMM_TILES for launch in [problem.build(tiles)]]
+    c = cuda.device_array((1, n, n), np.float32)
+    a, b = problem.build(SGEMM_TILES[0]).args[1:]
+    grid, block = matmul.configuration(matmul.matmul_warp_tiled, c.shape)
+    top = functools.partial(matmul.matmul_warp_tiled[grid, block], c, a, b)
+    return [*targets, Target("`matmul_warp_tiled` (the top rung)", f"grid {math.prod(grid)}, blocks of "
+                             f"{math.prod(block)}", least, 1, top)]
+
+
 def group_targets(group: str, size, device: Device) -> list[Target]:
+    if group == "sgemm":
+        return sgemm_targets(size)
     if group == "softmax":
         libraries = reference_libraries()
         libraries.pop("cupy", None)
@@ -309,7 +338,7 @@ def section(groups: dict, device: Device, versions_line: str, ncu_line: str, not
     """``groups``: title -> rows, or -> the reason it has none."""
     lines = ["## What holds the kernels back: Nsight Compute's counters", "",
              f"Device: {device.name} ({device.sms} SMs), {today()}. {versions_line}; {ncu_line}.", "",
-             "Each kernel launched once as benchmarks/fusion.py and bandwidth.py launch it, profiled by `ncu "
+             "Each kernel launched once as benchmarks/fusion.py, bandwidth.py and tuning.py launch it, profiled by `ncu "
              f"--clock-control none` ({', '.join(SECTIONS)}; caches flushed before each replay pass). DRAM bytes / "
              "least: the DRAM traffic over the least the kernel must move (1.00: every byte once). The time is "
              "the profiled launch's, cold caches: the timed benchmarks' sections give the speeds.", ""]
@@ -386,6 +415,7 @@ def main(argv=None) -> int:
     if not options.quick:
         elements = BANDWIDTH_MIB * bandwidth.MIB // bandwidth.ITEM
         groups[f"Map, zip and sum, {BANDWIDTH_MIB} MiB"] = ("bandwidth", elements)
+        groups[f"SGEMM tile shapes, {SGEMM_SIZE}^3"] = ("sgemm", SGEMM_SIZE)
     ncu = ncu_path()
     budget, results = TimeBudget(options.seconds), {}
     for title in budget.rows(groups):

@@ -141,7 +141,7 @@ def test_a_group_past_its_time_is_named_as_left_out(bench, monkeypatch, capsys):
     assert bench.main(["--no-write", "--seconds", "600"]) == 0
     printed = capsys.readouterr().out
     assert "Not measured within this run's time budget (600 s, `--seconds`): Softmax, 16384 x 4096, Map, zip and " \
-           "sum, 256 MiB." in printed  # gpu-check's mark of a partial part
+           "sum, 256 MiB, SGEMM tile shapes, 4096^3." in printed  # gpu-check's mark of a partial part
 
 
 def test_without_ncu_the_section_says_so(bench, monkeypatch, capsys):
@@ -150,8 +150,8 @@ def test_without_ncu_the_section_says_so(bench, monkeypatch, capsys):
     monkeypatch.setattr(bench, "ncu_path", lambda: None)
     assert bench.main(["--no-write"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("Not profiled: Nsight Compute's `ncu` is not on this machine.") == 4  # 2 groups, said twice
-    assert "### Map, zip and sum, 256 MiB" in printed
+    assert printed.count("Not profiled: Nsight Compute's `ncu` is not on this machine.") == 6  # 3 groups, said twice
+    assert "### Map, zip and sum, 256 MiB" in printed and "### SGEMM tile shapes, 4096^3" in printed
 
 
 def test_the_targets_launch_on_the_simulator_as_the_timed_benchmarks_launch_them(bench, tmp_path):
@@ -176,6 +176,22 @@ def test_the_targets_launch_on_the_simulator_as_the_timed_benchmarks_launch_them
     assert [t.note.split(" blocks")[0] for t in targets[:4]] == ["4", "8", "16", "32"]  # 2, 4, 8, 16 x 2 SMs
     bench.launch_once(targets, tmp_path / "bandwidth.json", contextlib.nullcontext)
     assert len(json.loads((tmp_path / "bandwidth.json").read_text())) == 16
+
+
+def test_the_sgemm_targets_are_the_tuned_tiles_and_the_top_rung_and_compute_a_product(bench, tmp_path):
+    n = 70  # not a multiple of any tile
+    targets = bench.sgemm_targets(n)
+    assert [t.label for t in targets] == ["`matmul_register_tiled`, BM=64, BN=64, TM=8, TN=4, BK=8",
+                                          "`matmul_register_tiled`, BM=64, BN=64, TM=4, TN=4, BK=16",
+                                          "`matmul_warp_tiled` (the top rung)"]
+    assert [t.note for t in targets[:2]] == ["grid 4, blocks of 128", "grid 4, blocks of 256"]
+    assert all(t.least_bytes == 3 * n * n * 4 and t.kernels == 1 for t in targets)
+    for target in targets:
+        c, a, b = target.launch.args  # (a Launch's, or a partial's)
+        c[:] = np.nan  # poisoned: each launch must write all of C
+        bench.launch_once([target], tmp_path / "sgemm.json", contextlib.nullcontext)
+        want = a.copy_to_host()[0].astype(np.float64) @ b.copy_to_host()[0]
+        np.testing.assert_allclose(c.copy_to_host()[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_the_script_is_a_gpu_check_part_after_the_goals_and_before_the_compilers():

@@ -146,11 +146,11 @@ def bandwidth_targets(n: int, device: Device) -> list[Target]:
 
 def sgemm_targets(n: int) -> list[Target]:
     """`SGEMM_TILES` of `matmul.make_register_tiled` and `matmul_warp_tiled` on C = A @ B, all n x n (float32)."""
-    from gpucourse.grading.tuning import sgemm_problem  # noqa: PLC0415
+    from gpucourse.grading import tuning  # noqa: PLC0415
     from gpucourse.kernels import matmul  # noqa: PLC0415
 
     least = 3 * n * n * 4  # A and B read once, C written once
-    problem = sgemm_problem(n, n, n)
+    problem = tuning.sgemm_problem(n, n, n)
     targets = [Target("`matmul_register_tiled`, " + ", ".join(f"{k}={v}" for k, v in tiles.items()),
                       f"grid {launch.blocks}, blocks of {launch.threads}", least, 1, launch)
                for tiles in SGEMM_TILES for launch in [problem.build(tiles)]]

@@ -240,9 +240,11 @@ class Generator:
 
     def join(self) -> list[str]:
         """``v`` assigned a value of one kind and then, in a branch or a loop, of the other (the literal 0, as in a
-        ReLU's ``if v < 0: v = 0``, among them): numba gives ``v`` one type, the two unified (float32 and an integer:
-        float64), at every assignment; then added to ``t``, as it is or through a square root (correctly rounded on a
-        GPU too) of ``v`` plus an integer or of ``-v``, whose result numba may type wider than it computes it."""
+        ReLU's ``if v < 0: v = 0``, among them): numba types each version of ``v`` on its own and converts them to
+        the two unified (float32 and an integer: float64) where the branch or loop joins them, so that ``v`` read
+        before the branch, or in it, has its own version's type; then added to ``t``, as it is or through a square
+        root (correctly rounded on a GPU too) of ``v`` plus an integer or of ``-v``, whose result numba may type
+        wider than it computes it."""
         first = self.choice(["int", "float"])
         start = self.typed(first)
         second = "float" if first == "int" else "int"
@@ -250,8 +252,12 @@ class Generator:
                             [self.choice(FLOAT_LITERALS), self.typed(second)])
         use = self.choice(["t = t + v", f"t = t + math.sqrt(abs(v + {self.leaf('int')[0]}))",
                            "t = t + math.sqrt(abs(-v))"])
-        if self.random.random() < 0.5:
+        shape = self.choice(["branch", "loop", "read around"])
+        if shape == "branch":
             return [f"v = {start}", f"if v < {self.expression(1)[0]}:", f"    v = {other}", use]
+        if shape == "read around":  # v * float32(0.75): float32 arithmetic where v is a float32
+            return [f"v = {start}", "t = t + v * float32(0.75)", f"if v < {self.expression(1)[0]}:",
+                    f"    v = {other}", "    t = t - v", use]
         return [f"v = {start}", "for k in range(i % 4):", f"    v = v + {other}", use]
 
     def feature(self, feature: str, threads: int) -> list[str]:

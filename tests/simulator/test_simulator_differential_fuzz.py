@@ -61,7 +61,8 @@ def test_generation_is_reproducible_and_covers_the_grammar(fuzz):
     assert [k.source for k in first] == [k.source for k in kernels(5)] != [k.source for k in kernels(6)]
     text = "\n".join(k.source for k in first)
     for feature in ("cuda.syncthreads()", "_sync(0xFFFFFFFF", "cuda.atomic.", "return", "math.", "while ",
-                    "for k in range(i % 5)", "//", "<<", " if ", "min(", "max(", "pow(", "divmod(", "round("):
+                    "for k in range(i % 5)", "//", "<<", " if ", "min(", "max(", "pow(", "divmod(", "round(",
+                    "t = t + v * float32(0.75)"):  # (a variable read before a branch joins it with another type)
         assert feature in text, feature
     dtypes = {dtype for kernel in first for dtype in kernel.dtypes}
     assert dtypes == set(fuzz.DTYPES)

@@ -4,8 +4,9 @@ Hypothesis draws small kernels from a grammar of integer and float expressions o
 array elements (float32, float64, int8 to int64, uint8 to uint32), literals, conversions
 (``float32(x)``, ``int8(x)`` ...) and the math functions IEEE 754 defines exactly (floor, ceil,
 trunc, fabs, copysign, sqrt, isnan, isinf, isfinite), with a variable reassigned in a loop,
-variables assigned values of two types in branches and loops (numba types each variable once over
-the function, the types unified: ``v = f[i]; if v < 0: v = 0`` makes ``v`` a float64), swapped,
+variables assigned values of two types in branches and loops (numba types each version of a
+variable on its own and converts where a branch or loop joins them: ``v = f[i]; if v < 0: v = 0``
+makes ``v`` a float64 after the ``if``, a float32 before it) and read around the join, swapped,
 a local array whose stores convert to its type, and a device function whose returns have two types. Each kernel runs on the
 simulator and, as ``numba.njit(error_model='numpy')``, over a loop of its threads on the
 CPU, which types every expression as numba-cuda does; the outputs must agree bit for bit. A
@@ -129,12 +130,16 @@ def cast(draw, depth: int, variables: tuple = ("t",)):
 
 @st.composite
 def joined(draw, name: str) -> list[str]:
-    """``name`` assigned one type and then, in a branch or a loop, another: numba gives the variable one type, the
-    two unified (float32 and an integer: float64), at every assignment."""
+    """``name`` assigned one type and then, in a branch or a loop, another: numba types each version of the variable
+    on its own and converts them to the two unified (float32 and an integer: float64) where the branch or loop joins
+    them, so a read before the join or inside the branch sees its version's type ("read around")."""
     first, _ = draw(st.one_of(expressions(1), cast(1)))
     second, _ = draw(st.one_of(expressions(1), cast(1), INT_LITERALS.map(lambda s: (s, "int"))))
     condition, _ = draw(expressions(1))
-    shape = draw(st.sampled_from(["if", "if-else", "for", "while", "break"]))
+    shape = draw(st.sampled_from(["if", "if-else", "for", "while", "break", "read around"]))
+    if shape == "read around":  # reads of each version: before the branch, in it, after the join
+        return [f"{name} = {first}", f"{name}e = {name} * float32(0.75) + {condition}", f"if {condition} < {second}:",
+                f"    {name} = {second}", f"    {name}e = {name}e - {name}", f"{name} = {name} + {name}e"]
     if shape == "if":
         return [f"{name} = {first}", f"if {condition} < {second}:", f"    {name} = {second}"]
     if shape == "if-else":
@@ -364,6 +369,10 @@ def test_simulator_computes_what_numba_compiles(body):
     # -9 stays -9 (not a uint16's 65527)
     ["t = 0.0", "v0 = a[i]", "if f[i] < 0:", "    v0 = uint16(m[i] & 255)", "v1 = c[i] + b[i]", "v0, v1 = v1, v0",
      "out[i, 0] = uint16(m[i]) - v0", "out[i, 1] = (~-5) - v1", "out[i, 2] = v1 * f[i]"],
+    # v0 a float32 read before the branch joins it with a float64 (float32 arithmetic there), then the branch's
+    # version read in it, then the float64 they join into
+    ["t = 0.0", "v0 = float32(f[i] * 1.5)", "v0e = v0 * float32(0.75) + f[i]", "if f[i] < 0:", "    v0 = g[i]",
+     "    v0e = v0e - v0", "v0 = v0 + v0e", "out[i, 0] = v0", "out[i, 1] = v0e", "out[i, 2] = t"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

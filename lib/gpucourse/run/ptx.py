@@ -11,9 +11,10 @@ such code fails at once, with numba's explanation, on a laptop too.
 
 Each compilation also keeps the types numba gives the variables of the kernel
 and of its device functions (`variable_types`), which the simulator uses: numba
-types a variable once over the whole function (``x = a[i]`` is float64 if a loop
-later assigns ``x = x * 0.5``), where a value alone would keep its own type, and
-may type an operation's result wider than the operation (`_widened_operations`).
+types each version of a variable and converts them where control flow joins them
+(``x = a[i]``, a float32, is a float64 in a loop that assigns ``x = x * 0.5``),
+where a value alone would keep its own type, and may type an operation's result
+wider than the operation (`_widened_operations`).
 
 A compilation is kept (`compile_cache`), its PTX and those types, so the same kernel
 is not compiled again: in this process, or in another one on this machine.
@@ -141,16 +142,19 @@ def _widest(dtypes: list):
 
 
 def _unified_variables(annotation) -> dict:
-    """{source variable: dtype} from a compiled function's typemap, and {`assignment_key`: dtype} for each
-    assignment of a variable whose versions keep different types.
+    """{source variable: dtype} from a compiled function's typemap, and, for a variable whose reads see versions
+    of different types, {`assignment_key`: dtype} for each assignment and {`read_key`: dtype} for each read.
 
     SSA splits a variable into versions (``x``, ``x.1``, ...) joined by copies where control flow meets
     (numba's phi nodes); versions joined so get one type: numba's for the version the copies join into, which it
     unified from theirs (``v = x[i]`` a float32, ``v = 0`` in a branch: float64 where they meet, never the branch's
-    integer). A name whose versions keep different types (reassigned with another type, no loop or branch joining
-    them: ``v = 0.5`` then ``v = f[i]``) has no one type: each of its assignments gets its versions' instead, keyed
-    by the line and the order of the assignments to it there (`_assignment_types`).
+    integer). Where every read of a variable reads a version of that one type, the variable has it. Else (``v =
+    f[i]``, a float32, is read before a branch's ``v = 0`` joins it into a float64; or ``v = 0.5`` then ``v = f[i]``,
+    no branch joining them) each assignment gets the type of the version it makes (`_assignment_types`) and each
+    read the type of the version it reads (`_reads`), keyed by the line and their order there, and ``READS`` says so.
     """
+    from ..simulator.arithmetic import READS, read_key  # noqa: PLC0415
+
     typemap = annotation.typemap
     parent = {name: name for name in typemap if _base_name(name)}
     joined = set()  # the versions the copies join into: numba typed each with the unified type
@@ -162,28 +166,57 @@ def _unified_variables(annotation) -> dict:
 
     for block in annotation.blocks.values():
         for statement in block.body:
-            if (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Var)
-                    and statement.target.name in parent and statement.value.name in parent
-                    and _base_name(statement.target.name) == _base_name(statement.value.name)):
+            if _joins(statement) and statement.target.name in parent and statement.value.name in parent:
                 joined.add(statement.target.name)
                 parent[root(statement.target.name)] = root(statement.value.name)
     members: dict = {}
     for name in parent:
         members.setdefault(root(name), []).append(name)
     dtypes: dict = {}
-    version_types: dict = {}  # version -> its group's dtype (None: not a number)
     for versions in members.values():
         typed = [_number_dtype(typemap[v]) for v in versions if v in joined] or [_number_dtype(typemap[versions[0]])]
         unknown = any(t is None for t in typed)  # (`None in typed` is True of float64: np.dtype(None) is float64)
-        group = None if unknown else _widest(typed)
-        dtypes.setdefault(_base_name(versions[0]), set()).add(group)
-        version_types.update(dict.fromkeys(versions, group))
+        dtypes.setdefault(_base_name(versions[0]), set()).add(None if unknown else _widest(typed))
     unified = {name: found.pop() for name, found in dtypes.items()
                if len(found) == 1 and not any(f is None for f in found)}
-    return {**unified, **_assignment_types(annotation, version_types, set(unified))}
+    reads = _reads(annotation)
+    keyed = {name for (name, _), read in reads.items()
+             if any(d is not None and (name not in unified or d != unified[name]) for d in read)}
+    kept = {name: dtype for name, dtype in unified.items() if name not in keyed}
+    assignments = _assignment_types(annotation, set(kept))
+    read_types = _keyed({where: read for where, read in reads.items() if where[0] in keyed}, read_key)
+    return {**kept, **assignments, **read_types, **({READS: np.dtype(bool)} if read_types else {})}
 
 
-def _assignment_types(annotation, version_types: dict, unified: set) -> dict:
+def _joins(statement) -> bool:
+    """Whether ``statement`` is a copy of one version of a variable into another (``v.2 = v``: numba's phi)."""
+    return (isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Var)
+            and _base_name(statement.target.name) is not None
+            and _base_name(statement.target.name) == _base_name(statement.value.name))
+
+
+def _reads(annotation) -> dict:
+    """{(variable, line): [the dtype of the version each read of it there reads, None where not a number]}, in the
+    order they run, as `simulator.transform.read_keys` counts the source's reads; a join's copy is no read."""
+    found: dict = {}
+    for _, block in sorted(annotation.blocks.items()):
+        for statement in block.body:
+            if isinstance(statement, ir.Del) or _joins(statement):
+                continue
+            if isinstance(statement, ir.Assign):
+                value = statement.value
+                used = [value] if isinstance(value, ir.Var) else value.list_vars() if isinstance(value, ir.Expr) else []
+            else:
+                used = statement.list_vars()
+            for variable in used:
+                name = _base_name(variable.name)
+                if name is not None and variable.name in annotation.typemap:
+                    found.setdefault((name, statement.loc.line), []).append(
+                        _number_dtype(annotation.typemap[variable.name]))
+    return found
+
+
+def _assignment_types(annotation, unified: set) -> dict:
     """{`assignment_key`: dtype} of the source's assignments to the variables not in ``unified``: the type of the
     version each creates (an SSA copy that joins versions of one variable is no assignment of the source)."""
     from ..simulator.arithmetic import assignment_key  # noqa: PLC0415
@@ -192,11 +225,10 @@ def _assignment_types(annotation, version_types: dict, unified: set) -> dict:
     for _, block in sorted(annotation.blocks.items()):
         for statement in block.body:
             if not isinstance(statement, ir.Assign) or (name := _base_name(statement.target.name)) is None \
-                    or name in unified:
+                    or name in unified or _joins(statement):
                 continue
-            if isinstance(statement.value, ir.Var) and _base_name(statement.value.name) == name:
-                continue  # a join's copy
-            found.setdefault((name, statement.loc.line), []).append(version_types.get(statement.target.name))
+            found.setdefault((name, statement.loc.line), []).append(
+                _number_dtype(annotation.typemap[statement.target.name]))
     return _keyed(found, assignment_key)
 
 

@@ -456,7 +456,15 @@ def assignment_key(variable: str, line: int, ordinal: int, count: int) -> str:
     return f"$={variable}:{line}:{ordinal}/{count}"
 
 
+def read_key(variable: str, line: int, ordinal: int, count: int) -> str:
+    """How a kernel's variable types name the type of the version one read of ``variable`` reads, where the versions
+    its reads see have different types: the ``ordinal``-th of the ``count`` reads of it on source ``line``
+    (``"$<v:27:0/1"``)."""
+    return f"$<{variable}:{line}:{ordinal}/{count}"
+
+
 RETURNED = "$return"  # how a function's variable types name its return type (numba's, unified over its returns)
+READS = "$reads"  # present (as bool) in a function's variable types where some of its reads are keyed (`read_key`)
 
 
 def method_name(ast_operator_name: str) -> str:
@@ -475,4 +483,4 @@ for _name, _function in {**BINARY, **UNARY}.items():
             _operator(_function, _IMPLEMENTATIONS.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
-           "assignment_key", "method_name", "operation_key", "RETURNED", "select", "strong", "typed"]
+           "assignment_key", "method_name", "operation_key", "read_key", "READS", "RETURNED", "select", "strong", "typed"]

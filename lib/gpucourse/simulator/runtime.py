@@ -183,23 +183,16 @@ class Runtime(Arithmetic):
         dtype = types.get(name)
         if dtype is None and key is not None:
             dtype = types.get(key)
-        if dtype is None or dtype_of(value) in (dtype, None):
+        current = dtype_of(value)  # (not `in (dtype, None)`: NumPy takes None for float64, so a float64 stayed)
+        if dtype is None or current is None or current == dtype:
             return value
         return cast(value, dtype)
 
     def merge_assigned(self, old, types: dict, name: str, value, key: str | None = None):
-        """``merge(old, assigned(types, name, value, key))``: an assignment in a branch or loop.
-
-        Where numba types the variable's versions differently (``v = 0.5`` then ``v = f[i]``, a float32: no branch
-        joins them) and this assignment's version is known, the lanes that do not run it take its type too: a lane
-        that reads the variable later reads a version joined with this one (of its type) or none at all, never a
-        float64 that NumPy's promotion of the two would make."""
-        if types:
-            value = self.assigned(types, name, value, key)
-            if name not in types and key in types and old is not UNDEFINED:
-                before, after = dtype_of(old), dtype_of(value)
-                if before is not None and after is not None and before != after:
-                    old = cast(old, after)
+        """``merge(old, assigned(types, name, value, key))``: an assignment in a branch or loop. Where the lanes
+        hold versions of different types (``v = 5`` in a branch, ``v`` a float32 before it), NumPy's promotion holds
+        both, and each read takes the type of the version numba reads there (`transform.read_keys`)."""
+        value = self.assigned(types, name, value, key)
         if old is UNDEFINED or self.full:
             return value
         return self.merge(old, value)

@@ -16,10 +16,11 @@ the runtime (``_g_rt``), which keeps that mask:
 - arithmetic, bitwise, comparison and unary operators go through the runtime,
   which computes them in the types numba gives them (`arithmetic`);
 - a value assigned to a variable is converted to the type numba's compilation
-  gives that variable over the whole function, when the launch knows it (or,
-  where its versions have different types, to this assignment's version's:
-  `assignment_keys`), and so are the result of an operation numba types wider
-  than it computes it (`operation_keys`) and a function's return value.
+  gives that variable, when the launch knows it (or, where the versions its
+  reads see have different types, to this assignment's version's:
+  `assignment_keys`, and each such read to the version's it reads:
+  `read_keys`), and so are the result of an operation numba types wider than
+  it computes it (`operation_keys`) and a function's return value.
 
 Each memory access and call site gets a `Site` (function, line, source text) so
 that an error names the line the student wrote.
@@ -36,7 +37,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
-from .arithmetic import BINARY, RETURNED, UNARY, assignment_key, method_name, operation_key
+from .arithmetic import BINARY, READS, RETURNED, UNARY, assignment_key, method_name, operation_key, read_key
 from .errors import UnsupportedInKernel, fault
 
 RT = "_g_rt"
@@ -44,6 +45,7 @@ CALL = "_g_call"
 UNDEFINED = "_g_U"
 FUNCTION = "_g_function"  # the Python function a rewrite comes from, the key of its variable types
 TYPES = "_g_types"
+PLAIN = "_g_plain"  # true where no read of the function is keyed (`read_keys`): every read takes the value as it is
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,17 @@ def assignment_keys(tree: ast.FunctionDef) -> dict[int, str]:
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)], assignment_key)
 
 
+def read_keys(tree: ast.FunctionDef) -> dict[int, str]:
+    """{id of a read of a variable numba may see with several types (`_versioned_names`): its `read_key`}: the reads
+    of each variable counted per line in the order they run, as `run.ptx._reads` counts numba's (``v += x`` reads
+    ``v`` first)."""
+    versioned = _versioned_names(tree)
+    updated = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.AugAssign)}
+    return _keyed([(node, (node.id, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
+                   if isinstance(node, ast.Name) and node.id in versioned
+                   and (isinstance(node.ctx, ast.Load) or id(node) in updated)], read_key)
+
+
 class KernelRewriter:
     """Rewrites one function definition (kernel or device function)."""
 
@@ -228,6 +241,7 @@ class KernelRewriter:
         self.function = tree.name
         self.operation_keys = operation_keys(tree)  # before the rewrite: they key the source's own nodes
         self.assignment_keys = assignment_keys(tree)
+        self.read_keys = read_keys(tree)
 
     # -- helpers -----------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -245,6 +259,16 @@ class KernelRewriter:
         if key is None:
             return computed
         return _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), computed)
+
+    def read(self, node: ast.Name) -> ast.expr:
+        """A read of a variable: converted to the type of the version numba reads there, where that is keyed
+        (`read_keys`; only in a function that has such reads)."""
+        key = self.read_keys.get(id(node))
+        name = ast.Name(node.id, ast.Load())
+        if key is None:
+            return name
+        return ast.IfExp(ast.Name(PLAIN, ast.Load()), name,
+                         _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), ast.Name(node.id, ast.Load())))
 
     def unsupported(self, node: ast.AST, what: str) -> UnsupportedInKernel:
         line = getattr(node, "lineno", self.tree.lineno)
@@ -314,6 +338,9 @@ class KernelRewriter:
                     [ast.keyword(k.arg, self.visit(k.value)) for k in node.keywords],
                 )
                 return rewriter.widened(rewriter.operation_keys.get(id(node)), call)
+
+            def visit_Name(self, node):
+                return rewriter.read(node) if isinstance(node.ctx, ast.Load) else node
 
             def visit_NamedExpr(self, node):
                 raise rewriter.unsupported(node, "the walrus operator :=")
@@ -421,7 +448,7 @@ class KernelRewriter:
     def augmented(self, node: ast.AugAssign, nested: bool) -> list[ast.stmt]:
         value = self.expr(node.value)
         if isinstance(node.target, ast.Name):
-            current = _binary(ast.Name(node.target.id, ast.Load()), node.op, value)
+            current = _binary(self.read(node.target), node.op, value)
             return [self.assign_name(node.target, current, nested)]
         if isinstance(node.target, ast.Subscript):
             array, index = self.fresh("a"), self.fresh("i")
@@ -497,7 +524,9 @@ class KernelRewriter:
         )
         frame = self.fresh("f")
         prologue = [ast.Assign([ast.Name(frame, ast.Store())], _call("enter")),
-                    ast.Assign([ast.Name(TYPES, ast.Store())], _call("types_of", ast.Name(FUNCTION, ast.Load())))]
+                    ast.Assign([ast.Name(TYPES, ast.Store())], _call("types_of", ast.Name(FUNCTION, ast.Load()))),
+                    ast.Assign([ast.Name(PLAIN, ast.Store())],
+                               ast.Compare(ast.Constant(READS), [ast.NotIn()], [ast.Name(TYPES, ast.Load())]))]
         if assigned:
             prologue.append(
                 ast.Assign([ast.Name(n, ast.Store()) for n in assigned], ast.Name(UNDEFINED, ast.Load()))

@@ -428,6 +428,16 @@ def test_structured_programs_agree(body):
      "w0 = 0", "while w0 < b[i] % 3 and p < 1e6:", "    p = (int32(m[i]) - abs(int16(c[i])))",
      "    for k1 in range(b[i] % 3):", "        q = min(abs(-2), (-1.25 * g[i]))", "        q += b[i]",
      "        q = abs(uint8(b[i]))", "    q = 0", "    w0 += 1", "out[i, 0] = p", "out[i, 1] = q", "out[i, 2] = acc"],
+    # v0 an int64 in the branch, read where numba and the source count its reads differently: a while test (CPython
+    # evaluates it in two places) and a chained comparison (numba reads its middle twice); each line's reads all
+    # read one version, which types them (the simulator took the merged float64 there and refused its bits)
+    ["t = 0.0", "v0 = float32(f[i] * 1.5)", "if f[i] < 0:", "    v0 = n[i] + 60", "    while (v0 & 3) != 0:",
+     "        v0 = v0 - 1", "        t = t + 1", "    t = t + (v0 & 1) + (1.0 if -70 < v0 < 40 else 2.0)",
+     "out[i, 0] = v0", "out[i, 1] = t", "out[i, 2] = v0 * f[i]"],
+    # v1 = v0 * 3 makes v1's int64 version at once, which the branch's v1 = 0.5 joins into a float64: the product is
+    # an int64 (the simulator took it for one numba widens to that float64, and lost the low bits above 2**53)
+    ["t = 0.0", "v0 = n[i]", "v0 = v0 + 9007199254740993", "v1 = v0 * 3", "out[i, 0] = v1 & 7", "if f[i] < 0:",
+     "    v1 = 0.5", "out[i, 1] = v1", "out[i, 2] = t"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

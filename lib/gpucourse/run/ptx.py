@@ -151,7 +151,8 @@ def _unified_variables(annotation) -> dict:
     integer). Where every read of a variable reads a version of that one type, the variable has it. Else (``v =
     f[i]``, a float32, is read before a branch's ``v = 0`` joins it into a float64; or ``v = 0.5`` then ``v = f[i]``,
     no branch joining them) each assignment gets the type of the version it makes (`_assignment_types`) and each
-    read the type of the version it reads (`_reads`), keyed by the line and their order there, and ``READS`` says so.
+    read the type of the version it reads (`_reads`), keyed by the line and their order there (by the line alone
+    where all the reads of it there read one type), and ``READS`` says so.
     """
     from ..simulator.arithmetic import READS, read_key  # noqa: PLC0415
 
@@ -184,7 +185,11 @@ def _unified_variables(annotation) -> dict:
              if any(d is not None and (name not in unified or d != unified[name]) for d in read)}
     kept = {name: dtype for name, dtype in unified.items() if name not in keyed}
     assignments = _assignment_types(annotation, set(kept))
-    read_types = _keyed({where: read for where, read in reads.items() if where[0] in keyed}, read_key)
+    reads = {where: read for where, read in reads.items() if where[0] in keyed}  # the keyed variables' reads
+    # the lines whose reads of a variable all read one type (`d is not None` first: float64 == None in NumPy)
+    alike = {where: read[0] for where, read in reads.items() if all(d is not None and d == read[0] for d in read)}
+    read_types = {**_keyed({where: read for where, read in reads.items() if where not in alike}, read_key),
+                  **{read_key(*where): dtype for where, dtype in alike.items()}}
     return {**kept, **assignments, **read_types, **({READS: np.dtype(bool)} if read_types else {})}
 
 
@@ -272,10 +277,12 @@ def _widened_operations(annotation) -> dict:
               if isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Global)
               and statement.value.value is slice}
     # a result assigned to a variable takes the type of that variable's version (``v = v + x``: numba's float64
-    # temporary is converted back to v's float32 there)
+    # temporary is converted back to v's float32 there), not that of a version a join copies it into (``w = v * 3``,
+    # numba's int64 assigned to w at once, then joined into a float64 by a branch's ``w = 0.5``)
     assigned = {statement.value.name: statement.target.name for block in annotation.blocks.values()
                 for statement in block.body if isinstance(statement, ir.Assign)
-                and isinstance(statement.value, ir.Var) and _base_name(statement.target.name)}
+                and isinstance(statement.value, ir.Var) and _base_name(statement.target.name)
+                and not _joins(statement)}
     found: dict = {}  # (kind, line) -> [the result's dtype where wider than the operation's, or None]
     for _, block in sorted(annotation.blocks.items()):
         for statement in block.body:

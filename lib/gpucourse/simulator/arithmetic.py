@@ -456,11 +456,13 @@ def assignment_key(variable: str, line: int, ordinal: int, count: int) -> str:
     return f"$={variable}:{line}:{ordinal}/{count}"
 
 
-def read_key(variable: str, line: int, ordinal: int, count: int) -> str:
+def read_key(variable: str, line: int, ordinal: int | None = None, count: int | None = None) -> str:
     """How a kernel's variable types name the type of the version one read of ``variable`` reads, where the versions
     its reads see have different types: the ``ordinal``-th of the ``count`` reads of it on source ``line``
-    (``"$<v:27:0/1"``)."""
-    return f"$<{variable}:{line}:{ordinal}/{count}"
+    (``"$<v:27:0/1"``); without an ordinal, every read of it on that line, where all read versions of one type
+    (``"$<v:27"``: numba may count them differently, a ``while`` test CPython evaluates in two places, the middle of a
+    chained comparison it reads twice)."""
+    return f"$<{variable}:{line}" if ordinal is None else f"$<{variable}:{line}:{ordinal}/{count}"
 
 
 RETURNED = "$return"  # how a function's variable types name its return type (numba's, unified over its returns)

@@ -202,7 +202,7 @@ class Runtime(Arithmetic):
         if old is UNDEFINED or self.full:
             return new
         if type(old) is np.ndarray and type(new) is np.ndarray:
-            return np.where(self.mask, new, old)  # `select`, with nothing to promote
+            return np.where(self.mask, new, old)  # (promoted where the two differ: versions of two types)
         if isinstance(old, tuple):
             return tuple(self.merge(o, n) for o, n in zip(old, new))
         return select(self.mask, new, old)

@@ -262,13 +262,14 @@ class KernelRewriter:
 
     def read(self, node: ast.Name) -> ast.expr:
         """A read of a variable: converted to the type of the version numba reads there, where that is keyed
-        (`read_keys`; only in a function that has such reads)."""
+        (`read_keys`, or the line's `read_key` for all its reads; only in a function that has such reads)."""
         key = self.read_keys.get(id(node))
         name = ast.Name(node.id, ast.Load())
         if key is None:
             return name
-        return ast.IfExp(ast.Name(PLAIN, ast.Load()), name,
-                         _call("assigned", ast.Name(TYPES, ast.Load()), ast.Constant(key), ast.Name(node.id, ast.Load())))
+        line = ast.Constant(read_key(node.id, node.lineno))
+        return ast.IfExp(ast.Name(PLAIN, ast.Load()), name, _call("assigned", ast.Name(TYPES, ast.Load()), line,
+                                                                  ast.Name(node.id, ast.Load()), ast.Constant(key)))
 
     def unsupported(self, node: ast.AST, what: str) -> UnsupportedInKernel:
         line = getattr(node, "lineno", self.tree.lineno)

@@ -542,3 +542,47 @@ def test_each_read_of_a_variable_sees_the_type_of_the_version_it_reads():
     before = (v + f * np.float32(0.3)).astype(np.float64)
     np.testing.assert_array_equal(out, before + np.where(f < 0, 5.0, v.astype(np.float64)))
     np.testing.assert_array_equal(bits, np.where(f < 0, 1, 0))
+
+
+def _masked_bits(p, q):
+    v = p * float32(1.1)  # a float32 ...
+    if p < 0:
+        v = q  # ... or q's integer type
+        return v & 3
+    return v * float32(0.3)
+
+
+masked_bits = cuda.jit(device=True)(_masked_bits)
+masked_bits_inlined = cuda.jit(device=True, inline="always")(_masked_bits)
+
+
+@cuda.jit
+def masked_bits_of_two_types(f, n, c, out):
+    i = cuda.grid(1)
+    if i < f.size:
+        out[i, 0] = masked_bits(f[i], n[i])  # two signatures: v & 3 reads an int64 in one, an int16 in the other
+        out[i, 1] = masked_bits(f[i], c[i])
+
+
+@cuda.jit
+def masked_bits_inline(f, n, c, out):
+    i = cuda.grid(1)
+    if i < f.size:
+        out[i, 0] = masked_bits_inlined(f[i], n[i])  # numba copies it here and types it only here
+        out[i, 1] = masked_bits_inlined(f[i], c[i])
+
+
+@pytest.mark.parametrize("kernel", [masked_bits_of_two_types, masked_bits_inline])
+def test_a_device_function_has_the_types_of_the_signature_it_is_called_with(kernel):
+    """The signatures of a device function type its variables differently (q an int64, or an int16): each call gets
+    its own signature's types, not only those all agree on (the simulator took v's merged float32 lanes as a float
+    and refused v & 3). An ``inline="always"`` function, which numba types only inside its callers, is typed as
+    compiled alone for each call's argument types."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    f = RNG.uniform(-4, 4, N).astype(np.float32)
+    n = RNG.integers(-50, 50, N)
+    c, out = n.astype(np.int16), np.zeros((N, 2))
+    launch(kernel, f, n, c, out)
+    want = np.where(f < 0, n & 3, (f * np.float32(1.1) * np.float32(0.3)).astype(np.float64))
+    np.testing.assert_array_equal(out, np.stack([want, want], axis=1))

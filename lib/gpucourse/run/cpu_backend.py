@@ -300,7 +300,8 @@ class SimulatedLaunch:
         host, copy_back = _on_the_host(args)
         if simulator.has_source(self.dispatcher.py_func):
             simulator.run(self.dispatcher.py_func, grid, block, host, self.shared_bytes, variable_types,
-                          debug=bool(self.dispatcher.targetoptions.get("debug")))
+                          debug=bool(self.dispatcher.targetoptions.get("debug")),
+                          inline_types=ptx.inline_variable_types)
         else:
             _on_numbas_simulator(self.dispatcher.py_func, grid, block, host, self.shared_bytes)
         copy_back()

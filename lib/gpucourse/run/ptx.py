@@ -14,7 +14,9 @@ and of its device functions (`variable_types`), which the simulator uses: numba
 types each version of a variable and converts them where control flow joins them
 (``x = a[i]``, a float32, is a float64 in a loop that assigns ``x = x * 0.5``),
 where a value alone would keep its own type, and may type an operation's result
-wider than the operation (`_widened_operations`).
+wider than the operation (`_widened_operations`). A device function keeps them per
+signature where its signatures differ; one numba inlines (``inline="always"``) is
+compiled alone for the types of each call (`inline_variable_types`).
 
 A compilation is kept (`compile_cache`), its PTX and those types, so the same kernel
 is not compiled again: in this process, or in another one on this machine.
@@ -46,6 +48,8 @@ _compiled_functions: set = set()  # every py_func compile_for_gpu compiled, for 
 _kernel_variables: dict = {}  # (py_func, argument types) -> {variable: dtype}
 _device_variables: dict = {}  # py_func of a device function -> {variable: dtype}, over all its signatures
 _signatures: dict = {}  # (py_func, argument types) -> ({variable: dtype}, [(py_func, argument types) it calls])
+_by_arguments: dict = {}  # py_func -> {`argument_kinds`: {variable: dtype}}, each signature compiled
+_differing: set = set()  # the py_funcs whose signatures type their variables differently
 _toolchain_error: str | None = None
 
 
@@ -310,12 +314,24 @@ def _calls(annotation) -> list:
     return calls
 
 
-def _merge_variables(py_func, variables: dict) -> None:
+def _argument_kinds(argtypes) -> tuple:
+    """`simulator.arithmetic.argument_kinds` of a signature's numba types."""
+    return tuple(f"{_number_dtype(t.dtype)}[{t.ndim}]" if isinstance(t, types.Array) else str(_number_dtype(t))
+                 for t in map(types.unliteral, argtypes))
+
+
+def _merge_variables(py_func, variables: dict, kinds: tuple) -> None:
+    """Keep the variable types of one signature of ``py_func`` (its `_argument_kinds`), and those all its
+    signatures agree on (what a call whose arguments match no signature gets)."""
     known = _device_variables.setdefault(py_func, dict(variables))
     # (not `variables.get(n) != known[n]`: NumPy takes None for float64, so a float64 one signature alone has, a
     # widened operation's among them, would stay for every signature)
     for name in [n for n in known if n not in variables or variables[n] != known[n]]:
         del known[name]  # several signatures that type it differently, or one that does not have it
+    signatures = _by_arguments.setdefault(py_func, {})
+    signatures[kinds] = variables
+    if any(other != variables for other in signatures.values()):
+        _differing.add(py_func)
     _compiled_functions.add(py_func)
 
 
@@ -328,7 +344,7 @@ def _keep_variable_types(py_func, argtypes, annotation, return_type) -> None:
         variables[RETURNED] = returned
     _signatures[(py_func, tuple(argtypes))] = (variables, _calls(annotation))
     _kernel_variables[(py_func, tuple(argtypes))] = variables
-    _merge_variables(py_func, variables)
+    _merge_variables(py_func, variables, _argument_kinds(argtypes))
 
 
 @contextlib.contextmanager
@@ -357,10 +373,27 @@ def target_device(cc: tuple = COMPUTE_CAPABILITY):
 def variable_types(py_func, argtypes) -> dict:
     """{function: {variable: dtype}} numba gives the kernel ``py_func`` compiled for ``argtypes`` and every
     device function compiled so far (empty when the kernel was not compiled: no NVVM, or the check is off)."""
+    from ..simulator.arithmetic import SIGNATURES  # noqa: PLC0415
+
     kernel = _kernel_variables.get((py_func, tuple(argtypes)))
     if kernel is None:
         return {}
-    return {**_device_variables, py_func: kernel}
+    each = {(function, SIGNATURES): _by_arguments[function] for function in _differing}
+    return {**_device_variables, **each, py_func: kernel}
+
+
+def inline_variable_types(py_func, argtypes: tuple) -> dict:
+    """{variable: dtype} of an ``inline="always"`` device function called with ``argtypes``: numba copies such a
+    function into its callers and types it only there, so it is compiled alone here, once per signature, for the
+    compute capability the checks compile for ({} where it does not compile alone)."""
+    signature = (py_func, tuple(argtypes))
+    if signature not in _signatures:
+        try:
+            with target_device(_check_cc):
+                cuda.compile_ptx(py_func, argtypes, device=True, cc=_check_cc)
+        except Exception:  # noqa: BLE001 (what compiles only inlined, as a tuple of arrays returned: no types)
+            _signatures[signature] = ({}, [])
+    return _signatures.get(signature, ({}, []))[0]
 
 
 def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str:
@@ -383,8 +416,8 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
 
 
 def _reached(py_func, argtypes, key) -> list | None:
-    """[digest, variables] of the kernel compiled for ``argtypes`` and of each device function it reaches, the
-    kernel first; None when one of them was not seen compiled or is not among the key's functions."""
+    """[digest, variables, argument kinds] of the kernel compiled for ``argtypes`` and of each device function it
+    reaches, the kernel first; None when one of them was not seen compiled or is not among the key's functions."""
     found, todo, seen = [], [(py_func, argtypes)], {(py_func, argtypes)}
     while todo:
         signature = todo.pop(0)
@@ -392,7 +425,8 @@ def _reached(py_func, argtypes, key) -> list | None:
         if signature not in _signatures or digest is None:
             return None
         variables, calls = _signatures[signature]
-        found.append([digest, {name: str(dtype) for name, dtype in variables.items()}])
+        found.append([digest, {name: str(dtype) for name, dtype in variables.items()},
+                      list(_argument_kinds(signature[1]))])
         for call in calls:
             if call not in seen:
                 seen.add(call)
@@ -412,12 +446,12 @@ def _dtype(name: str):
 def _restore(kept: dict, key, argtypes) -> bool:
     """Keep the variable types of a kept compilation as if it had been compiled here; False when one of its
     functions is not among the key's."""
-    functions = [(key.functions.get(digest), {name: _dtype(dtype) for name, dtype in variables.items()})
-                 for digest, variables in kept["signatures"]]
-    if any(function is None for function, _ in functions):
+    functions = [(key.functions.get(digest), {name: _dtype(dtype) for name, dtype in variables.items()}, tuple(kinds))
+                 for digest, variables, kinds in kept["signatures"]]
+    if any(function is None for function, _, _ in functions):
         return False
-    for function, variables in functions:
-        _merge_variables(function, variables)
+    for function, variables, kinds in functions:
+        _merge_variables(function, variables, kinds)
     _kernel_variables[(functions[0][0], argtypes)] = functions[0][1]
     return True
 

@@ -467,6 +467,20 @@ def read_key(variable: str, line: int, ordinal: int | None = None, count: int | 
 
 RETURNED = "$return"  # how a function's variable types name its return type (numba's, unified over its returns)
 READS = "$reads"  # present (as bool) in a function's variable types where some of its reads are keyed (`read_key`)
+SIGNATURES = "$signatures"  # (function, SIGNATURES): {`argument_kinds`: its variable types} where signatures differ
+
+
+def argument_kinds(values) -> tuple:
+    """What names a device function's signature by its arguments' values (as `run.ptx` names it by their numba
+    types): each argument's dtype, ``"float32[2]"`` for a 2-D array of float32, ``"None"`` for anything else."""
+    kinds = []
+    for value in values:
+        dtype = dtype_of(value)
+        if dtype is None and hasattr(value, "ndim") and hasattr(value, "dtype"):  # an array argument
+            kinds.append(f"{value.dtype}[{value.ndim}]")
+        else:
+            kinds.append(str(dtype))
+    return tuple(kinds)
 
 
 def method_name(ast_operator_name: str) -> str:
@@ -485,4 +499,5 @@ for _name, _function in {**BINARY, **UNARY}.items():
             _operator(_function, _IMPLEMENTATIONS.get(_name), 1 if _name in UNARY else 2))
 
 __all__ = ["Arithmetic", "BINARY", "UNARY", "as_dtype", "cast", "complex_quotient", "dtype_of", "from_dtype",
-           "assignment_key", "method_name", "operation_key", "read_key", "READS", "RETURNED", "select", "strong", "typed"]
+           "argument_kinds", "assignment_key", "method_name", "operation_key", "read_key", "READS", "RETURNED",
+           "SIGNATURES", "select", "strong", "typed"]

@@ -22,7 +22,7 @@ from numba.core.dispatcher import Dispatcher
 from numba.cuda.dispatcher import CUDADispatcher
 
 from . import bfloat16, collective
-from .arithmetic import as_dtype, cast, dtype_of, from_dtype
+from .arithmetic import SIGNATURES, argument_kinds, as_dtype, cast, dtype_of, from_dtype
 from .errors import UnsupportedInKernel, fault
 from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
@@ -44,6 +44,8 @@ def dispatch(runtime, function, args, kwargs):
                         f"`{function.py_func.__name__}` is a kernel; a kernel can only call device functions "
                         "(@cuda.jit(device=True))")
         if function._can_compile or kwargs:
+            if function.targetoptions.get("inline") == "always":
+                _type_inlined(runtime, function, args)
             return device_function(function.py_func)(*args, **kwargs)
         return _declared_call(function, args)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
@@ -62,6 +64,19 @@ def dispatch(runtime, function, args, kwargs):
     if function is print:
         return kernel_print(runtime, args, kwargs)
     return _direct(function)(*args, **kwargs)
+
+
+def _type_inlined(runtime, dispatcher, args) -> None:
+    """Give the launch the variable types of an ``inline="always"`` device function for these arguments, which
+    numba types only inside its callers (the launch's ``inline_types`` compiles it alone): none where the launch
+    has no types at all (the PTX check off)."""
+    if runtime.inline_types is None or not runtime.variable_types:
+        return
+    table = runtime.variable_types.setdefault((dispatcher.py_func, SIGNATURES), {})
+    kinds = argument_kinds(args)
+    if kinds not in table:
+        argtypes = tuple(map(_numba_type, args))
+        table[kinds] = {} if any(t is None for t in argtypes) else runtime.inline_types(dispatcher.py_func, argtypes)
 
 
 def _bfloat16_call(runtime, function, args):

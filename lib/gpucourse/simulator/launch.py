@@ -167,12 +167,13 @@ def _geometry(grid, block) -> Geometry:
 
 
 def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict | None = None,
-        debug: bool = False) -> None:
+        debug: bool = False, inline_types=None) -> None:
     """Run ``py_func`` as a kernel over ``grid`` x ``block`` threads; arrays are updated in place.
 
     ``variable_types`` ({function: {variable name: dtype}}, for the kernel and its device functions) are the
     types numba's compilation gives variables: a value assigned to one is converted to its type, as numba does.
-    ``debug`` is ``cuda.jit(debug=True)``'s: a division by zero raises ZeroDivisionError.
+    ``debug`` is ``cuda.jit(debug=True)``'s: a division by zero raises ZeroDivisionError. ``inline_types(py_func,
+    argtypes)`` gives those of an ``inline="always"`` device function, which numba types only in its callers.
     """
     if RUNTIME.geometry is not None:
         raise RuntimeError("a kernel cannot be launched while another simulated kernel runs")
@@ -193,7 +194,7 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
     budget, seconds = _step_budget, float(os.environ.get(TIME_BUDGET_ENV) or 600)
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
-                  seconds)
+                  seconds, inline_types)
     try:
         with np.errstate(all="ignore"):
             function(*wrapped)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
-from .arithmetic import Arithmetic, cast, dtype_of, range_dtype, select
+from .arithmetic import SIGNATURES, Arithmetic, argument_kinds, cast, dtype_of, range_dtype, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
@@ -56,17 +56,20 @@ class Runtime(Arithmetic):
         self.geometry: Geometry | None = None
         self.trace = None
         self.variable_types: dict = {}
+        self.inline_types = None
 
     # -- launch --------------------------------------------------------------
     def begin(self, geometry: Geometry, kernel_name: str, shared_bytes: int, trace=None,
               variable_types: dict | None = None, debug: bool = False, step_budget: int | None = None,
-              seconds: float | None = None) -> None:
+              seconds: float | None = None, inline_types=None) -> None:
         """Start a launch; ``debug`` (``cuda.jit(debug=True)``) raises ZeroDivisionError on a division by zero,
         as numba's Python error model does; a launch that runs more than ``step_budget`` loop iterations
         (summed over its loops, every lane at once) stops with `EndlessLoop`, one whose loops still iterate
-        after ``seconds`` with `TooSlowToSimulate`."""
+        after ``seconds`` with `TooSlowToSimulate`. ``inline_types(py_func, argtypes)``: the variable types of an
+        ``inline="always"`` device function, which ``variable_types`` cannot hold (numba types it in its callers)."""
         self.geometry = g = geometry
         self.variable_types = variable_types or {}
+        self.inline_types = inline_types
         self.kernel_name = kernel_name
         self.shared_bytes = shared_bytes
         self.trace = trace
@@ -105,6 +108,7 @@ class Runtime(Arithmetic):
         self.geometry = None
         self.return_site = None
         self.variable_types = {}
+        self.inline_types = None
         self.shared = {}
         self.trace = None
         self._resolved = {}
@@ -170,8 +174,14 @@ class Runtime(Arithmetic):
             self.set_mask(self.nobody)
         return self.any
 
-    def types_of(self, function) -> dict:
-        """{variable: dtype} numba gives the variables of ``function`` in this launch (empty if unknown)."""
+    def types_of(self, function, arguments: tuple = ()) -> dict:
+        """{variable: dtype} numba gives the variables of ``function`` in this launch (empty if unknown): those of
+        the signature its ``arguments`` match, where its signatures type them differently."""
+        signatures = self.variable_types.get((function, SIGNATURES))
+        if signatures is not None:
+            found = signatures.get(argument_kinds(arguments))
+            if found is not None:
+                return found
         return self.variable_types.get(function, NO_TYPES)
 
     @staticmethod

@@ -525,7 +525,9 @@ class KernelRewriter:
         )
         frame = self.fresh("f")
         prologue = [ast.Assign([ast.Name(frame, ast.Store())], _call("enter")),
-                    ast.Assign([ast.Name(TYPES, ast.Store())], _call("types_of", ast.Name(FUNCTION, ast.Load()))),
+                    ast.Assign([ast.Name(TYPES, ast.Store())],
+                               _call("types_of", ast.Name(FUNCTION, ast.Load()),
+                                     ast.Tuple([ast.Name(a.arg, ast.Load()) for a in tree.args.args], ast.Load()))),
                     ast.Assign([ast.Name(PLAIN, ast.Store())],
                                ast.Compare(ast.Constant(READS), [ast.NotIn()], [ast.Name(TYPES, ast.Load())]))]
         if assigned:

@@ -29,7 +29,7 @@ from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..kernels import sgemm
 from ..run.tuning import Launch, Problem, Space
-from .core import CheckFailed, launch_on_copies, plural
+from .core import CheckFailed, call_function, launch_on_copies, plural
 from .matmul import float32_only, reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
@@ -215,19 +215,12 @@ RULE_WORDS = ("threads", "shared", "registers")  # the reasons of staged_constra
 
 
 def _call(function, name: str, *args):
-    """``function(*args)``, a CheckFailed (not a traceback) when it is not a function, is not written or raises."""
+    """``function(*args)`` (`core.call_function`), a CheckFailed too when it is not a function."""
+    __tracebackhide__ = True
     if not callable(function):
         raise CheckFailed(f"{name} should be the function you defined, not a {type(function).__name__} ({function!r}): "
                           f"pass it by its name, without quotes or parentheses")
-    try:
-        return function(*args)
-    except NotImplementedError:
-        raise CheckFailed(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.") from None
-    except CheckFailed:
-        raise
-    except Exception as exc:
-        shown = ", ".join(repr(a) for a in args)
-        raise CheckFailed(f"{name}({shown}) raised {type(exc).__name__}: {exc}") from None
+    return call_function(function, name, args)
 
 
 def check_constraint(constraint, configs) -> None:

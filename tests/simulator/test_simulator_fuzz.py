@@ -464,6 +464,25 @@ def test_structured_programs_agree(body):
     # an int64 (the simulator took it for one numba widens to that float64, and lost the low bits above 2**53)
     ["t = 0.0", "v0 = n[i]", "v0 = v0 + 9007199254740993", "v1 = v0 * 3", "out[i, 0] = v1 & 7", "if f[i] < 0:",
      "    v1 = 0.5", "out[i, 1] = v1", "out[i, 2] = t"],
+    # a device function called with tuples of different types, (float32, int64) first: each call gets its own
+    # signature's types (both were named ("None", "int64") and the last compiled, the int16's, typed both)
+    ["def helper(x, y):", "    v = x[0] * float32(1.1)", "    if v < 0:", "        v = x[1]",
+     "        return (v & 3) + v", "    return v * float32(0.3)", "t = 0.0",
+     "out[i, 0] = helper((f[i], n[i] * 1000), 0)", "out[i, 1] = helper((f[i], c[i]), 0)",
+     "out[i, 2] = helper((f[i], n[i]), 0.5)"],
+    # the same inlined: a tuple's numba type (compiled alone for none before); and an omitted argument named by its
+    # default, a keyword one in its place (v & 3 was refused, v's merged float lanes taken for its only type)
+    ["def helper(x, y):  # inline", "    v = x[0] * float32(1.1)", "    if v < 0:", "        v = x[1]",
+     "        return (v & 3) + v", "    return v * float32(0.3)", "t = 0.0",
+     "out[i, 0] = helper((f[i], n[i] * 1000), 0)", "out[i, 1] = helper((f[i], c[i]), 0)",
+     "out[i, 2] = helper((f[i], n[i]), 0.5)"],
+    ["def helper(x, y=3):", "    v = x * float32(1.1)", "    if x < 0:", "        v = y", "        return v & 3",
+     "    return v * float32(0.3)", "t = 0.0", "out[i, 0] = helper(f[i])", "out[i, 1] = helper(f[i], c[i])",
+     "out[i, 2] = helper(g[i])"],
+    ["def helper(x, y=3):  # inline", "    v = x * float32(1.1)", "    if x < 0:", "        v = y",
+     "        return v & 3", "    return v * float32(0.3)", "t = 0.0", "out[i, 0] = helper(f[i])",
+     "out[i, 1] = helper(f[i], y=c[i])",
+     "out[i, 2] = helper(x=g[i])"],
     # numba refuses it (min of an int8 and a uint64 is a float64, and & takes no float): so does the simulator
     ["t = 0.0", "out[i, 0] = f[i]", "out[i, 1] = f[i]", "out[i, 2] = (n[i] & min(a[i], (b[i] + u[i])))"],
 ])

@@ -586,3 +586,22 @@ def test_a_device_function_has_the_types_of_the_signature_it_is_called_with(kern
     launch(kernel, f, n, c, out)
     want = np.where(f < 0, n & 3, (f * np.float32(1.1) * np.float32(0.3)).astype(np.float64))
     np.testing.assert_array_equal(out, np.stack([want, want], axis=1))
+
+
+@cuda.jit
+def doubles_a_tuples_first(out, t):
+    i = cuda.grid(1)
+    if i < out.size:
+        v = t[0]
+        out[i] = v * 2
+
+
+def test_a_kernel_launched_with_tuples_of_other_types_keeps_its_own_types():
+    """Tuples of floats and of integers are two signatures (their types differ): launched with floats again after
+    the integers, the kernel has the floats' types (both were named "None" and the integers' truncated v to 1)."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    for out, t, want in [(np.zeros(N, np.float32), (1.5, 2.5), 3.0), (np.zeros(N), (1.5, 2.5), 3.0),
+                         (np.zeros(N), (1, 2), 2.0), (np.zeros(N), (1.5, 2.5), 3.0)]:
+        launch(doubles_a_tuples_first, out, t)
+        np.testing.assert_array_equal(out, want)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ENV = "GPUCOURSE_COMPILE_CACHE"
-FORMAT = 2  # of `ptx.compile_for_gpu`'s records (2: argument kinds kept); in every key, so another is never read
+FORMAT = 3  # of `ptx.compile_for_gpu`'s records (3: tuples' kinds); in every key, so another is never read
 TRUSTED_PACKAGES = ("gpucourse", "numba", "numpy", "llvmlite", "math", "cmath", "operator", "builtins", "ml_dtypes")
 
 _memory: dict[str, dict] = {}

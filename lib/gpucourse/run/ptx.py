@@ -315,9 +315,21 @@ def _calls(annotation) -> list:
 
 
 def _argument_kinds(argtypes) -> tuple:
-    """`simulator.arithmetic.argument_kinds` of a signature's numba types."""
-    return tuple(f"{_number_dtype(t.dtype)}[{t.ndim}]" if isinstance(t, types.Array) else str(_number_dtype(t))
-                 for t in map(types.unliteral, argtypes))
+    """`simulator.arithmetic.argument_kinds` of a signature's numba types (an omitted argument's: its default's)."""
+    return tuple(map(_kind, argtypes))
+
+
+def _kind(numba_type) -> str:
+    from ..simulator.arithmetic import argument_kinds  # noqa: PLC0415
+
+    if isinstance(numba_type, types.Omitted):
+        return argument_kinds((numba_type.value,))[0]
+    numba_type = types.unliteral(numba_type)
+    if isinstance(numba_type, types.Array):
+        return f"{_number_dtype(numba_type.dtype)}[{numba_type.ndim}]"
+    if isinstance(numba_type, types.BaseTuple) and type(numba_type) in (types.Tuple, types.UniTuple):
+        return f"({', '.join(map(_kind, numba_type.types))})"
+    return str(_number_dtype(numba_type))
 
 
 def _merge_variables(py_func, variables: dict, kinds: tuple) -> None:
@@ -329,7 +341,8 @@ def _merge_variables(py_func, variables: dict, kinds: tuple) -> None:
     for name in [n for n in known if n not in variables or variables[n] != known[n]]:
         del known[name]  # several signatures that type it differently, or one that does not have it
     signatures = _by_arguments.setdefault(py_func, {})
-    signatures[kinds] = variables
+    if signatures.setdefault(kinds, variables) != variables:
+        signatures[kinds] = None  # signatures `argument_kinds` cannot tell apart (of records): neither's types
     if any(other != variables for other in signatures.values()):
         _differing.add(py_func)
     _compiled_functions.add(py_func)
@@ -378,7 +391,8 @@ def variable_types(py_func, argtypes) -> dict:
     kernel = _kernel_variables.get((py_func, tuple(argtypes)))
     if kernel is None:
         return {}
-    each = {(function, SIGNATURES): _by_arguments[function] for function in _differing}
+    # (not the kernel's own: its exact argument types name its signature)
+    each = {(function, SIGNATURES): _by_arguments[function] for function in _differing if function is not py_func}
     return {**_device_variables, **each, py_func: kernel}
 
 

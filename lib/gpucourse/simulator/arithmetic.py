@@ -472,15 +472,18 @@ SIGNATURES = "$signatures"  # (function, SIGNATURES): {`argument_kinds`: its var
 
 def argument_kinds(values) -> tuple:
     """What names a device function's signature by its arguments' values (as `run.ptx` names it by their numba
-    types): each argument's dtype, ``"float32[2]"`` for a 2-D array of float32, ``"None"`` for anything else."""
-    kinds = []
-    for value in values:
-        dtype = dtype_of(value)
-        if dtype is None and hasattr(value, "ndim") and hasattr(value, "dtype"):  # an array argument
-            kinds.append(f"{value.dtype}[{value.ndim}]")
-        else:
-            kinds.append(str(dtype))
-    return tuple(kinds)
+    types): each argument's dtype, ``"float32[2]"`` for a 2-D array of float32, ``"(float32, int64)"`` for a
+    tuple, ``"None"`` for anything else."""
+    return tuple(map(_kind, values))
+
+
+def _kind(value) -> str:
+    if type(value) is tuple:
+        return f"({', '.join(map(_kind, value))})"
+    dtype = dtype_of(value)
+    if dtype is None and hasattr(value, "ndim") and hasattr(value, "dtype"):  # an array argument
+        return f"{value.dtype}[{value.ndim}]"
+    return str(dtype)
 
 
 def method_name(ast_operator_name: str) -> str:

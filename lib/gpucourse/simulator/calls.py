@@ -16,6 +16,7 @@ as numba-cuda's does (`printing`).
 from __future__ import annotations
 
 import functools
+import inspect
 
 from numba.core import types as numba_types
 from numba.core.dispatcher import Dispatcher
@@ -45,7 +46,7 @@ def dispatch(runtime, function, args, kwargs):
                         "(@cuda.jit(device=True))")
         if function._can_compile or kwargs:
             if function.targetoptions.get("inline") == "always":
-                _type_inlined(runtime, function, args)
+                _type_inlined(runtime, function, args, kwargs)
             return device_function(function.py_func)(*args, **kwargs)
         return _declared_call(function, args)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
@@ -66,12 +67,16 @@ def dispatch(runtime, function, args, kwargs):
     return _direct(function)(*args, **kwargs)
 
 
-def _type_inlined(runtime, dispatcher, args) -> None:
-    """Give the launch the variable types of an ``inline="always"`` device function for these arguments, which
-    numba types only inside its callers (the launch's ``inline_types`` compiles it alone): none where the launch
-    has no types at all (the PTX check off)."""
+def _type_inlined(runtime, dispatcher, args, kwargs) -> None:
+    """Give the launch the variable types of an ``inline="always"`` device function for these arguments (keyword
+    and default ones in their places), which numba types only inside its callers (the launch's ``inline_types``
+    compiles it alone): none where the launch has no types at all (the PTX check off)."""
     if runtime.inline_types is None or not runtime.variable_types:
         return
+    if kwargs or len(args) != dispatcher.py_func.__code__.co_argcount:
+        bound = inspect.signature(dispatcher.py_func).bind(*args, **kwargs)
+        bound.apply_defaults()
+        args = bound.args
     table = runtime.variable_types.setdefault((dispatcher.py_func, SIGNATURES), {})
     kinds = argument_kinds(args)
     if kinds not in table:
@@ -91,9 +96,12 @@ def _bfloat16_call(runtime, function, args):
 
 
 def _numba_type(value):
-    """The numba type of a value passed to a device function (None: not a number or an array)."""
+    """The numba type of a value passed to a device function (None: not a number, an array or a tuple of them)."""
     if type(value) in (SimArray, SimView):
         return numba_types.Array(from_dtype(value.dtype), value.ndim, "A")
+    if type(value) is tuple:
+        elements = tuple(map(_numba_type, value))
+        return None if None in elements else numba_types.BaseTuple.from_types(elements)
     dtype = dtype_of(value)
     return None if dtype is None else from_dtype(dtype)
 

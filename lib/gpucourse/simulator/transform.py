@@ -201,13 +201,13 @@ def _keyed(placed: list, key) -> dict[int, str]:
     return keys
 
 
-def operation_keys(tree: ast.FunctionDef) -> dict[int, str]:
+def operation_keys(tree: ast.FunctionDef, versioned: set[str]) -> dict[int, str]:
     """{id of an operation: its `operation_key`} for the operations of ``tree`` (binary and unary operators, calls)
-    that read a variable numba may widen the result of (`_versioned_names`; see `run.ptx._widened_operations`),
-    counted per kind and line in the order they run."""
+    that read a variable numba may widen the result of (``versioned``, `_versioned_names`; see
+    `run.ptx._widened_operations`), counted per kind and line in the order they run."""
     operations = [(node, (kind, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
                   if (kind := _operation_kind(node)) is not None]
-    keys, versioned = _keyed(operations, operation_key), _versioned_names(tree)
+    keys = _keyed(operations, operation_key)
     return {id(node): keys[id(node)] for node, _ in operations
             if any(isinstance(n, ast.Name) and n.id in versioned for n in ast.walk(node))}
 
@@ -219,11 +219,10 @@ def assignment_keys(tree: ast.FunctionDef) -> dict[int, str]:
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)], assignment_key)
 
 
-def read_keys(tree: ast.FunctionDef) -> dict[int, str]:
-    """{id of a read of a variable numba may see with several types (`_versioned_names`): its `read_key`}: the reads
-    of each variable counted per line in the order they run, as `run.ptx._reads` counts numba's (``v += x`` reads
-    ``v`` first)."""
-    versioned = _versioned_names(tree)
+def read_keys(tree: ast.FunctionDef, versioned: set[str]) -> dict[int, str]:
+    """{id of a read of a variable numba may see with several types (``versioned``, `_versioned_names`): its
+    `read_key`}: the reads of each variable counted per line in the order they run, as `run.ptx._reads` counts
+    numba's (``v += x`` reads ``v`` first)."""
     updated = {id(node.target) for node in ast.walk(tree) if isinstance(node, ast.AugAssign)}
     return _keyed([(node, (node.id, node.lineno)) for statement in tree.body for node in _evaluation_order(statement)
                    if isinstance(node, ast.Name) and node.id in versioned
@@ -239,9 +238,10 @@ class KernelRewriter:
         self.lines = lines
         self.counter = 0
         self.function = tree.name
-        self.operation_keys = operation_keys(tree)  # before the rewrite: they key the source's own nodes
+        versioned = _versioned_names(tree)  # before the rewrite: the keys name the source's own nodes
+        self.operation_keys = operation_keys(tree, versioned)
         self.assignment_keys = assignment_keys(tree)
-        self.read_keys = read_keys(tree)
+        self.read_keys = read_keys(tree, versioned)
 
     # -- helpers -----------------------------------------------------------------
     def fresh(self, stem: str) -> str:

@@ -19,9 +19,11 @@ float outputs.
 
 The documented bounds, where a GPU and the simulator legitimately differ: results of math functions within
 `MATH_ULPS` units in the last place of their type, or both under its smallest normal number (libdevice
-against NumPy); everything else bit for bit. Counted apart, with their names: kernels whose only differences are
-a known bug of the GPU's assembler (`unwraps_int16_negation`: ptxas 12.9 to 13.2 keep -x of an int16 unwrapped
-where it stays an integer), each output matching the simulator as PTX defines it or as that assembler computes it.
+against NumPy); everything else bit for bit. Counted apart, with their names and causes (`APART`): kernels whose
+every difference a known behaviour of the GPU's compilers accounts for: a bug of its assembler
+(`unwraps_int16_negation`: ptxas 12.9 to 13.2 keep -x of an int16 unwrapped where it stays an integer) or NVVM's
+sign test of an inexact float remainder, each output matching the simulator as it is or as that compiler computes
+it; or a signed integer overflow, which numba leaves undefined (`nsw`), the simulator finding it in its run.
 The grammar leaves out what is not defined or not reproducible: integer division by a value that may be zero,
 shifts by the type's width or more, float-to-integer conversions of out-of-range values, a product added to
 something (NVVM contracts ``a * b + c`` into a fused multiply-add; the simulator does not), float atomics.
@@ -255,8 +257,8 @@ class Generator:
         shape = self.choice(["branch", "loop", "read around"])
         if shape == "branch":
             return [f"v = {start}", f"if v < {self.expression(1)[0]}:", f"    v = {other}", use]
-        if shape == "read around":  # v * float32(0.75): float32 arithmetic where v is a float32
-            return [f"v = {start}", "t = t + v * float32(0.75)", f"if v < {self.expression(1)[0]}:",
+        if shape == "read around":  # float32 arithmetic where v is a float32; a division, which NVVM never fuses
+            return [f"v = {start}", "t = t + v / float32(0.75)", f"if v < {self.expression(1)[0]}:",
                     f"    v = {other}", "    t = t - v", use]
         return [f"v = {start}", "for k in range(i % 4):", f"    v = v + {other}", use]
 
@@ -346,22 +348,26 @@ def launch(dispatcher, kernel: Kernel, arrays: list[np.ndarray], probes: int = 0
     return dict(zip(outputs, (d.copy_to_host() for d in device[len(arrays):])))
 
 
+def differing(kernel: Kernel, gpu: dict, simulated: dict, name: str) -> np.ndarray:
+    """Where output ``name`` differs beyond the documented bounds (a mask)."""
+    a, b = gpu[name], simulated[name]
+    if name in ("iout", "total"):
+        return a != b
+    same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
+    if name == "out" and kernel.math_dtype:
+        info = np.finfo(kernel.math_dtype)
+        with np.errstate(all="ignore"):
+            bound = MATH_ULPS[kernel.math_dtype] * info.eps * np.maximum(np.abs(a), np.abs(b)) + info.tiny
+            same |= np.abs(a - b) <= bound
+    return ~same
+
+
 def disagreement(kernel: Kernel, gpu: dict, simulated: dict, names=OUTPUTS) -> str | None:
     """What differs beyond the documented bounds in the outputs ``names`` (None: nothing)."""
     for name in names:
-        a, b = gpu[name], simulated[name]
-        if name in ("iout", "total"):
-            same = a == b
-        else:
-            same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
-            if name == "out" and kernel.math_dtype:
-                info = np.finfo(kernel.math_dtype)
-                with np.errstate(all="ignore"):
-                    bound = MATH_ULPS[kernel.math_dtype] * info.eps * np.maximum(np.abs(a), np.abs(b)) + info.tiny
-                    same |= np.abs(a - b) <= bound
-        if not same.all():
-            where = np.flatnonzero(~same)[:5].tolist()
-            return f"{name} differs at {where}: {a[where].tolist()} against {b[where].tolist()}"
+        where = np.flatnonzero(differing(kernel, gpu, simulated, name))[:5].tolist()
+        if where:
+            return f"{name} differs at {where}: {gpu[name][where].tolist()} against {simulated[name][where].tolist()}"
     return None
 
 
@@ -379,28 +385,70 @@ def unwraps_int16_negation(assembler) -> bool:
     return assembler is not None and assembler[1] < (13, 3)
 
 
-def explained_by_the_assembler(kernel: Kernel, gpu: dict, wrapped: dict, dispatcher, arrays) -> bool:
-    """Whether each output the GPU gives is the simulator's, as PTX defines an int16 negation (``wrapped``) or as an
-    assembler that leaves it unwrapped where it stays an integer computes it (`unwraps_int16_negation`): the known
-    assembler bug, not the simulator's."""
-    from gpucourse.run import simulated  # noqa: PLC0415
-    from gpucourse.simulator import int16_negation_unwrapped  # noqa: PLC0415
+# Known behaviours of the GPU's compilers, not the simulator's: a kernel whose every difference one of them
+# accounts for is counted apart under its name, with what the section says of it.
+APART = {
+    "the assembler's int16 negation": (
+        "-x of an int16 -32768 kept as 32768 where it stays an integer, which ptxas 12.9 to 13.2 do (read on their "
+        "SASS; older ones are taken to) where PTX, numba and ptxas 13.3 and later wrap it to -32768, as the "
+        "simulator does; each output matched the simulator run as that assembler computes it "
+        "(`int16_negation_unwrapped`)"),
+    "NVVM's remainder sign": (
+        "a float `%` or `//` whose quotient |a / b| reaches 2^53, where the GPU's remainder (NVVM's `frem`: |a| - "
+        "floor(|a| / |b|) |b| in one fused multiply-add) is not exact and can have the other sign than a: numba "
+        "moves it into the divisor's sign by its sign, which NVVM's optimizer replaces by the dividend's where it "
+        "can prove that (a from an unsigned integer, say); each output matched the simulator run so "
+        "(`remainder_sign_of_dividend`)"),
+    "signed overflow": (
+        "a signed integer `+`, `-` or `*` overflowed in the simulator's run (`signed_overflows`, the first "
+        "named) in each thread whose outputs differ: numba marks them `nsw`, so LLVM and NVVM compile as if it "
+        "never happens (`x + y < y` becomes `x < 0`) and the GPU's result is undefined, where the simulator wraps"),
+}
 
-    try:
-        with simulated(), int16_negation_unwrapped():
-            unwrapped = launch(dispatcher, kernel, arrays)
-    except Exception:  # noqa: BLE001 (a fault of the other simulation: not explained, reported as it is)
-        return False
-    return not any(disagreement(kernel, gpu, wrapped, (name,)) and disagreement(kernel, gpu, unwrapped, (name,))
-                   for name in OUTPUTS)
+
+def explanation(kernel: Kernel, gpu: dict, on_simulator: dict, dispatcher, arrays, unwrapping: bool) -> str | None:
+    """The `APART` name (``"signed overflow (int64 +: ...)"`` with what overflowed) of the known compiler behaviour
+    that accounts for each output the GPU gives, or None. The int16 negation only where ``unwrapping`` (the GPU's
+    assembler is one that `unwraps_int16_negation`); it and the remainder's sign where each output is the
+    simulator's as it is or as the simulator computes with that behaviour; a signed overflow where one happened
+    in each thread whose own outputs differ (a thread's value passed to another, by shared memory or a shuffle,
+    stays a disagreement)."""
+    from gpucourse.simulator import int16_negation_unwrapped, remainder_sign_of_dividend, signed_overflows  # noqa: PLC0415
+
+    def outputs(behaviour):
+        try:
+            with behaviour() as found:
+                return simulated_launch(dispatcher, kernel, arrays), found
+        except Exception:  # noqa: BLE001 (a fault of the other simulation: not explained, reported as it is)
+            return None, None
+
+    def each_output_explained(behaviour) -> bool:
+        other, _ = outputs(behaviour)
+        return other is not None and not any(
+            disagreement(kernel, gpu, on_simulator, (name,)) and disagreement(kernel, gpu, other, (name,))
+            for name in OUTPUTS)
+
+    if unwrapping and each_output_explained(int16_negation_unwrapped):
+        return "the assembler's int16 negation"
+    if each_output_explained(remainder_sign_of_dividend):
+        return "NVVM's remainder sign"
+    _, overflows = outputs(signed_overflows)
+    return f"signed overflow ({overflows.found[0]})" if overflows and overflows.found and all(
+        np.isin(np.flatnonzero(differing(kernel, gpu, on_simulator, name)), np.flatnonzero(overflows.lanes)).all()
+        for name in ("out", "iout", "tout")) else None
+
+
+def cause(explained: str) -> str:
+    """The `APART` name of an `explanation`."""
+    return explained.split(" (")[0]
 
 
 def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shard: tuple[int, int] = (0, 1)
         ) -> tuple[int, list[str], list[str]]:
     """Generate ``count`` kernels from ``seed``, run each on the simulator (and the GPU when ``on_gpu``); the
-    number run, the disagreements, each with its kernel's source, and the names of the kernels whose every
-    difference is the GPU assembler's int16 negation (`explained_by_the_assembler`, where `launch_assembler` is one
-    that `unwraps_int16_negation`). Each disagreement also says where the two runs part (`fuzz_narrowing.narrow`).
+    number run, the disagreements, each with its kernel's source, and the kernels counted apart, each as
+    ``"k12: <explanation>"`` (a known behaviour of the GPU's compilers accounts for every difference: `explanation`).
+    Each disagreement also says where the two runs part (`fuzz_narrowing.narrow`).
     ``shard`` (k, n): only the kernels whose number is k modulo n (every kernel is still generated, so that each has
     the same source in every shard)."""
     from fuzz_narrowing import narrow  # noqa: PLC0415 (benchmarks/, on the path of this script)
@@ -412,7 +460,7 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
     mine = [(number, kernel) for number, kernel in enumerate(every) if number % shard[1] == shard[0]]
     folder = Path(tempfile.mkdtemp(prefix="gpucourse_fuzz_"))
     sys.path.insert(0, str(folder))
-    disagreements, assembler_bug, done = [], [], 0
+    disagreements, apart, done = [], [], 0
     unwrapping = on_gpu and unwraps_int16_negation(launch_assembler())
     for start in range(0, len(mine), batch):
         numbered = mine[start:start + batch]
@@ -422,23 +470,30 @@ def run(count: int, seed: int, on_gpu: bool, batch: int = 50, report=print, shar
             if on_gpu:
                 gpu_outputs = launch(dispatcher, kernel, arrays)
                 problem = disagreement(kernel, gpu_outputs, on_simulator)
-                if problem and unwrapping and explained_by_the_assembler(kernel, gpu_outputs, on_simulator,
-                                                                         dispatcher, arrays):
-                    assembler_bug.append(kernel.name)
+                explained = problem and explanation(kernel, gpu_outputs, on_simulator, dispatcher, arrays, unwrapping)
+                if explained:
+                    apart.append(f"{kernel.name}: {explained}")
                 elif problem:
                     where = narrow(kernel, arrays, launch, simulated_launch, lambda ks: load(ks, folder)) \
                         if len(disagreements) < NARROWED else f"narrowed: not probed (only the first {NARROWED} are)"
                     disagreements.append(f"{problem}\n{where}\n{kernel.source}")
             done += 1
         where = f"shard {shard[0] + 1} of {shard[1]}: " if shard[1] > 1 else ""
-        report(f"{where}{done} kernels, {counted(disagreements, assembler_bug)}", flush=True)
-    return done, disagreements, assembler_bug
+        report(f"{where}{done} kernels, {counted(disagreements, apart)}", flush=True)
+    return done, disagreements, apart
 
 
-def counted(disagreements: list, assembler_bug: list) -> str:
-    """``"3 disagreements"``, and the kernels counted apart where there are any."""
-    apart = f", {len(assembler_bug)} apart (the assembler's int16 negation)" if assembler_bug else ""
-    return f"{len(disagreements)} disagreements{apart}"
+def by_cause(apart: list[str]) -> dict[str, list[str]]:
+    """The kernels counted apart (`run`'s ``"k12: explanation"``) by `APART` name, in `APART`'s order and by number."""
+    kernels = sorted(apart, key=lambda entry: int(entry.split(":")[0][1:]))
+    return {name: [k for k in kernels if cause(k.split(": ", 1)[1]) == name] for name in APART
+            if any(cause(k.split(": ", 1)[1]) == name for k in kernels)}
+
+
+def counted(disagreements: list, apart: list) -> str:
+    """``"3 disagreements"``, and the kernels counted apart by cause where there are any."""
+    causes = ", ".join(f"{len(kernels)} {name}" for name, kernels in by_cause(apart).items())
+    return f"{len(disagreements)} disagreements" + (f", {len(apart)} apart ({causes})" if apart else "")
 
 
 def run_in_processes(count: int, seed: int, cpu_only: bool, workers: int) -> tuple[int, list[str], list[str]]:
@@ -456,10 +511,10 @@ def run_in_processes(count: int, seed: int, cpu_only: bool, workers: int) -> tup
                          "(its output is above)")
     results = [json.loads((folder / f"{k}.json").read_text()) for k in range(workers)]
     return (sum(r["done"] for r in results), [d for r in results for d in r["disagreements"]],
-            sorted((k for r in results for k in r["assembler_bug"]), key=lambda name: int(name[1:])))
+            [k for r in results for k in r["apart"]])
 
 
-def section(count: int, disagreements: list[str], seed: int, device: str, assembler_bug: list[str] = (),
+def section(count: int, disagreements: list[str], seed: int, device: str, apart: list[str] = (),
             assembler=None) -> str:
     """The `fuzz` section of RESULTS.md; ``assembler``: `launch_assembler`'s (name, version)."""
     from common import package_versions, today  # noqa: PLC0415
@@ -478,14 +533,11 @@ def section(count: int, disagreements: list[str], seed: int, device: str, assemb
         f"functions within {MATH_ULPS['float32']} ulp in float32 and {MATH_ULPS['float64']} ulp in float64; "
         "everything else bit for bit).",
     ]
-    if assembler_bug:
-        kernels = f"{len(assembler_bug)} kernel{'s' * (len(assembler_bug) != 1)}"
-        lines.append(f"- Apart: {kernels} whose every difference is the assembler's, not the "
-                     "simulator's: -x of an int16 -32768 kept as 32768 where it stays an integer, which ptxas 12.9 to "
-                     "13.2 do (read on their SASS; older ones are taken to) where PTX, numba and ptxas 13.3 and later "
-                     "wrap it to -32768, as the simulator does; each output "
-                     "matched the simulator run as that assembler computes it (`int16_negation_unwrapped`): "
-                     + ", ".join(assembler_bug) + ".")
+    for name, kernels in by_cause(apart).items():
+        count_words = f"{len(kernels)} kernel{'s' * (len(kernels) != 1)}"
+        lines.append(f"- Apart, {name}: {count_words} whose every difference is a known behaviour of the GPU's "
+                     f"compilers, not the simulator's: {APART[name]}: " + "; ".join(
+                         k.replace(f": {name}", "") for k in kernels) + ".")
     if disagreements:
         lines += ["", f"The first {min(10, len(disagreements))}: the output that differs, the GPU's values against "
                       "the simulator's, and the kernel (`--log` writes them all)."]
@@ -518,16 +570,16 @@ def main() -> int:
     on_gpu = gpucourse.BACKEND.on_gpu and not arguments.cpu_only
     if arguments.shard:
         shard = tuple(map(int, arguments.shard.split("/")))
-        done, disagreements, assembler_bug = run(arguments.kernels, arguments.seed, on_gpu, shard=shard)
+        done, disagreements, apart = run(arguments.kernels, arguments.seed, on_gpu, shard=shard)
         arguments.shard_result.write_text(json.dumps({"done": done, "disagreements": disagreements,
-                                                      "assembler_bug": assembler_bug}))
+                                                      "apart": apart}))
         return 0
     if arguments.workers > 1:
-        count, disagreements, assembler_bug = run_in_processes(arguments.kernels, arguments.seed, not on_gpu,
-                                                               arguments.workers)
-        print(f"{count} kernels in {arguments.workers} processes, {counted(disagreements, assembler_bug)}")
+        count, disagreements, apart = run_in_processes(arguments.kernels, arguments.seed, not on_gpu,
+                                                       arguments.workers)
+        print(f"{count} kernels in {arguments.workers} processes, {counted(disagreements, apart)}")
     else:
-        count, disagreements, assembler_bug = run(arguments.kernels, arguments.seed, on_gpu)
+        count, disagreements, apart = run(arguments.kernels, arguments.seed, on_gpu)
     if on_gpu and not arguments.quick:
         from numba import cuda  # noqa: PLC0415
 
@@ -537,14 +589,13 @@ def main() -> int:
         from gpucourse.run import launch_assembler  # noqa: PLC0415
 
         text = section(count, disagreements, arguments.seed, name.decode() if isinstance(name, bytes) else name,
-                       assembler_bug, launch_assembler())
+                       apart, launch_assembler())
         print(text)
         record(NAME, text)
     if arguments.log is not None:
-        apart = f"Counted apart (the assembler's int16 negation): {', '.join(assembler_bug)}\n\n" if assembler_bug \
-            else ""
+        listed = "".join(f"Counted apart ({name}): {'; '.join(kernels)}\n\n" for name, kernels in by_cause(apart).items())
         arguments.log.write_text(f"{len(disagreements)} disagreements in {count} kernels, seed {arguments.seed}: "
-                                 "the GPU's values against the simulator's\n\n" + apart + "\n".join(disagreements))
+                                 "the GPU's values against the simulator's\n\n" + listed + "\n".join(disagreements))
     return 1 if disagreements else 0
 
 

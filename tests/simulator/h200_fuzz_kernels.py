@@ -1,7 +1,7 @@
-"""Kernels of benchmarks/simulator_fuzz.py's grammar, seed 1, as it drew them on 2026-11-29 (the grammar has grown
-since): those an NVIDIA H200 computed differently from the simulator then (make gpu-check, seed 1), and k506,
-whose int16 negation ptxas keeps unwrapped. Kept as source so that the tests of what the GPU gave do not move
-with the grammar."""
+"""Kernels of benchmarks/simulator_fuzz.py's grammar, seed 1, as it drew them on 2026-11-29 and on 2026-11-30 (the
+grammar has changed since): those an NVIDIA H200 computed differently from the simulator then (make gpu-check,
+seed 1), and k506, whose int16 negation ptxas keeps unwrapped. Kept as source so that the tests of what the GPU
+gave do not move with the grammar."""
 
 KERNELS = {
     140: dict(name='k140', dtypes=('float32', 'uint64', 'uint16'), threads=32, elements=130, math_dtype=None,
@@ -161,5 +161,149 @@ KERNELS = {
                       '        return\n'
                       '    if i < out.size:\n'
                       '        iout[i] = (-x0[j])\n'
+                      '        tout[i] = t\n')),
+}
+
+# Seed 1 as the grammar drew it on 2026-11-30 (make gpu-check on an H200, CUDA 13.0): kernels the GPU computed
+# differently from the simulator then, other than the fused multiply-adds the grammar no longer draws.
+KERNELS_2026_11_30 = {
+    111: dict(name='k111', dtypes=('int16', 'float32', 'uint32', 'uint64'), threads=32, elements=37, math_dtype=None,
+              source=('def k111(x0, x1, x2, x3, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    for k in range(3):\n'
+                      '        t = t / 2.0 + pow((x1[j] ** 2), 1) % 10.0\n'
+                      '    if (divmod((x0[j] << 2), 7)[0] <= ((x0[j] if (x1[j] > x0[j]) else 1) / (abs((t + t)) + 1.0))):\n'
+                      '        t = round(float64((x1[j] * x1[j])), 1) % 64.0\n'
+                      '    else:\n'
+                      '        t = ((t / (abs(x0[j]) + 1.0)) if (0 <= (1 if (x0[j] < -1.25) else 0)) else (x1[j] * x1[j])) % 64.0\n'
+                      '    m = i % 7\n'
+                      '    while m > 0:\n'
+                      '        m -= 2\n'
+                      '        t = t - 0.5\n'
+                      '    for k in range(i % 5):\n'
+                      '        t = min(t + k, 100.0)\n'
+                      '        if t > 50.0:\n'
+                      '            break\n'
+                      '    if i < out.size:\n'
+                      '        out[i] = divmod((-(-x2[j])), 7)[1]\n'
+                      '        tout[i] = t\n')),
+    292: dict(name='k292', dtypes=('int64', 'int16', 'uint64'), threads=96, elements=100, math_dtype=None,
+              source=('def k292(x0, x1, x2, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    v = float16(0.5)\n'
+                      '    if v < (x0[j] - 0.5):\n'
+                      '        v = ((x2[j] << 2) & -1)\n'
+                      '    t = t + v\n'
+                      '    t = t + cuda.shfl_xor_sync(0xFFFFFFFF, int32(((x1[j] + x1[j]) - (x0[j] // 1))), 36)\n'
+                      '    if i < out.size:\n'
+                      '        cuda.atomic.add(total, 0, int64(((x2[j] * x0[j]) & (x0[j] + x0[j]))))\n'
+                      '    if i < out.size:\n'
+                      '        out[i] = ((x2[j] if ((--5) == round(float64(0.5), 0)) else (x1[j] + x2[j])) * x1[j])\n'
+                      '        tout[i] = t\n')),
+    311: dict(name='k311', dtypes=('uint64', 'float32'), threads=32, elements=100, math_dtype='float32',
+              source=('def k311(x0, x1, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    for k in range(0):\n'
+                      '        t = t / 2.0 + (x1[j] - (x1[j] - x1[j])) % 10.0\n'
+                      '    if i < out.size:\n'
+                      '        out[i] = math.cos(float32(float32((x0[j] + max((x0[j] & x0[j]), (1 if (x0[j] != x0[j]) else 0)))) % 100.0))\n'
+                      '        tout[i] = t\n')),
+    378: dict(name='k378', dtypes=('int16', 'float32', 'int64'), threads=96, elements=100, math_dtype='float32',
+              source=('def k378(x0, x1, x2, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    t = t + cuda.shfl_xor_sync(0xFFFFFFFF, float32(((-0.0 - 7.75) - (x1[j] / (abs(t) + 1.0)))), 32)\n'
+                      '    if ((math.pow(float64(t), int32(x0[j] % 9 - 4)) + (-0.0 / (abs(x0[j]) + 1.0))) >= ((x0[j] - -7) / (abs(max(x2[j], x2[j])) + 1.0))):\n'
+                      '        t = x1[j] % 64.0\n'
+                      '    else:\n'
+                      '        t = max((x1[j] - x1[j]), pow(x1[j], 0)) % 64.0\n'
+                      '    if ((x2[j] + x0[j]) < x0[j]) and i % 3 == 0:\n'
+                      '        if i < out.size:\n'
+                      '            tout[i] = t\n'
+                      '        return\n'
+                      '    if i < out.size:\n'
+                      '        out[i] = math.cos(float32(float32(max(((x0[j] + -2) ** 0), 3.0)) % 100.0))\n'
+                      '        tout[i] = t\n')),
+    418: dict(name='k418', dtypes=('uint32', 'uint64', 'int64', 'float16'), threads=32, elements=130, math_dtype=None,
+              source=('def k418(x0, x1, x2, x3, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    s = cuda.shared.array(32, float32)\n'
+                      '    s[cuda.threadIdx.x] = x3[j]\n'
+                      '    cuda.syncthreads()\n'
+                      '    t = t + s[(cuda.threadIdx.x + 11) % 32]\n'
+                      '    cuda.syncthreads()\n'
+                      '    if i < out.size:\n'
+                      '        cuda.atomic.add(total, 0, int64(((1 if (x0[j] > x2[j]) else 0) & (x0[j] // 5))))\n'
+                      '    if (divmod((x0[j] % 5), 4)[0] < (divmod(x0[j], 1)[0] + (0 - x0[j]))):\n'
+                      '        t = round(float32((3.0 - t)), 2) % 64.0\n'
+                      '    else:\n'
+                      '        t = 7.75 % 64.0\n'
+                      '    v = uint8(max((x0[j] + x2[j]), x2[j]))\n'
+                      '    t = t + v * float32(0.75)\n'
+                      '    if v < (1 / (abs(5) + 1.0)):\n'
+                      '        v = x3[j]\n'
+                      '        t = t - v\n'
+                      '    t = t + v\n'
+                      '    if i < out.size:\n'
+                      '        iout[i] = ((x0[j] * (x1[j] // 2)) % 6)\n'
+                      '        tout[i] = t\n')),
+    508: dict(name='k508', dtypes=('uint64', 'uint8'), threads=96, elements=37, math_dtype=None,
+              source=('def k508(x0, x1, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    for k in range(3):\n'
+                      '        t = t / 2.0 + (max(x0[j], x1[j]) / (abs(x1[j]) + 1.0)) % 10.0\n'
+                      '    t = t + cuda.shfl_up_sync(0xFFFFFFFF, int64(x0[j]), 50)\n'
+                      '    if i < out.size:\n'
+                      '        iout[i] = (x1[j] - x0[j])\n'
+                      '        tout[i] = t\n')),
+    714: dict(name='k714', dtypes=('float16', 'uint8', 'int64'), threads=64, elements=130, math_dtype='float64',
+              source=('def k714(x0, x1, x2, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    m = i % 7\n'
+                      '    while m > 0:\n'
+                      '        m -= 2\n'
+                      '        t = t - 0.5\n'
+                      '    if (3 == round(float64(x0[j]), 3)) and i % 3 == 0:\n'
+                      '        if i < out.size:\n'
+                      '            tout[i] = t\n'
+                      '        return\n'
+                      '    if i < out.size:\n'
+                      '        out[i] = math.sin(float64(float64(min(math.pow(float32(0.1), int32(x2[j] % 9 - 4)), (1 if (divmod(2, 4)[0] == (-4 * x2[j])) else 0))) % 100.0))\n'
+                      '        tout[i] = t\n')),
+    1319: dict(name='k1319', dtypes=('uint64', 'int64', 'uint16'), threads=96, elements=130, math_dtype=None,
+              source=('def k1319(x0, x1, x2, out, iout, tout, total):\n'
+                      '    i = cuda.grid(1)\n'
+                      '    j = min(i, x0.size - 1)\n'
+                      '    t = 0.25\n'
+                      '    if (((x1[j] + x1[j]) // 4) < divmod(divmod(x2[j], 4)[1], 7)[0]):\n'
+                      '        t = ((t ** -2) / (abs(math.pow(float32(0.5), int32(x1[j] % 9 - 4))) + 1.0)) % 64.0\n'
+                      '    else:\n'
+                      '        t = (min(0.5, 0.1) + (-7.75)) % 64.0\n'
+                      '    for k in range(1):\n'
+                      '        t = t / 2.0 + (0.5 * (0.5 * 0.5)) % 10.0\n'
+                      '    m = i % 7\n'
+                      '    while m > 0:\n'
+                      '        m -= 2\n'
+                      '        t = t - 0.5\n'
+                      '    s = cuda.shared.array(96, float64)\n'
+                      '    s[cuda.threadIdx.x] = (t / (abs(divmod(x1[j], 2)[1]) + 1.0))\n'
+                      '    cuda.syncthreads()\n'
+                      '    t = t + s[(cuda.threadIdx.x + 60) % 96]\n'
+                      '    cuda.syncthreads()\n'
+                      '    if i < out.size:\n'
+                      '        iout[i] = 3\n'
                       '        tout[i] = t\n')),
 }

@@ -12,7 +12,7 @@ import math
 import numba
 import numpy as np
 import pytest
-from numba import cuda, float32, void
+from numba import cuda, float32, float64, void
 
 from gpucourse import simulated
 from gpucourse.run import ptx
@@ -605,3 +605,38 @@ def test_a_kernel_launched_with_tuples_of_other_types_keeps_its_own_types():
                          (np.zeros(N), (1, 2), 2.0), (np.zeros(N), (1.5, 2.5), 3.0)]:
         launch(doubles_a_tuples_first, out, t)
         np.testing.assert_array_equal(out, want)
+
+
+@cuda.jit
+def conditional_products(x1, x2, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i, 0] = (x2[i] if -5 == round(float64(0.5), 0) else x1[i] + x2[i]) * x1[i]  # a test numba cannot fold
+        out[i, 1] = (x2[i] if x1[i] > 100 else x1[i] + x2[i]) * x1[i]  # a test of the thread's data
+        out[i, 2] = (x2[i] if -5 == 0 else x1[i] + x2[i]) * x1[i]  # literals: numba drops the side never taken
+        out[i, 3] = (x2[i] if x1[i] == x1[i] and 0 else x1[i] + x2[i]) * x1[i]  # `and` with a false literal too
+        out[i, 4] = (x2[i] if True else x1[i] + x2[i]) * x1[i]
+
+
+def test_a_conditional_expression_has_both_sides_types_unified_unless_numba_drops_one():
+    """``x2 if test else x1 + x2`` of a uint64 and an int64 is a float64 in numba, whichever side a thread takes, so
+    that 0 times a negative number is -0.0 (an H200 gave -0.0 for fuzz kernel k292 of 2026-11-30, the simulator 0);
+    a test of literals only is folded first, and the side left alone decides the type (an int64 0)."""
+    if ptx.mode() == "off" or ptx.toolchain_problem():
+        pytest.skip("numba's types come from the PTX check, which does not run here")
+    x1 = RNG.integers(-50, 50, N).astype(np.int16)
+    x2 = (-x1.astype(np.int64) + RNG.integers(0, 2, N)).astype(np.uint64)  # x1 + x2: 0 or 1
+    out = np.full((N, 5), np.nan)
+    launch(conditional_products, x1, x2, out)
+
+    @numba.njit
+    def on_a_cpu(x1, x2):  # numba's own typing of the same expressions
+        return [(x2 if -5 == round(float64(0.5), 0) else x1 + x2) * x1, (x2 if x1 > 100 else x1 + x2) * x1,
+                (x2 if -5 == 0 else x1 + x2) * x1, (x2 if x1 == x1 and 0 else x1 + x2) * x1,
+                (x2 if True else x1 + x2) * x1]
+
+    want = np.array([[float(v) for v in on_a_cpu(a, b)] for a, b in zip(x1, x2)])
+    unified, folded = want[:, :2], want[:, 2:4]
+    assert np.signbit(unified[unified == 0]).any() and (folded == 0).any() and not np.signbit(folded[folded == 0]).any()
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    np.testing.assert_array_equal(out, want)

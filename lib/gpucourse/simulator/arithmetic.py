@@ -42,6 +42,9 @@ _PYTHON_SCALARS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.
 # IABS of the sign-extended value) has the same two faces under them; the simulator wraps it.
 _INT16 = np.dtype(np.int16)
 _INT16_NEGATION_UNWRAPPED = False  # see `int16_negation_unwrapped`
+_REMAINDER_SIGN_OF_DIVIDEND = False  # see `remainder_sign_of_dividend`
+_SIGNED_OVERFLOWS = None  # see `signed_overflows`: while on, (list of what overflowed, the active lanes' mask)
+_NSW = {operator.add: "+", operator.sub: "-", operator.mul: "*"}  # numba marks them `nsw` where the result is signed
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1
 
@@ -104,24 +107,76 @@ def _signature(function, dtypes: tuple) -> tuple | None:
 
 
 @contextlib.contextmanager
-def int16_negation_unwrapped():
-    """Within it, -x of an int16 is negated in 64 bits, -(-32768) = 32768: what a GPU computes where ptxas 12.9 to
-    13.2 assembled the kernel and the result stays an integer (see ``_INT16``); for the fuzzing's check of such a
-    GPU. Outside it, the simulator wraps, as PTX and numba define the negation."""
+def _switched(name: str, value):
+    """Module switch ``name`` set to ``value`` within, the operators' cached plans cleared on the way in and out."""
 
-    def switch(on: bool) -> None:
-        global _INT16_NEGATION_UNWRAPPED  # noqa: PLW0603 (a switch of the operators' cached plans)
-        _INT16_NEGATION_UNWRAPPED = on
+    def switch(to) -> None:
+        globals()[name] = to
         _signature.cache_clear()
         for plans in _PLANS:
             plans.clear()
 
-    previous = _INT16_NEGATION_UNWRAPPED  # inside another: left on
-    switch(True)
+    previous = globals()[name]
+    switch(value)
     try:
         yield
     finally:
         switch(previous)
+
+
+def int16_negation_unwrapped():
+    """Within it, -x of an int16 is negated in 64 bits, -(-32768) = 32768: what a GPU computes where ptxas 12.9 to
+    13.2 assembled the kernel and the result stays an integer (see ``_INT16``); for the fuzzing's check of such a
+    GPU. Outside it, the simulator wraps, as PTX and numba define the negation."""
+    return _switched("_INT16_NEGATION_UNWRAPPED", True)
+
+
+def remainder_sign_of_dividend():
+    """Within it, a float ``%`` and ``//`` move the remainder into the divisor's sign by the sign of the dividend,
+    not of the remainder `_gpu_frem` computed: what NVVM compiles where it can prove the dividend's sign (an
+    unsigned integer's conversion, say), since an exact remainder has the dividend's sign. The two differ only
+    where ``|a / b|`` reaches 2**53 and the GPU's remainder is not exact. For the fuzzing's check."""
+    return _switched("_REMAINDER_SIGN_OF_DIVIDEND", True)
+
+
+class Overflows:
+    """What `signed_overflows` found: one line per overflowing operation (``"int64 +: 9223372036854775807 and
+    1"``, its first lane's operands), and the lanes where any did (a mask, None before the first)."""
+
+    def __init__(self):
+        self.found: list[str] = []
+        self.lanes: np.ndarray | None = None
+
+
+@contextlib.contextmanager
+def signed_overflows(active_lanes):
+    """Within it, a signed integer ``+``, ``-`` or ``*`` whose exact result leaves its type in a lane of
+    ``active_lanes()`` (a mask) is recorded in the `Overflows` it yields: numba marks them `nsw`, so LLVM and NVVM
+    compile as if it never happens (``x + y < y`` becomes ``x < 0``), and a GPU's result is undefined where the
+    simulator wraps. For the fuzzing's check."""
+    overflows = Overflows()
+    with _switched("_SIGNED_OVERFLOWS", (overflows, active_lanes)):
+        yield overflows
+
+
+def _checking_overflow(function, arguments: tuple, result: np.dtype):
+    """``function`` in ``result``'s type, its operands cast to ``arguments``, the lanes that overflow recorded."""
+    overflows, active_lanes = _SIGNED_OVERFLOWS
+
+    def compute(a, b):
+        a, b = (_int_constant(v, d) if type(v) is int else cast(v, d) for v, d in zip((a, b), arguments))
+        with np.errstate(all="ignore"):
+            value = cast(function(a, b), result)
+        exact = function(np.asarray(a).astype(object), np.asarray(b).astype(object))
+        over = np.logical_and(np.asarray(exact != np.asarray(value).astype(object), dtype=bool), active_lanes())
+        if over.any():
+            lane = np.unravel_index(np.argmax(over), over.shape)
+            first = [np.broadcast_to(v, over.shape)[lane] for v in (a, b)]
+            overflows.found.append(f"{result} {_NSW[function]}: {first[0]} and {first[1]}")
+            overflows.lanes = over if overflows.lanes is None else overflows.lanes | over
+        return value
+
+    return compute
 
 
 def argument_dtypes(function, dtypes: tuple) -> tuple | None:
@@ -197,13 +252,16 @@ def _wrapped(value):
 
 
 def _plan(function, operands) -> tuple | None:
-    """What `typed` does for operands of these types: (argument dtypes, result dtype, bfloat16 operation or None),
-    or None where it computes ``implementation(*operands)`` as they are."""
+    """What `typed` does for operands of these types: (argument dtypes, result dtype, an operation that computes
+    it on its own or None), or None where it computes ``implementation(*operands)`` as they are. Its own: bfloat16's
+    (rounded once, as on the GPU), or one checking signed overflow (`signed_overflows`)."""
     dtypes = tuple(map(dtype_of, operands))
     signature = None if any(d is None for d in dtypes) else _signature(function, dtypes)  # dtype(None) is float64
     if signature is None:
         return None
     arguments, result = signature
+    if _SIGNED_OVERFLOWS is not None and function in _NSW and result.kind == "i":
+        return arguments, result, _checking_overflow(function, arguments, result)
     return arguments, result, _BFLOAT16_OPERATORS.get(function) if result is BFLOAT16 else None
 
 
@@ -214,9 +272,9 @@ def typed(function, *operands, implementation=None):
     plan = _plan(function, operands)
     if plan is None:
         return implementation(*operands)
-    arguments, result, bfloat16_operation = plan
-    if bfloat16_operation is not None:  # rounded once, as on the GPU
-        return bfloat16_operation(*operands)
+    arguments, result, own = plan
+    if own is not None:
+        return own(*operands)
     return cast(implementation(*[cast(v, d) for v, d in zip(operands, arguments)]), result)
 
 
@@ -305,11 +363,17 @@ def _gpu_frem(a, b):
     return np.where(a < 0, -r, r)
 
 
+def _moved(a, b, r):
+    """Where numba moves the remainder ``r`` of ``a / b`` into the divisor's sign: where their signs differ (or
+    the dividend's and the divisor's, `remainder_sign_of_dividend`)."""
+    return (b < 0) != ((a if _REMAINDER_SIGN_OF_DIVIDEND else r) < 0)
+
+
 def _float_remainder(a, b):
     """numba's float ``a % b`` on `_gpu_frem`: moved into the divisor's sign, a zero with the divisor's sign; a
     zero divisor gives the remainder as it is (NaN)."""
     r = _gpu_frem(a, b)
-    signed = np.where(r != 0, np.where((b < 0) != (r < 0), r + b, r), np.copysign(r.dtype.type(0), b))
+    signed = np.where(r != 0, np.where(_moved(a, b, r), r + b, r), np.copysign(r.dtype.type(0), b))
     return np.where(b == 0, r, signed)
 
 
@@ -319,7 +383,7 @@ def _float_floor_divide(a, b):
     / b`` (a zero of the quotient's sign); ``a / b`` for a zero divisor."""
     r = _gpu_frem(a, b)
     quotient = (a - r) / b
-    quotient = np.where((r != 0) & ((b < 0) != (r < 0)), quotient - 1, quotient)
+    quotient = np.where((r != 0) & _moved(a, b, r), quotient - 1, quotient)
     below = np.floor(quotient)
     nearest = np.where(quotient - below > 0.5, below + 1, below)
     result = np.where(quotient != 0, nearest, quotient * quotient * a / b)
@@ -392,9 +456,9 @@ def _operator(function, implementation=None, arity: int = 2):
             plan = plan_of((a, b), key)
         if plan is None:
             return compute(a, b)
-        (da, db), result, bfloat16_operation = plan
-        if bfloat16_operation is not None:  # rounded once, as on the GPU
-            return bfloat16_operation(a, b)
+        (da, db), result, own = plan
+        if own is not None:
+            return own(a, b)
         a = a if ta is np.ndarray and a.dtype is da else _int_constant(a, da) if ta is int else cast(a, da)
         b = b if tb is np.ndarray and b.dtype is db else _int_constant(b, db) if tb is int else cast(b, db)
         value = compute(a, b)
@@ -407,9 +471,9 @@ def _operator(function, implementation=None, arity: int = 2):
         plan = plan_of((a,), (a.dtype if ta is np.ndarray or isinstance(a, np.generic) else ta,))
         if plan is None:
             return compute(a)
-        (da,), result, bfloat16_operation = plan
-        if bfloat16_operation is not None:
-            return bfloat16_operation(a)
+        (da,), result, own = plan
+        if own is not None:
+            return own(a)
         value = compute(a if ta is np.ndarray and a.dtype is da else cast(a, da))
         return value if type(value) is np.ndarray and value.dtype is result else cast(value, result)
 

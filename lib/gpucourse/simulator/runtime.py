@@ -14,6 +14,7 @@ import time
 import numpy as np
 from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
+from . import arithmetic
 from .arithmetic import SIGNATURES, Arithmetic, argument_kinds, cast, dtype_of, range_dtype, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, fault
@@ -465,9 +466,15 @@ class Runtime(Arithmetic):
             return ~value.astype(bool, copy=False)
         return not value
 
-    def ifexp(self, condition, yes, no):
-        if not isinstance(condition, np.ndarray):
-            return yes() if condition else no()
+    def ifexp(self, condition, yes, no, pruned=False):
+        """``yes() if condition else no()`` in the type numba gives it: both sides unified, unless ``pruned`` (a
+        constant test: numba types the side taken alone)."""
+        if pruned or not isinstance(condition, np.ndarray):
+            condition = bool(np.any(condition & self.mask) if isinstance(condition, np.ndarray) else condition)
+            taken, other = (yes, no) if condition else (no, yes)
+            value = taken()
+            beside = None if pruned else self._without_lanes(other)
+            return value if beside is None else select(condition, *((value, beside) if condition else (beside, value)))
         saved = self.push()
         a = yes() if self.narrow(condition) else None
         self.pop(saved)
@@ -1087,3 +1094,8 @@ def _element_name(array: SimArray, element: int) -> str:
 
 
 RUNTIME = Runtime()
+
+
+def signed_overflows():
+    """`arithmetic.signed_overflows` in the lanes that run each operation (lane k: thread k of the launch)."""
+    return arithmetic.signed_overflows(lambda: RUNTIME.mask)

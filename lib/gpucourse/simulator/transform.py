@@ -96,6 +96,25 @@ def _lambda(body: ast.expr) -> ast.Lambda:
     return ast.Lambda(empty, body)
 
 
+def _constant_test(test: ast.expr) -> bool:
+    """Whether numba drops the side of ``a if test else b`` that ``test`` never takes before typing it: a test of
+    literals only (CPython folds it, or numba's dead-branch pruning does), or ``and`` with a false literal, ``or``
+    with a true one. Otherwise the result has both sides' types unified, whichever side a thread takes."""
+    if isinstance(test, ast.Constant):
+        return True
+    if isinstance(test, ast.UnaryOp):
+        return _constant_test(test.operand)
+    if isinstance(test, ast.BinOp):
+        return _constant_test(test.left) and _constant_test(test.right)
+    if isinstance(test, ast.Compare):
+        return all(map(_constant_test, [test.left, *test.comparators]))
+    if isinstance(test, ast.BoolOp):
+        decides = isinstance(test.op, ast.Or)  # the literal that decides the test on its own
+        return all(map(_constant_test, test.values)) or any(
+            isinstance(v, ast.Constant) and bool(v.value) == decides for v in test.values)
+    return False
+
+
 def _exits(node: ast.AST, loops: bool) -> bool:
     """Whether ``node`` contains a return (or, with ``loops``, a break/continue) outside nested loops."""
     kinds = (ast.Return, ast.Break, ast.Continue) if loops else (ast.Return,)
@@ -329,8 +348,9 @@ class KernelRewriter:
                 return rewriter.widened(key, _operation(node.op, node.operand) or node)
 
             def visit_IfExp(self, node):
+                pruned = _constant_test(node.test)
                 node = self.generic_visit(node)
-                return _call("ifexp", node.test, _lambda(node.body), _lambda(node.orelse))
+                return _call("ifexp", node.test, _lambda(node.body), _lambda(node.orelse), ast.Constant(pruned))
 
             def visit_Call(self, node):
                 call = ast.Call(

@@ -23,7 +23,8 @@ against NumPy); everything else bit for bit. Counted apart, with their names and
 every difference a known behaviour of the GPU's compilers accounts for: a bug of its assembler
 (`unwraps_int16_negation`: ptxas 12.9 to 13.2 keep -x of an int16 unwrapped where it stays an integer) or NVVM's
 sign test of an inexact float remainder, each output matching the simulator as it is or as that compiler computes
-it; or a signed integer overflow, which numba leaves undefined (`nsw`), the simulator finding it in its run.
+it; or a signed integer overflow, which numba leaves undefined (`nsw`), found by the simulator in its run and
+reaching every output element that differs.
 The grammar leaves out what is not defined or not reproducible: integer division by a value that may be zero,
 shifts by the type's width or more, float-to-integer conversions of out-of-range values, a product added to
 something (NVVM contracts ``a * b + c`` into a fused multiply-add; the simulator does not), float atomics.
@@ -401,8 +402,9 @@ APART = {
         "(`remainder_sign_of_dividend`)"),
     "signed overflow": (
         "a signed integer `+`, `-` or `*` overflowed in the simulator's run (`signed_overflows`, the first "
-        "named) in each thread whose outputs differ: numba marks them `nsw`, so LLVM and NVVM compile as if it "
-        "never happens (`x + y < y` becomes `x < 0`) and the GPU's result is undefined, where the simulator wraps"),
+        "named) and reached every output element that differs (through the threads that overflowed and what they "
+        "stored, shuffled or voted): numba marks them `nsw`, so LLVM and NVVM compile as if it never happens "
+        "(`x + y < y` becomes `x < 0`) and the GPU's result is undefined, where the simulator wraps"),
 }
 
 
@@ -410,9 +412,9 @@ def explanation(kernel: Kernel, gpu: dict, on_simulator: dict, dispatcher, array
     """The `APART` name (``"signed overflow (int64 +: ...)"`` with what overflowed) of the known compiler behaviour
     that accounts for each output the GPU gives, or None. The int16 negation only where ``unwrapping`` (the GPU's
     assembler is one that `unwraps_int16_negation`); it and the remainder's sign where each output is the
-    simulator's as it is or as the simulator computes with that behaviour; a signed overflow where one happened
-    in each thread whose own outputs differ (a thread's value passed to another, by shared memory or a shuffle,
-    stays a disagreement)."""
+    simulator's as it is or as the simulator computes with that behaviour; a signed overflow where it reached
+    every output element that differs (`Overflows`: through the threads that overflowed and what they stored,
+    shuffled or voted)."""
     from gpucourse.simulator import int16_negation_unwrapped, remainder_sign_of_dividend, signed_overflows  # noqa: PLC0415
 
     def outputs(behaviour):
@@ -433,9 +435,14 @@ def explanation(kernel: Kernel, gpu: dict, on_simulator: dict, dispatcher, array
     if each_output_explained(remainder_sign_of_dividend):
         return "NVVM's remainder sign"
     _, overflows = outputs(signed_overflows)
-    return f"signed overflow ({overflows.found[0]})" if overflows and overflows.found and all(
-        np.isin(np.flatnonzero(differing(kernel, gpu, on_simulator, name)), np.flatnonzero(overflows.lanes)).all()
-        for name in ("out", "iout", "tout")) else None
+    if not overflows or not overflows.found:
+        return None
+    for name in OUTPUTS:
+        reached = overflows.reached(name)
+        if differing(kernel, gpu, on_simulator, name).any() and (
+                reached is None or (differing(kernel, gpu, on_simulator, name) & ~reached).any()):
+            return None
+    return f"signed overflow ({overflows.found[0]})"
 
 
 def cause(explained: str) -> str:

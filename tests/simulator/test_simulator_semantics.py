@@ -4,11 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from numba import cuda, int32, njit
+from numba import cuda, int32, int64, njit
 
 from conformance_kernels import block_sums, integer_ops
 from gpucourse import simulated, trace
-from gpucourse.simulator import UnsupportedInKernel, int16_negation_unwrapped
+from gpucourse.simulator import (UnsupportedInKernel, int16_negation_unwrapped, remainder_sign_of_dividend,
+                                 signed_overflows)
 
 
 @pytest.fixture(autouse=True)
@@ -187,6 +188,63 @@ def test_negations_of_narrow_integers_wrap_as_ptx_defines_them():
     assert out.tolist() == [-128, 255, 32768, 65535]
     negations[1, 1](out, *inputs)
     assert out[2] == -32768
+
+
+@cuda.jit
+def overflow_spreads(a, u, out, counts, wrapped, total):
+    i = cuda.grid(1)
+    wrapped[i] = u[i] + u[i]  # unsigned: wraps by definition
+    s = cuda.shared.array(64, int64)
+    s[i] = i
+    if i == 3:
+        s[i] = a[i] + a[i]  # signed: overflows where a[i] is past 2**62 (numba marks it nsw)
+    cuda.syncthreads()
+    x = s[(i + 60) % 64]  # thread 7 reads s[3]
+    out[i] = x + cuda.shfl_xor_sync(0xFFFFFFFF, x, 1)  # and 6 reads 7's
+    counts[i] = cuda.ballot_sync(0xFFFFFFFF, out[i] > 0)  # their warp takes a vote
+    if i >= 40:
+        cuda.atomic.add(total, 0, i)
+
+
+def test_signed_overflows_are_found_with_the_elements_they_reach():
+    """A GPU's result is undefined where a signed +, - or * overflows (numba marks them nsw): the fuzzing's check
+    finds where one happened and what it reached: the thread, what it stored and what other threads read of it,
+    shuffled or voted; the simulator's values are unchanged (it wraps)."""
+    a, u = np.arange(64, dtype=np.int64), np.full(64, 2**63, np.uint64)
+    a[3] = 2**62 + 5
+    outputs = [np.zeros(64, np.int64), np.zeros(64, np.int32), np.zeros(64, np.uint64), np.zeros(1, np.int64)]
+    overflow_spreads[1, 64](a, u, *outputs)
+    plain = [o.copy() for o in outputs]
+    outputs[-1][0] = 0  # the atomic total
+    with signed_overflows() as overflows:
+        overflow_spreads[1, 64](a, u, *outputs)
+    assert all((p == o).all() for p, o in zip(plain, outputs))
+    assert overflows.found == ["int64 +: 4611686018427387909 and 4611686018427387909"]
+    assert np.flatnonzero(overflows.reached("s")).tolist() == [3]
+    # 3 overflowed (and carries it on), 7 read s[3]; 2 and 6 shuffled with them
+    assert np.flatnonzero(overflows.reached("out")).tolist() == [2, 3, 6, 7]
+    assert np.flatnonzero(overflows.reached("counts")).tolist() == list(range(32))  # their warp's vote
+    assert not overflows.reached("total").any() and overflows.reached("wrapped") is None  # stored before it
+    with signed_overflows() as overflows:
+        overflow_spreads[1, 64](np.arange(64, dtype=np.int64), u, *outputs)
+    assert overflows.found == [] and overflows.reached("out") is None
+
+
+@cuda.jit
+def remainders(x, out):
+    i = cuda.grid(1)
+    out[i] = x[i] % 100.0
+
+
+def test_an_inexact_float_remainder_moves_into_the_divisors_sign_by_the_remainders_or_the_dividends():
+    """2**65 % 100.0 is -768 before numba moves it into the divisor's sign (the GPU's frem is not exact past 2**53);
+    numba adds 100 by the remainder's sign, NVVM folds the test to the dividend's where it proves it."""
+    x, out = np.array([2.0**65, -7.0, 7.5]), np.zeros(3)
+    remainders[1, 3](x, out)
+    assert out.tolist() == [-668.0, 93.0, 7.5]
+    with remainder_sign_of_dividend():
+        remainders[1, 3](x, out)
+    assert out.tolist() == [-768.0, 93.0, 7.5]
 
 
 def test_the_same_launch_gives_the_same_result_and_trace():

@@ -141,11 +141,55 @@ def remainder_sign_of_dividend():
 
 class Overflows:
     """What `signed_overflows` found: one line per overflowing operation (``"int64 +: 9223372036854775807 and
-    1"``, its first lane's operands), and the lanes where any did (a mask, None before the first)."""
+    1"``, its first lane's operands); the threads an overflow reached (a mask of lanes, None before the first):
+    those where one happened, then those that read what such a thread stored, shuffled or voted (a thread is taken
+    to carry its overflow into everything it computes after); and by array name, the elements such threads
+    stored last or updated atomically (`reached`)."""
 
     def __init__(self):
         self.found: list[str] = []
         self.lanes: np.ndarray | None = None
+        self._elements: dict[str, np.ndarray] = {}
+
+    def overflowed(self, over: np.ndarray) -> None:
+        self.lanes = over.copy() if self.lanes is None else self.lanes | over
+
+    def stored(self, name: str, size: int, lanes: np.ndarray, elements, atomically: bool = False) -> None:
+        """Threads ``lanes`` stored elements ``elements`` (one each) of array ``name`` of ``size`` elements."""
+        if self.lanes is None and name not in self._elements:
+            return
+        marks = self._elements.setdefault(name, np.zeros(size, bool))
+        reached = np.zeros(len(lanes), bool) if self.lanes is None else self.lanes[lanes]
+        elements = np.broadcast_to(elements, reached.shape)
+        if atomically:
+            marks[elements[reached]] = True
+        else:
+            marks[elements] = reached
+
+    def loaded(self, name: str, lanes: np.ndarray, elements) -> None:
+        marks = self._elements.get(name)
+        if marks is not None:
+            self.lanes[lanes[np.broadcast_to(marks[elements], lanes.shape)]] = True
+
+    def exchanged(self, lanes: np.ndarray, sources: np.ndarray) -> None:
+        """Threads ``lanes`` read the values of threads ``sources`` (a shuffle)."""
+        if self.lanes is not None:
+            self.lanes[lanes] |= self.lanes[sources]
+
+    def voted(self, lanes: np.ndarray, warp_of: np.ndarray) -> None:
+        """Threads ``lanes`` took a vote of their warps (``warp_of``: each lane's warp)."""
+        if self.lanes is not None:
+            warps = np.unique(warp_of[lanes[self.lanes[lanes]]])
+            self.lanes[lanes[np.isin(warp_of[lanes], warps)]] = True
+
+    def reached(self, name: str) -> np.ndarray | None:
+        """The elements of array ``name`` an overflow reached (a mask), or None where none did."""
+        return self._elements.get(name)
+
+
+def overflows_recorded() -> Overflows | None:
+    """The `Overflows` `signed_overflows` is recording, or None."""
+    return None if _SIGNED_OVERFLOWS is None else _SIGNED_OVERFLOWS[0]
 
 
 @contextlib.contextmanager
@@ -173,7 +217,7 @@ def _checking_overflow(function, arguments: tuple, result: np.dtype):
             lane = np.unravel_index(np.argmax(over), over.shape)
             first = [np.broadcast_to(v, over.shape)[lane] for v in (a, b)]
             overflows.found.append(f"{result} {_NSW[function]}: {first[0]} and {first[1]}")
-            overflows.lanes = over if overflows.lanes is None else overflows.lanes | over
+            overflows.overflowed(over)
         return value
 
     return compute

@@ -13,7 +13,7 @@ from numba.core import types as numba_types
 from numba.cuda import config as numba_config
 
 from . import fused
-from .arithmetic import as_dtype, cast
+from .arithmetic import as_dtype, cast, overflows_recorded
 from .bits import BitIntrinsics
 from .errors import DivergentBarrier, UnsupportedInKernel, WarpFault, fault
 from .extrema import extremum
@@ -200,6 +200,8 @@ def _shuffle(what: str, mask, value, source):
         raise fault(WarpFault, rt.where(rt.site),
                     f"{g.thread_name(lane)} reads lane {source[lane]} of its warp in {what}, but {why} "
                     "(the value would be undefined on a GPU)")
+    if (overflows := overflows_recorded()) is not None:
+        overflows.exchanged(lanes, source_lane[lanes])
     if not isinstance(value, np.ndarray):
         value = _lanes_of(value)
     return value[source_lane]
@@ -230,6 +232,8 @@ def shfl_xor_sync(mask, value, lane_mask):
 def _per_warp_bits(bits: np.ndarray) -> np.ndarray:
     g = rt.geometry
     lanes = rt.active_lanes()
+    if (overflows := overflows_recorded()) is not None:
+        overflows.voted(lanes, g.warp_of)
     weights = (bits[lanes].astype(np.int64) << g.laneid[lanes]).astype(np.float64)
     per_warp = np.bincount(g.warp_of[lanes], weights=weights, minlength=g.warps).astype(np.int64)
     return per_warp[g.warp_of].astype(np.uint32)

@@ -768,6 +768,8 @@ class Runtime(Arithmetic):
             array.reads.note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
+        if (overflows := arithmetic.overflows_recorded()) is not None:
+            overflows.loaded(array.name, self.active_lanes(), elements)
         values = array.fetch(elements, components)
         if lanes is not None:
             values, active = np.zeros(self.geometry.lanes, array.dtype), values
@@ -823,6 +825,8 @@ class Runtime(Arithmetic):
             array.written[elements] = True
         if self.trace is not None:
             self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
+        if (overflows := arithmetic.overflows_recorded()) is not None:
+            overflows.stored(array.name, array.data.size, self.active_lanes(), elements)
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
         if array.dtype is BFLOAT16:
@@ -896,6 +900,9 @@ class Runtime(Arithmetic):
             array.atomic_record().note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "atomic", active, elements, components, site)
+        if (overflows := arithmetic.overflows_recorded()) is not None:
+            overflows.loaded(array.name, active, elements)  # the old value it returns
+            overflows.stored(array.name, array.data.size, active, elements, atomically=True)
         values = _per_lane(value, lanes, len(elements), array.dtype)
         compares = None if compare is None else _per_lane(compare, lanes, len(elements), array.dtype)
         data = array.flat

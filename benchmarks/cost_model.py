@@ -17,7 +17,8 @@ launches with Spearman's rank correlation of predicted and measured times:
   space and shape, where a GPU run recorded them.
 
 So a change of the model is scored against a GPU's own times before the next GPU run (goal, as tuning.py's: at least
-0.8 in every group); the GPU run of benchmarks/tuning.py stays the score of record. A group whose section is missing,
+0.8 in every group). The score of record of the tuning spaces is the `tuning` section's where its GPU run priced
+its candidates, and this section's where it timed them only (gpu-check's share, `--seconds`). A group whose section is missing,
 or was measured on a GPU the model has no data sheet for, is named and left out. Needs nvJitLink (the cu12 or cu13
 extra: the model's registers); a few minutes on two cores.
 """
@@ -315,8 +316,8 @@ def section(done: list[Group], left_out: list[str]) -> str:
         "- Cost model: gpucourse.figures.tuning for the GPU that measured each section, each launch priced from a "
         "traced launch at a small size scaled by FLOPs (benchmarks/tuning.py's proxies; the ladder at "
         f"{'x'.join(map(str, LADDER_TRACED))}, the softmaxes at {SOFTMAX_TRACED[0]} x {SOFTMAX_TRACED[1]}).",
-        f"- Goal: Spearman >= {GOAL} in every group: {verdict}. The score of record of issue 23's goal is the "
-        "`tuning` section's, measured on the GPU.",
+        f"- Goal: Spearman >= {GOAL} in every group: {verdict}. The tuning spaces' score of record (issue 23) is "
+        "the `tuning` section's where its GPU run priced the candidates, and this one's where it timed them only.",
         *([f"- Left out: {'; '.join(left_out)}."] if left_out else []),
         "",
         summary,

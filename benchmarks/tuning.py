@@ -3,7 +3,8 @@
     python benchmarks/tuning.py              # SGEMM 1024^3 and 4096^3, ResNet conv2_x, softmax 4096 x 4096; writes RESULTS.md
     python benchmarks/tuning.py --quick      # smaller shapes, a budget of 8, 3 samples, prints only
     python benchmarks/tuning.py --no-write
-    python benchmarks/tuning.py --seconds 300   # each space's largest shape first, the rest while 300 s last
+    python benchmarks/tuning.py --seconds 300   # each space's largest shape first, the rest while 300 s last;
+                                                # measured only: cost_model.py prices them on a CPU
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -15,7 +16,10 @@ noisy candidates is biased low) and compared with the library: cuBLAS fp32 (`tor
 (`torch.nn.functional.conv2d`, TF32 off, benchmark mode), `torch.softmax`. The cost model
 (`gpucourse.figures.tuning.cost_model`, for the data sheet of the GPU it runs on when that is a T4, A100, H100 or H200)
 then predicts each timed candidate from a traced launch of the same kernel at a small size, scaled by FLOPs;
-Spearman's rank correlation between predicted and measured times is the model's score (goal: at least 0.8). A
+Spearman's rank correlation between predicted and measured times is the model's score (goal: at least 0.8). With
+``--seconds`` (gpu-check's share of a device command) the candidates are timed only, and `benchmarks/cost_model.py`
+prices the recorded times on a CPU afterwards (the pricing, a traced launch each, took more than half of the
+SGEMM's 54 s on the H200's machine on 2026-11-30, so that no other space had time left). A
 candidate that computes a wrong result is reported and nothing is recorded; one that cannot launch (a block that fits
 no SM: registers x threads past the register file) is named in the section, as lecture 3 warns a tile search must
 expect. TF32 is off as in matmul.py and conv.py (``NVIDIA_TF32_OVERRIDE=0`` before the libraries load, and PyTorch's
@@ -145,7 +149,9 @@ def reference_launch(case: Case, problem, torch):
     return lambda: torch.softmax(x, dim=1)
 
 
-def measure(case: Case, samples: int, budget: int, libraries: dict, model) -> Row:
+def measure(case: Case, samples: int, budget: int, libraries: dict, model, priced: bool = True) -> Row:
+    """Tune ``case`` on the GPU: the best config, the reference's time, each timed candidate's time and, where
+    ``priced``, the cost model's prediction of it (a traced launch on the CPU: about a second each)."""
     from gpucourse.figures import tuning as ft  # noqa: PLC0415
     from gpucourse.run import timing  # noqa: PLC0415
     from gpucourse.run import tuning as rt  # noqa: PLC0415
@@ -162,12 +168,12 @@ def measure(case: Case, samples: int, budget: int, libraries: dict, model) -> Ro
         row.best_ms = timing.median_seconds(problem.build(result.best), samples) * 1e3
     if "torch" in libraries:
         row.reference_ms = timing.median_seconds(reference_launch(case, problem, libraries["torch"]), samples) * 1e3
-    if model is not None:
-        for t in (t for t in result.trials if "seconds" in t):
+    for t in (t for t in result.trials if "seconds" in t):
+        row.measured.append(t["seconds"])
+        row.timed.append(t["config"])
+        if model is not None and priced:
             row.predicted.append(rt.price(problem, t["config"], model))
-            row.measured.append(t["seconds"])
-            row.timed.append(t["config"])
-    row.spearman = ft.spearman(row.predicted, row.measured) if len(row.measured) > 1 else None
+    row.spearman = ft.spearman(row.predicted, row.measured) if len(row.predicted) > 1 else None
     return row
 
 
@@ -191,6 +197,10 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
     predicted = [p for r in rows for p in r.predicted]
     if model_device is None:
         verdict = f"no cost model for a {device.name} (it knows {', '.join(ft.SMS)}): no rank correlation"
+    elif not predicted and any(r.measured for r in rows):
+        verdict = (f"the candidates' times are priced for the {model_device} on a CPU by `benchmarks/cost_model.py` "
+                   f"(section `cost_model`, a group per space): this run's share of the GPU's time (`--seconds`) went "
+                   "to measuring")
     else:
         scores = [r.spearman for r in rows if r.spearman is not None]
         worst = min(scores) if scores else None
@@ -201,8 +211,9 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
     not_launched = [f"{r.case.name}: {launch_error(error)}" for r in rows for error in r.not_launched]
     candidates = markdown_table(
         ["space", "shape", "config", "measured ms", "predicted ms"],
-        [[r.case.family, r.case.label, config_text(config), f"{measured * 1e3:.4g}", f"{predicted * 1e3:.4g}"]
-         for r in rows for config, predicted, measured in zip(r.timed, r.predicted, r.measured)], right={3, 4})
+        [[r.case.family, r.case.label, config_text(config), f"{measured * 1e3:.4g}",
+          f"{r.predicted[k] * 1e3:.4g}" if r.predicted else "-"]
+         for r in rows for k, (config, measured) in enumerate(zip(r.timed, r.measured))], right={3, 4})
     return "\n".join([
         "## Tuning: the autotuner, its cost model, and the vendor libraries",
         "",
@@ -221,7 +232,7 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
           if not_launched else []),
         *(["", CANDIDATES, "", "Each candidate's measured time beside the model's prediction "
            "(`benchmarks/cost_model.py` prices them again with the model as it is now).", "", candidates]
-          if predicted else []),
+          if any(r.measured for r in rows) else []),
     ])
 
 
@@ -257,15 +268,15 @@ def main(argv=None) -> int:
     # the goal is the rank correlation in every space: the largest shape of each space first, then the others
     first = {[c for c in cases if c.family == family][-1].name for family in {c.family for c in cases}}
     for case in time_budget.rows(cases, label=lambda case: case.name, first=first):
-        rows.append(measure(case, samples, budget, libraries, model))
+        rows.append(measure(case, samples, budget, libraries, model, priced=options.seconds is None))
         print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
     rows.sort(key=lambda row: cases.index(row.case))  # tabled in the order of the cases
     for row in rows:
         for error in row.errors:
             print(f"  {row.kernel}: {error}")
-        for config, predicted, measured in zip(row.timed, row.predicted, row.measured):  # to study the model
-            print(f"  {row.kernel}: {config_text(config)}: predicted {predicted * 1e3:.4g} ms, "
-                  f"measured {measured * 1e3:.4g} ms")
+        for k, (config, measured) in enumerate(zip(row.timed, row.measured)):  # to study the model
+            predicted = f"predicted {row.predicted[k] * 1e3:.4g} ms, " if row.predicted else ""
+            print(f"  {row.kernel}: {config_text(config)}: {predicted}measured {measured * 1e3:.4g} ms")
     text = section(rows, device, versions(libraries), samples, model_device, time_budget.note("tuning.py"))
     return finish(NAME, text, rows, write=not options.quick and not options.no_write)
 

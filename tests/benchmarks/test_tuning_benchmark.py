@@ -61,8 +61,9 @@ def run(bench, benchmark_run, monkeypatch):
     run = benchmark_run(bench, SimpleNamespace(name="CPU simulator", sms=2))  # no cost model for it
     run.measured = []
 
-    def measure(case, samples, budget, libraries, model):
+    def measure(case, samples, budget, libraries, model, priced):
         run.row()
+        run.priced = priced
         run.measured.append(case.name)
         return bench.Row(case, 10, 5, {"BM": 64}, 1.0, None, 2.0)
 
@@ -72,7 +73,7 @@ def run(bench, benchmark_run, monkeypatch):
 
 def test_a_time_budget_tunes_each_spaces_largest_shape_first_and_names_those_left_out(bench, run):
     recorded = run(*run.ONE_ROW)
-    assert run.measured == ["sgemm 4096^3"]
+    assert run.measured == ["sgemm 4096^3"] and not run.priced  # gpu-check's share: cost_model.py prices them
     assert recorded.write  # a full run's cases, cut short by time: still recorded, and says so
     assert [row[:2] for row in table_rows(recorded.text)] == [["sgemm", "4096^3"]]
     note = recorded.text.split("\n\n")[4]  # under the table (title, device, list, table, note)
@@ -82,7 +83,7 @@ def test_a_time_budget_tunes_each_spaces_largest_shape_first_and_names_those_lef
 
 def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
     recorded = run()
-    assert run.measured == [case.name for case in bench.CASES[1:]] + [bench.CASES[0].name]  # every space first
+    assert run.priced and run.measured == [case.name for case in bench.CASES[1:]] + [bench.CASES[0].name]
     assert [row[1] for row in table_rows(recorded.text)] == [case.label for case in bench.CASES]
     blocks = recorded.text.split("\n\n")  # title, device, list with the goal, table: no note
     assert recorded.write and len(blocks) == 4 and "\n- Goal: " in blocks[2] and blocks[3].startswith("| space |")
@@ -131,3 +132,18 @@ def test_the_report_keeps_every_timed_candidates_time_and_prediction(bench):
     assert table_rows(text, bench.CANDIDATES) == [["sgemm", "4096^3", "BM=64, BN=64", "1000", "1000"],
                                                   ["sgemm", "4096^3", "BM=32, BN=64", "3000", "2000"],
                                                   ["sgemm", "4096^3", "BM=64, BN=32", "2000", "3000"]]
+
+
+def test_a_run_with_a_time_share_tables_the_measured_times_for_cost_model_to_price(bench, monkeypatch):
+    from gpucourse.figures import tuning as ft
+    from gpucourse.run import tuning as rt
+
+    monkeypatch.setattr(bench, "problem_of", tiny_problem)
+    monkeypatch.setattr(rt, "_device", lambda: ("NVIDIA H200", (9, 0)))
+    model = ft.cost_model(ft.modelled_device("NVIDIA H200"))
+    timed = bench.measure(bench.QUICK_CASES[0], 1, 3, {}, model, priced=False)
+    assert len(timed.measured) == len(timed.timed) >= 2 and timed.predicted == [] and timed.spearman is None
+    text = bench.section([timed], SimpleNamespace(name="NVIDIA H200", sms=132), "v", 1, model.device)
+    assert "priced for the H200 on a CPU by `benchmarks/cost_model.py`" in text
+    assert [r[3:] for r in table_rows(text, bench.CANDIDATES)][0][1] == "-" and len(table_rows(text, bench.CANDIDATES)) \
+        == len(timed.measured)

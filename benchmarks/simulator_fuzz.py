@@ -415,7 +415,8 @@ def explanation(kernel: Kernel, gpu: dict, on_simulator: dict, dispatcher, array
     simulator's as it is or as the simulator computes with that behaviour; a signed overflow where it reached
     every output element that differs (`Overflows`: through the threads that overflowed and what they stored,
     shuffled or voted)."""
-    from gpucourse.simulator import int16_negation_unwrapped, remainder_sign_of_dividend, signed_overflows  # noqa: PLC0415
+    from gpucourse.simulator import (  # noqa: PLC0415
+        int16_negation_unwrapped, remainder_sign_of_dividend, signed_overflows)
 
     def outputs(behaviour):
         try:
@@ -438,9 +439,8 @@ def explanation(kernel: Kernel, gpu: dict, on_simulator: dict, dispatcher, array
     if not overflows or not overflows.found:
         return None
     for name in OUTPUTS:
-        reached = overflows.reached(name)
-        if differing(kernel, gpu, on_simulator, name).any() and (
-                reached is None or (differing(kernel, gpu, on_simulator, name) & ~reached).any()):
+        differs, reached = differing(kernel, gpu, on_simulator, name), overflows.reached(name)
+        if differs.any() and (reached is None or (differs & ~reached).any()):
             return None
     return f"signed overflow ({overflows.found[0]})"
 
@@ -600,7 +600,8 @@ def main() -> int:
         print(text)
         record(NAME, text)
     if arguments.log is not None:
-        listed = "".join(f"Counted apart ({name}): {'; '.join(kernels)}\n\n" for name, kernels in by_cause(apart).items())
+        listed = "".join(f"Counted apart ({name}): {'; '.join(kernels)}\n\n"
+                         for name, kernels in by_cause(apart).items())
         arguments.log.write_text(f"{len(disagreements)} disagreements in {count} kernels, seed {arguments.seed}: "
                                  "the GPU's values against the simulator's\n\n" + listed + "\n".join(disagreements))
     return 1 if disagreements else 0

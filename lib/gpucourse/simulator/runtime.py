@@ -15,7 +15,7 @@ import numpy as np
 from numpy._core.multiarray import count_nonzero as _count_nonzero  # np.count_nonzero less its Python wrapper
 
 from . import arithmetic
-from .arithmetic import SIGNATURES, Arithmetic, argument_kinds, cast, dtype_of, range_dtype, select
+from .arithmetic import SIGNATURES, Arithmetic, argument_kinds, cast, dtype_of, overflows_recorded, range_dtype, select
 from .bfloat16 import BFLOAT16, round_to as round_to_bfloat16
 from .errors import DataRace, EndlessLoop, OutOfBounds, TooSlowToSimulate, UninitializedRead, UnsupportedInKernel, fault
 from .functions import Enumerated, Zipped
@@ -474,7 +474,11 @@ class Runtime(Arithmetic):
             taken, other = (yes, no) if condition else (no, yes)
             value = taken()
             beside = None if pruned else self._without_lanes(other)
-            return value if beside is None else select(condition, *((value, beside) if condition else (beside, value)))
+            kind = None if beside is None else dtype_of(beside)
+            if kind is None or kind == dtype_of(value):  # (not `in (None, ...)`: float64 == None in NumPy)
+                return value
+            unified = select(condition, *((value, beside) if condition else (beside, value)))
+            return unified[()] if unified.ndim == 0 else unified
         saved = self.push()
         a = yes() if self.narrow(condition) else None
         self.pop(saved)
@@ -768,7 +772,7 @@ class Runtime(Arithmetic):
             array.reads.note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "read", self.active_lanes(), elements, components, site)
-        if (overflows := arithmetic.overflows_recorded()) is not None:
+        if (overflows := overflows_recorded()) is not None:
             overflows.loaded(array.name, self.active_lanes(), elements)
         values = array.fetch(elements, components)
         if lanes is not None:
@@ -825,7 +829,7 @@ class Runtime(Arithmetic):
             array.written[elements] = True
         if self.trace is not None:
             self.trace.record(self, array, "write", self.active_lanes(), elements, components, site)
-        if (overflows := arithmetic.overflows_recorded()) is not None:
+        if (overflows := overflows_recorded()) is not None:
             overflows.stored(array.name, array.data.size, self.active_lanes(), elements)
         if isinstance(value, np.ndarray) and value.ndim:
             value = value if lanes is None else value[lanes]
@@ -900,7 +904,7 @@ class Runtime(Arithmetic):
             array.atomic_record().note(elements, who)
         if self.trace is not None:
             self.trace.record(self, array, "atomic", active, elements, components, site)
-        if (overflows := arithmetic.overflows_recorded()) is not None:
+        if (overflows := overflows_recorded()) is not None:
             overflows.loaded(array.name, active, elements)  # the old value it returns
             overflows.stored(array.name, array.data.size, active, elements, atomically=True)
         values = _per_lane(value, lanes, len(elements), array.dtype)

@@ -20,16 +20,17 @@ def code_cell(notebook, marker: str):
 
 
 def test_tuning_lecture_bert_puzzle_shows_the_gain_its_text_explains(executed_lecture):
-    """Section 8's prose: version 2 changes almost nothing for training, and for serving gives version 1's 64 x 64
-    tiles of 8 x 8 (2 warps) twice the warps with 4 x 8 per thread; its puzzle's answer is "serving". A model that
-    priced both workloads the same once made the puzzle mark that answer wrong (review of 2026-11-30)."""
+    """Section 8's prose: version 2 changes nothing for training, and for serving takes version 1's 64 x 64 tiles of
+    4 x 8 with BK 16 instead of 8 (half the tiles along K, so half a lone block's waits); its puzzle's answer is
+    "serving". A model that priced both workloads the same once made the puzzle mark that answer wrong (review of
+    2026-11-30)."""
     notebook = executed_lecture(ROOT / "lectures" / "07_tuning.ipynb")
     table = outputs(code_cell(notebook, 'display(Markdown(f"{how} {table}"))'))
-    assert "Version 1: 64x64 / 8x8" in table, table
+    assert "Version 1: 64x64 / 4x8, BK 8." in table, table
     training, serving = (float(gain) for gain in re.findall(r"\*\* \(([\d.]+)x\) \|", table))
     assert training < 1.01 < 1.2 < serving, table
     picks = [row.split(" | ")[3] for row in table.splitlines() if row.startswith("| 128 tokens |") and "all" not in row]
-    assert len(picks) == 4 and all(pick.startswith("64x64 / 4x8") for pick in picks), table
+    assert picks == ["64x64 / 4x8, BK 16"] * 4, table
 
 
 def test_tuning_lecture_names_the_tie_its_text_explains(executed_lecture):

@@ -1,8 +1,10 @@
 """The CPU cost model (roofs, waves and tails, latency) and Spearman's rank correlation."""
 
 import math
+from types import SimpleNamespace
 
 import matplotlib
+import numpy as np
 import pytest
 
 from gpucourse.figures import SMS
@@ -60,6 +62,39 @@ def test_a_loop_of_few_fmas_is_bound_by_instruction_issue():
     # a T4's SM has 64 FP32 lanes, half an issue slot's worth: FMAs alone cannot fill its 4 slots per clock
     t4 = ft.predict(**common, device="T4", fma_share=0.5)
     assert t4.terms["instruction issue"] == pytest.approx(t4.terms["FLOPs"])
+
+
+def test_a_block_that_waits_for_its_tiles_is_bound_by_its_own_time():
+    """Few warps per block, each load a round trip: the SM holds many such blocks, but each wave of them lasts as
+    long as one block's waits and its issue at one instruction per clock per warp."""
+    sm, clock = SMS["H200"], 67e12 / 2 / (132 * 128)
+    common = dict(sectors=1, shared_wavefronts=1, flops=2.0 * 32 * 132 * 1000, blocks=132, threads=32, registers=32,
+                  shared_bytes=0, device="H200", fma_share=0.5)  # one warp per block, 1,000 FMAs per thread
+    quick = ft.predict(**common)
+    assert quick.latency_factor == ft.WARPS_TO_HIDE  # no round trips known: the rule of thumb slows the roofs
+    assert quick.block_seconds == pytest.approx(2000 / clock)  # 2,000 instructions, one per clock
+    waiting = ft.predict(**common, round_trips=100, copy_instructions=500)
+    assert waiting.latency_factor == 1  # the round trips say how it waits: no rule of thumb on top
+    assert waiting.bound_by == "a block's own time"
+    assert waiting.block_seconds == pytest.approx((100 * ft.GLOBAL_LATENCY + 2500) / clock)
+    assert waiting.seconds - ft.LAUNCH_SECONDS == pytest.approx(waiting.waves * waiting.block_seconds)
+    assert waiting.terms["instruction issue"] == pytest.approx(132 * 2500 / (4 * sm.sms * clock))  # the copy's too
+    slower = ft.predict(**common, round_trips=100, copy_instructions=500, global_latency=1.3 * ft.GLOBAL_LATENCY)
+    assert slower.seconds > waiting.seconds
+
+
+def test_tile_loads_count_the_copy_per_thread_from_the_trace_and_the_compiled_code():
+    from gpucourse.run.sass import GlobalLoads  # noqa: PLC0415
+
+    class Launch:  # a traced launch of 2 blocks x 64 threads: 10 tile loop passes of 2 barriers, 30 loads a thread
+        block_barriers = np.array([20, 20])
+        arrays = {"A": SimpleNamespace(space="global", instructions={"read": SimpleNamespace(lanes=2 * 64 * 30)})}
+
+    loads = GlobalLoads(tile_barriers=2, tile_loads=1, tile_round_trips=1, inner_loads=4, inner_round_trips=4,
+                        inner_instructions=80)
+    trips, copy = ft.tile_loads(loads, Launch, scale=3.0, blocks=6, threads=64)  # 3 times as many blocks
+    assert (trips, copy) == pytest.approx((10 * 1 + 20 * 1, 20 * 20))  # 10 own loads, 20 in the rolled loop
+    assert ft.tile_loads(None, Launch, 1.0, 2, 64) == (0.0, 0.0)
 
 
 def test_a_block_that_fits_no_sm_has_no_time_the_launch_fails():

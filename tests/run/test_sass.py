@@ -149,3 +149,61 @@ def test_inspect_compiled_reads_the_real_sass():
     assert any(line.startswith("SASS main loop") for line in c.findings)
     local = rt.inspect_compiled(_picked, (out, x, 3))
     assert local.sass["LDL"] + local.sass["STL"] >= 1
+
+
+TILE_LOOP = """
+.L_x_1:
+        /*0000*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0010*/                   LDG.E R5, desc[UR4][R2.64+0x100] ;
+        /*0020*/                   STS [R6], R4 ;
+        /*0030*/                   STS [R6+0x80], R5 ;
+.L_x_2:
+        /*0040*/                   LDG.E R7, desc[UR4][R8.64] ;
+        /*0050*/                   STS [R9], R7 ;
+        /*0060*/                   LDG.E R7, desc[UR4][R8.64+0x40] ;
+        /*0070*/                   STS [R9+0x4], R7 ;
+        /*0080*/                @P0 BRA `(.L_x_2) ;
+        /*0090*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+.L_x_0:
+        /*00a0*/                   LDS R10, [R11] ;
+        /*00b0*/                   FFMA R12, R10, R10, R12 ;
+        /*00c0*/                @P1 BRA `(.L_x_0) ;
+        /*00d0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*00e0*/                @P2 BRA `(.L_x_1) ;
+        /*00f0*/                   EXIT ;
+"""
+
+
+def test_global_loads_tell_loads_in_flight_together_from_loads_that_wait_each_for_the_last():
+    loads = rs.global_loads(TILE_LOOP)
+    # the tile loop's own two loads are issued before either is stored: one round trip for both; the rolled copy
+    # loop stores each load before it issues the next: one round trip per load
+    assert (loads.tile_barriers, loads.tile_loads, loads.tile_round_trips) == (2, 2, 1)
+    assert (loads.inner_loads, loads.inner_round_trips, loads.inner_instructions) == (2, 2, 5)
+    assert rs.global_loads(SYNTHETIC) is None  # no barrier around its main loop: no tiles to copy
+
+
+def test_a_loop_nested_between_a_load_and_its_use_hides_its_round_trip():
+    load, use = ("", "LDG.E", "R4, desc[UR4][R2.64]", []), ("", "STS", "[R6], R4", [])
+    assert rs.round_trips([load, use]) == 1
+    assert rs.round_trips([load, rs._NESTED, use]) == 0  # a double-buffered kernel's prefetch: the loop's time
+    assert rs.round_trips([use, load]) == 1  # the load at the end of one pass waits at the start of the next
+
+
+@pytest.mark.skipif(rs.sass_problem() is not None or resources_problem() is not None,
+                    reason="needs nvdisasm (the cu13 extra installs it) and nvJitLink")
+def test_few_threads_per_block_copy_their_tiles_in_a_rolled_loop_one_round_trip_per_load():
+    from gpucourse.kernels import matmul as mm  # noqa: PLC0415
+    from gpucourse.run.assembler import ptx_for  # noqa: PLC0415
+    from gpucourse.run.ptx import argument_type  # noqa: PLC0415
+
+    a = np.zeros((1, 64, 64), np.float32)
+    argtypes = tuple(argument_type(x) for x in (a, a, a))
+
+    def loads(*shape):
+        return rs.global_loads(rs.disassemble(ptx_for(mm.make_register_tiled(*shape), argtypes, "sm_90"), "sm_90"))
+
+    many = loads(64, 64, 8, 4, 8)  # 128 threads, 4 + 4 loads each per tile: unrolled, all in flight at once
+    assert (many.tile_loads, many.tile_round_trips, many.inner_loads) == (8, 1, 0)
+    few = loads(32, 64, 8, 8, 16)  # 32 threads, 16 + 32 loads each: rolled loops, each load stored before the next
+    assert few.inner_loads and few.inner_round_trips == few.inner_loads

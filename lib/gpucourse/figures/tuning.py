@@ -9,17 +9,25 @@ main loop's share of FMAs) and its FLOPs, on the data-sheet figures of `roofline
   SMs (the *tail*). Every term below is one SM's share of the work, stretched by the SMs left idle or part-idle;
 - four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue* (each SM issues `ISSUE_PER_CLOCK` warp
   instructions per clock, and a main loop whose FMAs are a share s of its instructions issues 1/s instructions per
-  FMA: the resources' ``fma_share``, `run.tuning.main_loop_fma_share` of the PTX), global sectors at the memory
-  bandwidth, shared wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
+  FMA: the resources' ``fma_share``, `run.tuning.main_loop_fma_share` of the PTX; plus those of the rolled loops
+  that copy a tiled kernel's tiles, `tile_loads`), global sectors at the memory bandwidth, shared wavefronts at
+  one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
-  (Volkov: independent instructions within a thread hide it too, which this model does not see);
+  (Volkov: independent instructions within a thread hide it too, which this rule does not see); a rule of thumb
+  for kernels whose waits the model cannot read, replaced by the next bound where it can;
+- a *block's own time*, a fifth bound: a block that copies its tiles, syncs, computes and syncs again waits
+  `GLOBAL_LATENCY` for each *round trip* of its copy (loads in flight together share one; the compiled code says
+  which, `run.sass.global_loads`), and a block of w warps issues at most min(w, 4) instructions per clock. The other
+  blocks of its SM overlap it, but no SM finishes before its waves of blocks have each taken that time: few warps
+  per block with many loads each (a rolled copy loop, whose instructions count in the issue roof too) are slow
+  however many blocks an SM holds;
 - each launch costs `LAUNCH_SECONDS` on top.
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
-faster), instructions outside the main loop are free, the issue roof assumes a warp ready at every clock
-(dependent instructions and barriers stall it) and takes every FLOP as half an FMA (rough for a softmax, whose
-main loop is an ``exp``'s few FMAs: memory-bound, its issue roof stays low), and instruction-level parallelism is
-unseen.
+faster), instructions outside the main loop and the rolled copy loops are free, the issue roof assumes a warp ready at
+every clock (dependent instructions and barriers stall it) and takes every FLOP as half an FMA (rough for a softmax,
+whose main loop is an ``exp``'s few FMAs: memory-bound, its issue roof stays low), and instruction-level parallelism
+is unseen.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 
@@ -36,6 +44,9 @@ from .roofline import DEVICES, SECTOR_BYTES
 ISSUE_PER_CLOCK = 4  # warp instructions an SM issues per clock: one per scheduler, four schedulers (Volta to Hopper)
 WARPS_TO_HIDE = 16  # resident warps per SM below which latency shows (4 per scheduler, one instruction in flight each)
 LAUNCH_SECONDS = 3e-6  # the cost of a launch on the GPU's side, a few microseconds
+# clocks from a global load's issue to its value: ~200-300 from L2, ~500-600 from DRAM (Jia et al. 2018, "Dissecting
+# the NVIDIA Volta GPU Architecture via Microbenchmarking"; Luo et al. 2024 on Hopper); tiled kernels hit L2 mostly
+GLOBAL_LATENCY = 500
 
 
 @dataclass(frozen=True)
@@ -47,18 +58,24 @@ class Prediction:
     waves: int
     tail_efficiency: float  # blocks / (SMs x the blocks its busiest SM runs)
     latency_factor: float  # >= 1: how much too few resident warps slow that SM down
+    block_seconds: float = 0.0  # one block's own time (its round trips and its issue), as the module says
 
 
 def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,
-            shared_bytes: int, device: str = "H100", fma_share: float | None = None) -> Prediction:
+            shared_bytes: int, device: str = "H100", fma_share: float | None = None, round_trips: float = 0.0,
+            copy_instructions: float = 0.0, global_latency: float = GLOBAL_LATENCY) -> Prediction:
     """The cost model on numbers: see the module's docstring. ``fma_share``: FMAs per instruction of the main loop
-    (None: no loop of FMAs, no issue roof)."""
+    (None: no loop of FMAs, no issue roof); ``round_trips`` and ``copy_instructions``: per thread, of its tile copy
+    (`tile_loads`); ``global_latency``: clocks per round trip."""
     roof, sm = DEVICES[device], SMS[device]
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
-    if fma_share:  # warp instructions: FMAs (FLOPs / 2 per lane, 32 lanes) over their share
-        terms["instruction issue"] = flops / 2 / 32 / fma_share / (ISSUE_PER_CLOCK * sm.sms * clock)
+    warps = math.ceil(threads / 32)
+    # per thread: FMAs (FLOPs / 2 per lane) over their share of the main loop, and the copy's
+    issued = (flops / 2 / (blocks * threads) / fma_share if fma_share else 0.0) + copy_instructions
+    if issued:  # a warp issues one instruction for its 32 lanes
+        terms["instruction issue"] = blocks * warps * issued / (ISSUE_PER_CLOCK * sm.sms * clock)
     fit = blocks_per_sm(sm, threads, registers, shared_bytes)
     if not fit.blocks:  # a GPU refuses the launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): it has no time
         short = [why for why, blocks in fit.limits.items() if not blocks]
@@ -72,10 +89,28 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     def slowed(resident: int) -> float:  # too few warps resident to hide latency
         return max(1.0, WARPS_TO_HIDE / (resident * math.ceil(threads / 32)))
 
-    latency = ((waves - 1) * per_sm * slowed(per_sm) + last * slowed(last)) / busiest
+    # the rule of thumb, where the compiled code does not say how a block waits (its round trips, below)
+    latency = ((waves - 1) * per_sm * slowed(per_sm) + last * slowed(last)) / busiest if not round_trips else 1.0
     tail = blocks / (busiest * sm.sms)  # the share of the SMs' time that holds blocks
     bound = max(terms, key=terms.get)
-    return Prediction(terms[bound] / tail * latency + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency)
+    seconds = terms[bound] / tail * latency
+    block = (round_trips * global_latency + issued * warps / min(warps, ISSUE_PER_CLOCK)) / clock
+    if waves * block > seconds:  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
+        bound, seconds = "a block's own time", waves * block
+    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block)
+
+
+def tile_loads(loads, launch, scale: float, blocks: int, threads: int) -> tuple[float, float]:
+    """(round trips, instructions) per thread of the tile copy of a launch of ``blocks`` x ``threads``, from the
+    compiled code's `run.sass.GlobalLoads` ``loads`` (None: (0, 0)) and the traced ``launch``'s global loads and
+    barriers times ``scale``: the tile loop runs once per its barriers, its own loads once per pass, and the loads
+    left over are the nested copy loops'."""
+    if loads is None or not loads.tile_barriers:
+        return 0.0, 0.0
+    reads = sum(array.instructions["read"].lanes for array in launch.arrays.values() if array.space == "global")
+    passes = launch.block_barriers.sum() * scale / blocks / loads.tile_barriers
+    nested = max(0.0, reads * scale / (blocks * threads) - loads.tile_loads * passes) / (loads.inner_loads or math.inf)
+    return passes * loads.tile_round_trips + nested * loads.inner_round_trips, nested * loads.inner_instructions
 
 
 def trace_counts(launch) -> tuple[int, int]:
@@ -90,10 +125,11 @@ def trace_counts(launch) -> tuple[int, int]:
 class CostModel:
     """A callable for `gpucourse.run.tuning.tune`: ``model(trace, resources, launch, flops, scale) -> seconds``."""
 
-    def __init__(self, device: str = "H100"):
+    def __init__(self, device: str = "H100", global_latency: float = GLOBAL_LATENCY):
         if device not in DEVICES or device not in SMS:
             raise ValueError(f"the cost model knows {', '.join(SMS)}, not {device!r}")
         self.device = device
+        self.global_latency = global_latency
         self.compute_capability = SMS[device].compute_capability
         self.architecture = "sm_{}{}".format(*self.compute_capability)
 
@@ -104,16 +140,18 @@ class CostModel:
         if resources is None:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
+        trips, copy = tile_loads(resources.global_loads, launch_trace, scale, launch.blocks, launch.threads)
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
-                       resources.shared_bytes, self.device, resources.fma_share)
+                       resources.shared_bytes, self.device, resources.fma_share, trips, copy, self.global_latency)
 
     def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
         return self.prediction(launch_trace, resources, launch, flops, scale).seconds
 
 
-def cost_model(device: str = "H100") -> CostModel:
-    """The cost model for ``device`` (``"T4"``, ``"A100"``, ``"H100"``, ``"H200"``)."""
-    return CostModel(device)
+def cost_model(device: str = "H100", global_latency: float = GLOBAL_LATENCY) -> CostModel:
+    """The cost model for ``device`` (``"T4"``, ``"A100"``, ``"H100"``, ``"H200"``); ``global_latency``: clocks
+    of a global load (`GLOBAL_LATENCY`), to see how a ranking depends on it."""
+    return CostModel(device, global_latency)
 
 
 def modelled_device(gpu_name: str | bytes) -> str | None:

@@ -31,6 +31,7 @@ class Resources:
     architecture: str
     local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
     fma_share: float | None = None  # FMAs per instruction of the main loop (`tuning.main_loop_fma_share`), if known
+    global_loads: object = None  # `sass.GlobalLoads` of the tile copy, where the SASS was read
 
 
 def assemble(ptx: str, architecture: str, max_registers: int | None = None) -> tuple[str, bytes]:

@@ -6,7 +6,9 @@ one: NVIDIA's wheel ``nvidia-cuda-nvdisasm`` (the course's ``cu13`` extra instal
 either. `sass_counts` counts, in the printed text, what
 `tuning.inspect_compiled` reports: global and shared loads by width, local memory traffic (LDL/STL) and, for the
 main loop (the innermost loop, found by its backward branch, with the most FFMAs or tensor-core HMMAs), its
-FFMAs, its instructions and its 64-bit integer instructions.
+FFMAs, its instructions and its 64-bit integer instructions. `global_loads` reads, for the cost model, how the
+loads that fill a tiled kernel's shared tiles wait on memory: which of them are in flight together, and which each
+wait for the one before.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .assembler import assemble
@@ -89,9 +92,8 @@ def instructions(sass: str) -> list[tuple[str, str, str, list[str]]]:
     return found
 
 
-def innermost_loops(code: list) -> list[list]:
-    """The bodies of the innermost loops of `instructions`' ``code``: from a label to a branch back to it, holding
-    no other such loop."""
+def loop_spans(code: list) -> list[tuple[int, int]]:
+    """(first, last) index of every loop of `instructions`' ``code``: from a label to a branch back to it."""
     where = {label: i for i, (*_, labels) in enumerate(code) for label in labels}
     loops = []
     for i, (_, opcode, operands, _) in enumerate(code):
@@ -99,8 +101,13 @@ def innermost_loops(code: list) -> list[list]:
         if target and target.group(1) in where and where[target.group(1)] <= i:
             loops.append((where[target.group(1)], i))
     # a branch back from code placed after an unconditional EXIT (an out-of-line slow path) is not a loop
-    loops = [(a, b) for a, b in loops if not any(not p and op == "EXIT" for p, op, _, _ in code[a:b])]
-    return [code[a:b + 1] for a, b in innermost(loops)]
+    return [(a, b) for a, b in loops if not any(not p and op == "EXIT" for p, op, _, _ in code[a:b])]
+
+
+def innermost_loops(code: list) -> list[list]:
+    """The bodies of the innermost loops of `instructions`' ``code``: from a label to a branch back to it, holding
+    no other such loop."""
+    return [code[a:b + 1] for a, b in innermost(loop_spans(code))]
 
 
 def innermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -163,3 +170,77 @@ def sass_findings(counts: dict) -> list[str]:
                      f"halves of 64-bit adds, .EX compares), {counts['loop_global_loads']} global loads; each "
                      "instruction that is not arithmetic takes an issue slot from it")
     return lines
+
+
+# -- the loads that fill shared tiles, for the cost model ------------------------------------------------------------
+_REGISTER = re.compile(r"\bR(\d+)\b")
+_NESTED = ("", "NESTED LOOP", "", [])  # stands for a loop nested in the one read (`round_trips`)
+
+
+@dataclass(frozen=True)
+class GlobalLoads:
+    """How a thread's global loads outside the main loop wait on memory, in the *tile loop* (the innermost loop
+    around the main loop that holds a barrier: load the tiles, sync, compute, sync) and in the loops nested in it
+    other than the main loop (a copy loop the compiler kept rolled). A *round trip* is a wait for loads in flight:
+    loads issued together share one; a load whose value is stored before the next load is issued waits alone."""
+
+    tile_barriers: int  # BAR in the tile loop's own body (not in loops nested in it): per iteration
+    tile_loads: int  # LDG there
+    tile_round_trips: int  # waits for them per iteration
+    inner_loads: int  # LDG in the nested copy loops' bodies
+    inner_round_trips: int  # waits per iteration of those bodies
+    inner_instructions: int
+
+
+def round_trips(body: list) -> int:
+    """Waits for global loads per pass of a loop's ``body`` (`instructions` of one iteration, a loop nested in it
+    as `_NESTED`), in the steady state (the body read twice: a load at its end waits at the next start): a wait
+    is an instruction that reads a register a load in flight writes, after which all loads issued so far are
+    taken as arrived (issued together, they arrive together). A nested loop's time lets the loads before it
+    arrive (a double-buffered kernel's prefetch)."""
+    waits, pending = 0, set()
+    for repeat in (0, 1):
+        for _, opcode, operands, _ in body:
+            if (opcode, operands) == _NESTED[1:3]:
+                pending.clear()
+                continue
+            kind, registers = opcode.split(".")[0], [int(r) for r in _REGISTER.findall(operands)]
+            stores = kind.startswith("ST") or kind in ("RED", "ATOM", "ATOMS", "ATOMG")
+            if pending & set(registers if stores else registers[1:]):
+                waits += repeat
+                pending.clear()
+            if kind == "LDG" and registers:  # LDG.E.64 and .128 write 2 and 4 registers
+                pending.update(range(registers[0], registers[0] + int(_width(opcode)) // 32))
+    return waits
+
+
+def global_loads(sass: str) -> GlobalLoads | None:
+    """`GlobalLoads` of ``sass``; None without a main loop inside a loop that holds a barrier."""
+    code = instructions(sass)
+    spans = loop_spans(code)
+    inner = innermost(spans)
+    if not inner:
+        return None
+    main = max(inner, key=lambda s: (sum(op.split(".")[0] in ("FFMA", "HMMA") for _, op, _, _ in code[s[0]:s[1] + 1]),
+                                     s[1] - s[0]))
+    around = sorted((s for s in spans if s[0] <= main[0] and main[1] <= s[1]
+                     and any(op.startswith("BAR") for _, op, _, _ in code[s[0]:s[1] + 1])), key=lambda s: s[1] - s[0])
+    if not around:
+        return None
+    tile = around[0]
+    nested = [s for s in spans if tile[0] <= s[0] and s[1] <= tile[1] and s != tile]
+    own, i = [], tile[0]
+    while i <= tile[1]:  # the tile loop's body, each outermost nested loop as one `_NESTED`
+        inside = [s for s in nested if s[0] == i]
+        if inside:
+            own.append(_NESTED)
+            i = max(b for _, b in inside) + 1
+        else:
+            own.append(code[i])
+            i += 1
+    copies = [code[a:b + 1] for a, b in innermost(nested) if (a, b) != main
+              and any(op.startswith("LDG") for _, op, _, _ in code[a:b + 1])]
+    kinds = [op.split(".")[0] for _, op, _, _ in own]
+    return GlobalLoads(kinds.count("BAR"), kinds.count("LDG"), round_trips(own),
+                       sum(op.startswith("LDG") for body in copies for _, op, _, _ in body),
+                       sum(round_trips(body) for body in copies), sum(len(body) for body in copies))

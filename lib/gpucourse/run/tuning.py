@@ -32,7 +32,7 @@ from .ptx import argument_type, checked_for, is_kernel
 from .assembler import Resources, compute_capability, max_registers, ptx_for, shared_bytes
 from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
-from .sass import disassemble, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
+from .sass import disassemble, global_loads, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -286,10 +286,21 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
         raise WrongResult(wrong)
     argtypes = tuple(argument_type(a) for a in launch.args)
     resources = kernel_resources(launch.kernel, argtypes, architecture)
-    if resources is not None:  # the cost model's issue roof
-        share = main_loop_fma_share(ptx_for(launch.kernel, argtypes, architecture))
-        resources = dataclasses.replace(resources, fma_share=share)
+    if resources is not None:  # the cost model's issue roof and a block's own time
+        ptx = ptx_for(launch.kernel, argtypes, architecture)
+        resources = dataclasses.replace(resources, fma_share=main_loop_fma_share(ptx), global_loads=_tile_copy(
+            ptx, architecture, max_registers(launch.kernel)))
     return t.last, resources, launch
+
+
+def _tile_copy(ptx: str, architecture: str, registers: int | None):
+    """`sass.global_loads` of the kernel's SASS; None where no nvdisasm reads it (the model then leaves out the
+    copy's round trips and instructions)."""
+    try:
+        sass = disassemble(ptx, architecture, registers)
+    except RuntimeError:  # an nvdisasm older than the assembler
+        return None
+    return sass and global_loads(sass)
 
 
 def _traced(problem: Problem, config: dict, architecture: str) -> tuple:

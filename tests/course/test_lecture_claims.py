@@ -36,8 +36,11 @@ def test_tuning_lecture_bert_puzzle_shows_the_gain_its_text_explains(executed_le
 def test_tuning_lecture_names_the_tie_its_text_explains(executed_lecture):
     notebook = executed_lecture(ROOT / "lectures" / "07_tuning.ipynb")
     printed = outputs(code_cell(notebook, "rt.tune(problem, model=ft.cost_model"))
-    tied = int(re.search(r"(\d+) candidates share that price", printed)[1])
-    assert tied > 1, printed  # the text: "Several candidates share the best price"
+    count, tiles = re.search(r"(\d+) candidates share that price \(tiles of ([^)]*)\)", printed).groups()
+    assert int(count) > 1, printed  # the text: "Several candidates share the best price"
+    text = next(c.source for c in notebook.cells if c.cell_type == "markdown" and "share the best price" in c.source)
+    named = re.search(r"the tied ones \(tiles of ([^)]*)\)", " ".join(text.split()))[1]
+    assert sorted(re.findall(r"\d+ × \d+", named)) == sorted(t.replace(" x ", " × ") for t in tiles.split(", "))
 
 
 @pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)

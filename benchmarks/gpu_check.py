@@ -36,7 +36,8 @@ Limits (the device tool's): one command under 10 minutes, so nothing new is star
 seconds (570, counted from the start: installing the wheels included) are spent, and the summary is always
 printed; a part stopped at the limit may start again in the next command. ``--resume`` skips what RESULTS.md's
 `gpu_check` section already records as passed for this same tree (notebook by notebook; a partial
-benchmark runs again), so a second command finishes the run. 64 MiB carried: the wheels folder
+benchmark runs again), so a second command finishes the run; on a machine still warm from the last command,
+the RESULTS.md that command left there (``KEPT``) stands in for one not copied back. 64 MiB carried: the wheels folder
 (``make gpu-wheels``, about 45 MiB) plus the working tree (about 3 MiB).
 
 What the GPU machine lacks comes as wheels (numpy<2.5, numba-cuda 0.30, nbclient, ipykernel,
@@ -81,6 +82,7 @@ def normalised(name: str) -> str:
 BENCHMARKS = ROOT / "benchmarks"
 WHEELS = ROOT / "wheels" / "gpu-check"
 PLACE = ROOT / "build" / "gpu-check-env"  # site/ (the wheels a virtual environment lacks) or venv/
+KEPT = PLACE / "RESULTS.md"  # the last command's RESULTS.md, on the machine (a warm one keeps it): `resume_from_kept`
 LIMIT = 570  # seconds: the device tool stops a command at 600
 CPUS = os.cpu_count() or 1
 JOBS = max(1, min(6, CPUS // 3))  # notebooks at a time: NVVM compiles on the CPU
@@ -717,7 +719,8 @@ def shares(parts: list[str], seconds: float, expected: dict) -> dict:
 
 
 def check(parts: list[str], python: str, out: Path, limit: float, settings: Settings, runner=run_part,
-          record_as: tuple[Record, str, str] | None = None, results_file: Path = BENCHMARKS / "RESULTS.md") -> list[Result]:
+          record_as: tuple[Record, str, str] | None = None, results_file: Path = BENCHMARKS / "RESULTS.md",
+          kept: Path | None = None) -> list[Result]:
     """Run ``parts`` within ``limit`` seconds, logging to ``out``/gpu-check.log; write RESULTS.md and summary.md
     there. The parts that share the GPU run side by side first; the benchmarks then run one at a time, each with its
     share of the time left. ``record_as`` (the record so far, the device, the versions) adds the run to RESULTS.md's
@@ -760,8 +763,7 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
             print(f"gpu-check: {result.part} {result.status} ({result.seconds:.0f} s)", flush=True)
             log.flush()
             with copying:
-                if results_file.exists():
-                    shutil.copy(results_file, out / "RESULTS.md")
+                copy_results(results_file, out, kept)
             return result
 
         side_by_side = [p for p in parts if not is_timed(p)]
@@ -790,10 +792,35 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
     ordered = [results[p] for p in parts]
     if record_as is not None:
         record_run(ordered, *record_as, settings, results_file)
-    if results_file.exists():
-        shutil.copy(results_file, out / "RESULTS.md")
+    copy_results(results_file, out, kept)
     (out / "summary.md").write_text(summary(ordered) + "\n")
     return ordered
+
+
+def copy_results(results_file: Path, out: Path, kept: Path | None) -> None:
+    """RESULTS.md as it is now, to ``out`` (what comes back) and to ``kept`` (what the machine keeps)."""
+    if results_file.exists():
+        shutil.copy(results_file, out / "RESULTS.md")
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(results_file, kept)
+
+
+def resume_from_kept(results_file: Path, kept: Path, tree: str) -> bool:
+    """Copy ``kept``, the RESULTS.md the last command left on this machine, over ``results_file`` where it records
+    more of ``tree`` as passed; whether it did. The device tool copies the working tree again for each command, so
+    a second command sent before the first's RESULTS.md was copied back would run every check again (2026-11-30:
+    250 s of the 345 left)."""
+    from gpucourse.course import recorded  # noqa: PLC0415 (the course is importable by now)
+
+    def passed(path: Path) -> int:
+        parts, notebooks = Record.read(recorded(SECTION, path)).passed(tree)
+        return len(parts) + len(notebooks)
+
+    if not kept.is_file() or passed(kept) <= passed(results_file):
+        return False
+    shutil.copy(kept, results_file)
+    return True
 
 
 def record_run(results: list[Result], record: Record, device: str, versions_line: str, settings: Settings,
@@ -895,6 +922,10 @@ def main(argv=None) -> int:
     from gpucourse.course import recorded  # noqa: PLC0415 (after the course is importable)
 
     tree = tree_fingerprint()
+    if arguments.resume and resume_from_kept(arguments.results, KEPT, tree):
+        print(f"gpu-check: --resume goes on from the last command's RESULTS.md, kept on this machine "
+              f"({KEPT.relative_to(ROOT)}): it records more of this tree than {arguments.results.name} here "
+              "(copy the RESULTS.md that comes back over benchmarks/RESULTS.md)", flush=True)
     record = Record.read(recorded(SECTION, arguments.results))
     settings.expected, settings.notebook_seconds = record.durations(), record.notebook_seconds()
     if record.tree != tree:
@@ -905,7 +936,7 @@ def main(argv=None) -> int:
         settings.partial = record.partial(tree)
     results = check(parts, python, arguments.out, arguments.limit - (time.monotonic() - started), settings,
                     record_as=(record, device_name(), versions(python, settings.path_first)),
-                    results_file=arguments.results)
+                    results_file=arguments.results, kept=KEPT)
     print((arguments.out / "summary.md").read_text(), end="")
     return 0 if all(r.status in ("passed", "partial") for r in results) else 1
 

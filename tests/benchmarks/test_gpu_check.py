@@ -438,6 +438,26 @@ def test_time_the_benchmarks_leave_over_runs_the_partial_ones_again_with_more_of
     assert [part for part, _ in given] == ["matmul", "conv", "matmul"]  # conv's unused share went to matmul
     assert given[2][1] > 1.5 * given[0][1] and [r.status for r in results] == ["passed", "passed"]
 
+def test_resume_goes_on_from_the_results_the_last_command_left_on_the_machine(tmp_path):
+    """The device tool copies the working tree again for each command, RESULTS.md as it is here: a second command
+    sent before the first's RESULTS.md was copied back (2026-11-30: every check ran again) resumes from the copy the
+    first left on the warm machine, and only where that copy records more of this tree as passed."""
+    results_file, kept = tmp_path / "RESULTS.md", tmp_path / "machine" / "RESULTS.md"
+    as_here = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    results_file.write_text(as_here)
+    tree = gpu_check.tree_fingerprint()
+    assert not gpu_check.resume_from_kept(results_file, kept, tree)  # nothing kept yet
+    gpu_check.check(["lectures"], sys.executable, tmp_path / "out", 570, gpu_check.Settings(), runner=fake_runner,
+                    record_as=(gpu_check.Record(tree), "NVIDIA H200 (driver 580, CUDA 13.0)", "Python 3.12"),
+                    results_file=results_file, kept=kept)
+    assert kept.read_text() == results_file.read_text() == (tmp_path / "out" / "RESULTS.md").read_text()
+    results_file.write_text(as_here)  # the next command's working tree: not copied back
+    assert not gpu_check.resume_from_kept(results_file, kept, "another tree")
+    assert gpu_check.resume_from_kept(results_file, kept, tree)
+    assert gpu_check.Record.read(recorded("gpu_check", results_file)).passed(tree)[0] == {"lectures"}
+    assert not gpu_check.resume_from_kept(results_file, kept, tree)  # copied back: nothing more to take
+
+
 def test_a_part_that_raises_fails_alone_and_what_ran_is_copied_to_out_at_once(tmp_path):
     copies = []
 

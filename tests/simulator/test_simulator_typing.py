@@ -657,3 +657,32 @@ def test_a_uniform_conditional_expression_is_a_value_per_thread_where_a_shuffle_
     out = np.full((64, 2), np.nan)
     shuffled_conditional[1, 64](out)
     np.testing.assert_array_equal(out, np.tile([0.0, 2.5], (64, 1)))
+
+
+@cuda.jit
+def powers_and_nested_conditionals(f, u, a, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i, 0] = f[i] ** u[i]  # numba's int_power: past 0x10000, math.pow of the two as floats
+        out[i, 1] = (u[i] - 1 if int64(2) > 1 else (a[i] if u[i] > 0 else 2.5)) * u[i]  # the inner side unified too
+
+
+def test_a_uint64_exponent_past_2_63_and_a_conditional_no_thread_takes_keep_numbas_types():
+    """A uint64 exponent of 2**63 or more was read as a negative int64 (2.5 ** (2**64 - 4) gave 39.0625, numba
+    inf); and a conditional expression inside the side of another that no thread takes was typed by its first side
+    alone (a uint32: the product then an int64, 20 where numba gives -9.2e19). Both found comparing random
+    expressions with numba's CPU compile of them (2026-11-30)."""
+    f = np.array([2.5, 1.0, -1.0, 0.5, 3.0, 2.0] * 10)
+    u = np.array([2**64 - 4, 2**64 - 1, 2**63, 3, 70000, 0] * 10, dtype=np.uint64)
+    a = np.arange(60, dtype=np.uint32)
+    out = np.full((60, 2), np.nan)
+    launch(powers_and_nested_conditionals, f, u, a, out)
+
+    @numba.njit
+    def on_a_cpu(f, u, a):
+        return f ** u, (u - 1 if int64(2) > 1 else (a if u > 0 else 2.5)) * u
+
+    want = np.array([on_a_cpu(*args) for args in zip(f, u, a)], dtype=np.float64)
+    assert np.isinf(want[0, 0]) and want[5, 1] == 0 and np.signbit(want[5, 1])
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))

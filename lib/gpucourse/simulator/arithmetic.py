@@ -97,8 +97,9 @@ def _signature(function, dtypes: tuple) -> tuple | None:
         arguments, result = tuple(map(as_dtype, signature.args)), as_dtype(signature.return_type)
     except Exception:  # noqa: BLE001 (a type NumPy has no dtype for)
         return None
-    if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)):
+    if len(set(arguments)) > 1 and all(d.kind in "iu" for d in (*arguments, result)) and function is not operator.pow:
         arguments = (result,) * len(arguments)  # int64 & uint64: NumPy has no such loop; same bits in int64
+        # (not a power's exponent: `_power` reads a uint64 of 2**63 or more as the number it is)
     elif result.kind in "iu" and bool in arguments:
         arguments = tuple(result if d == bool else d for d in arguments)  # -True is -1: NumPy refuses -bool
     elif function is operator.neg and arguments == (_INT16,) and _INT16_NEGATION_UNWRAPPED:
@@ -441,14 +442,15 @@ def _power(a, b):
     """``a ** b`` as numba-cuda computes it (its ``int_power``): an integer exponent by squaring and multiplying in
     the base's type, so ``x ** 3`` is ``x * (x * x)``, rounded twice where NumPy's ``pow`` rounds once; a negative
     one inverts (``1.0 / r``), and an integer base then gives 0, or itself for 1 and -1, or the lowest integer
-    for 0 (numba's error model on a GPU). A float exponent or a complex base: ``pow``."""
+    for 0 (numba's error model on a GPU); past ``_POWER_CUTOFF`` (a uint64 of 2**63 or more among them), ``pow``
+    of the two as floats. A float exponent or a complex base: ``pow``."""
     a, b = np.asarray(a), np.asarray(b)
     if b.dtype.kind not in "iu" or a.dtype.kind not in "iuf":
         return np.power(a, b)
     shape = np.broadcast_shapes(a.shape, b.shape)
-    exponent = np.abs(b.astype(np.int64))
-    far = exponent > _POWER_CUTOFF
-    remaining = np.broadcast_to(np.where(far, 0, exponent), shape)
+    magnitude = (b if b.dtype.kind == "u" else np.abs(b.astype(np.int64))).astype(np.uint64)  # |-2**63| too
+    far = magnitude > _POWER_CUTOFF
+    remaining = np.broadcast_to(np.where(far, 0, magnitude).astype(np.int64), shape)
     result, value = np.ones(shape, a.dtype), np.broadcast_to(a, shape)
     with np.errstate(all="ignore"):
         while remaining.any():

@@ -484,8 +484,9 @@ class Runtime(Arithmetic):
         self.pop(saved)
         b = no() if self.narrow_not(condition) else None
         self.pop(saved)
-        if a is None or b is None:  # every lane took one side: the result still has the type of both
-            a, b = (self._without_lanes(yes), b) if a is None else (a, self._without_lanes(no))
+        if a is None or b is None:  # every lane took one side (or none did): the result has the type of both
+            a = self._without_lanes(yes) if a is None else a
+            b = self._without_lanes(no) if b is None else b
             if a is None or b is None:
                 return b if a is None else a
         return select(condition, a, b)

@@ -230,6 +230,8 @@ def price(launches: list[Launch], problem, config_of, model) -> None:
         except ValueError:  # a block that fits no SM
             continue
         launch.predicted, launch.bound_by = prediction.seconds, prediction.bound_by
+        if prediction.bound_by == "instruction issue" and prediction.busiest_pipe not in (None, "issue"):
+            launch.bound_by += f" ({prediction.busiest_pipe} pipe)"
 
 
 def groups(results_path: Path | None = None) -> tuple[list[Group], list[str]]:

@@ -223,7 +223,7 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         f"- Versions: {versions_}",
         f"- Timing: median of {samples} samples per time; tuning s: the search's wall time, compiling included.",
         f"- Goal: {verdict}. Cost model: {ft.__name__} (roofline of global sectors, shared wavefronts, FLOPs and "
-        "the issue of the main loop's instructions, waves and tails from occupancy), priced from a traced launch of "
+        "the issue of every instruction, counted per pipe; a block's own time; waves and tails from occupancy), priced from a traced launch of "
         "each candidate at a small size, scaled by FLOPs.",
         "",
         table,

@@ -416,7 +416,8 @@ def row_sums_thread_zero(out, x):
 
 @needs_nvjitlink
 def test_a_row_sum_no_faster_than_the_reference_fails_and_says_how_it_was_scored():
-    with pytest.raises(CheckFailed, match=r"1\.00x as fast as row_sums_chunked \(predicted for the H100 by the "
+    # one thread per row issues every load of its row, one after another: the cost model counts them
+    with pytest.raises(CheckFailed, match=r"0\.\d\dx as fast as row_sums_chunked \(predicted for the H100 by the "
                                           r"cost model"):
         gt.check_row_sums_speed(row_sums_thread_zero, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
     with pytest.raises(CheckFailed, match="ROW_THREADS"):

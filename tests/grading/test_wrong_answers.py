@@ -139,7 +139,7 @@ WRONG_ANSWERS = {
         r"Only out\[0:20, 0:32\] was written, " + X_ALONG_COLUMNS),
     "the tuned softmax's bound and waves written down, not asked of the model": (
         "07", "tune_and_explain", "test_tune_softmax",
-        [("return result, picked.bound_by, picked.waves", "return result, \"global memory\", 1")],
+        [("return result, picked.bound_by, picked.waves", "return result, \"instruction issue\", 1")],
         r"has waves = \d+, not 1"),
     "a tile copy with no barrier": (
         "01", "tile_copy_kernel", "test_tile_copy_budget",

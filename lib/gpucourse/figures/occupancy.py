@@ -37,12 +37,19 @@ class SM:
     max_registers_per_thread: int = 255
     max_threads_per_block: int = 1024
     fp32_lanes: int = 64  # FP32 results per clock per SM (the Programming Guide's throughput table): peak / 2 / this = clock
+    # results per clock per SM of the other pipes in that table (`run.issue.PIPES`): 32-bit integer add, compare,
+    # logic, shift and multiply-add; special functions (exp2, rcp) and conversions; FP64; warp shuffles
+    int32_lanes: int = 64
+    special_lanes: int = 16
+    fp64_lanes: int = 32
+    shuffle_lanes: int = 32
 
 
 SMS = {
-    "T4": SM("T4", (7, 5), 40, 32, 16, 65536, 64 * 1024, 64 * 1024, 0, 256),
+    "T4": SM("T4", (7, 5), 40, 32, 16, 65536, 64 * 1024, 64 * 1024, 0, 256, fp64_lanes=2),
     "A100": SM("A100", (8, 0), 108, 64, 32, 65536, 164 * 1024, 163 * 1024, 1024, 128),
-    "H100": SM("H100 SXM", (9, 0), 132, 64, 32, 65536, 228 * 1024, 227 * 1024, 1024, 128, fp32_lanes=128),
+    "H100": SM("H100 SXM", (9, 0), 132, 64, 32, 65536, 228 * 1024, 227 * 1024, 1024, 128, fp32_lanes=128,
+               fp64_lanes=64),
 }
 SMS["H200"] = replace(SMS["H100"], name="H200 SXM")  # the H100's chip, with more and faster memory
 

@@ -1,17 +1,20 @@
 """Tuning (module 7) on the CPU: a cost model that predicts a launch's time on a named GPU, and its pictures.
 
 `cost_model("H100")` prices one traced launch (the simulator's count of 32-byte global sectors and of shared-
-memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory, the
-main loop's share of FMAs) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
+memory wavefronts, bank conflicts included) with the kernel's compiled resources (registers, shared memory, its
+SASS) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupancy.SMS`:
 
 - occupancy: the blocks an SM holds at once (`occupancy.blocks_per_sm`), hence the *waves* of blocks. A launch
   lasts as long as its busiest SM: full waves of that many blocks, then the last wave's blocks dealt out over the
   SMs (the *tail*). Every term below is one SM's share of the work, stretched by the SMs left idle or part-idle;
-- four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue* (each SM issues `ISSUE_PER_CLOCK` warp
-  instructions per clock, and a main loop whose FMAs are a share s of its instructions issues 1/s instructions per
-  FMA: the resources' ``fma_share``, `run.tuning.main_loop_fma_share` of the PTX; plus those of the rolled loops
-  that copy a tiled kernel's tiles, `tile_loads`), global sectors at the memory bandwidth, shared wavefronts at
-  one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM);
+- four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue*, global sectors at the memory
+  bandwidth, shared wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM).
+  Instruction issue: each SM issues `ISSUE_PER_CLOCK` warp instructions per clock, and each pipe takes its own
+  share at its own rate (`pipe_rates`: 32-bit integer instructions at half the FP32 rate on an H100, exp2 and
+  conversions at an eighth); the busiest sets the pace. The instructions are counted: every one of the SASS, as
+  often as the trace says its loop runs (`run.issue`, from the resources' ``issue_code``). Where the SASS has no
+  line table (no nvdisasm; a kernel linked with CUDA C++), a main loop whose FMAs are a share s of its
+  instructions stands in: 1/s instructions per FMA (``fma_share``), plus the rolled tile copy's (`tile_loads`);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this rule does not see); a rule of thumb
   for kernels whose waits the model cannot read, replaced by the next bound where it can;
@@ -24,10 +27,9 @@ main loop's share of FMAs) and its FLOPs, on the data-sheet figures of `roofline
 - each launch costs `LAUNCH_SECONDS` on top.
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
-faster), instructions outside the main loop and the rolled copy loops are free, the issue roof assumes a warp ready at
-every clock (dependent instructions and barriers stall it) and takes every FLOP as half an FMA (rough for a softmax,
-whose main loop is an ``exp``'s few FMAs: memory-bound, its issue roof stays low), and instruction-level parallelism
-is unseen.
+faster), the issue roof assumes a warp ready at every clock (dependent instructions and barriers stall it) and
+counts both sides of a branch (`run.issue`), a kernel whose warps wait on memory with work to spare (too few bytes
+in flight) is priced as if they did not, and instruction-level parallelism is unseen.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 
@@ -59,23 +61,40 @@ class Prediction:
     tail_efficiency: float  # blocks / (SMs x the blocks its busiest SM runs)
     latency_factor: float  # >= 1: how much too few resident warps slow that SM down
     block_seconds: float = 0.0  # one block's own time (its round trips and its issue), as the module says
+    busiest_pipe: str | None = None  # of the issue roof, where the instructions were counted per pipe
+
+
+def pipe_rates(device: str) -> dict:
+    """Warp instructions per clock per SM of each pipe of `run.issue.PIPES` on ``device``, and of the issue."""
+    sm = SMS[device]
+    return {"issue": ISSUE_PER_CLOCK, "fp32": sm.fp32_lanes / 32, "int32": sm.int32_lanes / 32,
+            "special": sm.special_lanes / 32, "fp64": sm.fp64_lanes / 32, "shuffle": sm.shuffle_lanes / 32}
 
 
 def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,
             shared_bytes: int, device: str = "H100", fma_share: float | None = None, round_trips: float = 0.0,
-            copy_instructions: float = 0.0, global_latency: float = GLOBAL_LATENCY) -> Prediction:
-    """The cost model on numbers: see the module's docstring. ``fma_share``: FMAs per instruction of the main loop
-    (None: no loop of FMAs, no issue roof); ``round_trips`` and ``copy_instructions``: per thread, of its tile copy
-    (`tile_loads`); ``global_latency``: clocks per round trip."""
+            copy_instructions: float = 0.0, global_latency: float = GLOBAL_LATENCY,
+            issued: dict | None = None) -> Prediction:
+    """The cost model on numbers: see the module's docstring. ``issued``: the launch's warp instructions per pipe
+    and in all (``"issue"``; `run.issue.IssueCode.issued`); without them, ``fma_share``, FMAs per instruction of
+    the main loop (None: no loop of FMAs, no issue roof), and ``copy_instructions`` per thread of its tile copy
+    (`tile_loads`) estimate them; ``round_trips``: per thread, of its tile copy; ``global_latency``: clocks per
+    round trip."""
     roof, sm = DEVICES[device], SMS[device]
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
     warps = math.ceil(threads / 32)
-    # per thread: FMAs (FLOPs / 2 per lane) over their share of the main loop, and the copy's
-    issued = (flops / 2 / (blocks * threads) / fma_share if fma_share else 0.0) + copy_instructions
-    if issued:  # a warp issues one instruction for its 32 lanes
-        terms["instruction issue"] = blocks * warps * issued / (ISSUE_PER_CLOCK * sm.sms * clock)
+    busiest_pipe = None
+    if issued is not None:  # counted: each pipe takes count / rate clocks, the busiest sets the pace
+        clocks = {pipe: issued.get(pipe, 0) / rate for pipe, rate in pipe_rates(device).items()}
+        busiest_pipe = max(clocks, key=clocks.get)
+        terms["instruction issue"] = clocks[busiest_pipe] / (sm.sms * clock)
+        issued = issued.get("issue", 0) / (blocks * warps)  # per warp
+    else:  # per thread: FMAs (FLOPs / 2 per lane) over their share of the main loop, and the copy's
+        issued = (flops / 2 / (blocks * threads) / fma_share if fma_share else 0.0) + copy_instructions
+        if issued:  # a warp issues one instruction for its 32 lanes
+            terms["instruction issue"] = blocks * warps * issued / (ISSUE_PER_CLOCK * sm.sms * clock)
     fit = blocks_per_sm(sm, threads, registers, shared_bytes)
     if not fit.blocks:  # a GPU refuses the launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): it has no time
         short = [why for why, blocks in fit.limits.items() if not blocks]
@@ -97,7 +116,7 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     block = (round_trips * global_latency + issued * warps / min(warps, ISSUE_PER_CLOCK)) / clock
     if waves * block > seconds:  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
         bound, seconds = "a block's own time", waves * block
-    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block)
+    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block, busiest_pipe)
 
 
 def tile_loads(loads, launch, scale: float, blocks: int, threads: int) -> tuple[float, float]:
@@ -141,8 +160,13 @@ class CostModel:
             raise RuntimeError("the cost model needs the kernel's registers: nvJitLink (the course's cu12 or cu13 "
                                "extra) is missing")
         trips, copy = tile_loads(resources.global_loads, launch_trace, scale, launch.blocks, launch.threads)
+        issued = None
+        if getattr(resources, "issue_code", None) is not None:
+            issued = resources.issue_code.issued(launch_trace.kernel_lines,
+                                                 launch.blocks * math.ceil(launch.threads / 32), scale)
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
-                       resources.shared_bytes, self.device, resources.fma_share, trips, copy, self.global_latency)
+                       resources.shared_bytes, self.device, resources.fma_share, trips, copy, self.global_latency,
+                       issued)
 
     def __call__(self, launch_trace, resources, launch, flops: float, scale: float = 1.0) -> float:
         return self.prediction(launch_trace, resources, launch, flops, scale).seconds

@@ -32,14 +32,17 @@ class Resources:
     local_bytes: int = 0  # local memory per thread: the stack frame (spills, arrays indexed at run time)
     fma_share: float | None = None  # FMAs per instruction of the main loop (`tuning.main_loop_fma_share`), if known
     global_loads: object = None  # `sass.GlobalLoads` of the tile copy, where the SASS was read
+    issue_code: object = None  # `issue.IssueCode`: the loops' instructions per pipe, where SASS with lines was read
 
 
-def assemble(ptx: str, architecture: str, max_registers: int | None = None) -> tuple[str, bytes]:
+def assemble(ptx: str, architecture: str, max_registers: int | None = None,
+             line_table: bool = False) -> tuple[str, bytes]:
     """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``,
-    with at most ``max_registers`` registers per thread when given (what ``@cuda.jit(max_registers=...)`` asks)."""
+    with at most ``max_registers`` registers per thread when given (what ``@cuda.jit(max_registers=...)`` asks);
+    ``line_table``: the cubin keeps the source lines of PTX compiled with them (`lined_ptx`)."""
     from cuda.bindings import nvjitlink
 
-    cap = [f"-maxrregcount={max_registers}"] if max_registers else []
+    cap = ([f"-maxrregcount={max_registers}"] if max_registers else []) + (["-lineinfo"] if line_table else [])
     for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache", *cap],
                     [f"-arch={architecture}", "-Xptxas=-v", *cap]):
         try:
@@ -145,6 +148,25 @@ def ptx_for(dispatcher, argtypes, architecture: str) -> str:
     if needs_linking(compiled[key]):  # it calls numba-cuda's CUDA C++ (float16 operators): linked, as a GPU does
         return linked_ptx(dispatcher.py_func, tuple(argtypes), cc, bounds)
     return compiled[key]
+
+
+def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
+    """`ptx_for`'s PTX with the source line of each instruction (numba-cuda's ``lineinfo``: the same code, its
+    lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++
+    (its lines would be another file's) or where NVVM refuses the line table (numba-cuda 0.30's debug names of
+    `kernels.conv.conv_implicit_gemm_warp_tiled`: "Symbol name with unsupported characters")."""
+    from numba import cuda  # noqa: PLC0415
+
+    if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
+        return None
+    cc = compute_capability(architecture)
+    try:
+        with _ptx_check.target_device(cc):
+            ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True,
+                                      launch_bounds=dispatcher.targetoptions.get("launch_bounds"))
+    except Exception:  # noqa: BLE001 - NVVM's error; the same code compiles without its lines (ptx_for)
+        return None
+    return ptx
 
 
 def assembled(dispatcher, argtypes, architecture: str) -> Resources:

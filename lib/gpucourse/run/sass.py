@@ -29,6 +29,7 @@ PACKAGED_NVDISASM = (("nvidia", ("cu13", "bin", "nvdisasm")), ("triton", ("backe
 
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P[T\d]+\s+)?)([A-Z][A-Z0-9_.]*)([^;]*);")
 _LABEL = re.compile(r"^\s*(\.L_x_\d+):", re.M)
+_SOURCE_LINE = re.compile(r'//## File "([^"]+)", line (\d+)')  # nvdisasm -g: the line table's entry
 _TARGET = re.compile(r"\(?(\.L_x_\d+)\)?")
 # 64-bit integer work: wide multiplies, the high halves of 64-bit adds (.X: add with carry) and compares (.EX),
 # 64-bit shifts, and the uniform datapath's equivalents
@@ -61,17 +62,19 @@ def sass_problem() -> str | None:
             "(`pip install nvidia-cuda-nvdisasm`; the course's cu13 extra installs it) or an installed Triton")
 
 
-def disassemble(ptx: str, architecture: str, max_registers: int | None = None) -> str | None:
+def disassemble(ptx: str, architecture: str, max_registers: int | None = None, line_table: bool = False) -> str | None:
     """The SASS that nvJitLink assembles from ``ptx`` for ``architecture``, as ``nvdisasm`` prints it; None without
-    an ``nvdisasm``."""
+    an ``nvdisasm``. ``line_table``: each instruction's source line annotated (`source_lines`), from PTX compiled
+    with them (`assembler.lined_ptx`)."""
     tool = nvdisasm()
     if tool is None:
         return None
-    _, cubin = assemble(ptx, architecture, max_registers)
+    _, cubin = assemble(ptx, architecture, max_registers, line_table)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "kernel.cubin"
         path.write_bytes(cubin)
-        done = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([tool, "-c", *(["-g"] if line_table else []), str(path)], capture_output=True,
+                              text=True, timeout=120)
     if done.returncode:
         raise RuntimeError(f"nvdisasm failed on the {architecture} cubin: {done.stderr.strip()[:300]}")
     return done.stdout
@@ -89,6 +92,19 @@ def instructions(sass: str) -> list[tuple[str, str, str, list[str]]]:
         if m:
             found.append((m.group(2).strip(), m.group(3), m.group(4).strip(), labels))
             labels = []
+    return found
+
+
+def source_lines(sass: str) -> list[tuple[str, int] | None]:
+    """(file, line) of each instruction of `instructions`' ``sass`` as ``nvdisasm -g`` annotates it (None before
+    the first annotation, or everywhere when the cubin has no line table)."""
+    found, where = [], None
+    for line in sass.splitlines():
+        source = _SOURCE_LINE.search(line)
+        if source:
+            where = (source.group(1), int(source.group(2)))
+        elif _INSTRUCTION.search(line):
+            found.append(where)
     return found
 
 

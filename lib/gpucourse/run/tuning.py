@@ -29,7 +29,8 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, checked_for, is_kernel
-from .assembler import Resources, compute_capability, max_registers, ptx_for, shared_bytes
+from .assembler import Resources, compute_capability, lined_ptx, max_registers, ptx_for, shared_bytes
+from .issue import issue_code
 from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
 from .sass import disassemble, global_loads, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
@@ -288,19 +289,22 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
     resources = kernel_resources(launch.kernel, argtypes, architecture)
     if resources is not None:  # the cost model's issue roof and a block's own time
         ptx = ptx_for(launch.kernel, argtypes, architecture)
-        resources = dataclasses.replace(resources, fma_share=main_loop_fma_share(ptx), global_loads=_tile_copy(
-            ptx, architecture, max_registers(launch.kernel)))
+        sass = _sass_with_lines(launch.kernel, argtypes, architecture)
+        resources = dataclasses.replace(resources, fma_share=main_loop_fma_share(ptx),
+                                        global_loads=sass and global_loads(sass), issue_code=sass and issue_code(sass))
     return t.last, resources, launch
 
 
-def _tile_copy(ptx: str, architecture: str, registers: int | None):
-    """`sass.global_loads` of the kernel's SASS; None where no nvdisasm reads it (the model then leaves out the
-    copy's round trips and instructions)."""
+def _sass_with_lines(kernel, argtypes, architecture: str) -> str | None:
+    """The kernel's SASS with its line table (`assembler.lined_ptx`), else without (a kernel linked with CUDA C++);
+    None where no nvdisasm reads it (the model then leaves out the copy's round trips and counts the issue from
+    the main loop alone)."""
+    lined = lined_ptx(kernel, argtypes, architecture)
     try:
-        sass = disassemble(ptx, architecture, registers)
+        return disassemble(lined or ptx_for(kernel, argtypes, architecture), architecture, max_registers(kernel),
+                           line_table=lined is not None)
     except RuntimeError:  # an nvdisasm older than the assembler
         return None
-    return sass and global_loads(sass)
 
 
 def _traced(problem: Problem, config: dict, architecture: str) -> tuple:

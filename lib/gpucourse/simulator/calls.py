@@ -36,9 +36,22 @@ _compiled: dict = {}
 SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
+def _run_device_function(runtime, py_func, args, kwargs):
+    """A device function's call; a trace counts its accesses at the kernel's line that called it too."""
+    run = device_function(py_func)
+    trace = runtime.trace
+    if trace is None or trace.call_site is not None:
+        return run(*args, **kwargs)
+    trace.call_site = runtime.site
+    try:
+        return run(*args, **kwargs)
+    finally:
+        trace.call_site = None
+
+
 def dispatch(runtime, function, args, kwargs):
     if isinstance(function, Dispatcher) and not isinstance(function, CUDADispatcher):
-        return device_function(function.py_func)(*args, **kwargs)  # @numba.jit: a device function for numba-cuda
+        return _run_device_function(runtime, function.py_func, args, kwargs)  # @numba.jit: a numba-cuda device fn
     if isinstance(function, CUDADispatcher):
         if not function.targetoptions.get("device"):
             raise fault(UnsupportedInKernel, runtime.where(runtime.site),
@@ -47,7 +60,7 @@ def dispatch(runtime, function, args, kwargs):
         if function._can_compile or kwargs:
             if function.targetoptions.get("inline") == "always":
                 _type_inlined(runtime, function, args, kwargs)
-            return device_function(function.py_func)(*args, **kwargs)
+            return _run_device_function(runtime, function.py_func, args, kwargs)
         return _declared_call(function, args)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
@@ -58,7 +71,7 @@ def dispatch(runtime, function, args, kwargs):
         if runtime.trace is None:
             return device_function(simulation)(*args, **kwargs)
         with runtime.trace.vector_access(runtime.site):  # its element accesses: one warp instruction
-            return device_function(simulation)(*args, **kwargs)
+            return _run_device_function(runtime, simulation, args, kwargs)
     emulate = collective.emulation(function)
     if emulate is not None:
         return collective.run_warp_wide(runtime, function, emulate, args)

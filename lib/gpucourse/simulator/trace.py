@@ -108,6 +108,10 @@ class LaunchTrace:
         self._by_id: dict[int, ArrayTrace] = {}
         self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
+        # (file, line, space, kind) -> warp instructions, at the kernel's own line: a device function's accesses at
+        # the line that calls it, as a GPU's line table has them once the call is inlined (`run.sass.issued`)
+        self.kernel_lines: dict[tuple, int] = {}
+        self.call_site: int | None = None  # inside a device function: the kernel's call of it (`calls.dispatch`)
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -203,6 +207,10 @@ class LaunchTrace:
         line.lanes += threads
         line.sectors += stats.sectors - sectors
         line.worst = max(line.worst, worst)
+        if self.call_site is not None:
+            where = SITES[self.call_site]
+        key = (where.filename, where.line, array.space, kind)
+        self.kernel_lines[key] = self.kernel_lines.get(key, 0) + stats.requests - requests
 
     def finish(self, runtime) -> None:
         """Called when the launch ends: keep what only the runtime knows."""

@@ -1,0 +1,117 @@
+"""How many instructions a launch issues, per pipe, without a GPU: the kernel's SASS with its line table, weighed
+by the simulator's trace of the launch.
+
+A GPU issues each instruction of a loop once per pass of a warp through the loop; the SASS says which
+instructions each loop holds, not how often it runs. The trace does: it counts the warp memory instructions of
+every source line (`simulator.trace.LaunchTrace.kernel_lines`, a device function's at the kernel's line that
+calls it, as the line table of the inlined code has them). A loop's passes are those of its memory instructions:
+the warp instructions the trace counts at one's line and kind, over the copies of that line's loads or stores
+in the whole SASS (an unrolled loop holds 4, its remainder 1); the most of them, for a load in a branch may not
+run. A loop with no memory instruction runs as often as the loop around it; code outside loops once per warp.
+
+Where it is wrong: both sides of a branch count (a vectorised kernel's scalar path too), a loop's last passes
+that the compiler peeled count as its own, and the trace's accesses that the compiler keeps in registers find
+no instruction (they count for nothing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .sass import instructions, loop_spans, source_lines
+
+# SASS memory instructions -> (space, kind) as the trace counts them; LD and ST: generic addresses, global here
+MEMORY = {"LDG": ("global", "read"), "LD": ("global", "read"), "STG": ("global", "write"), "ST": ("global", "write"),
+          "ATOMG": ("global", "atomic"), "ATOM": ("global", "atomic"), "RED": ("global", "atomic"),
+          "REDG": ("global", "atomic"), "LDS": ("shared", "read"), "STS": ("shared", "write"),
+          "ATOMS": ("shared", "atomic")}
+# the pipe of each instruction that has a limit of its own (the Programming Guide's throughput table, results per
+# clock per SM: `figures.occupancy.SM`'s lanes); the rest take only their issue slot
+PIPES = {
+    "fp32": {"FFMA", "FADD", "FMUL", "FSWZADD"},
+    "int32": {"IADD3", "IMAD", "LOP3", "SHF", "ISETP", "SEL", "LEA", "FSETP", "FMNMX", "FSEL", "IMNMX", "PRMT",
+              "VIADD", "IABS", "PLOP3", "BMSK", "SGXT", "IADD", "ISCADD", "LOP", "SHL", "SHR", "FLO", "POPC"},
+    "special": {"MUFU", "F2F", "F2I", "I2F", "F2FP", "I2FP", "FRND"},  # exp2, rcp, ...; conversions
+    "fp64": {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX"},
+    "shuffle": {"SHFL"},
+}
+_PIPE_OF = {opcode: pipe for pipe, opcodes in PIPES.items() for opcode in opcodes}
+
+
+def pipe_of(opcode: str) -> str | None:
+    """The pipe of SASS ``opcode`` (``"FFMA.FTZ"``: ``"fp32"``), or None for one that takes an issue slot only."""
+    return _PIPE_OF.get(opcode.split(".")[0])
+
+
+@dataclass(frozen=True)
+class Part:
+    """A loop's own instructions (not those of the loops inside it), or the code outside every loop."""
+
+    parent: int | None  # the index of the loop around it among `IssueCode.parts`; None: none, or not a loop
+    pipes: Counter  # instructions per pipe, and "issue": all of them
+    # (file, line, space, kind) of the loads and stores that count its passes, each with what divides the trace's
+    # count of that line and kind into passes: its copies here, times the loops that hold as many
+    counters: tuple
+    in_loop: bool
+
+
+@dataclass(frozen=True)
+class IssueCode:
+    """A kernel's SASS read for `issued`: its loops' instructions and the lines of their loads and stores."""
+
+    parts: tuple[Part, ...]  # the loops, then the code outside them
+
+    def issued(self, kernel_lines: dict, warps: int, scale: float = 1.0) -> Counter:
+        """Warp instructions a launch of ``warps`` warps issues, per pipe and in all (``"issue"``), from the
+        trace's ``kernel_lines`` (`LaunchTrace.kernel_lines`) of it, or of a launch of the same kernel that did
+        1 / ``scale`` of its work (its loops then run ``scale`` times as often; the code outside them runs once
+        per warp all the same): see the module's docstring."""
+        passes: list[float | None] = []
+        for part in self.parts:
+            seen = [scale * kernel_lines.get(key, 0) / divisor for key, divisor in part.counters]
+            passes.append(float(warps) if not part.in_loop else max(seen) if seen else None)
+        total = Counter()
+        for k, part in enumerate(self.parts):
+            here = k
+            while passes[here] is None:  # no memory instruction of its own: as often as the loop around it
+                parent = self.parts[here].parent
+                here = len(self.parts) - 1 if parent is None else parent
+            for pipe, count in part.pipes.items():
+                total[pipe] += count * passes[here]
+        return total
+
+
+def issue_code(sass: str) -> IssueCode | None:
+    """`IssueCode` of ``sass`` as ``nvdisasm -g`` prints it (with the line table); None when it has no line."""
+    lines = source_lines(sass)
+    if not any(lines):
+        return None
+    code = instructions(sass)
+    spans = sorted(set(loop_spans(code)), key=lambda s: s[0] - s[1])  # the widest first: a parent before its loops
+    owner = [len(spans)] * len(code)  # the part of each instruction; the last part: outside every loop
+    for number, (first, last) in enumerate(spans):
+        owner[first:last + 1] = [number] * (last - first + 1)
+    parents = [next((p for p in range(k - 1, -1, -1) if spans[p][0] <= a and b <= spans[p][1]), None)
+               for k, (a, b) in enumerate(spans)] + [None]
+    pipes, memory = [Counter() for _ in parents], [Counter() for _ in parents]
+    for (_, opcode, _, _), line, part in zip(code, lines, owner):
+        kind = opcode.split(".")[0]
+        if kind == "NOP":
+            continue
+        pipes[part]["issue"] += 1
+        if (pipe := pipe_of(opcode)) is not None:
+            pipes[part][pipe] += 1
+        if kind in MEMORY and line is not None:
+            memory[part][(*line, *MEMORY[kind])] += 1
+    # a line's loads or stores in several loops: those with the most copies take its passes (an unrolled loop,
+    # not its remainder, which runs fewer passes than the unrolled loop holds copies, each time it is reached)
+    most = Counter()
+    for held in memory[:-1]:
+        for key, copies in held.items():
+            most[key] = max(most[key], copies)
+    holders = Counter(key for held in memory[:-1] for key, copies in held.items() if copies == most[key])
+    parts = [Part(parents[k], pipes[k], tuple((key, copies * holders[key]) for key, copies in memory[k].items()
+                                              if copies == most[key]), k < len(spans))
+             for k in range(len(parents))]
+    return IssueCode(tuple(parts))

@@ -1,0 +1,126 @@
+"""Counting the instructions a launch issues (`run.issue`): SASS with its line table, weighed by the trace."""
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+from gpucourse import trace
+from gpucourse.run import issue, resources_problem
+from gpucourse.run import sass as rs
+from gpucourse.run import tuning as rt
+from gpucourse.run.assembler import lined_ptx
+from gpucourse.run.ptx import argument_type
+
+# the shape nvdisasm -g prints: a loop unrolled twice (two loads of line 7 per pass), its remainder (one), and a
+# loop without a load nested in the first
+SASS = """
+	//## File "k.py", line 5
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IMAD R1, R0, 0x4, RZ ;
+.L_x_0:
+	//## File "k.py", line 7
+        /*0020*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*0030*/                   LDG.E R3, desc[UR4][R4.64+0x4] ;
+        /*0040*/                   FADD R5, R2, R3 ;
+.L_x_2:
+        /*0050*/                   SHF.R.U32.HI R7, RZ, 0x1, R7 ;
+        /*0060*/               @!P2 BRA `(.L_x_2) ;
+        /*0070*/                   ISETP.GE.AND P0, PT, R1, 0x10, PT ;
+        /*0080*/               @!P0 BRA `(.L_x_0) ;
+.L_x_1:
+        /*0090*/                   LDG.E R2, desc[UR4][R4.64] ;
+        /*00a0*/                   MUFU.EX2 R5, R2 ;
+        /*00b0*/                   NOP ;
+        /*00c0*/               @!P1 BRA `(.L_x_1) ;
+	//## File "k.py", line 9
+        /*00d0*/                   STG.E desc[UR4][R6.64], R5 ;
+        /*00e0*/                   EXIT ;
+"""
+
+
+def test_each_loop_issues_as_often_as_the_trace_counts_its_loads():
+    code = issue.issue_code(SASS)
+    lines = {("k.py", 7, "global", "read"): 100, ("k.py", 9, "global", "write"): 4}
+    counted = code.issued(lines, warps=4)
+    # the unrolled loop holds 2 of line 7's loads: 100 / 2 = 50 passes; the loop nested in it runs as often; the
+    # remainder (1 load of line 7, fewer than the unrolled loop) and the code outside the loops once per warp
+    unrolled, nested, remainder, outside = 50 * 5, 50 * 2, 4 * 3, 4 * 4  # a NOP takes no issue slot
+    assert counted["issue"] == unrolled + nested + remainder + outside
+    assert counted["fp32"] == 50  # FADD
+    assert counted["int32"] == 50 + 50 + 4  # ISETP and SHF per pass, IMAD once per warp
+    assert counted["special"] == 4  # MUFU.EX2
+    twice = code.issued({key: 2 * n for key, n in lines.items()}, warps=4)
+    assert code.issued(lines, warps=4, scale=2) == twice  # a trace of half the work, scaled
+
+
+def test_a_loop_whose_loads_never_ran_issues_nothing_and_no_line_table_reads_as_none():
+    code = issue.issue_code(SASS)
+    assert code.issued({}, warps=1)["fp32"] == 0  # the loop of FADD ran 0 times
+    assert issue.issue_code("\n".join(line for line in SASS.splitlines() if "//##" not in line)) is None
+    assert issue.pipe_of("FFMA.FTZ") == "fp32" and issue.pipe_of("IMAD.WIDE.U32") == "int32"
+    assert issue.pipe_of("BRA") is None
+
+
+@cuda.jit(device=True)
+def _doubled(x, row, col):
+    return x[row, col] * float32(2)
+
+
+@cuda.jit
+def _row_sums(out, x):
+    row = cuda.blockIdx.x
+    total = float32(0)
+    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+        total += _doubled(x, row, col)
+    cuda.atomic.add(out, row, total)
+
+
+CALLING_LINE = _row_sums.py_func.__code__.co_firstlineno + 5  # `total += _doubled(x, row, col)`
+needs_sass = pytest.mark.skipif(rs.sass_problem() is not None or resources_problem() is not None,
+                                reason="needs nvdisasm (the cu13 extra installs it) and nvJitLink")
+
+
+def _traced(cols: int):
+    x = np.random.default_rng(cols).standard_normal((3, cols)).astype(np.float32)
+    out = np.zeros(3, np.float32)
+    with trace() as t:
+        _row_sums[3, 64](out, x)
+    np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4, atol=1e-4)  # float32 sums of a few hundred
+    return t.last
+
+
+def _sass() -> str:
+    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    return rs.disassemble(lined_ptx(_row_sums, argtypes, "sm_90"), "sm_90", line_table=True)
+
+
+def test_a_device_functions_loads_count_at_the_kernels_line_that_calls_it():
+    reads = {key: n for key, n in _traced(256).kernel_lines.items() if key[2:] == ("global", "read")}
+    assert reads == {(__file__, CALLING_LINE, "global", "read"): 3 * 2 * 4}  # rows x warps x passes of 64 columns
+
+
+@needs_sass
+def test_a_longer_row_issues_more_of_its_loop_and_the_same_code_around_it():
+    sass = _sass()
+    assert (__file__, CALLING_LINE) in rs.source_lines(sass)
+    code = issue.issue_code(sass)
+    few, many = (code.issued(_traced(cols).kernel_lines, warps=6) for cols in (256, 1024))
+    # 4 times the passes of the loop, the same code around it (the sum's last additions, once per warp)
+    assert 0 < 3 * few["fp32"] < many["fp32"] < 4 * few["fp32"]
+    assert 6 * 10 < few["issue"] < many["issue"] < 4 * few["issue"]
+
+
+@needs_sass
+def test_the_tuner_hands_the_cost_model_counted_instructions():
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    problem = gt.sgemm_problem(256, 256, 256, {"BM": (64,), "BN": (64,), "TM": (4,), "TN": (4,), "BK": (8,)},
+                               traced=(128, 128, 64))
+    config = problem.space.valid()[0]
+    launch_trace, resources, launch, flops, scale = rt._traced(problem, config, "sm_90")
+    assert resources.issue_code is not None
+    counted = resources.issue_code.issued(launch_trace.kernel_lines, launch.blocks * launch.threads // 32, scale)
+    # 4 x 4 FMAs per thread per k: at least the FLOPs' FMAs, in warp instructions
+    assert counted["fp32"] >= flops / 2 / 32
+    assert rt.prediction(problem, config, ft.cost_model("H100")).busiest_pipe is not None

@@ -231,6 +231,28 @@ def test_signed_overflows_are_found_with_the_elements_they_reach():
 
 
 @cuda.jit
+def powers(a, e, out):
+    i = cuda.grid(1)
+    out[i] = ((a[i] + a[i]) ** 2) % 6 + a[i] ** e[i]  # uint32 + uint32 is uint64; its ** 2, an int64
+
+
+def test_a_power_that_overflows_is_found_too():
+    """numba's integer power multiplies (`x ** 2` is `x * x`, nsw): LLVM computed ((2**32 - 1) * 2) ** 2 % 6 as 0
+    (found by comparing the fuzzing's kernels with numba's CPU compile), where the wrapped int64 gives 2. A
+    negative exponent, or one past numba's cutoff (math.pow then), multiplies nothing that can overflow."""
+    a, out = np.array([2**32 - 1, 3, 3, 2], np.uint32), np.zeros(4, np.int64)
+    exponents = np.array([0, -2, 2**20, 3], np.int64)
+    with signed_overflows() as overflows:
+        powers[1, 4](a, exponents, out)
+    assert out[0] == 2 + 1  # wrapped, as the simulator computes it
+    assert overflows.found == ["int64 **: 8589934590 and 2"]
+    assert np.flatnonzero(overflows.reached("out")).tolist() == [0]
+    with signed_overflows() as overflows:
+        powers[1, 3](a[1:], exponents[1:], out[1:])
+    assert overflows.found == []
+
+
+@cuda.jit
 def remainders(x, out):
     i = cuda.grid(1)
     out[i] = x[i] % 100.0

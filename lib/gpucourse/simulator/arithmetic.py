@@ -44,7 +44,8 @@ _INT16 = np.dtype(np.int16)
 _INT16_NEGATION_UNWRAPPED = False  # see `int16_negation_unwrapped`
 _REMAINDER_SIGN_OF_DIVIDEND = False  # see `remainder_sign_of_dividend`
 _SIGNED_OVERFLOWS = None  # see `signed_overflows`: while on, (its `Overflows`, a function giving the active lanes)
-_NSW = {operator.add: "+", operator.sub: "-", operator.mul: "*"}  # numba marks them `nsw` where the result is signed
+# numba marks them `nsw` where the result is signed; a power's too: its int_power multiplies (`_power`)
+_NSW = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.pow: "**"}
 _INT64_RANGE = 1 << 64
 _UINT64_MAX = _INT64_RANGE - 1
 
@@ -205,15 +206,23 @@ def signed_overflows(active_lanes):
 
 
 def _checking_overflow(function, arguments: tuple, result: np.dtype):
-    """``function`` in ``result``'s type, its operands cast to ``arguments``, the lanes that overflow recorded."""
+    """``function`` in ``result``'s type, its operands cast to ``arguments``, the lanes that overflow recorded (a
+    power's where its exponent is one `_power` multiplies out: from 0 to `_POWER_CUTOFF`)."""
     overflows, active_lanes = _SIGNED_OVERFLOWS
+    power = function is operator.pow
 
     def compute(a, b):
         a, b = (_int_constant(v, d) if type(v) is int else cast(v, d) for v, d in zip((a, b), arguments))
         with np.errstate(all="ignore"):
-            value = cast(function(a, b), result)
-        exact = function(np.asarray(a).astype(object), np.asarray(b).astype(object))
-        over = np.logical_and(np.asarray(exact != np.asarray(value).astype(object), dtype=bool), active_lanes())
+            value = cast(_power(a, b) if power else function(a, b), result)
+        exact, computed = (np.asarray(v).astype(object) for v in (a, b)), np.asarray(value).astype(object)
+        if power:
+            a_, b_ = np.broadcast_arrays(*exact)
+            multiplied = (b_ >= 0) & (b_ <= _POWER_CUTOFF)
+            exact = np.where(multiplied, a_ ** np.where(multiplied, b_, 0), computed)
+        else:
+            exact = function(*exact)
+        over = np.logical_and(np.asarray(exact != computed, dtype=bool), active_lanes())
         if over.any():
             lane = np.unravel_index(np.argmax(over), over.shape)
             first = [np.broadcast_to(v, over.shape)[lane] for v in (a, b)]

@@ -66,20 +66,22 @@ def test_a_loop_of_few_fmas_is_bound_by_instruction_issue():
 
 def test_counted_instructions_price_the_issue_at_each_pipes_own_rate():
     """Counted per pipe (`run.issue`), the busiest pipe sets the issue roof: an H100's SM issues 4 warp
-    instructions per clock, but its 64 integer lanes take only 2 of them and its 16 special-function lanes half
-    of one."""
-    common = dict(sectors=1, shared_wavefronts=1, flops=1.0, blocks=1000, threads=256, registers=32, shared_bytes=0,
-                  device="H100")
-    per_clock = SMS["H100"].sms * 67e12 / 2 / (132 * 128)  # warp instructions' clocks of all SMs, per second
-    slots = ft.predict(**common, issued={"issue": 4e9, "fp32": 4e9})
+    instructions per clock, its FMA pipe takes 4 of them, its ALU and the FMA pipe's integer half 2 each, its 16
+    special-function lanes half of one; a T4's FMA pipe 2."""
+    common = dict(sectors=1, shared_wavefronts=1, flops=1.0, blocks=1000, threads=256, registers=32, shared_bytes=0)
+    per_clock = SMS["H100"].sms * 67e12 / 2 / (132 * 128)  # clocks of all SMs per second
+    slots = ft.predict(**common, device="H100", issued={"issue": 4e9, "fma": 4e9})
     assert slots.busiest_pipe == "issue" and slots.terms["instruction issue"] == pytest.approx(1e9 / per_clock)
-    integer = ft.predict(**common, issued={"issue": 4e9, "int32": 3e9})
-    assert integer.busiest_pipe == "int32" and integer.bound_by == "instruction issue"
+    integer = ft.predict(**common, device="H100", issued={"issue": 4e9, "alu": 3e9})
+    assert integer.busiest_pipe == "alu" and integer.bound_by == "instruction issue"
     assert integer.terms["instruction issue"] == pytest.approx(1.5e9 / per_clock)
-    exp2 = ft.predict(**common, issued={"issue": 4e9, "special": 1e9})
+    imad = ft.predict(**common, device="H100", issued={"issue": 4e9, "fma": 3e9, "imad": 3e9})
+    assert imad.busiest_pipe == "imad"
+    exp2 = ft.predict(**common, device="H100", issued={"issue": 4e9, "special": 1e9})
     assert exp2.busiest_pipe == "special" and exp2.terms["instruction issue"] == pytest.approx(2e9 / per_clock)
+    assert ft.predict(**common, device="T4", issued={"issue": 4e9, "fma": 4e9}).busiest_pipe == "fma"
     # counted instructions replace the estimate from the main loop's share of FMAs
-    assert ft.predict(**common, fma_share=1e-9, issued={"issue": 4.0}).terms["instruction issue"] < 1e-9
+    assert ft.predict(**common, device="H100", fma_share=1e-9, issued={"issue": 4.0}).terms["instruction issue"] < 1e-9
 
 
 def test_a_block_that_waits_for_its_tiles_is_bound_by_its_own_time():

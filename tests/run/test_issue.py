@@ -46,8 +46,8 @@ def test_each_loop_issues_as_often_as_the_trace_counts_its_loads():
     # remainder (1 load of line 7, fewer than the unrolled loop) and the code outside the loops once per warp
     unrolled, nested, remainder, outside = 50 * 5, 50 * 2, 4 * 3, 4 * 4  # a NOP takes no issue slot
     assert counted["issue"] == unrolled + nested + remainder + outside
-    assert counted["fp32"] == 50  # FADD
-    assert counted["int32"] == 50 + 50 + 4  # ISETP and SHF per pass, IMAD once per warp
+    assert counted["fma"] == 50 + 4 and counted["imad"] == 4  # FADD per pass, IMAD once per warp: both the FMA pipe's
+    assert counted["alu"] == 50 + 50  # ISETP and SHF per pass
     assert counted["special"] == 4  # MUFU.EX2
     twice = code.issued({key: 2 * n for key, n in lines.items()}, warps=4)
     assert code.issued(lines, warps=4, scale=2) == twice  # a trace of half the work, scaled
@@ -55,10 +55,10 @@ def test_each_loop_issues_as_often_as_the_trace_counts_its_loads():
 
 def test_a_loop_whose_loads_never_ran_issues_nothing_and_no_line_table_reads_as_none():
     code = issue.issue_code(SASS)
-    assert code.issued({}, warps=1)["fp32"] == 0  # the loop of FADD ran 0 times
+    assert code.issued({}, warps=1)["fma"] == 1  # the loop of FADD ran 0 times; the IMAD outside it once
     assert issue.issue_code("\n".join(line for line in SASS.splitlines() if "//##" not in line)) is None
-    assert issue.pipe_of("FFMA.FTZ") == "fp32" and issue.pipe_of("IMAD.WIDE.U32") == "int32"
-    assert issue.pipe_of("BRA") is None
+    assert issue.pipes_of("FFMA.FTZ") == ("fma",) and issue.pipes_of("IMAD.WIDE.U32") == ("fma", "imad")
+    assert issue.pipes_of("LOP3.LUT") == ("alu",) and issue.pipes_of("BRA") == ()
 
 
 @cuda.jit(device=True)
@@ -104,10 +104,11 @@ def test_a_longer_row_issues_more_of_its_loop_and_the_same_code_around_it():
     sass = _sass()
     assert (__file__, CALLING_LINE) in rs.source_lines(sass)
     code = issue.issue_code(sass)
-    few, many = (code.issued(_traced(cols).kernel_lines, warps=6) for cols in (256, 1024))
-    # 4 times the passes of the loop, the same code around it (the sum's last additions, once per warp)
-    assert 0 < 3 * few["fp32"] < many["fp32"] < 4 * few["fp32"]
-    assert 6 * 10 < few["issue"] < many["issue"] < 4 * few["issue"]
+    few, more, many = (code.issued(_traced(cols).kernel_lines, warps=6) for cols in (256, 512, 1024))
+    # the loop's passes grow with the row, the code around it (the address set-up, the sum's last additions) not
+    for pipe in ("issue", "fma", "alu"):
+        assert 0 < more[pipe] - few[pipe] and many[pipe] - more[pipe] == pytest.approx(2 * (more[pipe] - few[pipe]))
+    assert few["issue"] / 6 > 20
 
 
 @needs_sass
@@ -122,5 +123,5 @@ def test_the_tuner_hands_the_cost_model_counted_instructions():
     assert resources.issue_code is not None
     counted = resources.issue_code.issued(launch_trace.kernel_lines, launch.blocks * launch.threads // 32, scale)
     # 4 x 4 FMAs per thread per k: at least the FLOPs' FMAs, in warp instructions
-    assert counted["fp32"] >= flops / 2 / 32
+    assert counted["fma"] >= flops / 2 / 32
     assert rt.prediction(problem, config, ft.cost_model("H100")).busiest_pipe is not None

@@ -363,9 +363,10 @@ def test_an_nvdisasm_that_fails_leaves_the_sass_unread_and_says_why(monkeypatch)
 
 @pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
 def test_the_models_picks_that_lecture_7_quotes():
-    """Lecture 7 (section 7): among benchmarks/tuning.py's 24 random SGEMM candidates (seed 0), the H200 model puts
-    first at 4096^3 the configuration the H200 measured fastest on 2026-11-30 (64 x 64 tiles of 8 x 4, BK 8), where
-    before a block's own time it put 32 x 64 tiles of 8 x 8 first, which the H200 measured among the slowest."""
+    """Lecture 7 (section 7): among benchmarks/tuning.py's 24 random SGEMM candidates (seed 0), the H200 model's
+    two fastest at 4096^3, 0.2% apart, are the configuration the H200 measured fastest on 2026-11-30 (64 x 64 tiles
+    of 8 x 4, BK 8) and the fourth (4 x 8, BK 16), where before a block's own time it put 32 x 64 tiles of 8 x 8
+    first, which the H200 measured among the slowest."""
     from gpucourse.figures import tuning as ft
     from gpucourse.grading import tuning as gt
 
@@ -377,8 +378,11 @@ def test_the_models_picks_that_lecture_7_quotes():
         except ValueError:  # a block that fits no SM: it cannot launch, and the H200 did not time it
             continue
     assert len(priced) == 22
-    ranked = [config for _, config in sorted(priced, key=lambda pair: pair[0])]
-    assert ranked[0] == dict(BM=64, BN=64, TM=8, TN=4, BK=8)
+    priced.sort(key=lambda pair: pair[0])
+    ranked = [config for _, config in priced]
+    assert sorted(map(str, ranked[:2])) == sorted(map(str, (dict(BM=64, BN=64, TM=8, TN=4, BK=8),
+                                                            dict(BM=64, BN=64, TM=4, TN=8, BK=16))))
+    assert priced[1][0] < 1.01 * priced[0][0] < priced[2][0]
     assert ranked.index(dict(BM=32, BN=64, TM=8, TN=8, BK=16)) > 11  # measured 21.9 ms: the slower half
 
 

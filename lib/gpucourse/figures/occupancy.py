@@ -38,7 +38,8 @@ class SM:
     max_threads_per_block: int = 1024
     fp32_lanes: int = 64  # FP32 results per clock per SM (the Programming Guide's throughput table): peak / 2 / this = clock
     # results per clock per SM of the other pipes in that table (`run.issue.PIPES`): 32-bit integer add, compare,
-    # logic, shift and multiply-add; special functions (exp2, rcp) and conversions; FP64; warp shuffles
+    # logic and shift (the ALU), and multiply-add (the FMA pipe's heavy half) alike; special functions (exp2, rcp)
+    # and conversions; FP64; warp shuffles
     int32_lanes: int = 64
     special_lanes: int = 16
     fp64_lanes: int = 32

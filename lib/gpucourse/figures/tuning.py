@@ -10,8 +10,8 @@ SASS) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupa
 - four roofs, the slowest wins: FLOPs at the FP32 peak, *instruction issue*, global sectors at the memory
   bandwidth, shared wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM).
   Instruction issue: each SM issues `ISSUE_PER_CLOCK` warp instructions per clock, and each pipe takes its own
-  share at its own rate (`pipe_rates`: 32-bit integer instructions at half the FP32 rate on an H100, exp2 and
-  conversions at an eighth); the busiest sets the pace. The instructions are counted: every one of the SASS, as
+  share at its own rate (`pipe_rates`: on an H100 the ALU's integer and logic instructions and the integer
+  multiply-adds at half the FP32 rate, exp2 and conversions at an eighth); the busiest sets the pace. The instructions are counted: every one of the SASS, as
   often as the trace says its loop runs (`run.issue`, from the resources' ``issue_code``). Where the SASS has no
   line table (no nvdisasm; a kernel linked with CUDA C++), a main loop whose FMAs are a share s of its
   instructions stands in: 1/s instructions per FMA (``fma_share``), plus the rolled tile copy's (`tile_loads`);
@@ -67,8 +67,9 @@ class Prediction:
 def pipe_rates(device: str) -> dict:
     """Warp instructions per clock per SM of each pipe of `run.issue.PIPES` on ``device``, and of the issue."""
     sm = SMS[device]
-    return {"issue": ISSUE_PER_CLOCK, "fp32": sm.fp32_lanes / 32, "int32": sm.int32_lanes / 32,
-            "special": sm.special_lanes / 32, "fp64": sm.fp64_lanes / 32, "shuffle": sm.shuffle_lanes / 32}
+    return {"issue": ISSUE_PER_CLOCK, "fma": sm.fp32_lanes / 32, "imad": sm.int32_lanes / 32,
+            "alu": sm.int32_lanes / 32, "special": sm.special_lanes / 32, "fp64": sm.fp64_lanes / 32,
+            "shuffle": sm.shuffle_lanes / 32}
 
 
 def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, threads: int, registers: int,

@@ -26,22 +26,27 @@ MEMORY = {"LDG": ("global", "read"), "LD": ("global", "read"), "STG": ("global",
           "ATOMG": ("global", "atomic"), "ATOM": ("global", "atomic"), "RED": ("global", "atomic"),
           "REDG": ("global", "atomic"), "LDS": ("shared", "read"), "STS": ("shared", "write"),
           "ATOMS": ("shared", "atomic")}
-# the pipe of each instruction that has a limit of its own (the Programming Guide's throughput table, results per
-# clock per SM: `figures.occupancy.SM`'s lanes); the rest take only their issue slot
+# the pipes of an SM with a rate of their own (NVIDIA's account of Volta to Hopper: the FMA pipe runs FP32
+# arithmetic and integer multiply-adds, these in its heavy half only; the ALU integer add, logic, shifts, compares,
+# selects and moves), each instruction counted in every pipe it occupies; the rest take only their issue slot.
+# Rates: `figures.tuning.pipe_rates`, from the Programming Guide's throughput table
 PIPES = {
-    "fp32": {"FFMA", "FADD", "FMUL", "FSWZADD"},
-    "int32": {"IADD3", "IMAD", "LOP3", "SHF", "ISETP", "SEL", "LEA", "FSETP", "FMNMX", "FSEL", "IMNMX", "PRMT",
-              "VIADD", "IABS", "PLOP3", "BMSK", "SGXT", "IADD", "ISCADD", "LOP", "SHL", "SHR", "FLO", "POPC"},
+    "fma": {"FFMA", "FADD", "FMUL", "FSWZADD", "IMAD", "IDP"},
+    "imad": {"IMAD", "IDP"},
+    "alu": {"IADD3", "LOP3", "SHF", "ISETP", "SEL", "LEA", "FSETP", "FMNMX", "FSEL", "IMNMX", "PRMT", "VIADD",
+            "IABS", "PLOP3", "BMSK", "SGXT", "IADD", "ISCADD", "LOP", "SHL", "SHR", "FLO", "POPC", "MOV"},
     "special": {"MUFU", "F2F", "F2I", "I2F", "F2FP", "I2FP", "FRND"},  # exp2, rcp, ...; conversions
     "fp64": {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX"},
     "shuffle": {"SHFL"},
 }
-_PIPE_OF = {opcode: pipe for pipe, opcodes in PIPES.items() for opcode in opcodes}
+_PIPES_OF = {opcode: tuple(pipe for pipe, opcodes in PIPES.items() if opcode in opcodes)
+             for opcodes in PIPES.values() for opcode in opcodes}
 
 
-def pipe_of(opcode: str) -> str | None:
-    """The pipe of SASS ``opcode`` (``"FFMA.FTZ"``: ``"fp32"``), or None for one that takes an issue slot only."""
-    return _PIPE_OF.get(opcode.split(".")[0])
+def pipes_of(opcode: str) -> tuple[str, ...]:
+    """The pipes SASS ``opcode`` occupies (``"IMAD.WIDE"``: ``("fma", "imad")``); none for one that takes an issue
+    slot only."""
+    return _PIPES_OF.get(opcode.split(".")[0], ())
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ def issue_code(sass: str) -> IssueCode | None:
         if kind == "NOP":
             continue
         pipes[part]["issue"] += 1
-        if (pipe := pipe_of(opcode)) is not None:
+        for pipe in pipes_of(opcode):
             pipes[part][pipe] += 1
         if kind in MEMORY and line is not None:
             memory[part][(*line, *MEMORY[kind])] += 1

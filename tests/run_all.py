@@ -84,7 +84,9 @@ class Replay:
 def run_each_exercise_alone(release_path: Path, solution_path: Path, pythonpath: str | None = None) -> Replay:
     """Run All (stopping at the first error), then each exercise alone with the solution's answers."""
     release = nbformat.read(release_path, as_version=4)
-    env = dict(os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    # a pythonpath without the course (an edition missing a module) must fail here, not install the course: the
+    # setup cell's Colab path would pip-install it into this interpreter, under every later test
+    env = dict(os.environ, **({"PYTHONPATH": pythonpath, "PIP_DRY_RUN": "1"} if pythonpath else {}))
     client = NotebookClient(release, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(release_path.parent)}})
     replay = Replay()

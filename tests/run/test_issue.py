@@ -125,3 +125,20 @@ def test_the_tuner_hands_the_cost_model_counted_instructions():
     # 4 x 4 FMAs per thread per k: at least the FLOPs' FMAs, in warp instructions
     assert counted["fma"] >= flops / 2 / 32
     assert rt.prediction(problem, config, ft.cost_model("H100")).busiest_pipe is not None
+
+
+@needs_sass
+def test_a_line_table_refused_leaves_the_sass_without_one(monkeypatch):
+    """An nvJitLink or nvdisasm that refuses the line table: the SASS is read without it (the tile copy's round
+    trips still), and the model counts the issue from the main loop alone."""
+    real = rt.disassemble
+
+    def refusing(ptx, architecture, registers=None, line_table=False):
+        if line_table:
+            raise RuntimeError("nvJitLink refused the options for sm_90")
+        return real(ptx, architecture, registers)
+
+    monkeypatch.setattr(rt, "disassemble", refusing)
+    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    sass = rt._sass_with_lines(_row_sums, argtypes, "sm_90")
+    assert sass is not None and rs.instructions(sass) and issue.issue_code(sass) is None

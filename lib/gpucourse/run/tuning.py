@@ -296,15 +296,17 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
 
 
 def _sass_with_lines(kernel, argtypes, architecture: str) -> str | None:
-    """The kernel's SASS with its line table (`assembler.lined_ptx`), else without (a kernel linked with CUDA C++);
-    None where no nvdisasm reads it (the model then leaves out the copy's round trips and counts the issue from
-    the main loop alone)."""
+    """The kernel's SASS with its line table (`assembler.lined_ptx`), else without (a kernel linked with CUDA C++,
+    an nvJitLink or nvdisasm that refuses the line table); None where no nvdisasm reads it (the model then leaves
+    out the copy's round trips and counts the issue from the main loop alone)."""
     lined = lined_ptx(kernel, argtypes, architecture)
-    try:
-        return disassemble(lined or ptx_for(kernel, argtypes, architecture), architecture, max_registers(kernel),
-                           line_table=lined is not None)
-    except RuntimeError:  # an nvdisasm older than the assembler
-        return None
+    tries = ([(lined, True)] if lined is not None else []) + [(ptx_for(kernel, argtypes, architecture), False)]
+    for ptx, line_table in tries:
+        try:
+            return disassemble(ptx, architecture, max_registers(kernel), line_table=line_table)
+        except RuntimeError:  # an nvdisasm older than the assembler, or options this nvJitLink refuses
+            continue
+    return None
 
 
 def _traced(problem: Problem, config: dict, architecture: str) -> tuple:

@@ -142,3 +142,13 @@ def test_a_line_table_refused_leaves_the_sass_without_one(monkeypatch):
     argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
     sass = rt._sass_with_lines(_row_sums, argtypes, "sm_90")
     assert sass is not None and rs.instructions(sass) and issue.issue_code(sass) is None
+
+
+@needs_sass
+def test_the_line_table_compilation_is_kept_in_the_compile_cache(monkeypatch):
+    from numba import cuda as numba_cuda
+
+    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    first = lined_ptx(_row_sums, argtypes, "sm_90")
+    monkeypatch.setattr(numba_cuda, "compile_ptx", lambda *a, **k: pytest.fail("compiled again"))
+    assert lined_ptx(_row_sums, argtypes, "sm_90") == first and ".loc" in first

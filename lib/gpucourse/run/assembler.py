@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from . import compile_cache
 from . import ptx as _ptx_check
 from .linked_code import linked_ptx, needs_linking
 from .ptx import compile_for_gpu
@@ -154,18 +155,24 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     """`ptx_for`'s PTX with the source line of each instruction (numba-cuda's ``lineinfo``: the same code, its
     lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++
     (its lines would be another file's) or where NVVM refuses the line table (numba-cuda 0.30's debug names of
-    `kernels.conv.conv_implicit_gemm_warp_tiled`: "Symbol name with unsupported characters")."""
+    `kernels.conv.conv_implicit_gemm_warp_tiled`: "Symbol name with unsupported characters"). Kept in the
+    `compile_cache` under a key of its own, as `ptx_for`'s compilations are."""
     from numba import cuda  # noqa: PLC0415
 
     if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
         return None
-    cc = compute_capability(architecture)
+    cc, bounds = compute_capability(architecture), dispatcher.targetoptions.get("launch_bounds")
+    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", bounds))  # not ptx_for's key
+    kept = key and compile_cache.load(key)
+    if kept:
+        return kept["ptx"]
     try:
         with _ptx_check.target_device(cc):
-            ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True,
-                                      launch_bounds=dispatcher.targetoptions.get("launch_bounds"))
+            ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True, launch_bounds=bounds)
     except Exception:  # noqa: BLE001 - NVVM's error; the same code compiles without its lines (ptx_for)
         return None
+    if key:
+        compile_cache.store(key, {"ptx": ptx})
     return ptx
 
 

@@ -1,4 +1,5 @@
-"""The PTX check's compilations kept by what the compiler reads, in memory and on disk.
+"""The PTX check's compilations (and the cost model's with line tables) kept by what the compiler reads, in memory
+and on disk.
 
 numba-cuda takes about a second to compile a kernel to PTX on a laptop, and the course compiles every kernel it
 launches (`ptx.check_compiles`) and every kernel whose registers it reports (`assembler.ptx_for`). The same kernel

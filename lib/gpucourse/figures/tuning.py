@@ -11,10 +11,11 @@ SASS) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupa
   bandwidth, shared wavefronts at one per SM per clock (the clock is the FP32 peak / 2 / FP32 lanes per SM).
   Instruction issue: each SM issues `ISSUE_PER_CLOCK` warp instructions per clock, and each pipe takes its own
   share at its own rate (`pipe_rates`: on an H100 the ALU's integer and logic instructions and the integer
-  multiply-adds at half the FP32 rate, exp2 and conversions at an eighth); the busiest sets the pace. The instructions are counted: every one of the SASS, as
-  often as the trace says its loop runs (`run.issue`, from the resources' ``issue_code``). Where the SASS has no
-  line table (no nvdisasm; a kernel linked with CUDA C++), a main loop whose FMAs are a share s of its
-  instructions stands in: 1/s instructions per FMA (``fma_share``), plus the rolled tile copy's (`tile_loads`);
+  multiply-adds at half the FP32 rate, exp2 and conversions at an eighth); the busiest sets the pace. The
+  instructions are counted: every one of the SASS, as often as the trace says its loop runs (`run.issue`, from
+  the resources' ``issue_code``). Where the SASS has no line table (no nvdisasm; a kernel linked with CUDA C++;
+  a line table refused), a main loop whose FMAs are a share s of its instructions stands in: 1/s instructions
+  per FMA (``fma_share``), plus the rolled tile copy's (`tile_loads`);
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this rule does not see); a rule of thumb
   for kernels whose waits the model cannot read, replaced by the next bound where it can;
@@ -162,7 +163,7 @@ class CostModel:
                                "extra) is missing")
         trips, copy = tile_loads(resources.global_loads, launch_trace, scale, launch.blocks, launch.threads)
         issued = None
-        if getattr(resources, "issue_code", None) is not None:
+        if resources.issue_code is not None:
             issued = resources.issue_code.issued(launch_trace.kernel_lines,
                                                  launch.blocks * math.ceil(launch.threads / 32), scale)
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,

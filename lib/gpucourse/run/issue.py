@@ -5,9 +5,10 @@ A GPU issues each instruction of a loop once per pass of a warp through the loop
 instructions each loop holds, not how often it runs. The trace does: it counts the warp memory instructions of
 every source line (`simulator.trace.LaunchTrace.kernel_lines`, a device function's at the kernel's line that
 calls it, as the line table of the inlined code has them). A loop's passes are those of its memory instructions:
-the warp instructions the trace counts at one's line and kind, over the copies of that line's loads or stores
-in the whole SASS (an unrolled loop holds 4, its remainder 1); the most of them, for a load in a branch may not
-run. A loop with no memory instruction runs as often as the loop around it; code outside loops once per warp.
+the warp instructions the trace counts at one's line and kind, over that line's copies in the loop (the most of
+them, for a load in a branch may not run). Where a line's loads or stores sit in several loops, those holding
+the most copies take its passes: an unrolled loop (4 copies), not its remainder (1). A loop with no memory
+instruction runs as often as the loop around it; code outside loops once per warp.
 
 Where it is wrong: both sides of a branch count (a vectorised kernel's scalar path too), a loop's last passes
 that the compiler peeled count as its own, and the trace's accesses that the compiler keeps in registers find
@@ -53,12 +54,12 @@ def pipes_of(opcode: str) -> tuple[str, ...]:
 class Part:
     """A loop's own instructions (not those of the loops inside it), or the code outside every loop."""
 
-    parent: int | None  # the index of the loop around it among `IssueCode.parts`; None: none, or not a loop
+    parent: int | None  # its index among `IssueCode.parts` of the loop around it, or of the code outside every
+    # loop (the last part); None for that last part
     pipes: Counter  # instructions per pipe, and "issue": all of them
     # (file, line, space, kind) of the loads and stores that count its passes, each with what divides the trace's
     # count of that line and kind into passes: its copies here, times the loops that hold as many
     counters: tuple
-    in_loop: bool
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,15 @@ class IssueCode:
         1 / ``scale`` of its work (its loops then run ``scale`` times as often; the code outside them runs once
         per warp all the same): see the module's docstring."""
         passes: list[float | None] = []
-        for part in self.parts:
+        for part in self.parts[:-1]:
             seen = [scale * kernel_lines.get(key, 0) / divisor for key, divisor in part.counters]
-            passes.append(float(warps) if not part.in_loop else max(seen) if seen else None)
+            passes.append(max(seen) if seen else None)
+        passes.append(float(warps))  # the code outside every loop
         total = Counter()
         for k, part in enumerate(self.parts):
             here = k
             while passes[here] is None:  # no memory instruction of its own: as often as the loop around it
-                parent = self.parts[here].parent
-                here = len(self.parts) - 1 if parent is None else parent
+                here = self.parts[here].parent
             for pipe, count in part.pipes.items():
                 total[pipe] += count * passes[here]
         return total
@@ -97,7 +98,7 @@ def issue_code(sass: str) -> IssueCode | None:
     owner = [len(spans)] * len(code)  # the part of each instruction; the last part: outside every loop
     for number, (first, last) in enumerate(spans):
         owner[first:last + 1] = [number] * (last - first + 1)
-    parents = [next((p for p in range(k - 1, -1, -1) if spans[p][0] <= a and b <= spans[p][1]), None)
+    parents = [next((p for p in range(k - 1, -1, -1) if spans[p][0] <= a and b <= spans[p][1]), len(spans))
                for k, (a, b) in enumerate(spans)] + [None]
     pipes, memory = [Counter() for _ in parents], [Counter() for _ in parents]
     for (_, opcode, _, _), line, part in zip(code, lines, owner):
@@ -117,6 +118,6 @@ def issue_code(sass: str) -> IssueCode | None:
             most[key] = max(most[key], copies)
     holders = Counter(key for held in memory[:-1] for key, copies in held.items() if copies == most[key])
     parts = [Part(parents[k], pipes[k], tuple((key, copies * holders[key]) for key, copies in memory[k].items()
-                                              if copies == most[key]), k < len(spans))
+                                              if copies == most[key]))
              for k in range(len(parents))]
     return IssueCode(tuple(parts))

@@ -215,13 +215,13 @@ def _checking_overflow(function, arguments: tuple, result: np.dtype):
         a, b = (_int_constant(v, d) if type(v) is int else cast(v, d) for v, d in zip((a, b), arguments))
         with np.errstate(all="ignore"):
             value = cast(_power(a, b) if power else function(a, b), result)
-        exact, computed = (np.asarray(v).astype(object) for v in (a, b)), np.asarray(value).astype(object)
+        operands, computed = [np.asarray(v).astype(object) for v in (a, b)], np.asarray(value).astype(object)
         if power:
-            a_, b_ = np.broadcast_arrays(*exact)
-            multiplied = (b_ >= 0) & (b_ <= _POWER_CUTOFF)
-            exact = np.where(multiplied, a_ ** np.where(multiplied, b_, 0), computed)
+            base, exponent = np.broadcast_arrays(*operands)
+            multiplied = (exponent >= 0) & (exponent <= _POWER_CUTOFF)
+            exact = np.where(multiplied, base ** np.where(multiplied, exponent, 0), computed)
         else:
-            exact = function(*exact)
+            exact = function(*operands)
         over = np.logical_and(np.asarray(exact != computed, dtype=bool), active_lanes())
         if over.any():
             lane = np.unravel_index(np.argmax(over), over.shape)

@@ -109,7 +109,7 @@ class LaunchTrace:
         self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
         # (file, line, space, kind) -> warp instructions, at the kernel's own line: a device function's accesses at
-        # the line that calls it, as a GPU's line table has them once the call is inlined (`run.sass.issued`)
+        # the line that calls it, as a GPU's line table has them once the call is inlined (`run.issue`)
         self.kernel_lines: dict[tuple, int] = {}
         self.call_site: int | None = None  # inside a device function: the kernel's call of it (`calls.dispatch`)
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
@@ -203,14 +203,15 @@ class LaunchTrace:
         where = SITES[site]
         self.source.setdefault((where.function, where.line), where.source.strip())
         line = self.lines.setdefault((where.function, where.line, entry.name, kind), Instructions())
-        line.requests += stats.requests - requests
+        added = stats.requests - requests
+        line.requests += added
         line.lanes += threads
         line.sectors += stats.sectors - sectors
         line.worst = max(line.worst, worst)
         if self.call_site is not None:
             where = SITES[self.call_site]
         key = (where.filename, where.line, array.space, kind)
-        self.kernel_lines[key] = self.kernel_lines.get(key, 0) + stats.requests - requests
+        self.kernel_lines[key] = self.kernel_lines.get(key, 0) + added
 
     def finish(self, runtime) -> None:
         """Called when the launch ends: keep what only the runtime knows."""

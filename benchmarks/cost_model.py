@@ -26,7 +26,6 @@ extra: the model's registers); a few minutes on two cores.
 from __future__ import annotations
 
 import argparse
-import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -142,7 +141,9 @@ def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):
 
 def softmax_problem(path: str, size: tuple, sms: int, traced: tuple = SOFTMAX_TRACED):
     """The row softmax of fusion.py's row ``path`` at ``size`` (rows, cols), launched as fusion.py launches it on a
-    GPU of ``sms`` SMs, traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element)."""
+    GPU of ``sms`` SMs, traced at ``traced``; FLOPs as `grading.tuning.softmax_problem` counts them (5 per element).
+    The pipelined kernel's persistent grid is traced on as many SMs as its rows' share of them (at least one), so
+    that its blocks take turns there too (its code for the next turn runs: `run.issue` counts the code that ran)."""
     from gpucourse.kernels import fusion  # noqa: PLC0415
 
     build = SOFTMAX_PATHS[path]
@@ -151,14 +152,14 @@ def softmax_problem(path: str, size: tuple, sms: int, traced: tuple = SOFTMAX_TR
     else:  # the pipelined kernel: the vectorised one's blocks, on the persistent grid of the GPU's SMs
         family, vectors = build
         make, configure = ((fusion.make_softmax_vectorised, fusion.vectorised_configuration) if family == "vectorised"
-                           else (fusion.make_softmax_pipelined, functools.partial(fusion.pipelined_configuration,
-                                                                                  sms=sms)))
+                           else (fusion.make_softmax_pipelined, fusion.pipelined_configuration))
         kernel = make(vectors)
 
     def geometry(shape):
         rows, cols = shape
         if configure is not None:  # the flattened matrices
-            blocks, block = configure(rows, cols, vectors=vectors)
+            share = {"sms": max(1, sms * rows // size[0])} if family == "pipelined" else {}
+            blocks, block = configure(rows, cols, vectors=vectors, **share)
             return kernel, (blocks,), block
         threads = fusion.registers_threads(cols) if kernel is fusion.softmax_registers else fusion.THREADS
         return kernel, (rows,), (threads,)  # one block per row, as `launch_softmax` gives it

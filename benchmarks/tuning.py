@@ -24,6 +24,10 @@ candidate that computes a wrong result is reported and nothing is recorded; one 
 no SM: registers x threads past the register file) is named in the section, as lecture 3 warns a tile search must
 expect. TF32 is off as in matmul.py and conv.py (``NVIDIA_TF32_OVERRIDE=0`` before the libraries load, and PyTorch's
 switches). Candidates are timed on one set of buffers: at 1024^3 (12 MiB) they stay in the L2, unlike matmul.py's.
+
+A run cut short by ``--seconds`` keeps what an earlier run on the same GPU recorded: the cases the section already
+holds for this GPU are measured last, and those this run had no time for stay in the section as they were (each
+with the date it was measured), so that short device commands fill the section case by case (`Carried`).
 """
 
 from __future__ import annotations
@@ -112,6 +116,48 @@ class Row:
         return 100 * self.reference_ms / self.best_ms if self.best_ms and self.reference_ms else None
 
 
+CARRIED = "Carried from earlier runs on this GPU, not measured in this one:"  # the section's line naming them
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A case an earlier run on the same GPU recorded, kept in the section by a run that had no time for it."""
+
+    name: str  # `Case.name`
+    date: str  # when it was measured
+    row: str  # its line of the main table
+    candidates: list  # its lines of the table of every timed candidate
+
+
+def carried_cases(recorded: str | None, device_name: str) -> dict[str, Carried]:
+    """{case name: `Carried`} of the ``recorded`` section, where it was measured on ``device_name``; {} otherwise."""
+    from gpucourse.course import results  # noqa: PLC0415 (importing gpucourse picks the backend)
+
+    if not recorded or not re.search(rf"^`[^`]+` on {re.escape(device_name)} \(", recorded, re.M):
+        return {}
+    date = re.search(r"^- Date: (\S+)", recorded, re.M)[1]
+    earlier = re.search(rf"^{re.escape(CARRIED)} (.*)\.$", recorded, re.M)
+    dates = dict((name, day) for name, day in re.findall(r"(.+?) \((\d{4}-\d{2}-\d{2})\)(?:, |$)", earlier[1])) \
+        if earlier else {}
+    found = results.tables(recorded)
+    main = found[0][1][2:] if found else []
+    candidates = next((lines[2:] for heading, lines in found if heading == CANDIDATES.lstrip("# ")), [])
+    cases = {}
+    for line in main:
+        space, shape = results.cells(line)[:2]
+        name = Case(space, shape, "").name
+        cases[name] = Carried(name, dates.get(name, date), line,
+                              [c for c in candidates if results.cells(c)[:2] == [space, shape]])
+    return cases
+
+
+def measuring_order(cases: list[Case], carried: dict) -> list[Case]:
+    """The cases a run measures, in turn: those the section lacks first (each space's largest shape before its
+    others: the goal is a rank correlation in every space), then those it already holds (`Carried`)."""
+    largest = {[c for c in cases if c.family == family][-1].name for family in {c.family for c in cases}}
+    return sorted(cases, key=lambda case: (case.name in carried, case.name not in largest))
+
+
 def problem_of(case: Case):
     from gpucourse.grading import tuning as gt  # noqa: PLC0415 (importing gpucourse picks the backend)
 
@@ -181,9 +227,11 @@ def config_text(config: dict | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items()) if config else "none"
 
 
-def section(rows: list[Row], device, versions_: str, samples: int, model_device: str | None, note: str = "") -> str:
+def section(rows: list[Row], device, versions_: str, samples: int, model_device: str | None, note: str = "",
+            carried: tuple = (), order: tuple = ()) -> str:
     """The report: one row per space and shape, ``note`` (the rows the time budget left out), then the cost model's
-    score against the goal."""
+    score against the goal. ``carried``: `Carried` cases of an earlier run, tabled among this run's in ``order``
+    (case names)."""
     from gpucourse.figures import tuning as ft  # noqa: PLC0415
 
     table = markdown_table(
@@ -214,6 +262,11 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
         [[r.case.family, r.case.label, config_text(config), f"{measured * 1e3:.4g}",
           f"{r.predicted[k] * 1e3:.4g}" if r.predicted else "-"]
          for r in rows for k, (config, measured) in enumerate(zip(r.timed, r.measured))], right={3, 4})
+    if carried:
+        table, candidates = (_with_carried(text, carried, order, lines) for text, lines in
+                             ((table, lambda c: [c.row]), (candidates, lambda c: c.candidates)))
+        kept = f"{CARRIED} " + ", ".join(f"{c.name} ({c.date})" for c in carried) + "."
+        note = f"{note}\n\n{kept}" if note else kept
     return "\n".join([
         "## Tuning: the autotuner, its cost model, and the vendor libraries",
         "",
@@ -232,8 +285,17 @@ def section(rows: list[Row], device, versions_: str, samples: int, model_device:
           if not_launched else []),
         *(["", CANDIDATES, "", "Each candidate's measured time beside the model's prediction "
            "(`benchmarks/cost_model.py` prices them again with the model as it is now).", "", candidates]
-          if any(r.measured for r in rows) else []),
+          if any(r.measured for r in rows) or any(c.candidates for c in carried) else []),
     ])
+
+
+def _with_carried(table: str, carried: tuple, order: tuple, lines_of) -> str:
+    """``table`` with the lines of the ``carried`` cases, its rows in the cases' ``order`` (by space and shape)."""
+    from gpucourse.course import results  # noqa: PLC0415
+
+    header, body = table.splitlines()[:2], table.splitlines()[2:] + [line for c in carried for line in lines_of(c)]
+    rank = {name: k for k, name in enumerate(order)}
+    return "\n".join(header + sorted(body, key=lambda line: rank.get(Case(*results.cells(line)[:2], "").name, 0)))
 
 
 def launch_error(error: str) -> str:
@@ -265,9 +327,9 @@ def main(argv=None) -> int:
           f"cost model: {model_device or 'none for this GPU'}")
     time_budget = TimeBudget(options.seconds)
     cases, rows = QUICK_CASES if options.quick else CASES, []
-    # the goal is the rank correlation in every space: the largest shape of each space first, then the others
-    first = {[c for c in cases if c.family == family][-1].name for family in {c.family for c in cases}}
-    for case in time_budget.rows(cases, label=lambda case: case.name, first=first):
+    write = not options.quick and not options.no_write
+    carried = carried_cases(recorded_section(), device.name) if write and options.seconds is not None else {}
+    for case in time_budget.rows(measuring_order(cases, carried), label=lambda case: case.name):
         rows.append(measure(case, samples, budget, libraries, model, priced=options.seconds is None))
         print(f"  {rows[-1].kernel}: best {config_text(rows[-1].best)} in {rows[-1].tuning_s:.0f} s", flush=True)
     rows.sort(key=lambda row: cases.index(row.case))  # tabled in the order of the cases
@@ -277,8 +339,18 @@ def main(argv=None) -> int:
         for k, (config, measured) in enumerate(zip(row.timed, row.measured)):  # to study the model
             predicted = f"predicted {row.predicted[k] * 1e3:.4g} ms, " if row.predicted else ""
             print(f"  {row.kernel}: {config_text(config)}: {predicted}measured {measured * 1e3:.4g} ms")
-    text = section(rows, device, versions(libraries), samples, model_device, time_budget.note("tuning.py"))
-    return finish(NAME, text, rows, write=not options.quick and not options.no_write)
+    kept = tuple(carried[name] for name in time_budget.left_out if name in carried)
+    time_budget.left_out = [name for name in time_budget.left_out if name not in carried]
+    text = section(rows, device, versions(libraries), samples, model_device, time_budget.note("tuning.py"), kept,
+                   tuple(case.name for case in cases))
+    return finish(NAME, text, rows, write=write)
+
+
+def recorded_section() -> str | None:
+    """The section RESULTS.md holds now."""
+    from gpucourse.course import results  # noqa: PLC0415
+
+    return results.recorded(NAME)
 
 
 if __name__ == "__main__":

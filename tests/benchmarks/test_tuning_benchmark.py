@@ -89,6 +89,43 @@ def test_a_full_run_tables_every_case_in_order_with_no_note(bench, run):
     assert recorded.write and len(blocks) == 4 and "\n- Goal: " in blocks[2] and blocks[3].startswith("| space |")
 
 
+def test_a_short_run_measures_what_the_section_lacks_first_and_keeps_the_rest_as_recorded(bench, run, monkeypatch):
+    """Short device commands fill the section case by case: what an earlier run on this GPU recorded is measured
+    last, and kept (with its date and its candidates) where this run had no time for it."""
+    def measure(case, samples, budget, libraries, model, priced):
+        run.row()
+        run.measured.append(case.name)
+        return bench.Row(case, 10, 2, {"BM": 64}, 1.0, None, 2.0, measured=[0.001, 0.002],
+                         timed=[{"BM": 64}, {"BM": 32}])
+
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "recorded_section", lambda: None)
+    first = run(*run.ONE_ROW).text.replace(f"- Date: {bench.today()}", "- Date: 2026-11-30")
+    monkeypatch.setattr(bench, "recorded_section", lambda: first)
+    run.measured.clear()
+    second = run(*run.ONE_ROW).text
+    assert run.measured == ["sgemm_warp 4096^3"]  # not sgemm 4096^3 again
+    assert [r[:2] for r in table_rows(second)] == [["sgemm", "4096^3"], ["sgemm_warp", "4096^3"]]
+    assert [r[:3] for r in table_rows(second, bench.CANDIDATES)] == [
+        ["sgemm", "4096^3", "BM=64"], ["sgemm", "4096^3", "BM=32"],
+        ["sgemm_warp", "4096^3", "BM=64"], ["sgemm_warp", "4096^3", "BM=32"]]
+    assert f"{bench.CARRIED} sgemm 4096^3 (2026-11-30)." in second
+    not_measured = next(line for line in second.splitlines() if line.startswith("Not measured"))
+    assert "sgemm 4096^3" not in not_measured.replace("sgemm_warp 4096^3", "") and "sgemm 1024^3" in not_measured
+    monkeypatch.setattr(bench, "recorded_section", lambda: second)
+    run.measured.clear()
+    third = run(*run.ONE_ROW).text  # the date each was measured stays with it
+    assert f"{bench.CARRIED} sgemm 4096^3 (2026-11-30), sgemm_warp 4096^3 ({bench.today()})." in third
+    assert len(table_rows(third)) == 3 and run.measured == ["conv ResNet conv2_x 3x3, batch 32"]
+    # another GPU's section, or a run without --seconds: nothing carried
+    monkeypatch.setattr(bench, "recorded_section", lambda: first.replace("on CPU simulator", "on NVIDIA A100"))
+    run.measured.clear()
+    assert bench.CARRIED not in run(*run.ONE_ROW).text and run.measured == ["sgemm 4096^3"]
+    monkeypatch.setattr(bench, "recorded_section", lambda: first)
+    run.measured.clear()
+    assert bench.CARRIED not in run().text and len(run.measured) == len(bench.CASES)
+
+
 # -- `measure`, its GPU path, on the simulator at tiny sizes (the simulator's events time the CPU) -------------
 def tiny_problem(case):
     """``case``'s space at a size the simulator runs in a second, none of its sizes a multiple of a tile."""

@@ -8,7 +8,8 @@ from gpucourse import trace
 from gpucourse.run import issue, resources_problem
 from gpucourse.run import sass as rs
 from gpucourse.run import tuning as rt
-from gpucourse.run.assembler import lined_ptx
+from gpucourse.run import compile_cache
+from gpucourse.run.assembler import lined_ptx, ptx_for
 from gpucourse.run.ptx import argument_type
 
 # the shape nvdisasm -g prints: a loop unrolled twice (two loads of line 7 per pass), its remainder (one), and a
@@ -152,3 +153,63 @@ def test_the_line_table_compilation_is_kept_in_the_compile_cache(monkeypatch):
     first = lined_ptx(_row_sums, argtypes, "sm_90")
     monkeypatch.setattr(numba_cuda, "compile_ptx", lambda *a, **k: pytest.fail("compiled again"))
     assert lined_ptx(_row_sums, argtypes, "sm_90") == first and ".loc" in first
+
+
+@needs_sass
+def test_the_line_table_is_the_plain_code_with_lines():
+    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    plain = rs.disassemble(ptx_for(_row_sums, argtypes, "sm_90"), "sm_90")
+    assert [i[1] for i in rs.instructions(_sass())] == [i[1] for i in rs.instructions(plain)]
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs NVVM and nvJitLink")
+def test_a_device_function_inlined_by_numba_keeps_the_line_table(monkeypatch):
+    """numba-cuda 0.30 places the arguments of a device function numba inlines (conv's ``pixel_chunk``) where
+    NVVM refuses them ("Symbol name with unsupported characters"): the line table is compiled without them."""
+    from gpucourse.kernels import conv
+
+    monkeypatch.setattr(compile_cache, "load", lambda key: None)  # compile it here, whatever a cache holds
+    kernel = conv.make_implicit_gemm_warp_tiled(BM=32, BN=32, BK=8, WM=32, WN=32, LANES_M=8)  # small: quick
+    four_d = argument_type(np.zeros((1, 1, 1, 1), np.float32))
+    ptx = lined_ptx(kernel, (four_d, four_d, four_d, argument_type(1), argument_type(1)), "sm_90")
+    assert ptx is not None and ".loc" in ptx and "llvm.dbg" not in ptx
+
+
+@cuda.jit(device=True, inline="always")  # numba copies its code into the kernel: the line table keeps its lines
+def _inlined_cell(x, row, col, divided):
+    if divided:
+        return x[row, col] / (x[row, (col + 7) % x.shape[1]] + float32(3))  # not taken below: did not run
+    return x[row, col] * float32(2)
+
+
+@cuda.jit
+def _inlined_row_sums(out, x, divided):
+    row = cuda.blockIdx.x
+    total = float32(0)
+    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+        total += _inlined_cell(x, row, col, divided)
+    cuda.atomic.add(out, row, total)
+
+
+DIVIDED_LINE = _inlined_cell.py_func.__code__.co_firstlineno + 3
+DOUBLED_LINE = DIVIDED_LINE + 1
+
+
+@needs_sass
+def test_a_function_numba_inlines_counts_at_its_own_lines_and_a_branch_not_taken_issues_nothing():
+    x = np.random.default_rng(5).standard_normal((3, 300)).astype(np.float32) + 4
+    out = np.zeros(3, np.float32)
+    with trace() as t:
+        _inlined_row_sums[3, 64](out, x, False)
+    np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4)
+    reads = {key[1]: n for key, n in t.last.kernel_lines.items() if key[2:] == ("global", "read") and n}
+    assert reads == {DOUBLED_LINE: 3 * 2 * 5}  # rows x warps x passes of 64 columns (300 of them), in this file
+    argtypes = tuple(argument_type(a) for a in (out, x, False))
+    sass = rs.disassemble(lined_ptx(_inlined_row_sums, argtypes, "sm_90"), "sm_90", line_table=True)
+    assert (__file__, DIVIDED_LINE) in rs.source_lines(sass)  # its own line, not the kernel's `def`
+    assert t.last.lines_not_run == {(__file__, DIVIDED_LINE)}
+    code = issue.issue_code(sass)
+    counted = code.issued(t.last.kernel_lines, warps=6, not_run=t.last.lines_not_run)
+    with_the_branch = code.issued(t.last.kernel_lines, warps=6)
+    assert with_the_branch["special"] > counted["special"]  # the division's reciprocal, in the loop
+    assert with_the_branch["issue"] - counted["issue"] > 5 * 6 * 10

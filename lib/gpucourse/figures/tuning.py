@@ -28,9 +28,9 @@ SASS) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupa
 - each launch costs `LAUNCH_SECONDS` on top.
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
-faster), the issue roof assumes a warp ready at every clock (dependent instructions and barriers stall it) and
-counts both sides of a branch (`run.issue`), a kernel whose warps wait on memory with work to spare (too few bytes
-in flight) is priced as if they did not, and instruction-level parallelism is unseen.
+faster), the issue roof assumes a warp ready at every clock (dependent instructions and barriers stall it; it
+counts the code that ran in the traced launch, `run.issue`), a kernel whose warps wait on memory with work to spare
+(too few bytes in flight) is priced as if they did not, and instruction-level parallelism is unseen.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 
@@ -164,8 +164,8 @@ class CostModel:
         trips, copy = tile_loads(resources.global_loads, launch_trace, scale, launch.blocks, launch.threads)
         issued = None
         if resources.issue_code is not None:
-            issued = resources.issue_code.issued(launch_trace.kernel_lines,
-                                                 launch.blocks * math.ceil(launch.threads / 32), scale)
+            warps = launch.blocks * math.ceil(launch.threads / 32)
+            issued = resources.issue_code.issued(launch_trace.kernel_lines, warps, scale, launch_trace.lines_not_run)
         return predict(sectors, wavefronts, flops, launch.blocks, launch.threads, resources.registers,
                        resources.shared_bytes, self.device, resources.fma_share, trips, copy, self.global_latency,
                        issued)

@@ -15,6 +15,7 @@ Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra), `resources_problem` 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -153,27 +154,61 @@ def ptx_for(dispatcher, argtypes, architecture: str) -> str:
 
 def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     """`ptx_for`'s PTX with the source line of each instruction (numba-cuda's ``lineinfo``: the same code, its
-    lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++
-    (its lines would be another file's) or where NVVM refuses the line table (numba-cuda 0.30's debug names of
-    `kernels.conv.conv_implicit_gemm_warp_tiled`: "Symbol name with unsupported characters"). Kept in the
-    `compile_cache` under a key of its own, as `ptx_for`'s compilations are."""
+    lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++ (its
+    lines would be another file's) or where NVVM refuses the line table. Compiled as `_line_table` says: each
+    line a line of the source, of the kernel's file (`simulator.trace.LaunchTrace.kernel_lines` counts the
+    accesses at the same lines). Kept in the `compile_cache` under a key of its own, as `ptx_for`'s compilations
+    are."""
     from numba import cuda  # noqa: PLC0415
 
     if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
         return None
     cc, bounds = compute_capability(architecture), dispatcher.targetoptions.get("launch_bounds")
-    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", bounds))  # not ptx_for's key
+    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", 2, bounds))  # not ptx_for's
     kept = key and compile_cache.load(key)
     if kept:
         return kept["ptx"]
     try:
-        with _ptx_check.target_device(cc):
+        with _ptx_check.target_device(cc), _line_table():
             ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True, launch_bounds=bounds)
     except Exception:  # noqa: BLE001 - NVVM's error; the same code compiles without its lines (ptx_for)
         return None
     if key:
         compile_cache.store(key, {"ptx": ptx})
     return ptx
+
+
+_VARIABLE_LOCATION = re.compile(r'^\s*call void @"?llvm\.dbg\.(?:value|declare)"?\(.*$\n?', re.MULTILINE)
+
+
+@contextlib.contextmanager
+def _line_table():
+    """numba-cuda 0.30's ``lineinfo`` compilation, changed in two ways while it runs (under numba-cuda's compiler lock,
+    so no other compilation sees them):
+
+    - every line is the source's: numba-cuda shows a line above the kernel's `def` at the `def` (for the prologue),
+      and so also the code of a device function written above the kernel that numba inlines (``inline="always"``:
+      conv's ``pixel_chunk``), whose vector and scalar paths would then share one line;
+    - NVVM gets no locations of variables (``llvm.dbg.value``, ``llvm.dbg.declare``), only those of instructions:
+      it refuses some (numba-cuda's for ``pixel_chunk``'s arguments: "Symbol name with unsupported characters").
+
+    Neither changes the code NVVM generates: debug locations take no part in it."""
+    from numba.cuda.core.compiler_lock import global_compiler_lock  # noqa: PLC0415
+    from numba.cuda.cudadrv import nvvm  # noqa: PLC0415
+    from numba.cuda.lowering import BaseLower  # noqa: PLC0415
+
+    compile_ir, prologue = nvvm.compile_ir, BaseLower._adjust_line_if_prologue
+
+    def without_variables(llvmir, **options):
+        irs = [llvmir] if isinstance(llvmir, str) else llvmir
+        return compile_ir([_VARIABLE_LOCATION.sub("", ir) for ir in irs], **options)
+
+    with global_compiler_lock:
+        nvvm.compile_ir, BaseLower._adjust_line_if_prologue = without_variables, lambda self, line: line
+        try:
+            yield
+        finally:
+            nvvm.compile_ir, BaseLower._adjust_line_if_prologue = compile_ir, prologue
 
 
 def assembled(dispatcher, argtypes, architecture: str) -> Resources:

@@ -8,16 +8,18 @@ calls it, as the line table of the inlined code has them). A loop's passes are t
 the warp instructions the trace counts at one's line and kind, over that line's copies in the loop (the most of
 them, for a load in a branch may not run). Where a line's loads or stores sit in several loops, those holding
 the most copies take its passes: an unrolled loop (4 copies), not its remainder (1). A loop with no memory
-instruction runs as often as the loop around it; code outside loops once per warp.
+instruction runs as often as the loop around it; code outside loops once per warp. The instructions of a line
+that no thread ran (`LaunchTrace.lines_not_run`: a branch none took, a vectorised kernel's scalar path) count
+for nothing.
 
-Where it is wrong: both sides of a branch count (a vectorised kernel's scalar path too), a loop's last passes
-that the compiler peeled count as its own, and the trace's accesses that the compiler keeps in registers find
-no instruction (they count for nothing).
+Where it is wrong: a loop's last passes that the compiler peeled count as its own; the trace's accesses that
+the compiler keeps in registers find no instruction (they count for nothing); code the compiler moved to a line
+that did not run counts for nothing, and a line that runs at full size but not in a smaller traced launch too.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from .sass import instructions, loop_spans, source_lines
@@ -60,6 +62,7 @@ class Part:
     # (file, line, space, kind) of the loads and stores that count its passes, each with what divides the trace's
     # count of that line and kind into passes: its copies here, times the loops that hold as many
     counters: tuple
+    by_line: dict  # (file, line) -> its instructions here, per pipe and in all
 
 
 @dataclass(frozen=True)
@@ -68,11 +71,12 @@ class IssueCode:
 
     parts: tuple[Part, ...]  # the loops, then the code outside them
 
-    def issued(self, kernel_lines: dict, warps: int, scale: float = 1.0) -> Counter:
+    def issued(self, kernel_lines: dict, warps: int, scale: float = 1.0, not_run=frozenset()) -> Counter:
         """Warp instructions a launch of ``warps`` warps issues, per pipe and in all (``"issue"``), from the
         trace's ``kernel_lines`` (`LaunchTrace.kernel_lines`) of it, or of a launch of the same kernel that did
         1 / ``scale`` of its work (its loops then run ``scale`` times as often; the code outside them runs once
-        per warp all the same): see the module's docstring."""
+        per warp all the same), none from the lines ``not_run`` (`LaunchTrace.lines_not_run`): see the module's
+        docstring."""
         passes: list[float | None] = []
         for part in self.parts[:-1]:
             seen = [scale * kernel_lines.get(key, 0) / divisor for key, divisor in part.counters]
@@ -83,7 +87,10 @@ class IssueCode:
             here = k
             while passes[here] is None:  # no memory instruction of its own: as often as the loop around it
                 here = self.parts[here].parent
-            for pipe, count in part.pipes.items():
+            ran = part.pipes.copy()
+            for line in not_run & part.by_line.keys():
+                ran.subtract(part.by_line[line])
+            for pipe, count in ran.items():
                 total[pipe] += count * passes[here]
         return total
 
@@ -101,13 +108,14 @@ def issue_code(sass: str) -> IssueCode | None:
     parents = [next((p for p in range(k - 1, -1, -1) if spans[p][0] <= a and b <= spans[p][1]), len(spans))
                for k, (a, b) in enumerate(spans)] + [None]
     pipes, memory = [Counter() for _ in parents], [Counter() for _ in parents]
+    by_line = [defaultdict(Counter) for _ in parents]
     for (_, opcode, _, _), line, part in zip(code, lines, owner):
         kind = opcode.split(".")[0]
         if kind == "NOP":
             continue
-        pipes[part]["issue"] += 1
-        for pipe in pipes_of(opcode):
-            pipes[part][pipe] += 1
+        for counts in (pipes[part], by_line[part][line]):
+            counts["issue"] += 1
+            counts.update(pipes_of(opcode))
         if kind in MEMORY and line is not None:
             memory[part][(*line, *MEMORY[kind])] += 1
     # a line's loads or stores in several loops: those with the most copies take its passes (an unrolled loop,
@@ -118,6 +126,7 @@ def issue_code(sass: str) -> IssueCode | None:
             most[key] = max(most[key], copies)
     holders = Counter(key for held in memory[:-1] for key, copies in held.items() if copies == most[key])
     parts = [Part(parents[k], pipes[k], tuple((key, copies * holders[key]) for key, copies in memory[k].items()
-                                              if copies == most[key]))
+                                              if copies == most[key]),
+                  {line: counts for line, counts in by_line[k].items() if line is not None})
              for k in range(len(parents))]
     return IssueCode(tuple(parts))

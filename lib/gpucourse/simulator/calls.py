@@ -36,11 +36,12 @@ _compiled: dict = {}
 SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
-def _run_device_function(runtime, py_func, args, kwargs):
-    """A device function's call; a trace counts its accesses at the kernel's line that called it too."""
+def _run_device_function(runtime, py_func, args, kwargs, inlined_by_numba: bool = False):
+    """A device function's call; a trace counts its accesses at the line that calls it too (the kernel's, or that of
+    a function numba inlines, ``inline="always"``, whose own lines stay in the line table)."""
     run = device_function(py_func)
     trace = runtime.trace
-    if trace is None or trace.call_site is not None:
+    if trace is None or trace.call_site is not None or inlined_by_numba:
         return run(*args, **kwargs)
     trace.call_site = runtime.site
     try:
@@ -58,9 +59,10 @@ def dispatch(runtime, function, args, kwargs):
                         f"`{function.py_func.__name__}` is a kernel; a kernel can only call device functions "
                         "(@cuda.jit(device=True))")
         if function._can_compile or kwargs:
-            if function.targetoptions.get("inline") == "always":
+            inlined = function.targetoptions.get("inline") == "always"
+            if inlined:
                 _type_inlined(runtime, function, args, kwargs)
-            return _run_device_function(runtime, function.py_func, args, kwargs)
+            return _run_device_function(runtime, function.py_func, args, kwargs, inlined)
         return _declared_call(function, args)
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)

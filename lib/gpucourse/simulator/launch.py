@@ -196,7 +196,7 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
                   seconds, inline_types)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), tracing.lines_run(recorder):
             function(*wrapped)
         if recorder is not None:
             recorder.finish(RUNTIME)

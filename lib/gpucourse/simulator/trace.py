@@ -20,13 +20,15 @@ instruction the GPU issues: its sectors once, its shared-memory banks per phase 
 from __future__ import annotations
 
 import contextlib
+import dis
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import BudgetExceeded, UnknownArray
 from .memory import SimArray
-from .transform import SITES
+from .transform import RT, SITES
 
 KINDS = ("read", "write", "atomic")
 SECTOR_BYTES = 32
@@ -108,10 +110,17 @@ class LaunchTrace:
         self._by_id: dict[int, ArrayTrace] = {}
         self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
-        # (file, line, space, kind) -> warp instructions, at the kernel's own line: a device function's accesses at
-        # the line that calls it, as a GPU's line table has them once the call is inlined (`run.issue`)
+        # (file, line, space, kind) -> warp instructions, at the line the compiled code's line table gives them
+        # (`run.issue`, `run.assembler.lined_ptx`): a device function's accesses at the line that calls it (NVVM
+        # inlines the call), those of a function numba inlines itself (``inline="always"``) at their own lines, all
+        # in the kernel's file
         self.kernel_lines: dict[tuple, int] = {}
-        self.call_site: int | None = None  # inside a device function: the kernel's call of it (`calls.dispatch`)
+        self.kernel_file = function.__code__.co_filename if function is not None else None
+        self.call_site: int | None = None  # inside a device function: the call of it that the line table shows
+        # the lines of the kernel's code (and of the functions numba inlines into it) as the line table has them,
+        # those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
+        self.lines_known: set = set()
+        self.lines_ran: set = set()
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -210,8 +219,13 @@ class LaunchTrace:
         line.worst = max(line.worst, worst)
         if self.call_site is not None:
             where = SITES[self.call_site]
-        key = (where.filename, where.line, array.space, kind)
+        key = (self.kernel_file or where.filename, where.line, array.space, kind)
         self.kernel_lines[key] = self.kernel_lines.get(key, 0) + added
+
+    @property
+    def lines_not_run(self) -> set:
+        """(file, line) of the kernel's code that no thread ran (`run.issue` counts none of its instructions)."""
+        return self.lines_known - self.lines_ran
 
     def finish(self, runtime) -> None:
         """Called when the launch ends: keep what only the runtime knows."""
@@ -413,6 +427,40 @@ def recording():
         yield recorded
     finally:
         _active.remove(recorded)
+
+
+@contextlib.contextmanager
+def lines_run(recorder: LaunchTrace | None):
+    """While a traced launch runs: which lines of the kernel's code run (`LaunchTrace.lines_not_run`), in the line
+    table's terms (`LaunchTrace.kernel_lines`): in the kernel's file, a device function's at the line that calls it.
+
+    The rewritten kernel runs each statement once for all its threads, and a branch only where some thread takes
+    it, so a line that never ran is code that no thread ran. Watched with `sys.settrace`, on the rewritten
+    functions' frames only; not where another tracer (a debugger, coverage) is set: then every line counts as run."""
+    if recorder is None or sys.gettrace() is not None or recorder.kernel_file is None:
+        yield
+        return
+    file, ran, known = recorder.kernel_file, recorder.lines_ran, recorder.lines_known
+
+    def line(frame, event, _):
+        if event == "line":
+            ran.add((file, frame.f_lineno))
+        return line
+
+    def call(frame, event, _):
+        if frame.f_globals.get(RT) is None or recorder.call_site is not None or frame.f_code.co_name == "<module>":
+            return None  # not the kernel's code, or a device function's (its lines are the call's)
+        if frame.f_code not in codes:
+            codes.add(frame.f_code)
+            known.update((file, number) for _, number in dis.findlinestarts(frame.f_code) if number)
+        return line
+
+    codes: set = set()
+    sys.settrace(call)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
 
 
 def recorder_for(function, geometry, arguments) -> LaunchTrace | None:

@@ -3,7 +3,8 @@
     python benchmarks/bandwidth.py            # 1 MiB to 1 GiB, writes its section of RESULTS.md
     python benchmarks/bandwidth.py --quick    # 1, 16 and 256 MiB, 3 samples, prints only
     python benchmarks/bandwidth.py --sizes 64 256 --no-write
-    python benchmarks/bandwidth.py --seconds 120   # the goals' sizes (256 MiB up) first, the rest while 120 s last
+    python benchmarks/bandwidth.py --seconds 120   # every kernel compiled at 1 MiB, then the goals' sizes (256 MiB
+                                                   # up) first, the rest while 120 s last
 
 Needs a CUDA GPU; anywhere else it prints one line saying so and exits with status 0.
 
@@ -81,6 +82,7 @@ ITEM = 4  # bytes of a float32
 SIZES_MIB = (1, 4, 16, 64, 256, 1024)
 QUICK_SIZES_MIB = (1, 16, 256)
 GOAL_FROM_MIB = 256
+WARM_UP_MIB = 1  # --seconds: every kernel compiled at this size first, its time no row's
 GOALS = {"map": 0.90, "zip": 0.90, "sum": 0.85}  # fraction of the copy's GB/s, on an H100
 SAMPLES, QUICK_SAMPLES = 7, 3
 BLOCK_MULTIPLES = (2, 4, 8, 16)  # grid sizes tried for the grid-stride kernels, times the SM count
@@ -581,6 +583,8 @@ def main(argv=None) -> int:
           f"references: {', '.join(['copy', *(f'{n}.sum' for n in libraries)])}", flush=True)
 
     budget = TimeBudget(options.seconds)
+    if options.seconds is not None:  # each kernel compiled at a small size first: 256 MiB then leaves time for 1 GiB
+        budget.warm_up(lambda: measure_size(WARM_UP_MIB * MIB, device, 1, libraries))
     goals = {row_label(size) for size in sizes if size >= GOAL_FROM_MIB * MIB}  # the sizes the goals are read from
     measurements, skipped = [], []
     for size in budget.rows(sizes, label=row_label, first=goals):

@@ -192,9 +192,14 @@ def test_the_planned_sums_are_block_sums_to_total(bandwidth):
 def run(bandwidth, benchmark_run, monkeypatch):
     """`main` on every default size; ``run.measured``: the sizes measured, in order (each takes a minute)."""
     run = benchmark_run(bandwidth, bandwidth.Device(**SIMULATED))
-    run.measured = []
+    run.measured, run.compiled = [], False
 
     def measure_size(size, device, samples, libraries):
+        if not run.compiled:  # the first call compiles every kernel: 20 s
+            run.now, run.compiled = run.now + 20, True
+        if (size, samples) == (bandwidth.WARM_UP_MIB * MIB, 1):  # the warm-up: nothing more
+            run.measured.append("warm-up")
+            return []
         run.row()
         run.measured.append(size // MIB)
         return [bandwidth.Measurement(bandwidth.COPY, size, 2 * size, 1.0),
@@ -207,16 +212,22 @@ def run(bandwidth, benchmark_run, monkeypatch):
 
 def test_a_time_budget_measures_a_goal_size_first_and_names_the_others(bandwidth, run):
     recorded = run(*run.ONE_ROW)
-    assert run.measured == [256]
+    assert run.measured == ["warm-up", 256]  # compiled first: 20 s + 60 s, no time for 1024 MiB's 60 s
     assert recorded.write  # a full run's sizes, cut short by time: still recorded, and says so
     assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == ["256", "256"]
     note = recorded.text.splitlines()[-1]
     assert "1024 MiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB" in note and "bandwidth.py" in note
 
 
+def test_after_the_warm_up_a_row_s_own_time_decides_whether_the_next_fits(bandwidth, run):
+    recorded = run("--seconds", "150")  # 20 s + 60 s + 60 s: both goal sizes, measured in one run
+    assert run.measured == ["warm-up", 256, 1024]  # (a first row of 80 s would have left no time for the second)
+    assert [row[1] for row in table_rows(recorded.text, "### Every measurement")] == ["256", "256", "1024", "1024"]
+
+
 def test_a_full_run_tables_every_size_in_order_with_no_note(bandwidth, run):
     recorded = run()
-    assert run.measured == [256, 1024, 1, 4, 16, 64]  # the goals' sizes first
+    assert run.measured == [256, 1024, 1, 4, 16, 64]  # the goals' sizes first; no time budget, no warm-up
     sizes = [row[1] for row in table_rows(recorded.text, "### Every measurement")]
     assert sizes == [size for mib in bandwidth.SIZES_MIB for size in [f"{mib:g}"] * 2]
     assert "| kernel | 1 MiB | 4 MiB | 16 MiB | 64 MiB | 256 MiB | 1024 MiB |" in recorded.text

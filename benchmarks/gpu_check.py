@@ -99,6 +99,7 @@ SIDE_BY_SIDE = ("differential", "simulator_fuzz", "grading")  # check results, t
 # Triton autotune and torch.compile, minutes) last, so that they cannot eat the others' shares.
 TIMED_FIRST = ("matmul", "conv", "fusion", "bandwidth", "precision", "tuning", "counters", "compilers")
 PARTIAL_MARK = "Not measured within this run's time budget"  # what a benchmark's section says of rows left out
+KEEPS_ROWS = ("tuning",)  # benchmarks whose section keeps what an earlier run recorded: any share adds rows to it
 RECORDED_MARK = "\nwritten to "  # what a benchmark prints once its section is in RESULTS.md (common.finish)
 # Not GPU benchmarks: helpers, this script, and the benchmarks that need no GPU.
 NOT_GPU_BENCHMARKS = {"common", "compiled_code", "cost_model", "fuzz_narrowing", "gpu_check", "gpu_grading",
@@ -775,7 +776,7 @@ def check(parts: list[str], python: str, out: Path, limit: float, settings: Sett
             share = shares(timed[k:], left, settings.expected)[part]
             if left < BENCHMARK_AT_LEAST:
                 results[part] = Result(part, "not run", 0, f"time limit: run `--part {part}` in another command")
-            elif share <= settings.partial.get(part, 0):
+            elif share <= settings.partial.get(part, 0) and part not in KEEPS_ROWS:
                 results[part] = Result(part, "not run", 0, f"kept its partial run of {settings.partial[part]:.0f} s: "
                                        f"{share:.0f} s would measure fewer rows")
             else:

@@ -413,6 +413,10 @@ def test_resume_measures_a_partial_benchmark_again_only_with_more_time_than_it_h
     results = gpu_check.check(["matmul", "conv"], sys.executable, tmp_path / "out", 250, settings, runner=fake_runner)
     assert [(r.part, r.status) for r in results] == [("matmul", "not run"), ("conv", "passed")]
     assert results[0].note.startswith("kept its partial run of 200 s: ")
+    # a section that keeps earlier rows (tuning.py's): any share measures what it lacks
+    settings = gpu_check.Settings(expected={"tuning": 200}, partial={"tuning": 200})
+    results = gpu_check.check(["tuning"], sys.executable, tmp_path / "out", 100, settings, runner=fake_runner)
+    assert [(r.part, r.status) for r in results] == [("tuning", "passed")]
 
 
 def fake_runner(part, python, seconds_left, log, out, settings, share=None):

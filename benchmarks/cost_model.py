@@ -19,8 +19,10 @@ launches with Spearman's rank correlation of predicted and measured times:
 So a change of the model is scored against a GPU's own times before the next GPU run (goal, as tuning.py's: at least
 0.8 in every group). The score of record of the tuning spaces is the `tuning` section's where its GPU run priced
 its candidates, and this section's where it timed them only (gpu-check's share, `--seconds`). A group whose section is missing,
-or was measured on a GPU the model has no data sheet for, is named and left out. Needs nvJitLink (the cu12 or cu13
-extra: the model's registers); a few minutes on two cores.
+or was measured on a GPU the model has no data sheet for, is named and left out. Where the `counters` section
+(benchmarks/counters.py, Nsight Compute) holds the warp instructions a launch executed, the model's count of them
+(`gpucourse.run.issue`) stands beside it: whether a time the model misses is instructions it did not count or
+stalls it does not see. Needs nvJitLink (the cu12 or cu13 extra: the model's registers); a few minutes on two cores.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Launch:
     measured: float  # seconds, as recorded
     predicted: float | None = None  # seconds, priced here; None: it cannot launch on the modelled GPU
     bound_by: str = ""
+    instructions: float = 0.0  # warp instructions, as the model counts them (0: not counted)
 
 
 @dataclass
@@ -231,6 +234,7 @@ def price(launches: list[Launch], problem, config_of, model) -> None:
         except ValueError:  # a block that fits no SM
             continue
         launch.predicted, launch.bound_by = prediction.seconds, prediction.bound_by
+        launch.instructions = prediction.instructions
         if prediction.bound_by == "instruction issue" and prediction.busiest_pipe not in (None, "issue"):
             launch.bound_by += f" ({prediction.busiest_pipe} pipe)"
 
@@ -289,11 +293,62 @@ def groups(results_path: Path | None = None) -> tuple[list[Group], list[str]]:
     return done, left_out
 
 
+COUNTED_AS = {"tuning space sgemm": "matmul_register_tiled, "}  # group -> what counters.py's label adds before ours
+
+
+def plain(label: str) -> str:
+    """A launch's label without backticks and a note in parentheses: ``matmul_warp_tiled`` of
+    ``"`matmul_warp_tiled` (the top rung)"``."""
+    return label.replace("`", "").split(" (")[0].strip()
+
+
+def ncu_counts(results_path: Path | None = None) -> tuple[dict, str | None]:
+    """({plain label: (warp instructions, SM clock in Hz)} of the `counters` section's launches, where it recorded
+    them; "on DEVICE, DATE" of that section, or None where it is not recorded)."""
+    from gpucourse.course import results  # noqa: PLC0415
+
+    section = results.recorded("counters", results_path or results.RESULTS)
+    if section is None:
+        return {}, None
+    where = re.search(r"^Device: (.+?) \(\d+ SMs\), (\d{4}-\d{2}-\d{2})", section, re.M)
+    found = {}
+    for _, lines in results.tables(section):
+        header = results.cells(lines[0])
+        if "warp instructions (millions)" not in header:
+            continue
+        kernel, count, clock = (header.index(name) for name in ("kernel", "warp instructions (millions)",
+                                                                 "SM clock (GHz)"))
+        for cells in map(results.cells, lines[2:]):
+            if cells[count] != "n/a":
+                found[plain(cells[kernel])] = (first_number(cells[count]) * 1e6,
+                                               first_number(cells[clock]) * 1e9 if cells[clock] != "n/a" else None)
+    return found, f"on {where[1]}, {where[2]}" if where else "on an unnamed device"
+
+
+def instruction_lines(done: list[Group], counts: dict, where: str | None) -> list[str]:
+    """The model's count of warp instructions beside Nsight Compute's, for the launches both have."""
+    rows = [[g.name, launch.label, f"{launch.instructions / 1e6:,.2f}", f"{counts[key][0] / 1e6:,.2f}",
+             f"{launch.instructions / counts[key][0]:.2f}",
+             f"{counts[key][1] / 1e9:.2f}" if counts[key][1] else "n/a"]
+            for g in done for launch in g.priced
+            if launch.instructions and (key := COUNTED_AS.get(g.name, "") + plain(launch.label)) in counts]
+    title = ["", "### Instructions: the model's count against Nsight Compute's", ""]
+    if not rows:
+        return title + [f"Not compared: the `counters` section ({where or 'not recorded'}) has no count of warp "
+                        "instructions for these launches (`benchmarks/counters.py` records them from 2026-12-01 on)."]
+    return title + [f"Warp instructions of each launch as `gpucourse.run.issue` counts them from a traced launch, "
+                    f"beside ncu's `smsp__inst_executed.sum` (section `counters`, {where}), and the SMs' clock ncu "
+                    "saw (the model assumes the boost clock).", "",
+                    markdown_table(["group", "launch", "model (millions)", "ncu (millions)", "model / ncu",
+                                    "SM clock (GHz)"], rows, right={2, 3, 4, 5})]
+
+
 def fastest(launches: list[Launch], key) -> str:
     return min(launches, key=key).label if launches else "-"
 
 
-def section(done: list[Group], left_out: list[str]) -> str:
+def section(done: list[Group], left_out: list[str], counted: tuple = ({}, None)) -> str:
+    """The report; ``counted``: `ncu_counts`."""
     scores = [g.spearman for g in done if g.spearman is not None]
     worst = min(scores) if scores else None
     verdict = ("no group priced" if worst is None else
@@ -328,6 +383,7 @@ def section(done: list[Group], left_out: list[str]) -> str:
         "### Every launch",
         "",
         every,
+        *instruction_lines(done, *counted),
     ])
 
 
@@ -341,7 +397,7 @@ def main(argv=None) -> int:
     if why:
         print(f"cost_model: the model needs the kernels' registers: {why}. Nothing recorded.")
         return 1
-    return finish(NAME, section(*groups()), [], write=not arguments.print)
+    return finish(NAME, section(*groups(), ncu_counts()), [], write=not arguments.print)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ launch's) with its sections SpeedOfLight, Occupancy, LaunchStats, WarpStateStats
   way round, and the top rung `matmul_warp_tiled` beside them: what separates them is what the model misses.
 
 Per launch: its time under the profiler, the DRAM bytes against the least the kernel must move, DRAM GB/s and its
-share of the peak as ncu states it, the L2 hit rate, achieved and theoretical occupancy, registers per thread, and
+share of the peak as ncu states it, the L2 hit rate, achieved and theoretical occupancy, registers per thread, the
+warp instructions executed and the SMs' clock (`benchmarks/cost_model.py` sets them beside the cost model's), and
 the three reasons that hold warps most (warps stalled per issued instruction), each reason explained below the
 tables. No result is checked here: the timed benchmarks check every kernel's output.
 """
@@ -67,7 +68,9 @@ from common import (  # noqa: E402
 
 NAME = "counters"  # its section of benchmarks/RESULTS.md
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "MemoryWorkloadAnalysis")
-METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")  # beside the sections': the bytes themselves
+# beside the sections': the bytes themselves, the warp instructions executed (what `benchmarks/cost_model.py` sets
+# beside the model's count of them) and the SMs' clock (the model assumes the boost clock)
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second")
 SOFTMAX_SHAPE, QUICK_SOFTMAX_SHAPE = (16384, 4096), (4096, 1024)  # fusion.py's goal size; its quick one
 BANDWIDTH_MIB = 256  # bandwidth.py's first goal size
 SOFTMAX_LEFT_OUT = (fusion.COPY, fusion.NAIVE_SOFTMAX)  # a copy is no kernel; the naive path is three
@@ -269,6 +272,8 @@ class Row:
     theoretical_occupancy: float
     registers: float
     stalls: tuple  # ((reason, warps per issued instruction), ...), the largest first
+    instructions: float = float("nan")  # warp instructions executed, by all the target's kernels
+    clock_hz: float = float("nan")  # the SMs' clock during the (first) launch
 
     @property
     def dram_gbps(self) -> float:
@@ -305,7 +310,9 @@ def rows_of(launches: list[dict], manifest: list[dict]) -> list[Row]:
                         first_of(first, "lts__t_sector_hit_rate.pct"),
                         first_of(first, "sm__warps_active.avg.pct_of_peak_sustained_active"),
                         first_of(first, "sm__maximum_warps_per_active_cycle_pct"),
-                        first_of(first, "launch__registers_per_thread"), stalls_of(first)))
+                        first_of(first, "launch__registers_per_thread"), stalls_of(first),
+                        sum(first_of(launch, "smsp__inst_executed.sum") for launch in mine),
+                        first_of(first, "sm__cycles_elapsed.avg.per_second")))
     return rows
 
 
@@ -316,7 +323,8 @@ def percent(value: float) -> str:
 
 def table(rows: list[Row]) -> str:
     header = ["kernel", "launch", "µs", "DRAM bytes / least", "DRAM GB/s", "DRAM % of peak", "L2 hit",
-              "occupancy achieved / theoretical", "registers", "warps stalled most (per issued instruction)"]
+              "occupancy achieved / theoretical", "registers", "warp instructions (millions)", "SM clock (GHz)",
+              "warps stalled most (per issued instruction)"]
     cells = []
     for r in rows:
         kernel = r.label + (f" ({r.kernels} kernels: the counters are the first's)" if r.kernels > 1 else "")
@@ -324,8 +332,10 @@ def table(rows: list[Row]) -> str:
                       f"{r.dram_gbps:,.0f}", percent(r.dram_percent), percent(r.l2_hit_percent),
                       f"{percent(r.achieved_occupancy)} / {percent(r.theoretical_occupancy)}",
                       f"{r.registers:.0f}" if r.registers == r.registers else "n/a",
+                      f"{r.instructions / 1e6:,.2f}" if r.instructions == r.instructions else "n/a",
+                      f"{r.clock_hz / 1e9:.2f}" if r.clock_hz == r.clock_hz else "n/a",
                       ", ".join(f"{reason} {value:.1f}" for reason, value in r.stalls[:3]) or "n/a"])
-    return markdown_table(header, cells, right={2, 3, 4, 5, 6, 8})
+    return markdown_table(header, cells, right={2, 3, 4, 5, 6, 8, 9, 10})
 
 
 def legend(rows: list[Row]) -> str:

@@ -78,6 +78,24 @@ Each candidate's measured time beside the model's prediction.
 }
 
 
+COUNTERS = """## What holds the kernels back: Nsight Compute's counters
+
+Device: NVIDIA H200 (132 SMs), 2026-12-02. CUDA driver 13.0; Version 2025.3.1.0.
+
+### Softmax, 16384 x 4096
+
+| kernel | launch | µs | registers | warp instructions (millions) | SM clock (GHz) | warps stalled most |
+|---|---|---:|---:|---:|---:|---|
+| `softmax_row_fused` | 16384 blocks of 128 | 270.7 | 32 | 40.00 | 1.75 | not_selected 6.1 |
+| `softmax_online` | 16384 blocks of 128 | 326.2 | 32 | n/a | n/a | long_scoreboard 14.9 |
+
+### SGEMM tile shapes, 4096^3
+
+| kernel | launch | µs | registers | warp instructions (millions) | SM clock (GHz) | warps stalled most |
+|---|---|---:|---:|---:|---:|---|
+| `matmul_warp_tiled` (the top rung) | grid 1024, blocks of 256 | 3,905.9 | 126 | 1,000.00 | 1.70 | not_selected 1.8 |"""
+
+
 @pytest.fixture(scope="module")
 def bench():
     module, unload = load_benchmark("cost_model", "cost_model_benchmark")
@@ -100,7 +118,8 @@ def test_parsing_what_tuning_py_and_the_tables_write(bench):
 
 
 def test_every_group_priced_against_its_recorded_times(bench, tmp_path):
-    done, left_out = bench.groups(results_file(tmp_path, **SECTIONS))
+    path = results_file(tmp_path, **SECTIONS, counters=COUNTERS)
+    done, left_out = bench.groups(path)
     assert left_out == []
     assert [(g.name, g.source, len(g.launches), len(g.priced)) for g in done] == [
         ("SGEMM ladder, 4096^3", "section `matmul`, on NVIDIA H200, 2026-11-29", 5, 5),
@@ -123,6 +142,18 @@ def test_every_group_priced_against_its_recorded_times(bench, tmp_path):
     assert table_rows(text)[0][:4] == ["SGEMM ladder, 4096^3", "`matmul`, on NVIDIA H200, 2026-11-29", "5 (5)", "1.00"]
     last = table_rows(text, "### Every launch")[-1]
     assert last[1:4] == ["BM=128, BN=128, TM=8, TN=2, BK=16", "0.3", "cannot launch"]
+    # the model's count of instructions beside ncu's, where the counters section has one
+    assert "Not compared: the `counters` section (not recorded)" in text
+    counted = bench.ncu_counts(path)
+    assert counted == ({"softmax_row_fused": (40e6, 1.75e9), "matmul_warp_tiled": (1000e6, 1.70e9)},
+                       "on NVIDIA H200, 2026-12-02")
+    compared = table_rows(bench.section(done, left_out, counted), "### Instructions")
+    fused, top = done[2].launches[0], done[0].launches[4]
+    assert fused.instructions > 0 and top.instructions > 0
+    assert compared == [["SGEMM ladder, 4096^3", "matmul_warp_tiled", f"{top.instructions / 1e6:,.2f}", "1,000.00",
+                         f"{top.instructions / 1000e6:.2f}", "1.70"],
+                        ["fused softmaxes, 16384 x 4096", "`softmax_row_fused`", f"{fused.instructions / 1e6:,.2f}",
+                         "40.00", f"{fused.instructions / 40e6:.2f}", "1.75"]]
 
 
 def test_a_missing_section_or_an_unmodelled_gpu_is_named_and_left_out(bench, tmp_path):

@@ -29,13 +29,15 @@ def launch_columns(n: int) -> list[dict]:
              "sm__warps_active.avg.pct_of_peak_sustained_active": 40.0, "sm__maximum_warps_per_active_cycle_pct": 50.0,
              "launch__registers_per_thread": 64.0, "lts__t_sector_hit_rate.pct": 12.0,
              STALL.format("long_scoreboard"): 9.5, STALL.format("barrier"): 2.25, STALL.format("selected"): 30.0,
-             STALL.format("wait"): 1.0, STALL.format("drain"): 0.5} for k in range(n)]
+             STALL.format("wait"): 1.0, STALL.format("drain"): 0.5, "smsp__inst_executed.sum": 2.5e6 * (k + 1),
+             "sm__cycles_elapsed.avg.per_second": 1.755e9} for k in range(n)]
 
 
 def wide_csv(launches: list[dict], names) -> str:
     """ncu's `--page raw` CSV with a column per metric and a units row, after its ==PROF== lines."""
     metrics = list(launches[0])
-    units = {"gpu__time_duration.sum": "nsecond", "dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte"}
+    units = {"gpu__time_duration.sum": "nsecond", "dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
+             "smsp__inst_executed.sum": "inst", "sm__cycles_elapsed.avg.per_second": "cycle/second"}
     quote = lambda cells: ",".join(f'"{c}"' for c in cells)  # noqa: E731
     lines = ["==PROF== Connected to process 1 (python3)", quote(["ID", "Process ID", "Kernel Name", *metrics]),
              quote(["", "", "", *(units.get(m, "%") for m in metrics)])]
@@ -93,8 +95,9 @@ def test_the_section_tables_each_group_and_explains_its_stall_reasons(bench):
     text = bench.section({"Softmax, 16384 x 4096": rows, "Map, zip and sum, 256 MiB": "Not profiled: why."},
                          device, "versions", "ncu 2025.3.1", "a note")
     assert text.startswith("## What holds the kernels back: Nsight Compute's counters")
-    assert "| target 0 | note 0 | 1.0 | 2.00 | 8,000 | 62% | 12% | 40% / 50% | 64 | long_scoreboard 9.5, barrier 2.2, " \
-           "wait 1.0 |" in text
+    assert "| target 0 | note 0 | 1.0 | 2.00 | 8,000 | 62% | 12% | 40% / 50% | 64 | 2.50 | 1.75 | long_scoreboard 9.5, " \
+           "barrier 2.2, wait 1.0 |" in text
+    assert "| target 1 (2 kernels: the counters are the first's) | note 1 | 5.0 |" in text and "| 12.50 |" in text
     assert "| target 1 (2 kernels: the counters are the first's) |" in text
     assert "### Map, zip and sum, 256 MiB\n\nNot profiled: why." in text
     assert f"- `long_scoreboard`: {bench.STALLS['long_scoreboard']}." in text and "`drain`" not in text  # the top 3

@@ -63,6 +63,7 @@ class Prediction:
     latency_factor: float  # >= 1: how much too few resident warps slow that SM down
     block_seconds: float = 0.0  # one block's own time (its round trips and its issue), as the module says
     busiest_pipe: str | None = None  # of the issue roof, where the instructions were counted per pipe
+    instructions: float = 0.0  # warp instructions the launch issues, where counted (`run.issue`); else 0
 
 
 def pipe_rates(device: str) -> dict:
@@ -93,8 +94,10 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
         busiest_pipe = max(clocks, key=clocks.get)
         terms["instruction issue"] = clocks[busiest_pipe] / (sm.sms * clock)
         issued = issued.get("issue", 0) / (blocks * warps)  # per warp
+        counted = True
     else:  # per thread: FMAs (FLOPs / 2 per lane) over their share of the main loop, and the copy's
         issued = (flops / 2 / (blocks * threads) / fma_share if fma_share else 0.0) + copy_instructions
+        counted = False
         if issued:  # a warp issues one instruction for its 32 lanes
             terms["instruction issue"] = blocks * warps * issued / (ISSUE_PER_CLOCK * sm.sms * clock)
     fit = blocks_per_sm(sm, threads, registers, shared_bytes)
@@ -118,7 +121,8 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     block = (round_trips * global_latency + issued * warps / min(warps, ISSUE_PER_CLOCK)) / clock
     if waves * block > seconds:  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
         bound, seconds = "a block's own time", waves * block
-    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block, busiest_pipe)
+    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block, busiest_pipe,
+                      issued * blocks * warps if counted else 0.0)
 
 
 def tile_loads(loads, launch, scale: float, blocks: int, threads: int) -> tuple[float, float]:

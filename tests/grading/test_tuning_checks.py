@@ -101,6 +101,14 @@ def test_a_key_that_forgets_a_field_or_the_order_loses_marks():
     with pytest.raises(CheckFailed, match="strings"):
         gt.check_cache_key(lambda *fields: tuple(fields))
 
+    from gpucourse.run import tuning as rt
+
+    def the_librarys(kernel, shapes, dtypes, device, compute_capability, versions):
+        return rt.cache_key(kernel, shapes, dtypes, device, compute_capability, versions)
+
+    with pytest.raises(CheckFailed, match="calls the library's cache_key: write the key yourself"):
+        gt.check_cache_key(the_librarys)
+
 
 def test_the_lookup_must_cost_nothing_on_a_hit_and_store_on_a_miss():
     def right(cache, key, tune):
@@ -284,6 +292,15 @@ def transpose_float64(out, x):  # f / cols is a float64 division, a long routine
         out[f - r * cols, r] = x[r, f - r * cols]
 
 
+@cuda.jit
+def transpose_swapped(out, x):  # out[r, c]: the indices in x's order
+    rows, cols = x.shape
+    n = uint32(cols)
+    for f in range(cuda.grid(1), rows * cols, cuda.gridsize(1)):
+        r, c = uint32(f) // n, uint32(f) % n
+        out[r, c] = x[r, c]
+
+
 @needs_nvjitlink
 def test_the_transpose_is_graded_on_its_output_and_its_divisions():
     for right in (transpose_uint32, transpose_stepping):
@@ -297,6 +314,9 @@ def test_the_transpose_is_graded_on_its_output_and_its_divisions():
         gt.check_transpose(transpose_by_rows, [(8, 8), (37, 29)], blocks=3, threads=32)
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_transpose(transpose_uint32.py_func, [(3, 2)], blocks=1, threads=32)
+    with pytest.raises(CheckFailed, match=r"out is x's transpose, 29 x 37: x\[r, c\] goes to out\[c, r\]") as failed:
+        gt.check_transpose(transpose_swapped, [(37, 29)], blocks=3, threads=32)
+    assert "needs a guard" not in str(failed.value)
 
 def occupancy_with(round_registers=True, warps=lambda t: -(-t // 32), reserved=1024, round_shared=128,
                    shared_per_sm=233472, sub_partitions=True):

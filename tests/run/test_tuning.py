@@ -122,6 +122,11 @@ def test_inspect_compiled_says_local_memory_and_what_the_loop_does():
     assert any(line.startswith("no local memory") for line in clean.findings)
     assert clean.inner_loop_fmas >= 1 and 0 < clean.fma_density <= 1
     assert str(clean).splitlines()[0] == "_int32_loop:"
+    shown = str(local).splitlines()[1:]  # each finding under its dash, wrapped between words at 100 columns
+    assert len(shown) > len(local.findings) and all(len(line) <= rt.FINDING_WIDTH for line in shown)
+    assert sum(line.startswith("  - ") for line in shown) == len(local.findings)
+    assert all(line.startswith(("  - ", "    ")) for line in shown)
+    assert " ".join(line.strip().removeprefix("- ") for line in shown).split() == " ".join(local.findings).split()
 
 
 

@@ -269,7 +269,13 @@ def check_cache_key(key) -> None:
     """``key(kernel, shapes, dtypes, device, compute_capability, versions)``: a string, the same for the same
     fields (whatever the order of ``shapes``' entries), different when any one field differs."""
     __tracebackhide__ = True
-    if "hash" in getattr(getattr(key, "__code__", None), "co_names", ()):
+    from ..run.tuning import cache_key as library_key  # noqa: PLC0415
+
+    code, scope = getattr(key, "__code__", None), getattr(key, "__globals__", {})
+    if any(name == "cache_key" or scope.get(name) is library_key for name in getattr(code, "co_names", ())):
+        raise CheckFailed("cache_key calls the library's cache_key: write the key yourself (the fields as JSON text, "
+                          "or its hash with hashlib)")
+    if "hash" in getattr(code, "co_names", ()):
         raise CheckFailed("cache_key calls hash(): Python salts the hash of a string afresh in every process, so the "
                           "same fields get another key after a restart and the cache file never hits. Use "
                           "hashlib.sha256(text.encode()).hexdigest(), or the JSON text itself")
@@ -391,14 +397,14 @@ def check_moving_sum(kernel, sizes, items: int, threads: int, seed: int = 0) -> 
         if bad.size:
             i = int(bad[0])
             drift = abs(got[i] - want[i]) < 1e-4 * bound[i] / 2.0 ** -24  # off by a few roundings, not a value
-            raise CheckFailed(f"moving_sum with n={n}, items={items}, {blocks} blocks of {threads}: out[{i}] is "
+            raise CheckFailed(f"moving_sum with n={n}, items={items}, {plural(blocks, 'block')} of {threads}: out[{i}] is "
                               f"{_value(got[i], 9)}, expected {want[i]:.9g} (x[{i}] + ... + x[{i + 3}], within "
                               f"{bound[i]:.2g}: the rounding of 3 float32 additions)" + (
                                   ". Add the four values of each window: a running total that adds one and subtracts "
                                   "one drifts by a rounding each step" if drift else ""))
     n = max(sizes)
     blocks = max(1, -(-n // (items * threads)))
-    described = f"n={n}, items={items}, {blocks} blocks of {threads}"
+    described = f"n={n}, items={items}, {plural(blocks, 'block')} of {threads}"
     budgets = [reads_per_thread("x", items + 3), float32_only()]  # a window of 4 sliding over `items` outputs
     _, recorded = run_checked(kernel, "moving_sum", described, blocks, threads, (n,), np.float32,
                               (rng.standard_normal(n + 3).astype(np.float32), items), ("out", "x", "items"), budgets)
@@ -439,11 +445,19 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
     rng = np.random.default_rng(seed)
     for rows, cols in shapes:
         x = rng.standard_normal((rows, cols)).astype(np.float32)
-        got = _launch(kernel, "transpose_fast", blocks, threads, (cols, rows), (x,))
+        try:
+            got = _launch(kernel, "transpose_fast", blocks, threads, (cols, rows), (x,))
+        except CheckFailed as failed:
+            if "past the end" not in str(failed):
+                raise
+            where = str(failed).split("\n  A thread past the end")[0]  # the line and the index, not that advice
+            raise CheckFailed(f"{where}\n  out is x's transpose, {cols} x {rows}: x[r, c] goes to out[c, r]. Check "
+                              "the order of the indices (a loop over rows x cols needs no other guard).") from None
         bad = np.argwhere(got != x.T)
         if bad.size:
             c, r = (int(v) for v in bad[0])
-            raise CheckFailed(f"transpose_fast of a {rows} x {cols} matrix, {blocks} blocks of {threads}: out[{c}, {r}] "
+            raise CheckFailed(f"transpose_fast of a {rows} x {cols} matrix, {plural(blocks, 'block')} of {threads}: "
+                              f"out[{c}, {r}] "
                               f"is {_value(got[c, r])}, expected x[{r}, {c}] = {x[r, c]:.6g}")
     try:
         arguments = (np.zeros((3, 2), np.float32), np.zeros((2, 3), np.float32))

@@ -22,6 +22,7 @@ import math
 import numbers
 import random
 import re
+import textwrap
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -76,7 +77,14 @@ class Compiled:
         return self.inner_loop_fmas / self.inner_loop_instructions if self.inner_loop_instructions else 0.0
 
     def __str__(self) -> str:
-        return "\n".join([f"{self.kernel}:"] + [f"  - {line}" for line in self.findings])
+        """The kernel's name, then each finding wrapped at `FINDING_WIDTH` columns under its dash (a notebook's
+        output would break a long line anywhere, words too)."""
+        wrapped = (textwrap.fill(line, FINDING_WIDTH, initial_indent="  - ", subsequent_indent="    ",
+                                 break_long_words=False, break_on_hyphens=False) for line in self.findings)
+        return "\n".join([f"{self.kernel}:", *wrapped])
+
+
+FINDING_WIDTH = 100
 
 
 def innermost_loops(ptx: str) -> list[str]:

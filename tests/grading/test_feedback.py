@@ -24,3 +24,17 @@ def test_failed_check_shows_only_its_message_and_fails_the_cell():
     traceback = "\\n".join(errors[0].traceback)
     assert traceback.startswith("CheckFailed: unguarded failed with grid=(1,), block=(5,)")
     assert "grading/core.py" not in traceback and "HIDDEN_TEST_LINE" not in traceback
+
+
+def test_a_long_message_is_shown_wrapped_between_words_and_the_exception_keeps_it_whole():
+    from gpucourse.grading import feedback
+    from gpucourse.grading.core import CheckFailed
+
+    words = " ".join(f"word{k}" for k in range(60))
+    failed = CheckFailed(f"short first line:\n  {words}")
+    shown = feedback.shown(CheckFailed, failed)[0].splitlines()
+    assert shown[0] == "CheckFailed: short first line:"
+    assert all(len(line) <= feedback.WIDTH for line in shown) and len(shown) > 2
+    assert shown[1].startswith("  word0 ") and all(line.startswith("    word") for line in shown[2:])
+    assert " ".join(shown[1:]).split() == words.split()  # no word cut
+    assert str(failed) == f"short first line:\n  {words}"

@@ -10,6 +10,8 @@ nbgrader still scores it zero.
 
 from __future__ import annotations
 
+import textwrap
+
 from ..run import EventNotReady, KernelCompileError
 from ..simulator import BudgetExceeded, KernelFault, UnknownArray
 from .core import CheckFailed
@@ -17,9 +19,23 @@ from .core import CheckFailed
 COURSE_ERRORS = (CheckFailed, BudgetExceeded, KernelCompileError, KernelFault, UnknownArray, EventNotReady)
 
 
+WIDTH = 100  # columns: a message's lines are wrapped between words to fit a notebook and nbgrader's Validate box
+
+
+def shown(etype, value) -> list[str]:
+    """The error output's text: ``Name: message``, each line of it wrapped between words at `WIDTH` columns (under
+    its own indentation, two more for the lines it continues on); the exception's message itself is unchanged."""
+    lines = []
+    for line in f"{etype.__name__}: {value}".splitlines() or [""]:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        lines += textwrap.wrap(line, WIDTH, initial_indent="", subsequent_indent=indent + "  ", break_long_words=False,
+                               break_on_hyphens=False, drop_whitespace=True) if len(line) > WIDTH else [line]
+    return ["\n".join(lines)]
+
+
 def _message_only(shell, etype, value, tb, tb_offset=None):
     """IPython ignores a custom handler's return value: show the error here, as an error output."""
-    message = [f"{etype.__name__}: {value}"]
+    message = shown(etype, value)
     shell._showtraceback(etype, value, message)
     return message
 

@@ -232,8 +232,9 @@ def test_budget_failures_say_correct_but_over_budget(capsys):
     with pytest.raises(CheckFailed) as failure:
         check_kernel(sum_pairs_twice, lambda a: 2 * a, blocks_1d([37], [16]), budget=[one_write, one_read])
     message = str(failure.value)
-    assert message.startswith("sum_pairs_twice is correct but over its budget with grid=(3,), block=(16,)")
-    assert "every element of `a` should be read exactly 1 time, but `a[0]` was read 3 times" in message
+    assert message.startswith("sum_pairs_twice is correct but over its budget: every element of `a` should be read "
+                              "exactly 1 time, but `a[0]` was read 3 times")  # the rule first, then the launch
+    assert "\n  (with grid=(3,), block=(16,)" in message
     wrong_name = lambda t: t.assert_reads_per_element("x", exactly=1)  # noqa: E731
     with pytest.raises(CheckFailed, match=r"touched no array called `x`.*Keep the parameter names the exercise gives \(out, a\)"):
         check_kernel(scale_one_read, lambda a: 2 * a, blocks_1d([37], [16]), budget=wrong_name)

@@ -267,11 +267,12 @@ def test_transpose_budgets_coalesced_both_ways_and_conflict_free():
     with pytest.raises(CheckFailed) as failure:
         check_matrix_kernel(transpose_naive, transpose_spec, plan, budget=once_and_coalesced)
     message = str(failure.value)
-    assert message.startswith("transpose_naive is correct but over its budget with grid=(3, 2), block=(32, 32)")
+    assert message.startswith("transpose_naive is correct but over its budget: warp writes of `out` touch 24.0")
+    assert "\n  (with grid=(3, 2), block=(32, 32)" in message
     assert "warp writes of `out` touch 24.0 sectors" in message and "more than 4" in message
     with pytest.raises(CheckFailed, match="reads of shared array `tile` have 32-way bank conflicts"):
         check_matrix_kernel(transpose_unpadded, transpose_spec, plan, budget=conflict_free_shared_memory())
-    with pytest.raises(CheckFailed, match="transpose_naive: uses no shared memory; stage the tiles in a shared array"):
+    with pytest.raises(CheckFailed, match="transpose_naive is correct but over its budget: uses no shared memory; stage the tiles in a shared array"):
         check_matrix_kernel(transpose_naive, transpose_spec, plan, budget=conflict_free_shared_memory())
 
 
@@ -422,7 +423,7 @@ def tile_steps_from_math_ceil_summed_in_float64(out, a):
 def test_float64_from_a_tile_count_is_named_and_the_rest_too():
     plan = [case(1, 32, [(20, 30)], out=(20,))]
     tile_count = r"`K / TILE` of two integers is a float64 .* count tiles with integers, \(K \+ TILE - 1\) // TILE\."
-    with pytest.raises(CheckFailed, match=tile_count + "$"):
+    with pytest.raises(CheckFailed, match="(?m)" + tile_count + "$"):  # the end of its line: the launch follows
         check_matrix_kernel(tile_steps_from_math_ceil, lambda a: a.sum(1), plan, budget=float32_only())
     with pytest.raises(CheckFailed, match=tile_count + r" For the other float64 operations: A literal such as `0\.`"):
         check_matrix_kernel(tile_steps_from_math_ceil_summed_in_float64, lambda a: a.sum(1), plan,

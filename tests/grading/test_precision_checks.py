@@ -612,6 +612,6 @@ def softmax_in_lane_0(out, x):  # right values, but lane 0 does the whole row: n
 
 
 def test_softmax_fp16_shares_each_row_among_the_lanes_of_a_warp():
-    with pytest.raises(CheckFailed, match=r"(?s)over its budget .*read `x` at most 9 times.* read it 210 times: "
+    with pytest.raises(CheckFailed, match=r"(?s)over its budget: .*read `x` at most 9 times.* read it 210 times: "
                                           r"one warp per row"):
         checks.check_softmax_fp16(softmax_in_lane_0, [(6, 70)], special=["large"])

@@ -207,7 +207,7 @@ def test_barrier_before_reads_passes_the_skeleton_and_rejects_a_missing_or_early
     check_kernel(tile_copy, copy_spec, plan, budget=budget, quiet=True)
     for kernel in (tile_copy_with(barrier_between=False), tile_copy_with(barrier_first=True, barrier_between=False)):
         check_kernel(kernel, copy_spec, plan, quiet=True)  # the right numbers, no race
-        with pytest.raises(CheckFailed, match=r"is correct but over its budget.*\n.*thread threadIdx=\(0, 0, 0\) of "
+        with pytest.raises(CheckFailed, match=r"(?s)is correct but over its budget: .*thread threadIdx=\(0, 0, 0\) of "
                                               r"block blockIdx=\(0, 0, 0\) reads `tile\[0, 0\]` with no barrier since "
                                               r"it was written: copy the tile in, wait at cuda.syncthreads\(\), then read"):
             check_kernel(kernel, copy_spec, plan, budget=budget)

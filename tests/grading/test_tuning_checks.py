@@ -222,7 +222,7 @@ def test_the_moving_sum_is_graded_on_its_output_and_its_compiled_code():
         gt.check_moving_sum(moving_sum_running, [500], items=64, threads=32, seed=3)
     with pytest.raises(CheckFailed, match="not a kernel"):
         gt.check_moving_sum(moving_sum_registers.py_func, [37], items=4, threads=32)
-    with pytest.raises(CheckFailed, match="(?s)over its budget .*read `x` at most 7 times, but .* read it 16 times"):
+    with pytest.raises(CheckFailed, match="(?s)over its budget: .*read `x` at most 7 times, but .* read it 16 times"):
         gt.check_moving_sum(moving_sum_without_a_window, [37, 200], items=4, threads=32)
 
 
@@ -583,7 +583,7 @@ def row_sums_in_float64(out, x):  # coalesced, but `total = 0.` sums in float64,
 
 
 def test_a_row_sum_in_float64_loses_the_mark():
-    with pytest.raises(CheckFailed, match=r"row_sums_in_float64: computes in float64 on the GPU \(.*add\.f64"):
+    with pytest.raises(CheckFailed, match=r"row_sums_fast is correct but over its budget: computes in float64 on the GPU \(.*add\.f64"):
         gt.check_row_sums_speed(row_sums_in_float64, 128, [(5, 300)], at_least=1.5, model=ft.cost_model("H100"))
 
 

@@ -38,7 +38,7 @@ NT_LOOP = "    for k0 in range(0, K, TILE):\n"
 MICRO_LOOP = "    for k0 in range(0, K, BK):\n"
 TRANSPOSE_WRITE = ("if col0 + ty < out.shape[0] and row0 + tx < out.shape[1]:\n"
                    "        out[col0 + ty, row0 + tx] = tile[tx, ty]")
-TILE_COUNT = (FLOAT64 + r"\. `K / TILE` of two integers is a float64 .*: count tiles with integers, "
+TILE_COUNT = ("(?m)" + FLOAT64 + r"\. `K / TILE` of two integers is a float64 .*: count tiles with integers, "
               r"\(K \+ TILE - 1\) // TILE\.$")
 NO_TILES = (r"C is 0 everywhere: nothing was added to the sums\. K // TILE rounds down, to 0 here "
             r"\(K = 3, less than a tile\)")

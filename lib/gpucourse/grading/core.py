@@ -381,8 +381,9 @@ def check_budgets(name: str, described: str, budgets, recorded, parameters: list
     try:
         for budget in budgets:
             budget(recorded.last)
-    except BudgetExceeded as exc:
-        raise CheckFailed(f"{name} is correct but over its budget with {described}:\n  {exc}") from None
+    except BudgetExceeded as exc:  # the rule it breaks first (without the kernel's name again), then the launch
+        reason = str(exc).removeprefix(f"{recorded.last.kernel}: ")
+        raise CheckFailed(f"{name} is correct but over its budget: {reason}\n  (with {described})") from None
     except UnknownArray as exc:  # the budget names an array the kernel does not have
         raise CheckFailed(
             f"{name}: {exc.args[0]}. Keep the parameter names the exercise gives "

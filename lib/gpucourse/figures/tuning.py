@@ -88,16 +88,14 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
     warps = math.ceil(threads / 32)
-    busiest_pipe = None
+    busiest_pipe, instructions = None, issued.get("issue", 0) if issued is not None else 0.0
     if issued is not None:  # counted: each pipe takes count / rate clocks, the busiest sets the pace
         clocks = {pipe: issued.get(pipe, 0) / rate for pipe, rate in pipe_rates(device).items()}
         busiest_pipe = max(clocks, key=clocks.get)
         terms["instruction issue"] = clocks[busiest_pipe] / (sm.sms * clock)
         issued = issued.get("issue", 0) / (blocks * warps)  # per warp
-        counted = True
     else:  # per thread: FMAs (FLOPs / 2 per lane) over their share of the main loop, and the copy's
         issued = (flops / 2 / (blocks * threads) / fma_share if fma_share else 0.0) + copy_instructions
-        counted = False
         if issued:  # a warp issues one instruction for its 32 lanes
             terms["instruction issue"] = blocks * warps * issued / (ISSUE_PER_CLOCK * sm.sms * clock)
     fit = blocks_per_sm(sm, threads, registers, shared_bytes)
@@ -122,7 +120,7 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     if waves * block > seconds:  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
         bound, seconds = "a block's own time", waves * block
     return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block, busiest_pipe,
-                      issued * blocks * warps if counted else 0.0)
+                      instructions)
 
 
 def tile_loads(loads, launch, scale: float, blocks: int, threads: int) -> tuple[float, float]:

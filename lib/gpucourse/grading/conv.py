@@ -26,8 +26,8 @@ import numpy as np
 from ..kernels.conv import im2col_reference, output_size
 from ..run import ptx, trace
 from ..simulator import BudgetExceeded, EndlessLoop, KernelFault, step_budget
-from .core import (POISONED, RETURNED, CheckFailed, _is_poison, blocks_needed, budget_list, check_budgets,
-                   explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
+from .core import (POISONED, RETURNED, WRITE_GUARD_HINT, CheckFailed, _is_poison, blocks_needed, budget_list,
+                   check_budgets, explain_failure, kernel_name, launch_on_copies, parameter_names, report, run_checked)
 from .matmul import float32_only
 from .runner import REDUCTION_RTOL, TOLERANCES, Launch, check_launches, expected_of, random_values
 
@@ -327,7 +327,7 @@ def explain_launch_failure(message: str, kase: ConvCase, out_name: str, relaunch
     ``relaunch()``, given, runs the launch again inside ``trace()`` and returns the trace: for a read of shared
     memory that nothing wrote, what the block did copy tells a patch too small from threads that returned early.
     """
-    if message.endswith(f"A thread past the end of `{out_name}` needs a guard."):
+    if message.endswith(f"{WRITE_GUARD_HINT} `{out_name}` needs a guard."):
         message += (f" If it has one, the index it computed is wrong: check {_INDEX_HINTS[kase.kind]}; "
                     "the checks use other strides and paddings, and filters that are not square.")
         if kase.kind in (NCHW, NHWC, COLUMNS, ROWS_NHWC):  # an output pixel's index: Ho and Wo

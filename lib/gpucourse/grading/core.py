@@ -278,6 +278,7 @@ def launch_on_copies(kernel, grid, block, out_shape, dtype, arguments) -> tuple[
 
 RETURNED = "had returned before this read"  # the simulator's words where threads of the block had returned
 GUARD_HINT = "Either this thread has no element"  # how `explain_failure`'s advice on a read out of bounds starts
+WRITE_GUARD_HINT = "A thread past the end of"  # and its advice on a write past the output
 
 
 # Where the course and the Python it runs on keep their files: a frame outside them is the student's code
@@ -316,7 +317,7 @@ def explain_failure(name: str, described: str, exc: BaseException, out_name: str
         found = re.search(r"out of bounds for `([^`]+)`", detail)
         array = found.group(1) if found else out_name
         if array == out_name:
-            hint = f"A thread past the end of `{out_name}` needs a guard."
+            hint = f"{WRITE_GUARD_HINT} `{out_name}` needs a guard."
         else:
             hint = (f"{GUARD_HINT} of `{out_name}` and needs a guard, or the index it "
                     f"computed into `{array}` is wrong: check it against the shape and strides.")
@@ -324,9 +325,11 @@ def explain_failure(name: str, described: str, exc: BaseException, out_name: str
 
 
 def in_place_of_guard_hint(message: str, hint: str) -> str:
-    """``message`` of a launch that read out of bounds (`explain_failure`) with its general advice, a guard or a
-    wrong index, replaced by ``hint``: a check that knows what the fault means in its exercise says that instead."""
-    return "\n".join(line for line in message.splitlines() if not line.startswith(f"  {GUARD_HINT}")) + hint
+    """``message`` of a launch that read or wrote out of bounds (`explain_failure`) with its general advice, a guard
+    or a wrong index, replaced by ``hint``: a check that knows what the fault means in its exercise says that
+    instead."""
+    advice = (f"  {GUARD_HINT}", f"  {WRITE_GUARD_HINT}")
+    return "\n".join(line for line in message.splitlines() if not line.startswith(advice)) + hint
 
 
 def run_checked(kernel, name: str, described: str, grid, block, out_shape, dtype, arguments, labels, budgets):

@@ -28,8 +28,8 @@ def shown(etype, value) -> list[str]:
     lines = []
     for line in f"{etype.__name__}: {value}".splitlines() or [""]:
         indent = " " * (len(line) - len(line.lstrip(" ")))
-        lines += textwrap.wrap(line, WIDTH, initial_indent="", subsequent_indent=indent + "  ", break_long_words=False,
-                               break_on_hyphens=False, drop_whitespace=True) if len(line) > WIDTH else [line]
+        lines += textwrap.wrap(line, WIDTH, subsequent_indent=indent + "  ", break_long_words=False,
+                               break_on_hyphens=False) if len(line) > WIDTH else [line]
     return ["\n".join(lines)]
 
 

@@ -29,7 +29,7 @@ from ..kernels import fusion as fu
 from ..kernels import matmul as mm
 from ..kernels import sgemm
 from ..run.tuning import Launch, Problem, Space
-from .core import CheckFailed, call_function, launch_on_copies, plural
+from .core import WRITE_GUARD_HINT, CheckFailed, call_function, in_place_of_guard_hint, launch_on_copies, plural
 from .matmul import float32_only, reads_per_thread
 
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
@@ -447,12 +447,12 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
         x = rng.standard_normal((rows, cols)).astype(np.float32)
         try:
             got = _launch(kernel, "transpose_fast", blocks, threads, (cols, rows), (x,))
-        except CheckFailed as failed:
-            if "past the end" not in str(failed):
+        except CheckFailed as failed:  # past the end of out: not a missing guard, the indices swapped
+            if f"\n  {WRITE_GUARD_HINT}" not in str(failed):
                 raise
-            where = str(failed).split("\n  A thread past the end")[0]  # the line and the index, not that advice
-            raise CheckFailed(f"{where}\n  out is x's transpose, {cols} x {rows}: x[r, c] goes to out[c, r]. Check "
-                              "the order of the indices (a loop over rows x cols needs no other guard).") from None
+            raise CheckFailed(in_place_of_guard_hint(
+                str(failed), f"\n  out is x's transpose, {cols} x {rows}: x[r, c] goes to out[c, r]. Check the order "
+                             "of the indices (a loop over rows x cols needs no other guard).")) from None
         bad = np.argwhere(got != x.T)
         if bad.size:
             c, r = (int(v) for v in bad[0])

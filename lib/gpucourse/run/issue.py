@@ -58,11 +58,11 @@ class Part:
 
     parent: int | None  # its index among `IssueCode.parts` of the loop around it, or of the code outside every
     # loop (the last part); None for that last part
-    pipes: Counter  # instructions per pipe, and "issue": all of them
     # (file, line, space, kind) of the loads and stores that count its passes, each with what divides the trace's
     # count of that line and kind into passes: its copies here, times the loops that hold as many
     counters: tuple
-    by_line: dict  # (file, line) -> its instructions here, per pipe and in all
+    by_line: dict  # (file, line), or None before the line table's first line -> its instructions here, per pipe
+    # and in all ("issue")
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,10 @@ class IssueCode:
             here = k
             while passes[here] is None:  # no memory instruction of its own: as often as the loop around it
                 here = self.parts[here].parent
-            ran = part.pipes.copy()
-            for line in not_run & part.by_line.keys():
-                ran.subtract(part.by_line[line])
-            for pipe, count in ran.items():
-                total[pipe] += count * passes[here]
+            for line, counts in part.by_line.items():
+                if line not in not_run:
+                    for pipe, count in counts.items():
+                        total[pipe] += count * passes[here]
         return total
 
 
@@ -107,15 +106,13 @@ def issue_code(sass: str) -> IssueCode | None:
         owner[first:last + 1] = [number] * (last - first + 1)
     parents = [next((p for p in range(k - 1, -1, -1) if spans[p][0] <= a and b <= spans[p][1]), len(spans))
                for k, (a, b) in enumerate(spans)] + [None]
-    pipes, memory = [Counter() for _ in parents], [Counter() for _ in parents]
-    by_line = [defaultdict(Counter) for _ in parents]
+    memory, by_line = [Counter() for _ in parents], [defaultdict(Counter) for _ in parents]
     for (_, opcode, _, _), line, part in zip(code, lines, owner):
         kind = opcode.split(".")[0]
         if kind == "NOP":
             continue
-        for counts in (pipes[part], by_line[part][line]):
-            counts["issue"] += 1
-            counts.update(pipes_of(opcode))
+        by_line[part][line]["issue"] += 1
+        by_line[part][line].update(pipes_of(opcode))
         if kind in MEMORY and line is not None:
             memory[part][(*line, *MEMORY[kind])] += 1
     # a line's loads or stores in several loops: those with the most copies take its passes (an unrolled loop,
@@ -125,8 +122,7 @@ def issue_code(sass: str) -> IssueCode | None:
         for key, copies in held.items():
             most[key] = max(most[key], copies)
     holders = Counter(key for held in memory[:-1] for key, copies in held.items() if copies == most[key])
-    parts = [Part(parents[k], pipes[k], tuple((key, copies * holders[key]) for key, copies in memory[k].items()
-                                              if copies == most[key]),
-                  {line: counts for line, counts in by_line[k].items() if line is not None})
+    parts = [Part(parents[k], tuple((key, copies * holders[key]) for key, copies in memory[k].items()
+                                    if copies == most[key]), dict(by_line[k]))
              for k in range(len(parents))]
     return IssueCode(tuple(parts))

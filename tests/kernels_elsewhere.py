@@ -11,3 +11,8 @@ def square(x):
 @cuda.jit(device=True)
 def square_plus_one(x):
     return square(x) + 1
+
+
+@cuda.jit(device=True)
+def doubled(x, row, col, divided):  # divided: ignored (tests/run/test_issue.py's kernels pass it)
+    return x[row, col] * 2

@@ -11,6 +11,7 @@ from gpucourse.run import tuning as rt
 from gpucourse.run import compile_cache
 from gpucourse.run.assembler import lined_ptx, ptx_for
 from gpucourse.run.ptx import argument_type
+from kernels_elsewhere import doubled
 
 # the shape nvdisasm -g prints: a loop unrolled twice (two loads of line 7 per pass), its remainder (one), and a
 # loop without a load nested in the first
@@ -62,48 +63,56 @@ def test_a_loop_whose_loads_never_ran_issues_nothing_and_no_line_table_reads_as_
     assert issue.pipes_of("LOP3.LUT") == ("alu",) and issue.pipes_of("BRA") == ()
 
 
+def _row_sums_of(cell):
+    """A kernel of row sums of ``cell(x, row, col, divided)``, a device function it names as a closure variable."""
+    @cuda.jit
+    def row_sums(out, x, divided):
+        row = cuda.blockIdx.x
+        total = float32(0)
+        for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
+            total += cell(x, row, col, divided)
+        cuda.atomic.add(out, row, total)
+
+    return row_sums
+
+
 @cuda.jit(device=True)
-def _doubled(x, row, col):
+def _doubled(x, row, col, divided):  # divided: ignored
     return x[row, col] * float32(2)
 
 
-@cuda.jit
-def _row_sums(out, x):
-    row = cuda.blockIdx.x
-    total = float32(0)
-    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-        total += _doubled(x, row, col)
-    cuda.atomic.add(out, row, total)
-
-
-CALLING_LINE = _row_sums.py_func.__code__.co_firstlineno + 5  # `total += _doubled(x, row, col)`
+_row_sums, _row_sums_elsewhere = _row_sums_of(_doubled), _row_sums_of(doubled)
+ROW_SUMS_TYPES = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32), False))
+DOUBLED_OWN_LINE = _doubled.py_func.__code__.co_firstlineno + 2  # `return x[row, col] * float32(2)`
+CALLING_LINE = _row_sums_of.__code__.co_firstlineno + 7  # `total += cell(x, row, col, divided)`
 needs_sass = pytest.mark.skipif(rs.sass_problem() is not None or resources_problem() is not None,
                                 reason="needs nvdisasm (the cu13 extra installs it) and nvJitLink")
 
 
-def _traced(cols: int):
+def _traced(cols: int, kernel=_row_sums):
     x = np.random.default_rng(cols).standard_normal((3, cols)).astype(np.float32)
     out = np.zeros(3, np.float32)
     with trace() as t:
-        _row_sums[3, 64](out, x)
+        kernel[3, 64](out, x, False)
     np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4, atol=1e-4)  # float32 sums of a few hundred
     return t.last
 
 
 def _sass() -> str:
-    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
-    return rs.disassemble(lined_ptx(_row_sums, argtypes, "sm_90"), "sm_90", line_table=True)
+    return rs.disassemble(lined_ptx(_row_sums, ROW_SUMS_TYPES, "sm_90"), "sm_90", line_table=True)
 
 
-def test_a_device_functions_loads_count_at_the_kernels_line_that_calls_it():
-    reads = {key: n for key, n in _traced(256).kernel_lines.items() if key[2:] == ("global", "read")}
-    assert reads == {(__file__, CALLING_LINE, "global", "read"): 3 * 2 * 4}  # rows x warps x passes of 64 columns
+def test_a_device_function_of_the_kernels_file_counts_at_its_own_lines_one_of_another_at_the_call():
+    """As the line table has them (`assembler.lined_ptx` compiles the kernel's file's device functions with lines)."""
+    for kernel, line in ((_row_sums, DOUBLED_OWN_LINE), (_row_sums_elsewhere, CALLING_LINE)):
+        reads = {key: n for key, n in _traced(256, kernel).kernel_lines.items() if key[2:] == ("global", "read")}
+        assert reads == {(__file__, line, "global", "read"): 3 * 2 * 4}  # rows x warps x passes of 64 columns
 
 
 @needs_sass
 def test_a_longer_row_issues_more_of_its_loop_and_the_same_code_around_it():
     sass = _sass()
-    assert (__file__, CALLING_LINE) in rs.source_lines(sass)
+    assert (__file__, DOUBLED_OWN_LINE) in rs.source_lines(sass)
     code = issue.issue_code(sass)
     few, more, many = (code.issued(_traced(cols).kernel_lines, warps=6) for cols in (256, 512, 1024))
     # the loop's passes grow with the row, the code around it (the address set-up, the sum's last additions) not
@@ -140,7 +149,7 @@ def test_a_line_table_refused_leaves_the_sass_without_one(monkeypatch):
         return real(ptx, architecture, registers)
 
     monkeypatch.setattr(rt, "disassemble", refusing)
-    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    argtypes = ROW_SUMS_TYPES
     sass = rt._sass_with_lines(_row_sums, argtypes, "sm_90")
     assert sass is not None and rs.instructions(sass) and issue.issue_code(sass) is None
 
@@ -149,7 +158,7 @@ def test_a_line_table_refused_leaves_the_sass_without_one(monkeypatch):
 def test_the_line_table_compilation_is_kept_in_the_compile_cache(monkeypatch):
     from numba import cuda as numba_cuda
 
-    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    argtypes = ROW_SUMS_TYPES
     first = lined_ptx(_row_sums, argtypes, "sm_90")
     monkeypatch.setattr(numba_cuda, "compile_ptx", lambda *a, **k: pytest.fail("compiled again"))
     assert lined_ptx(_row_sums, argtypes, "sm_90") == first and ".loc" in first
@@ -157,7 +166,7 @@ def test_the_line_table_compilation_is_kept_in_the_compile_cache(monkeypatch):
 
 @needs_sass
 def test_the_line_table_is_the_plain_code_with_lines():
-    argtypes = tuple(argument_type(a) for a in (np.zeros(3, np.float32), np.zeros((3, 4), np.float32)))
+    argtypes = ROW_SUMS_TYPES
     plain = rs.disassemble(ptx_for(_row_sums, argtypes, "sm_90"), "sm_90")
     assert [i[1] for i in rs.instructions(_sass())] == [i[1] for i in rs.instructions(plain)]
 
@@ -182,26 +191,24 @@ def _inlined_cell(x, row, col, divided):
     return x[row, col] * float32(2)
 
 
-@cuda.jit
-def _inlined_row_sums(out, x, divided):
-    row = cuda.blockIdx.x
-    total = float32(0)
-    for col in range(cuda.threadIdx.x, x.shape[1], cuda.blockDim.x):
-        total += _inlined_cell(x, row, col, divided)
-    cuda.atomic.add(out, row, total)
-
-
+_inlined_row_sums = _row_sums_of(_inlined_cell)
 DIVIDED_LINE = _inlined_cell.py_func.__code__.co_firstlineno + 3
 DOUBLED_LINE = DIVIDED_LINE + 1
 
 
-@needs_sass
-def test_a_function_numba_inlines_counts_at_its_own_lines_and_a_branch_not_taken_issues_nothing():
-    x = np.random.default_rng(5).standard_normal((3, 300)).astype(np.float32) + 4
+def _sums_undivided(kernel, seed: int):
+    """(out, x, the launch's trace) of ``kernel`` (`_row_sums_of`) on 3 rows of 300, no cell divided."""
+    x = np.random.default_rng(seed).standard_normal((3, 300)).astype(np.float32) + 4
     out = np.zeros(3, np.float32)
     with trace() as t:
-        _inlined_row_sums[3, 64](out, x, False)
-    np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4)
+        kernel[3, 64](out, x, False)
+    np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4)  # float32 sums of 100 values near 4
+    return out, x, t
+
+
+@needs_sass
+def test_a_function_numba_inlines_counts_at_its_own_lines_and_a_branch_not_taken_issues_nothing():
+    out, x, t = _sums_undivided(_inlined_row_sums, 5)
     reads = {key[1]: n for key, n in t.last.kernel_lines.items() if key[2:] == ("global", "read") and n}
     assert reads == {DOUBLED_LINE: 3 * 2 * 5}  # rows x warps x passes of 64 columns (300 of them), in this file
     argtypes = tuple(argument_type(a) for a in (out, x, False))
@@ -213,3 +220,42 @@ def test_a_function_numba_inlines_counts_at_its_own_lines_and_a_branch_not_taken
     with_the_branch = code.issued(t.last.kernel_lines, warps=6)
     assert with_the_branch["special"] > counted["special"]  # the division's reciprocal, in the loop
     assert with_the_branch["issue"] - counted["issue"] > 5 * 6 * 10
+
+
+@cuda.jit(device=True)
+def _scaled(x, row, col):  # never called below: its lines are known to the trace all the same
+    return x[row, col] / (x[row, (col + 7) % x.shape[1]] + float32(3))
+
+
+@cuda.jit(device=True)
+def _cell(x, row, col, divided):
+    if divided:
+        return _scaled(x, row, col)
+    return x[row, col] * float32(2)
+
+
+_cell_row_sums = _row_sums_of(_cell)
+SCALED_LINE = _scaled.py_func.__code__.co_firstlineno + 2
+CALLS_SCALED_LINE = _cell.py_func.__code__.co_firstlineno + 3
+
+
+@needs_sass
+def test_a_device_function_keeps_its_lines_and_one_never_called_issues_nothing(monkeypatch):
+    """Compiled apart without lines, NVVM's copy of ``_cell`` and ``_scaled`` took the kernel's calling line,
+    which ran: the division's reciprocal counted though no thread divided (conv's scalar im2col path did so)."""
+    monkeypatch.setattr(compile_cache, "load", lambda key: None)  # compile it here, whatever a cache holds
+    out, x, t = _sums_undivided(_cell_row_sums, 6)
+    assert {(__file__, SCALED_LINE), (__file__, CALLS_SCALED_LINE)} <= t.last.lines_not_run
+    argtypes = tuple(argument_type(a) for a in (out, x, False))
+    kept = [(f.overloads, dict(f.targetoptions)) for f in (_cell, _scaled)]
+    sass = rs.disassemble(lined_ptx(_cell_row_sums, argtypes, "sm_90"), "sm_90", line_table=True)
+    assert [(f.overloads, dict(f.targetoptions)) for f in (_cell, _scaled)] == kept  # as they were
+    assert [i[1] for i in rs.instructions(sass)] == [
+        i[1] for i in rs.instructions(rs.disassemble(ptx_for(_cell_row_sums, argtypes, "sm_90"), "sm_90"))]
+    assert (__file__, SCALED_LINE) in rs.source_lines(sass)  # its own line, though compiled apart
+    code = issue.issue_code(sass)
+    counted = code.issued(t.last.kernel_lines, warps=6, not_run=t.last.lines_not_run)
+    with_the_branch = code.issued(t.last.kernel_lines, warps=6)
+    assert with_the_branch["special"] > counted["special"]  # the division's reciprocal, in the loop
+    assert with_the_branch["issue"] - counted["issue"] > 5 * 6 * 10
+

@@ -19,6 +19,7 @@ import contextlib
 import re
 from dataclasses import dataclass
 
+from ..simulator.calls import same_file_device_functions
 from . import compile_cache
 from . import ptx as _ptx_check
 from .linked_code import linked_ptx, needs_linking
@@ -156,20 +157,20 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     """`ptx_for`'s PTX with the source line of each instruction (numba-cuda's ``lineinfo``: the same code, its
     lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++ (its
     lines would be another file's) or where NVVM refuses the line table. Compiled as `_line_table` says: each
-    line a line of the source, of the kernel's file (`simulator.trace.LaunchTrace.kernel_lines` counts the
-    accesses at the same lines). Kept in the `compile_cache` under a key of its own, as `ptx_for`'s compilations
+    line a line of the source, of the kernel's file, a device function's of that file at its own lines
+    (`simulator.trace.LaunchTrace.kernel_lines` counts the accesses at the same lines). Kept in the `compile_cache` under a key of its own, as `ptx_for`'s compilations
     are."""
     from numba import cuda  # noqa: PLC0415
 
     if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
         return None
     cc, bounds = compute_capability(architecture), dispatcher.targetoptions.get("launch_bounds")
-    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", 2, bounds))  # not ptx_for's
+    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", 3, bounds))  # not ptx_for's
     kept = key and compile_cache.load(key)
     if kept:
         return kept["ptx"]
     try:
-        with _ptx_check.target_device(cc), _line_table():
+        with _ptx_check.target_device(cc), _line_table(dispatcher.py_func):
             ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True, launch_bounds=bounds)
     except Exception:  # noqa: BLE001 - NVVM's error; the same code compiles without its lines (ptx_for)
         return None
@@ -182,17 +183,20 @@ _VARIABLE_LOCATION = re.compile(r'^\s*call void @"?llvm\.dbg\.(?:value|declare)"
 
 
 @contextlib.contextmanager
-def _line_table():
-    """numba-cuda 0.30's ``lineinfo`` compilation, changed in two ways while it runs (under numba-cuda's compiler lock,
-    so no other compilation sees them):
+def _line_table(kernel):
+    """numba-cuda 0.30's ``lineinfo`` compilation of ``kernel`` (a Python function), changed in three ways while it
+    runs (under numba-cuda's compiler lock, so no other compilation sees them):
 
     - every line is the source's: numba-cuda shows a line above the kernel's `def` at the `def` (for the prologue),
       and so also the code of a device function written above the kernel that numba inlines (``inline="always"``:
       conv's ``pixel_chunk``), whose vector and scalar paths would then share one line;
+    - the device functions of the kernel's file that it calls (`same_file_device_functions`) are compiled again with
+      their lines, aside from those the dispatchers keep: compiled without them, the code NVVM inlines from them
+      would take the line of the call (a vector load and the scalar path beside it, at one line);
     - NVVM gets no locations of variables (``llvm.dbg.value``, ``llvm.dbg.declare``), only those of instructions:
       it refuses some (numba-cuda's for ``pixel_chunk``'s arguments: "Symbol name with unsupported characters").
 
-    Neither changes the code NVVM generates: debug locations take no part in it."""
+    None changes the code NVVM generates: debug locations take no part in it."""
     from numba.cuda.core.compiler_lock import global_compiler_lock  # noqa: PLC0415
     from numba.cuda.cudadrv import nvvm  # noqa: PLC0415
     from numba.cuda.lowering import BaseLower  # noqa: PLC0415
@@ -204,11 +208,21 @@ def _line_table():
         return compile_ir([_VARIABLE_LOCATION.sub("", ir) for ir in irs], **options)
 
     with global_compiler_lock:
+        functions = same_file_device_functions(kernel)
+        kept = [(f.overloads, f.targetoptions.get("lineinfo")) for f in functions]
         nvvm.compile_ir, BaseLower._adjust_line_if_prologue = without_variables, lambda self, line: line
+        for function in functions:  # compiled anew for this compilation, with lines
+            function.overloads, function.targetoptions["lineinfo"] = type(function.overloads)(), True
         try:
             yield
         finally:
             nvvm.compile_ir, BaseLower._adjust_line_if_prologue = compile_ir, prologue
+            for function, (overloads, lineinfo) in zip(functions, kept):
+                for compiled in function.overloads.values():  # the target's entries of those compiled here
+                    compiled.target_context.remove_user_function(compiled.entry_point)
+                function.overloads, function.targetoptions["lineinfo"] = overloads, lineinfo
+                if lineinfo is None:
+                    del function.targetoptions["lineinfo"]
 
 
 def assembled(dispatcher, argtypes, architecture: str) -> Resources:

@@ -3,18 +3,20 @@ by the simulator's trace of the launch.
 
 A GPU issues each instruction of a loop once per pass of a warp through the loop; the SASS says which
 instructions each loop holds, not how often it runs. The trace does: it counts the warp memory instructions of
-every source line (`simulator.trace.LaunchTrace.kernel_lines`, a device function's at the kernel's line that
-calls it, as the line table of the inlined code has them). A loop's passes are those of its memory instructions:
+every source line (`simulator.trace.LaunchTrace.kernel_lines`, as the line table has them: a device function's
+of the kernel's file at its own lines, another file's at the kernel's line that calls it). A loop's passes are
+those of its memory instructions:
 the warp instructions the trace counts at one's line and kind, over that line's copies in the loop (the most of
 them, for a load in a branch may not run). Where a line's loads or stores sit in several loops, those holding
 the most copies take its passes: an unrolled loop (4 copies), not its remainder (1). A loop with no memory
 instruction runs as often as the loop around it; code outside loops once per warp. The instructions of a line
-that no thread ran (`LaunchTrace.lines_not_run`: a branch none took, a vectorised kernel's scalar path) count
-for nothing.
+that no thread ran (`LaunchTrace.lines_not_run`: a branch none took, a vectorised kernel's scalar path, a device
+function never called) count for nothing.
 
 Where it is wrong: a loop's last passes that the compiler peeled count as its own; the trace's accesses that
 the compiler keeps in registers find no instruction (they count for nothing); code the compiler moved to a line
-that did not run counts for nothing, and a line that runs at full size but not in a smaller traced launch too.
+that did not run counts for nothing, and a line that runs at full size but not in a smaller traced launch too;
+a device function of another file is counted whole wherever it is called (both sides of its branches).
 """
 
 from __future__ import annotations

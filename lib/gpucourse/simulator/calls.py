@@ -36,12 +36,14 @@ _compiled: dict = {}
 SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
-def _run_device_function(runtime, py_func, args, kwargs, inlined_by_numba: bool = False):
-    """A device function's call; a trace counts its accesses at the line that calls it too (the kernel's, or that of
-    a function numba inlines, ``inline="always"``, whose own lines stay in the line table)."""
-    run = device_function(py_func)
+def _run_device_function(runtime, py_func, args, kwargs, own_lines: bool = False, run=None):
+    """A device function's call (``run``: `device_function` of ``py_func`` unless given); a trace counts its accesses
+    at the line that calls it, as the compiled code's line table has them (`run.assembler.lined_ptx`), unless they
+    keep their ``own_lines`` there (a function numba inlines, ``inline="always"``, or a device function of the
+    kernel's file), and so do the functions it calls."""
+    run = run or device_function(py_func)
     trace = runtime.trace
-    if trace is None or trace.call_site is not None or inlined_by_numba:
+    if trace is None or trace.call_site is not None or own_lines:
         return run(*args, **kwargs)
     trace.call_site = runtime.site
     try:
@@ -62,8 +64,10 @@ def dispatch(runtime, function, args, kwargs):
             inlined = function.targetoptions.get("inline") == "always"
             if inlined:
                 _type_inlined(runtime, function, args, kwargs)
-            return _run_device_function(runtime, function.py_func, args, kwargs, inlined)
-        return _declared_call(function, args)
+            trace = runtime.trace
+            own_lines = inlined or (trace is not None and function.py_func.__code__.co_filename == trace.kernel_file)
+            return _run_device_function(runtime, function.py_func, args, kwargs, own_lines)
+        return _run_device_function(runtime, function.py_func, args, {}, run=_declared_call(function))
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
     if isinstance(function, numba_types.Number) and as_dtype(function) is bfloat16.BFLOAT16:
@@ -133,15 +137,19 @@ def _as_numba_type(value, numba_type):
     return value
 
 
-def _declared_call(dispatcher, args):
+def _declared_call(dispatcher):
     """A call of a device function declared with signatures: arguments and result in the signature's types."""
-    argtypes = tuple(map(_numba_type, args))
-    signature = None if any(t is None for t in argtypes) else _declared_signature(dispatcher, argtypes)
     run = device_function(dispatcher.py_func)
-    if signature is None:
-        return run(*args)
-    result = run(*[_as_numba_type(a, t) for a, t in zip(args, signature.args)])
-    return _as_numba_type(result, signature.return_type)
+
+    def call(*args):
+        argtypes = tuple(map(_numba_type, args))
+        signature = None if any(t is None for t in argtypes) else _declared_signature(dispatcher, argtypes)
+        if signature is None:
+            return run(*args)
+        result = run(*[_as_numba_type(a, t) for a, t in zip(args, signature.args)])
+        return _as_numba_type(result, signature.return_type)
+
+    return call
 
 
 def _plain_call(function):
@@ -225,6 +233,37 @@ def kernel_globals(py_func) -> dict:
     return namespace
 
 
+def same_file_device_functions(function) -> list:
+    """The device functions (``@cuda.jit(device=True)``, compiled for their callers' types) that ``function`` calls
+    and that are written in its file, and theirs, as far as calls stay in that file: the globals and closure
+    variables its code names."""
+    file, found, seen, todo = function.__code__.co_filename, [], {function}, [function]
+    while todo:
+        current = todo.pop()
+        codes, names = [current.__code__], set()
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+        values = [current.__globals__.get(name) for name in names]
+        values += [cell.cell_contents for cell in current.__closure__ or () if _filled(cell)]
+        for value in values:
+            if (isinstance(value, CUDADispatcher) and value.targetoptions.get("device") and value._can_compile
+                    and value.py_func not in seen and value.py_func.__code__.co_filename == file):
+                seen.add(value.py_func)
+                found.append(value)
+                todo.append(value.py_func)
+    return found
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
 def device_function(py_func):
     """The rewritten, runnable version of a kernel or device function (cached)."""
     compiled = _compiled.get(py_func)
@@ -236,4 +275,4 @@ def device_function(py_func):
     return compiled
 
 
-__all__ = ["dispatch", "call", "device_function", "kernel_globals"]
+__all__ = ["dispatch", "call", "device_function", "kernel_globals", "same_file_device_functions"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import trace as tracing
 from .arithmetic import strong
-from .calls import device_function
+from .calls import device_function, same_file_device_functions
 from .errors import BudgetExceeded, EndlessLoop, KernelFault, TooSlowToSimulate, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
 from .memory import SimArray
@@ -196,7 +196,8 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
                   seconds, inline_types)
     try:
-        with np.errstate(all="ignore"), tracing.lines_run(recorder):
+        own_lines = _own_line_functions(py_func) if recorder is not None else ()
+        with np.errstate(all="ignore"), tracing.lines_run(recorder, own_lines):
             function(*wrapped)
         if recorder is not None:
             recorder.finish(RUNTIME)
@@ -212,3 +213,17 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
         raise unsupported_construct(py_func.__name__, error) from None
     finally:
         RUNTIME.end()
+
+
+def _own_line_functions(py_func) -> list:
+    """The rewritten device functions whose code keeps its own lines in the kernel's line table
+    (`calls.same_file_device_functions`), for `trace.lines_run`; one the rewrite refuses counts as not there (a
+    launch that never calls it runs)."""
+    found = []
+    for dispatcher in same_file_device_functions(py_func):
+        try:
+            found.append(device_function(dispatcher.py_func))
+        except Exception:  # noqa: BLE001, S112 - refused when called, if it ever is
+            continue
+    return found
+

@@ -111,14 +111,14 @@ class LaunchTrace:
         self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
         # (file, line, space, kind) -> warp instructions, at the line the compiled code's line table gives them
-        # (`run.issue`, `run.assembler.lined_ptx`): a device function's accesses at the line that calls it (NVVM
-        # inlines the call), those of a function numba inlines itself (``inline="always"``) at their own lines, all
-        # in the kernel's file
+        # (`run.issue`, `run.assembler.lined_ptx`): those of a device function of the kernel's file, or one numba
+        # inlines itself (``inline="always"``), at their own lines; of another file's, at the line that calls it
+        # (NVVM inlines the call, compiled apart without lines); all in the kernel's file
         self.kernel_lines: dict[tuple, int] = {}
         self.kernel_file = function.__code__.co_filename if function is not None else None
         self.call_site: int | None = None  # inside a device function: the call of it that the line table shows
-        # the lines of the kernel's code (and of the functions numba inlines into it) as the line table has them,
-        # those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
+        # the lines of the kernel's code (and of the device functions whose lines it keeps) as the line table has
+        # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()
         self.lines_ran: set = set()
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
@@ -430,9 +430,11 @@ def recording():
 
 
 @contextlib.contextmanager
-def lines_run(recorder: LaunchTrace | None):
+def lines_run(recorder: LaunchTrace | None, own_lines=()):
     """While a traced launch runs: which lines of the kernel's code run (`LaunchTrace.lines_not_run`), in the line
-    table's terms (`LaunchTrace.kernel_lines`): in the kernel's file, a device function's at the line that calls it.
+    table's terms (`LaunchTrace.kernel_lines`): in the kernel's file, a device function's at the line that calls it,
+    except the lines of ``own_lines``, the (rewritten) device functions whose code keeps them, which count as the
+    kernel's code whether they are called or not.
 
     The rewritten kernel runs each statement once for all its threads, and a branch only where some thread takes
     it, so a line that never ran is code that no thread ran. Watched with `sys.settrace`, on the rewritten
@@ -451,11 +453,16 @@ def lines_run(recorder: LaunchTrace | None):
         if frame.f_globals.get(RT) is None or recorder.call_site is not None or frame.f_code.co_name == "<module>":
             return None  # not the kernel's code, or a device function's (its lines are the call's)
         if frame.f_code not in codes:
-            codes.add(frame.f_code)
-            known.update((file, number) for _, number in dis.findlinestarts(frame.f_code) if number)
+            add(frame.f_code)
         return line
 
+    def add(code) -> None:
+        codes.add(code)
+        known.update((file, number) for _, number in dis.findlinestarts(code) if number)
+
     codes: set = set()
+    for function in own_lines:
+        add(function.__code__)
     sys.settrace(call)
     try:
         yield

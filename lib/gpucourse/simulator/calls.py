@@ -39,8 +39,8 @@ SIMULATION = "__simulation__"  # what the simulator runs in place of a function 
 def _run_device_function(runtime, py_func, args, kwargs, own_lines: bool = False, run=None):
     """A device function's call (``run``: `device_function` of ``py_func`` unless given); a trace counts its accesses
     at the line that calls it, as the compiled code's line table has them (`run.assembler.lined_ptx`), unless they
-    keep their ``own_lines`` there (a function numba inlines, ``inline="always"``, or a device function of the
-    kernel's file), and so do the functions it calls."""
+    keep their ``own_lines`` there (a function numba inlines, ``inline="always"``, or one of
+    `LaunchTrace.own_line_functions`), and so do the functions it calls."""
     run = run or device_function(py_func)
     trace = runtime.trace
     if trace is None or trace.call_site is not None or own_lines:
@@ -65,7 +65,7 @@ def dispatch(runtime, function, args, kwargs):
             if inlined:
                 _type_inlined(runtime, function, args, kwargs)
             trace = runtime.trace
-            own_lines = inlined or (trace is not None and function.py_func.__code__.co_filename == trace.kernel_file)
+            own_lines = inlined or (trace is not None and function.py_func in trace.own_line_functions)
             return _run_device_function(runtime, function.py_func, args, kwargs, own_lines)
         return _run_device_function(runtime, function.py_func, args, {}, run=_declared_call(function))
     if getattr(function, "__module__", None) == bfloat16.MODULE:

@@ -192,11 +192,13 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     geometry = _geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
+    if recorder is not None:
+        recorder.own_line_functions = frozenset(f.py_func for f in same_file_device_functions(py_func))
     budget, seconds = _step_budget, float(os.environ.get(TIME_BUDGET_ENV) or 600)
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
                   seconds, inline_types)
     try:
-        own_lines = _own_line_functions(py_func) if recorder is not None else ()
+        own_lines = _runnable(recorder.own_line_functions) if recorder is not None else ()
         with np.errstate(all="ignore"), tracing.lines_run(recorder, own_lines):
             function(*wrapped)
         if recorder is not None:
@@ -215,15 +217,13 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
         RUNTIME.end()
 
 
-def _own_line_functions(py_func) -> list:
-    """The rewritten device functions whose code keeps its own lines in the kernel's line table
-    (`calls.same_file_device_functions`), for `trace.lines_run`; one the rewrite refuses counts as not there (a
-    launch that never calls it runs)."""
+def _runnable(functions) -> list:
+    """The rewritten ``functions`` (device functions' Python functions), for `trace.lines_run`; one the rewrite
+    refuses is left out (a launch that never calls it runs)."""
     found = []
-    for dispatcher in same_file_device_functions(py_func):
+    for function in functions:
         try:
-            found.append(device_function(dispatcher.py_func))
+            found.append(device_function(function))
         except Exception:  # noqa: BLE001, S112 - refused when called, if it ever is
             continue
     return found
-

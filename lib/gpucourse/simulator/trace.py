@@ -117,6 +117,9 @@ class LaunchTrace:
         self.kernel_lines: dict[tuple, int] = {}
         self.kernel_file = function.__code__.co_filename if function is not None else None
         self.call_site: int | None = None  # inside a device function: the call of it that the line table shows
+        # the Python functions of the device functions whose accesses count at their own lines: the kernel's file's
+        # that the line table's compilation gives lines (`calls.same_file_device_functions`; set by the launch)
+        self.own_line_functions: frozenset = frozenset()
         # the lines of the kernel's code (and of the device functions whose lines it keeps) as the line table has
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()

@@ -16,3 +16,12 @@ def square_plus_one(x):
 @cuda.jit(device=True)
 def doubled(x, row, col, divided):  # divided: ignored (tests/run/test_issue.py's kernels pass it)
     return x[row, col] * 2
+
+
+def calling(helper):
+    """A new device function of this file that calls ``helper(x, row, col, divided)``."""
+    @cuda.jit(device=True)
+    def call(x, row, col, divided):
+        return helper(x, row, col, divided)
+
+    return call

@@ -8,10 +8,10 @@ from gpucourse import trace
 from gpucourse.run import issue, resources_problem
 from gpucourse.run import sass as rs
 from gpucourse.run import tuning as rt
-from gpucourse.run import compile_cache
+from gpucourse.run import assembler, compile_cache
 from gpucourse.run.assembler import lined_ptx, ptx_for
 from gpucourse.run.ptx import argument_type
-from kernels_elsewhere import doubled
+from kernels_elsewhere import calling, doubled
 
 # the shape nvdisasm -g prints: a loop unrolled twice (two loads of line 7 per pass), its remainder (one), and a
 # loop without a load nested in the first
@@ -107,6 +107,30 @@ def test_a_device_function_of_the_kernels_file_counts_at_its_own_lines_one_of_an
     for kernel, line in ((_row_sums, DOUBLED_OWN_LINE), (_row_sums_elsewhere, CALLING_LINE)):
         reads = {key: n for key, n in _traced(256, kernel).kernel_lines.items() if key[2:] == ("global", "read")}
         assert reads == {(__file__, line, "global", "read"): 3 * 2 * 4}  # rows x warps x passes of 64 columns
+
+
+@needs_sass
+def test_the_line_table_gives_another_files_device_function_the_calling_line():
+    lines = set(rs.source_lines(rs.disassemble(lined_ptx(_row_sums_elsewhere, ROW_SUMS_TYPES, "sm_90"), "sm_90",
+                                               line_table=True)))
+    assert (__file__, CALLING_LINE) in lines and not any(line and line[0].endswith("kernels_elsewhere.py")
+                                                         for line in lines)
+
+
+@needs_sass
+def test_a_helper_of_the_kernels_file_keeps_its_lines_through_another_files_function(monkeypatch):
+    """``_doubled`` called by a device function of another file, compiled first for the line table (as when the
+    plain PTX came from the compile cache): its lines stay, and no dispatcher keeps the compilation made for it."""
+    through = calling(_doubled)
+    kernel = _row_sums_of(through)
+    with monkeypatch.context() as patched:
+        patched.setattr(compile_cache, "load", lambda key: None)
+        patched.setattr(assembler, "ptx_for", lambda *args: "")  # nothing compiled before
+        sass = rs.disassemble(lined_ptx(kernel, ROW_SUMS_TYPES, "sm_90"), "sm_90", line_table=True)
+    assert (__file__, DOUBLED_OWN_LINE) in rs.source_lines(sass)
+    assert not through.overloads and not kernel.overloads  # as they were
+    reads = {key: n for key, n in _traced(256, kernel).kernel_lines.items() if key[2:] == ("global", "read")}
+    assert reads == {(__file__, DOUBLED_OWN_LINE, "global", "read"): 3 * 2 * 4}
 
 
 @needs_sass
@@ -247,9 +271,12 @@ def test_a_device_function_keeps_its_lines_and_one_never_called_issues_nothing(m
     out, x, t = _sums_undivided(_cell_row_sums, 6)
     assert {(__file__, SCALED_LINE), (__file__, CALLS_SCALED_LINE)} <= t.last.lines_not_run
     argtypes = tuple(argument_type(a) for a in (out, x, False))
-    kept = [(f.overloads, dict(f.targetoptions)) for f in (_cell, _scaled)]
+    kept = [(f.overloads, dict(f.overloads), dict(f.targetoptions)) for f in (_cell, _scaled)]
+    entries = len(_cell.targetctx._defns)
     sass = rs.disassemble(lined_ptx(_cell_row_sums, argtypes, "sm_90"), "sm_90", line_table=True)
-    assert [(f.overloads, dict(f.targetoptions)) for f in (_cell, _scaled)] == kept  # as they were
+    for function, (overloads, held, options) in zip((_cell, _scaled), kept):  # as they were
+        assert function.overloads is overloads and overloads == held and function.targetoptions == options
+    assert len(_cell.targetctx._defns) == entries  # the target's entries of the line table's compilations gone
     assert [i[1] for i in rs.instructions(sass)] == [
         i[1] for i in rs.instructions(rs.disassemble(ptx_for(_cell_row_sums, argtypes, "sm_90"), "sm_90"))]
     assert (__file__, SCALED_LINE) in rs.source_lines(sass)  # its own line, though compiled apart

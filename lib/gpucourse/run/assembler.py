@@ -19,7 +19,7 @@ import contextlib
 import re
 from dataclasses import dataclass
 
-from ..simulator.calls import same_file_device_functions
+from ..simulator.calls import called_device_functions
 from . import compile_cache
 from . import ptx as _ptx_check
 from .linked_code import linked_ptx, needs_linking
@@ -190,9 +190,11 @@ def _line_table(kernel):
     - every line is the source's: numba-cuda shows a line above the kernel's `def` at the `def` (for the prologue),
       and so also the code of a device function written above the kernel that numba inlines (``inline="always"``:
       conv's ``pixel_chunk``), whose vector and scalar paths would then share one line;
-    - the device functions of the kernel's file that it calls (`same_file_device_functions`) are compiled again with
-      their lines, aside from those the dispatchers keep: compiled without them, the code NVVM inlines from them
-      would take the line of the call (a vector load and the scalar path beside it, at one line);
+    - the device functions the kernel calls (`called_device_functions`) are compiled again for this compilation,
+      aside from the overloads their dispatchers keep (swapped back afterwards), those of the kernel's file with
+      their lines: compiled without them, the code NVVM inlines from them would take the line of the call (a vector
+      load and the scalar path beside it, at one line); another file's without, as before, but anew, so that none
+      keeps an overload that links a helper compiled here with lines;
     - NVVM gets no locations of variables (``llvm.dbg.value``, ``llvm.dbg.declare``), only those of instructions:
       it refuses some (numba-cuda's for ``pixel_chunk``'s arguments: "Symbol name with unsupported characters").
 
@@ -208,21 +210,29 @@ def _line_table(kernel):
         return compile_ir([_VARIABLE_LOCATION.sub("", ir) for ir in irs], **options)
 
     with global_compiler_lock:
-        functions = same_file_device_functions(kernel)
-        kept = [(f.overloads, f.targetoptions.get("lineinfo")) for f in functions]
-        nvvm.compile_ir, BaseLower._adjust_line_if_prologue = without_variables, lambda self, line: line
-        for function in functions:  # compiled anew for this compilation, with lines
-            function.overloads, function.targetoptions["lineinfo"] = type(function.overloads)(), True
+        file = kernel.__code__.co_filename
+        functions = called_device_functions(kernel)
+        kept = [(f.overloads, dict(f.targetoptions)) for f in functions]
+        compiled_here = []
         try:
-            yield
+            nvvm.compile_ir, BaseLower._adjust_line_if_prologue = without_variables, lambda self, line: line
+            for function in functions:
+                function.overloads = type(function.overloads)()
+                if function.py_func.__code__.co_filename == file:
+                    function.targetoptions["lineinfo"] = True
+            try:
+                yield
+            finally:
+                compiled_here = [c for f in functions for c in f.overloads.values()]
         finally:
             nvvm.compile_ir, BaseLower._adjust_line_if_prologue = compile_ir, prologue
-            for function, (overloads, lineinfo) in zip(functions, kept):
-                for compiled in function.overloads.values():  # the target's entries of those compiled here
+            for function, (overloads, options) in zip(functions, kept):
+                function.overloads = overloads
+                function.targetoptions.clear()
+                function.targetoptions.update(options)
+            for compiled in compiled_here:  # the target's entries of the compilations made here
+                with contextlib.suppress(KeyError):
                     compiled.target_context.remove_user_function(compiled.entry_point)
-                function.overloads, function.targetoptions["lineinfo"] = overloads, lineinfo
-                if lineinfo is None:
-                    del function.targetoptions["lineinfo"]
 
 
 def assembled(dispatcher, argtypes, architecture: str) -> Resources:

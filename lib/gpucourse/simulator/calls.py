@@ -36,20 +36,28 @@ _compiled: dict = {}
 SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
-def _run_device_function(runtime, py_func, args, kwargs, own_lines: bool = False, run=None):
-    """A device function's call (``run``: `device_function` of ``py_func`` unless given); a trace counts its accesses
-    at the line that calls it, as the compiled code's line table has them (`run.assembler.lined_ptx`), unless they
-    keep their ``own_lines`` there (a function numba inlines, ``inline="always"``, or one of
-    `LaunchTrace.own_line_functions`), and so do the functions it calls."""
+def _run_device_function(runtime, py_func, args, kwargs, inlined_by_numba: bool = False, run=None):
+    """A device function's call (``run``: `device_function` of ``py_func`` unless given). A trace counts its
+    accesses where the compiled code's line table has them (`run.assembler.lined_ptx`): at their own lines for one
+    of `LaunchTrace.own_line_functions` (compiled with lines), wherever it is called from; else at the line of the
+    outermost call made from code with lines (the kernel's, or such a function's), which holds this code
+    inlined, and so do the functions it calls, except those with lines of their own; a function numba inlines
+    (``inline="always"``) counts as the code it is inlined into: at its own lines inside code with lines."""
     run = run or device_function(py_func)
     trace = runtime.trace
-    if trace is None or trace.call_site is not None or own_lines:
+    if trace is None or inlined_by_numba:
         return run(*args, **kwargs)
-    trace.call_site = runtime.site
+    outer = trace.call_site
+    if py_func in trace.own_line_functions:
+        trace.call_site = None
+    elif outer is None:
+        trace.call_site = runtime.site
+    else:
+        return run(*args, **kwargs)
     try:
         return run(*args, **kwargs)
     finally:
-        trace.call_site = None
+        trace.call_site = outer
 
 
 def dispatch(runtime, function, args, kwargs):
@@ -64,9 +72,7 @@ def dispatch(runtime, function, args, kwargs):
             inlined = function.targetoptions.get("inline") == "always"
             if inlined:
                 _type_inlined(runtime, function, args, kwargs)
-            trace = runtime.trace
-            own_lines = inlined or (trace is not None and function.py_func in trace.own_line_functions)
-            return _run_device_function(runtime, function.py_func, args, kwargs, own_lines)
+            return _run_device_function(runtime, function.py_func, args, kwargs, inlined)
         return _run_device_function(runtime, function.py_func, args, {}, run=_declared_call(function))
     if getattr(function, "__module__", None) == bfloat16.MODULE:
         return _bfloat16_call(runtime, function, args)
@@ -233,11 +239,11 @@ def kernel_globals(py_func) -> dict:
     return namespace
 
 
-def same_file_device_functions(function) -> list:
-    """The device functions (``@cuda.jit(device=True)``, compiled for their callers' types) that ``function`` calls
-    and that are written in its file, and theirs, as far as calls stay in that file: the globals and closure
-    variables its code names."""
-    file, found, seen, todo = function.__code__.co_filename, [], {function}, [function]
+def called_device_functions(function) -> list:
+    """The device functions ``function`` calls, directly or through each other: the CUDA device functions compiled
+    for their callers' types (not declared with signatures) among the values of its globals whose names its code
+    uses (attribute names included) and of its closure's filled cells, and so on for theirs."""
+    found, seen, todo = [], {function}, [function]
     while todo:
         current = todo.pop()
         codes, names = [current.__code__], set()
@@ -249,11 +255,20 @@ def same_file_device_functions(function) -> list:
         values += [cell.cell_contents for cell in current.__closure__ or () if _filled(cell)]
         for value in values:
             if (isinstance(value, CUDADispatcher) and value.targetoptions.get("device") and value._can_compile
-                    and value.py_func not in seen and value.py_func.__code__.co_filename == file):
+                    and value.py_func not in seen):
                 seen.add(value.py_func)
                 found.append(value)
                 todo.append(value.py_func)
     return found
+
+
+def own_line_functions(kernel) -> frozenset:
+    """The Python functions of the device functions whose code keeps its own lines in ``kernel``'s line table
+    (`run.assembler.lined_ptx`): those it calls that are written in its file and compiled apart (numba does not
+    inline them: an ``inline="always"`` function takes the lines of the code it is inlined into)."""
+    file = kernel.__code__.co_filename
+    return frozenset(f.py_func for f in called_device_functions(kernel)
+                     if f.py_func.__code__.co_filename == file and f.targetoptions.get("inline") != "always")
 
 
 def _filled(cell) -> bool:
@@ -275,4 +290,5 @@ def device_function(py_func):
     return compiled
 
 
-__all__ = ["dispatch", "call", "device_function", "kernel_globals", "same_file_device_functions"]
+__all__ = ["dispatch", "call", "device_function", "kernel_globals", "called_device_functions",
+           "own_line_functions"]

@@ -111,14 +111,15 @@ class LaunchTrace:
         self._alive: list = []  # every array registered, so that no id in _by_id is reused
         self.lines: dict[tuple, Instructions] = {}  # (function, line, array, kind) -> its warp instructions
         # (file, line, space, kind) -> warp instructions, at the line the compiled code's line table gives them
-        # (`run.issue`, `run.assembler.lined_ptx`): those of a device function of the kernel's file, or one numba
-        # inlines itself (``inline="always"``), at their own lines; of another file's, at the line that calls it
-        # (NVVM inlines the call, compiled apart without lines); all in the kernel's file
+        # (`run.issue`, `run.assembler.lined_ptx`; `calls._run_device_function` says which): a device function's of
+        # the kernel's file at its own lines, another file's at the line that calls it (NVVM inlines the call,
+        # compiled apart without lines), one numba inlines (``inline="always"``) at its own lines inside code
+        # compiled with lines, else at that code's call; all under the kernel's file name, as the line table has them
         self.kernel_lines: dict[tuple, int] = {}
         self.kernel_file = function.__code__.co_filename if function is not None else None
         self.call_site: int | None = None  # inside a device function: the call of it that the line table shows
-        # the Python functions of the device functions whose accesses count at their own lines: the kernel's file's
-        # that the line table's compilation gives lines (`calls.same_file_device_functions`; set by the launch)
+        # the Python functions of the device functions whose accesses count at their own lines: those the line
+        # table's compilation gives lines (`calls.own_line_functions`; set by the launch)
         self.own_line_functions: frozenset = frozenset()
         # the lines of the kernel's code (and of the device functions whose lines it keeps) as the line table has
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch

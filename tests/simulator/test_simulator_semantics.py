@@ -574,6 +574,20 @@ def test_cuda_fma_rounds_once(dtype):
     np.testing.assert_array_equal(out[2:], np.array(exact, dtype))
 
 
+def uniform_fma(out, a, b, c):
+    out[cuda.threadIdx.x] = cuda.fma(a, b, c)  # scalars: one value for every thread
+
+
+@pytest.mark.parametrize("signature, dtype", [("void(f4[:], f4, f4, f4)", np.float32),
+                                              ("void(f8[:], f8, f8, f8)", np.float64)])
+def test_cuda_fma_of_scalar_arguments(signature, dtype):
+    """numba-cuda's own test_fma_f8: the float64 emulation refused one value for all threads (a 0-d array)."""
+    eps = float(np.finfo(dtype).eps)
+    out = np.full(3, np.nan, dtype)
+    cuda.jit(signature)(uniform_fma)[1, 3](out, 1 + eps, 1 - eps, -1.0)
+    np.testing.assert_array_equal(out, np.full(3, -(eps * eps), dtype))  # rounded once: not 0
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_division_follows_numba_where_numpy_and_a_gpu_would_differ(dtype):
     """numba's integer // and %: Python's floor, 0 and 0 for a zero divisor, and 0 and 0 for MIN // -1 of int64,

@@ -24,12 +24,13 @@ def fma(a, b, c):
     """``a * b + c`` with one rounding, lane by lane, in the type NumPy promotes the three to."""
     a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
     dtype = np.result_type(a, b, c)
-    wide = [v.astype(np.float64) for v in (a, b, c)]
+    wide = [np.atleast_1d(v.astype(np.float64)) for v in (a, b, c)]  # a uniform value is 0-d: one lane
     with np.errstate(all="ignore"):
         if dtype.itemsize < 8:
             result = exact_sum(wide[0] * wide[1], wide[2]).astype(dtype)
         else:
             result = _fma64(*wide)
+    result = result.reshape(a.shape)
     return result if result.ndim else result[()]
 
 

@@ -304,6 +304,26 @@ def test_reading_an_unwritten_element_through_a_reshaped_array_is_reported():
 
 
 @cuda.jit
+def bytes_as_int32(byte_arr, start, stop, output):  # numba-cuda's test_reinterpret_array_type
+    output[0] = byte_arr[start:stop].view(np.int32)[0]
+
+
+@cuda.jit
+def whole_bytes_as_int32(byte_arr, output):
+    output[0] = byte_arr.view(np.int32)[0]
+
+
+def test_reading_an_arrays_bytes_as_another_type_is_refused_with_the_host_way_to_do_it():
+    """Not simulated (each element is checked in its own type); the message says so, not a Python error."""
+    byte_arr, output = np.arange(256, dtype=np.uint8), np.zeros(1, np.int32)
+    with pytest.raises(UnsupportedInKernel, match=r"line \d+: output\[0\] = byte_arr\[start:stop\]\.view") as found:
+        bytes_as_int32[1, 1](byte_arr, 4, 8, output)
+    assert "another type" in str(found.value) and "x.view(np.int32)" in str(found.value)
+    with pytest.raises(UnsupportedInKernel, match="another type"):
+        whole_bytes_as_int32[1, 1](byte_arr, output)
+
+
+@cuda.jit
 def windows_and_compare_and_swap(a, out, flags, old):
     i = cuda.grid(1)
     if i < out.size:

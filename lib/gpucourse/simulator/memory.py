@@ -206,6 +206,10 @@ def merge_records(old: tuple, new: tuple) -> tuple:
     )
 
 
+REINTERPRETED = ("an array's bytes read as another type (`.view(dtype)`) are not simulated (each element is checked "
+                 "in its own type): reinterpret on the host, `x.view(np.int32)`, and launch with that array")
+
+
 class SimArray:
     """An array in one memory space of a simulated launch."""
 
@@ -262,6 +266,10 @@ class SimArray:
         if self.atomics is None:
             self.atomics = AccessRecord(self.size * self.copies, self.block_phases)
         return self.atomics
+
+    def view(self, dtype=None):
+        """``a.view(dtype)`` in a kernel: refused, with why (`REINTERPRETED`)."""
+        raise ValueError(REINTERPRETED)
 
     def reshape(self, *shape) -> "SimArray":
         """``a.reshape(shape)`` of a contiguous array: its elements, and what was recorded of them, in a new shape."""
@@ -382,11 +390,15 @@ class SimView:
         components = iter(index)
         return tuple(_through(axis, next(components)) if _is_axis(axis) else axis for axis in self.axes)
 
+    def view(self, dtype=None):
+        """``a[i:j].view(dtype)`` in a kernel: refused, with why (`REINTERPRETED`)."""
+        raise ValueError(REINTERPRETED)
+
     @classmethod
     def whole(cls, base: SimArray) -> "SimView":
         return cls(base, tuple(range(extent) for extent in base.shape))
 
-    def view(self, index: tuple) -> "SimView":
+    def indexed(self, index: tuple) -> "SimView":
         """The view of this view that ``index`` (integers per lane and `slice`s of numbers) gives."""
         components = iter(index)
         axes = []

@@ -696,7 +696,7 @@ class Runtime(Arithmetic):
             raise fault(UnsupportedInKernel, self.where(site),
                         f"`{SITES[site].expression}` gives {len(index)} index(es) to `{array.name}`, which has "
                         f"{array.ndim} dimension(s) {array.shape}")
-        return array.view(index)
+        return array.indexed(index)
 
     def slice_of(self, site: int, *bounds) -> slice | LaneSlice:
         """``start:stop:step`` of a subscript: a `slice`, or a `LaneSlice` where a bound differs from thread to
@@ -751,7 +751,7 @@ class Runtime(Arithmetic):
             return np.zeros(self.geometry.lanes, array.dtype)
         if type(array) is SimView:
             if len(_as_tuple(index)) < array.ndim:
-                return array.view(_as_tuple(index))
+                return array.indexed(_as_tuple(index))
             array, index = self.through_view(array, index, site, "read")
         if type(array) is not SimArray:
             if isinstance(array, tuple) and (isinstance(index, np.ndarray) or not -len(array) <= index < len(array)):

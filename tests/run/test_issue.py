@@ -188,6 +188,23 @@ def test_the_line_table_compilation_is_kept_in_the_compile_cache(monkeypatch):
     assert lined_ptx(_row_sums, argtypes, "sm_90") == first and ".loc" in first
 
 
+@pytest.mark.filterwarnings("ignore:Could not find source")  # numba-cuda, of the copy's made-up file
+def test_the_same_source_in_another_place_does_not_read_this_ones_line_table(monkeypatch):
+    """The line table names the kernel's file: a copy of the course elsewhere (another checkout, a wheel in another
+    environment) has the same source and so the same fingerprint, but must compile its own."""
+    import types
+
+    from numba import cuda as numba_cuda
+
+    here = _row_sums.py_func
+    moved = types.FunctionType(here.__code__.replace(co_filename="/elsewhere/test_issue.py"), here.__globals__,
+                               here.__name__, here.__defaults__, here.__closure__)
+    assert "/elsewhere/" not in lined_ptx(_row_sums, ROW_SUMS_TYPES, "sm_90")  # kept in the compile cache
+    compiled, real = [], numba_cuda.compile_ptx
+    monkeypatch.setattr(numba_cuda, "compile_ptx", lambda *a, **k: compiled.append(a[0]) or real(*a, **k))
+    assert "/elsewhere/test_issue.py" in lined_ptx(cuda.jit(moved), ROW_SUMS_TYPES, "sm_90") and compiled
+
+
 @needs_sass
 def test_the_line_table_is_the_plain_code_with_lines():
     argtypes = ROW_SUMS_TYPES

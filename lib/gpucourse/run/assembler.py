@@ -165,7 +165,10 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
         return None
     cc, bounds = compute_capability(architecture), dispatcher.targetoptions.get("launch_bounds")
-    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc, ("line table", 3, bounds))  # not ptx_for's
+    # not ptx_for's key; the file's path too: the line table names it (another copy of the course, the same
+    # source elsewhere, must not read this one's lines)
+    key = compile_cache.key(dispatcher.py_func, tuple(argtypes), cc,
+                            ("line table", 4, bounds, dispatcher.py_func.__code__.co_filename))
     kept = key and compile_cache.load(key)
     if kept:
         return kept["ptx"]

@@ -97,8 +97,13 @@ def test_a_block_that_waits_for_its_tiles_is_bound_by_its_own_time():
     assert waiting.latency_factor == 1  # the round trips say how it waits: no rule of thumb on top
     assert waiting.bound_by == "a block's own time"
     assert waiting.block_seconds == pytest.approx((100 * ft.GLOBAL_LATENCY + 2500) / clock)
-    assert waiting.seconds - ft.LAUNCH_SECONDS == pytest.approx(waiting.waves * waiting.block_seconds)
+    roofs, own = max(waiting.terms.values()) / waiting.tail_efficiency, waiting.waves * waiting.block_seconds
+    assert waiting.seconds - ft.LAUNCH_SECONDS == pytest.approx(math.hypot(roofs, own))  # joined, own > roofs
+    assert own > roofs
     assert waiting.terms["instruction issue"] == pytest.approx(132 * 2500 / (4 * sm.sms * clock))  # the copy's too
+    # counted in every loop (`run.issue`): the launch's round trips replace the tile copy's
+    counted = ft.predict(**common, round_trips=1, issued={"issue": 132 * 2500, "round_trips": 132 * 100})
+    assert counted.block_seconds == pytest.approx(waiting.block_seconds) and counted.latency_factor == 1
     slower = ft.predict(**common, round_trips=100, copy_instructions=500, global_latency=1.3 * ft.GLOBAL_LATENCY)
     assert slower.seconds > waiting.seconds
 

@@ -51,6 +51,7 @@ def test_each_loop_issues_as_often_as_the_trace_counts_its_loads():
     assert counted["fma"] == 50 + 4 and counted["imad"] == 4  # FADD per pass, IMAD once per warp: both the FMA pipe's
     assert counted["alu"] == 50 + 50  # ISETP and SHF per pass
     assert counted["special"] == 4  # MUFU.EX2
+    assert counted["round_trips"] == 50 + 4  # the loads of each pass wait once (FADD, MUFU), the STG for none
     twice = code.issued({key: 2 * n for key, n in lines.items()}, warps=4)
     assert code.issued(lines, warps=4, scale=2) == twice  # a trace of half the work, scaled
 

@@ -369,9 +369,9 @@ def test_an_nvdisasm_that_fails_leaves_the_sass_unread_and_says_why(monkeypatch)
 @pytest.mark.skipif(resources_problem() is not None, reason="needs nvJitLink")
 def test_the_models_picks_that_lecture_7_quotes():
     """Lecture 7 (section 7): among benchmarks/tuning.py's 24 random SGEMM candidates (seed 0), the H200 model's
-    two fastest at 4096^3, 0.2% apart, are the configuration the H200 measured fastest on 2026-11-30 (64 x 64 tiles
-    of 8 x 4, BK 8) and the fourth (4 x 8, BK 16), where before a block's own time it put 32 x 64 tiles of 8 x 8
-    first, which the H200 measured among the slowest."""
+    first at 4096^3 is the configuration the H200 measured fastest on 2026-11-30 (64 x 64 tiles of 8 x 4, BK 8;
+    its second, 15% slower, the fourth measured: 4 x 8, BK 16), where before a block's own time it put 32 x 64
+    tiles of 8 x 8 first, which the H200 measured among the slowest."""
     from gpucourse.figures import tuning as ft
     from gpucourse.grading import tuning as gt
 
@@ -385,9 +385,7 @@ def test_the_models_picks_that_lecture_7_quotes():
     assert len(priced) == 22
     priced.sort(key=lambda pair: pair[0])
     ranked = [config for _, config in priced]
-    assert sorted(map(str, ranked[:2])) == sorted(map(str, (dict(BM=64, BN=64, TM=8, TN=4, BK=8),
-                                                            dict(BM=64, BN=64, TM=4, TN=8, BK=16))))
-    assert priced[1][0] < 1.01 * priced[0][0] < priced[2][0]
+    assert ranked[:2] == [dict(BM=64, BN=64, TM=8, TN=4, BK=8), dict(BM=64, BN=64, TM=4, TN=8, BK=16)]
     assert ranked.index(dict(BM=32, BN=64, TM=8, TN=8, BK=16)) > 11  # measured 21.9 ms: the slower half
 
 

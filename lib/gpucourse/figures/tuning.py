@@ -19,18 +19,25 @@ SASS) and its FLOPs, on the data-sheet figures of `roofline.DEVICES` and `occupa
 - latency: fewer than `WARPS_TO_HIDE` warps resident per SM (as the grid fills it) cannot hide the latency of memory and arithmetic
   (Volkov: independent instructions within a thread hide it too, which this rule does not see); a rule of thumb
   for kernels whose waits the model cannot read, replaced by the next bound where it can;
-- a *block's own time*, a fifth bound: a block that copies its tiles, syncs, computes and syncs again waits
-  `GLOBAL_LATENCY` for each *round trip* of its copy (loads in flight together share one; the compiled code says
-  which, `run.sass.global_loads`), and a block of w warps issues at most min(w, 4) instructions per clock. The other
-  blocks of its SM overlap it, but no SM finishes before its waves of blocks have each taken that time: few warps
-  per block with many loads each (a rolled copy loop, whose instructions count in the issue roof too) are slow
-  however many blocks an SM holds;
+- a *block's own time*: a block waits `GLOBAL_LATENCY` for each *round trip* of its warps' global loads (loads in
+  flight together share one; the SASS says which, `run.sass.waits`: every loop's, as often as the trace says it
+  runs, `run.issue`; without a line table, its tile copy's, `run.sass.global_loads`), and a block of w warps
+  issues at most min(w, 4) instructions per clock. The other blocks of its SM overlap it, but no SM finishes
+  before its waves of blocks have each taken that time: few warps per block with many loads each (a rolled copy
+  loop) are slow however many blocks an SM holds;
+- the roofs' time (the slowest roof, over the tail, times the latency rule) and the waves of a block's own time
+  join as sqrt(a^2 + b^2) (`math.hypot`), not as the larger: while a warp waits, the SM issues for the others, but
+  not always when they need it, so two limits near each other slow a launch more than either alone (41% over
+  both where they are equal, 5% over the larger at 3 to 1). A choice, not a law: the ranks of
+  benchmarks/cost_model.py's groups moved by at most 0.03 for norms 1.5 to 4 and 350 to 700 clocks a round
+  trip (2026-12-01); `bound_by` names the larger;
 - each launch costs `LAUNCH_SECONDS` on top.
 
 Where it is wrong: every global sector is priced as DRAM traffic (caches that serve repeats make real kernels
-faster), the issue roof assumes a warp ready at every clock (dependent instructions and barriers stall it; it
-counts the code that ran in the traced launch, `run.issue`), a kernel whose warps wait on memory with work to spare
-(too few bytes in flight) is priced as if they did not, and instruction-level parallelism is unseen.
+faster), every round trip takes `GLOBAL_LATENCY` (from L2 or DRAM alike, under any load), the waits for barriers,
+shared memory and special functions are unseen (the issue roof assumes a warp ready at every clock otherwise; it
+counts the code that ran in the traced launch, `run.issue`), and so is instruction-level parallelism beyond the
+loads issued together.
 Its job is to rank configurations, not to predict microseconds; `spearman` measures how well it ranks.
 """
 
@@ -79,15 +86,17 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
             copy_instructions: float = 0.0, global_latency: float = GLOBAL_LATENCY,
             issued: dict | None = None) -> Prediction:
     """The cost model on numbers: see the module's docstring. ``issued``: the launch's warp instructions per pipe
-    and in all (``"issue"``; `run.issue.IssueCode.issued`); without them, ``fma_share``, FMAs per instruction of
-    the main loop (None: no loop of FMAs, no issue roof), and ``copy_instructions`` per thread of its tile copy
-    (`tile_loads`) estimate them; ``round_trips``: per thread, of its tile copy; ``global_latency``: clocks per
-    round trip."""
+    and in all (``"issue"``) and its warps' round trips (``"round_trips"``; `run.issue.IssueCode.issued`);
+    without them, ``fma_share``, FMAs per instruction of the main loop (None: no loop of FMAs, no issue roof), and
+    ``copy_instructions`` per thread of its tile copy (`tile_loads`) estimate the instructions, and
+    ``round_trips``, per thread of its tile copy, the round trips; ``global_latency``: clocks per round trip."""
     roof, sm = DEVICES[device], SMS[device]
     clock = roof.peak_flops / 2 / (sm.sms * sm.fp32_lanes)
     terms = {"FLOPs": flops / roof.peak_flops, "global memory": sectors * SECTOR_BYTES / roof.bandwidth,
              "shared memory": shared_wavefronts / (sm.sms * clock)}
     warps = math.ceil(threads / 32)
+    if issued is not None and "round_trips" in issued:  # counted in every loop: they replace the tile copy's
+        round_trips = issued["round_trips"] / (blocks * warps)
     busiest_pipe, instructions = None, issued.get("issue", 0) if issued is not None else 0.0
     if issued is not None:  # counted: each pipe takes count / rate clocks, the busiest sets the pace
         clocks = {pipe: issued.get(pipe, 0) / rate for pipe, rate in pipe_rates(device).items()}
@@ -115,12 +124,13 @@ def predict(sectors: int, shared_wavefronts: int, flops: float, blocks: int, thr
     latency = ((waves - 1) * per_sm * slowed(per_sm) + last * slowed(last)) / busiest if not round_trips else 1.0
     tail = blocks / (busiest * sm.sms)  # the share of the SMs' time that holds blocks
     bound = max(terms, key=terms.get)
-    seconds = terms[bound] / tail * latency
+    roofs = terms[bound] / tail * latency
     block = (round_trips * global_latency + issued * warps / min(warps, ISSUE_PER_CLOCK)) / clock
-    if waves * block > seconds:  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
-        bound, seconds = "a block's own time", waves * block
-    return Prediction(seconds + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency, block, busiest_pipe,
-                      instructions)
+    own = waves * block  # the busiest SM runs `waves` rounds of blocks, none shorter than one block
+    if own > roofs:
+        bound = "a block's own time"
+    return Prediction(math.hypot(roofs, own) + LAUNCH_SECONDS, terms, bound, per_sm, waves, tail, latency,
+                      block, busiest_pipe, instructions)
 
 
 def tile_loads(loads, launch, scale: float, blocks: int, threads: int) -> tuple[float, float]:

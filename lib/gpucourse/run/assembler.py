@@ -158,8 +158,8 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     lines kept), for `sass.disassemble(..., line_table=True)`; None where the kernel is linked with CUDA C++ (its
     lines would be another file's) or where NVVM refuses the line table. Compiled as `_line_table` says: each
     line a line of the source, of the kernel's file, a device function's of that file at its own lines
-    (`simulator.trace.LaunchTrace.kernel_lines` counts the accesses at the same lines). Kept in the `compile_cache` under a key of its own, as `ptx_for`'s compilations
-    are."""
+    (`simulator.trace.LaunchTrace.kernel_lines` counts the accesses at the same lines). Kept in the
+    `compile_cache` under a key of its own, as `ptx_for`'s compilations are."""
     from numba import cuda  # noqa: PLC0415
 
     if needs_linking(ptx_for(dispatcher, argtypes, architecture)):

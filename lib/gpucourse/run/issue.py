@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from .sass import instructions, loop_spans, source_lines
+from .sass import _NESTED, instructions, loop_spans, source_lines, waits, with_nested
 
 # SASS memory instructions -> (space, kind) as the trace counts them; LD and ST: generic addresses, global here
 MEMORY = {"LDG": ("global", "read"), "LD": ("global", "read"), "STG": ("global", "write"), "ST": ("global", "write"),
@@ -64,7 +64,7 @@ class Part:
     # count of that line and kind into passes: its copies here, times the loops that hold as many
     counters: tuple
     by_line: dict  # (file, line), or None before the line table's first line -> its instructions here, per pipe
-    # and in all ("issue")
+    # and in all ("issue"), and its instructions that wait for global loads ("round_trips": `sass.waits`)
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,11 @@ class IssueCode:
     parts: tuple[Part, ...]  # the loops, then the code outside them
 
     def issued(self, kernel_lines: dict, warps: int, scale: float = 1.0, not_run=frozenset()) -> Counter:
-        """Warp instructions a launch of ``warps`` warps issues, per pipe and in all (``"issue"``), from the
-        trace's ``kernel_lines`` (`LaunchTrace.kernel_lines`) of it, or of a launch of the same kernel that did
-        1 / ``scale`` of its work (its loops then run ``scale`` times as often; the code outside them runs once
-        per warp all the same), none from the lines ``not_run`` (`LaunchTrace.lines_not_run`): see the module's
-        docstring."""
+        """Warp instructions a launch of ``warps`` warps issues, per pipe and in all (``"issue"``), and its warps'
+        waits for global loads (``"round_trips"``), from the trace's ``kernel_lines`` (`LaunchTrace.kernel_lines`)
+        of it, or of a launch of the same kernel that did 1 / ``scale`` of its work (its loops then run ``scale``
+        times as often; the code outside them runs once per warp all the same), none from the lines ``not_run``
+        (`LaunchTrace.lines_not_run`): see the module's docstring."""
         passes: list[float | None] = []
         for part in self.parts[:-1]:
             seen = [scale * kernel_lines.get(key, 0) / divisor for key, divisor in part.counters]
@@ -117,6 +117,12 @@ def issue_code(sass: str) -> IssueCode | None:
         by_line[part][line].update(pipes_of(opcode))
         if kind in MEMORY and line is not None:
             memory[part][(*line, *MEMORY[kind])] += 1
+    # the waits for global loads: of each loop's own body per pass, of the code outside the loops read once
+    bodies = [(with_nested(code, first, last, spans), True) for first, last in spans]
+    bodies.append((with_nested(code, 0, len(code) - 1, [s for s in spans if s != (0, len(code) - 1)]), False))
+    for part, (indices, steady) in enumerate(bodies):
+        for k in waits([_NESTED if i is None else code[i] for i in indices], steady):
+            by_line[part][lines[indices[k]]]["round_trips"] += 1
     # a line's loads or stores in several loops: those with the most copies take its passes (an unrolled loop,
     # not its remainder, which runs fewer passes than the unrolled loop holds copies, each time it is reached)
     most = Counter()

@@ -208,26 +208,47 @@ class GlobalLoads:
     inner_instructions: int
 
 
-def round_trips(body: list) -> int:
-    """Waits for global loads per pass of a loop's ``body`` (`instructions` of one iteration, a loop nested in it
-    as `_NESTED`), in the steady state (the body read twice: a load at its end waits at the next start): a wait
-    is an instruction that reads a register a load in flight writes, after which all loads issued so far are
-    taken as arrived (issued together, they arrive together). A nested loop's time lets the loads before it
-    arrive (a double-buffered kernel's prefetch)."""
-    waits, pending = 0, set()
-    for repeat in (0, 1):
-        for _, opcode, operands, _ in body:
+def waits(body: list, steady: bool = True) -> list[int]:
+    """Indices in ``body`` (`instructions`, a loop nested in it as `_NESTED`) of the instructions that wait for
+    global loads: one that reads a register a load in flight writes, after which all loads issued so far are taken
+    as arrived (issued together, they arrive together). ``steady``: of a loop's body in the steady state (read
+    twice, the second read's: a load at its end waits at the next start); else of code read once. A nested loop's
+    time lets the loads before it arrive (a double-buffered kernel's prefetch)."""
+    found, pending = [], set()
+    for repeat in (0, 1) if steady else (1,):
+        for k, (_, opcode, operands, _) in enumerate(body):
             if (opcode, operands) == _NESTED[1:3]:
                 pending.clear()
                 continue
             kind, registers = opcode.split(".")[0], [int(r) for r in _REGISTER.findall(operands)]
             stores = kind.startswith("ST") or kind in ("RED", "ATOM", "ATOMS", "ATOMG")
             if pending & set(registers if stores else registers[1:]):
-                waits += repeat
+                if repeat:
+                    found.append(k)
                 pending.clear()
             if kind == "LDG" and registers:  # LDG.E.64 and .128 write 2 and 4 registers
                 pending.update(range(registers[0], registers[0] + int(_width(opcode)) // 32))
-    return waits
+    return found
+
+
+def round_trips(body: list) -> int:
+    """Waits for global loads per pass of a loop's ``body`` in the steady state (`waits`)."""
+    return len(waits(body))
+
+
+def with_nested(code: list, first: int, last: int, spans: list) -> list[int | None]:
+    """Indices of ``code[first:last + 1]`` in order, each outermost loop of ``spans`` inside it (other than one
+    from ``first`` to ``last``) as one None (`_NESTED` in a body read by `waits`)."""
+    found, i = [], first
+    while i <= last:
+        inside = [b for a, b in spans if a == i and (a, b) != (first, last) and b <= last]
+        if inside:
+            found.append(None)
+            i = max(inside) + 1
+        else:
+            found.append(i)
+            i += 1
+    return found
 
 
 def global_loads(sass: str) -> GlobalLoads | None:
@@ -245,15 +266,7 @@ def global_loads(sass: str) -> GlobalLoads | None:
         return None
     tile = around[0]
     nested = [s for s in spans if tile[0] <= s[0] and s[1] <= tile[1] and s != tile]
-    own, i = [], tile[0]
-    while i <= tile[1]:  # the tile loop's body, each outermost nested loop as one `_NESTED`
-        inside = [s for s in nested if s[0] == i]
-        if inside:
-            own.append(_NESTED)
-            i = max(b for _, b in inside) + 1
-        else:
-            own.append(code[i])
-            i += 1
+    own = [_NESTED if i is None else code[i] for i in with_nested(code, *tile, nested)]  # the tile loop's body
     copies = [code[a:b + 1] for a, b in innermost(nested) if (a, b) != main
               and any(op.startswith("LDG") for _, op, _, _ in code[a:b + 1])]
     kinds = [op.split(".")[0] for _, op, _, _ in own]

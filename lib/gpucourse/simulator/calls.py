@@ -262,13 +262,19 @@ def called_device_functions(function) -> list:
     return found
 
 
-def own_line_functions(kernel) -> frozenset:
-    """The Python functions of the device functions whose code keeps its own lines in ``kernel``'s line table
-    (`run.assembler.lined_ptx`): those it calls that are written in its file and compiled apart (numba does not
-    inline them: an ``inline="always"`` function takes the lines of the code it is inlined into)."""
+def of_its_file(kernel) -> list:
+    """The device functions ``kernel`` calls (`called_device_functions`) that are written in its file: where they are
+    compiled with lines (`own_line_functions`, or inlined by numba into such code) their lines are the line
+    table's (`run.assembler.lined_ptx`)."""
     file = kernel.__code__.co_filename
-    return frozenset(f.py_func for f in called_device_functions(kernel)
-                     if f.py_func.__code__.co_filename == file and f.targetoptions.get("inline") != "always")
+    return [f for f in called_device_functions(kernel) if f.py_func.__code__.co_filename == file]
+
+
+def own_line_functions(functions: list) -> frozenset:
+    """The Python functions of those of ``functions`` (`of_its_file`) whose code keeps its own lines in the kernel's
+    line table: compiled apart (numba does not inline them: an ``inline="always"`` function takes the lines of the
+    code it is inlined into)."""
+    return frozenset(f.py_func for f in functions if f.targetoptions.get("inline") != "always")
 
 
 def _filled(cell) -> bool:
@@ -290,5 +296,5 @@ def device_function(py_func):
     return compiled
 
 
-__all__ = ["dispatch", "call", "device_function", "kernel_globals", "called_device_functions",
+__all__ = ["dispatch", "call", "device_function", "kernel_globals", "called_device_functions", "of_its_file",
            "own_line_functions"]

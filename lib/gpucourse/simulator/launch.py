@@ -14,7 +14,7 @@ import numpy as np
 
 from . import trace as tracing
 from .arithmetic import strong
-from .calls import called_device_functions, device_function, own_line_functions
+from .calls import device_function, of_its_file, own_line_functions
 from .errors import BudgetExceeded, EndlessLoop, KernelFault, TooSlowToSimulate, UnsupportedInKernel, fault
 from .geometry import Geometry, dim3
 from .memory import SimArray
@@ -192,13 +192,14 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
     geometry = _geometry(grid, block)
     wrapped = _wrap_arguments(names, args)
     recorder = tracing.recorder_for(py_func, geometry, wrapped)
+    same_file = of_its_file(py_func) if recorder is not None else []
     if recorder is not None:
-        recorder.own_line_functions = own_line_functions(py_func)
+        recorder.own_line_functions = own_line_functions(same_file)
     budget, seconds = _step_budget, float(os.environ.get(TIME_BUDGET_ENV) or 600)
     RUNTIME.begin(geometry, py_func.__name__, int(shared_bytes), recorder, variable_types or {}, debug, budget,
                   seconds, inline_types)
     try:
-        own_lines = _runnable(_of_its_file(py_func)) if recorder is not None else ()
+        own_lines = _runnable(f.py_func for f in same_file)  # their lines, called or not (`trace.lines_run`)
         with np.errstate(all="ignore"), tracing.lines_run(recorder, own_lines):
             function(*wrapped)
         if recorder is not None:
@@ -215,14 +216,6 @@ def run(py_func, grid, block, args, shared_bytes: int = 0, variable_types: dict 
         raise unsupported_construct(py_func.__name__, error) from None
     finally:
         RUNTIME.end()
-
-
-def _of_its_file(kernel) -> list:
-    """The Python functions of the device functions ``kernel`` calls that are written in its file: where they are
-    compiled with lines (`calls.own_line_functions`, or inlined by numba into such code) their lines are the line
-    table's, called or not (`trace.lines_run`)."""
-    file = kernel.__code__.co_filename
-    return [f.py_func for f in called_device_functions(kernel) if f.py_func.__code__.co_filename == file]
 
 
 def _runnable(functions) -> list:

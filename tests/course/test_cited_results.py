@@ -1,4 +1,6 @@
-"""A lecture that cites benchmarks/RESULTS.md cites what is there: the section's date, and its numbers.
+"""What the course's texts cite from benchmarks/RESULTS.md is there: the section's date, and its numbers.
+
+The texts: the lectures, the solutions' notebooks (the assignments are made from them) and the READMEs.
 
 A citation is a date followed by ``section `name```: ``(NVIDIA H200, 2026-11-30, `benchmarks/RESULTS.md`
 section `matmul`)``. When a GPU run records a section again, the lectures that quote the old run fail here
@@ -18,7 +20,9 @@ import pytest
 
 from gpucourse.course.results import recorded
 
-LECTURES = sorted((Path(__file__).resolve().parents[2] / "lectures").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = [*sorted((ROOT / "lectures").glob("*.ipynb")), *sorted((ROOT / "solutions").rglob("*.ipynb")),
+         ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
 DATE = re.compile(r"\d{4}-\d\d-\d\d")
 SECTIONS = re.compile(r"sections? ((?:`\w+`(?:,? and |, | )?)+)")
 FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?) ?(ms|TFLOP/s|GB/s|TB/s|%)")
@@ -69,16 +73,19 @@ def measured(text: str) -> str:
 
 
 def sentences(path: Path):
-    for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
-        for paragraph in re.split(r"\n\s*\n", cell.source):
+    """(where, sentence): a notebook's by cell, a Markdown file's as one part."""
+    parts = ([(f"cell {i}", cell.source) for i, cell in enumerate(nbformat.read(path, as_version=4).cells)]
+             if path.suffix == ".ipynb" else [("the file", path.read_text(encoding="utf-8"))])
+    for where, text in parts:
+        for paragraph in re.split(r"\n\s*\n", text):
             for sentence in SENTENCE_END.split(" ".join(paragraph.split())):
-                yield index, sentence
+                yield where, sentence
 
 
-@pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)
-def test_what_a_lecture_cites_from_the_results_is_there(path):
-    wrong = [f"cell {index}: {problem}\n    in: {sentence[:300]}"
-             for index, sentence in sentences(path) for problem in problems(sentence, recorded)]
+@pytest.mark.parametrize("path", TEXTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_what_a_text_cites_from_the_results_is_there(path):
+    wrong = [f"{where}: {problem}\n    in: {sentence[:300]}"
+             for where, sentence in sentences(path) for problem in problems(sentence, recorded)]
     assert not wrong, "\n".join(wrong)
 
 

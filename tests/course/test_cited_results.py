@@ -49,6 +49,7 @@ def rounds_to(figure: str, unit: str, numbers: list[Decimal]) -> bool:
 
 
 def problems(sentence: str, section_text) -> list[str]:
+    """What is wrong with the sentence's citations; ``section_text(name)``: the section's text, or None."""
     found, cited = [], set()
     for date, names in citations(sentence):
         for name in names:
@@ -68,6 +69,7 @@ def problems(sentence: str, section_text) -> list[str]:
 
 
 def measured(text: str) -> str:
+    """The section's own date, as its `Date` line gives it."""
     date = re.search(r"^- Date: (\S+)", text, re.M)
     return f"Date: {date.group(1)}" if date else "no Date line"
 

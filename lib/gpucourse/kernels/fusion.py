@@ -546,9 +546,11 @@ def make_softmax_pipelined(VECTORS: int, BLOCKS_PER_SM: int = PIPELINED_BLOCKS_P
     """`softmax_pipelined`: `softmax_vectorised`'s rows (the same layout and launch arguments), with each thread's
     loads of its next row in flight while it reduces and writes the current one.
 
-    Why (a prediction until a GPU times it): in `softmax_vectorised` a block loads its row, then reduces it while
-    none of its bytes are in flight, then stores; memory stays busy only as far as other blocks happen to be
-    loading. Here the grid is persistent (``BLOCKS_PER_SM`` blocks per SM, `pipelined_configuration`): block b
+    Why it was built (a prediction; an H200 then measured it at 85% of a device copy's bandwidth against
+    `softmax_vectorised`'s 96%, 2026-11-30, RESULTS.md section `fusion`: an SM's blocks do not all compute at
+    once, so the others' loads keep the memory busy): in `softmax_vectorised` a block loads its row, then reduces
+    it while none of its bytes are in flight, then stores; memory stays busy only as far as other blocks happen to
+    be loading. Here the grid is persistent (``BLOCKS_PER_SM`` blocks per SM, `pipelined_configuration`): block b
     takes the row groups ``b, b + gridDim.x, ...`` in turns (`pipelined_turns`), and each turn first issues the
     loads of the next turn's row into a second set of registers (``ahead``), then computes the softmax of the row
     it holds (``now``): up to ``16 VECTORS`` bytes per thread stay in flight while it computes, one row ahead

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpucourse.course.results import recorded
+from gpucourse.course.results import measured_on, recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [*sorted((ROOT / "lectures").glob("*.ipynb")), *sorted((ROOT / "solutions").rglob("*.ipynb")),
@@ -57,7 +57,8 @@ def problems(sentence: str, section_text) -> list[str]:
             if text is None:
                 found.append(f"section `{name}` is not in benchmarks/RESULTS.md")
             elif date not in text:
-                found.append(f"section `{name}` has nothing of {date}: quote its run ({measured(text)})")
+                found.append(f"section `{name}` has nothing of {date}: quote its run "
+                             f"({measured_on(text) or 'its device and date not found'})")
             else:
                 cited.add(name)
     if len(cited) == 1:
@@ -66,12 +67,6 @@ def problems(sentence: str, section_text) -> list[str]:
         found += [f"{m.group(0)} is not in section `{name}`" for m in FIGURE.finditer(sentence)
                   if not rounds_to(m.group(1), m.group(2), numbers)]
     return found
-
-
-def measured(text: str) -> str:
-    """The section's own date, as its `Date` line gives it."""
-    date = re.search(r"^- Date: (\S+)", text, re.M)
-    return f"Date: {date.group(1)}" if date else "no Date line"
 
 
 def sentences(path: Path):
@@ -91,15 +86,17 @@ def test_what_a_text_cites_from_the_results_is_there(path):
     assert not wrong, "\n".join(wrong)
 
 
-SECTION = "- Date: 2026-11-30\n| `matmul_tiled` | 4096^3 | 18.81 | 7.31 | 14% |\n| copy | 256 | 0.1288 | 4,168 | 100% |\n"
+SECTION = ("`python benchmarks/matmul.py` on NVIDIA H200 (132 SMs).\n\n- Date: 2026-11-30\n"
+           "| `matmul_tiled` | 4096^3 | 18.81 | 7.31 | 14% |\n| copy | 256 | 0.1288 | 4,168 | 100% |\n")
 
 
 @pytest.mark.parametrize("sentence, said", [
     ("Measured: 7.31 TFLOP/s, 14% (NVIDIA H200, 2026-11-30, section `matmul`).", []),
     ("Measured: 18.8 ms and 4.2 TB/s (H200, 2026-11-30, `benchmarks/RESULTS.md` section `matmul`).", []),
-    ("Measured: 7.32 TFLOP/s (NVIDIA H200, 2026-11-30, section `matmul`).", ["7.32 TFLOP/s is not in section `matmul`"]),
+    ("Measured: 7.32 TFLOP/s (NVIDIA H200, 2026-11-30, section `matmul`).",
+     ["7.32 TFLOP/s is not in section `matmul`"]),
     ("Measured (NVIDIA H200, 2026-11-29, section `matmul`).", ["section `matmul` has nothing of 2026-11-29: quote its "
-                                                               "run (Date: 2026-11-30)"]),
+                                                               "run (on NVIDIA H200, 2026-11-30)"]),
     ("On 2026-11-30 (section `tuning`).", ["section `tuning` is not in benchmarks/RESULTS.md"]),
     ("A ratio of 3.2 TB/s worked out apart: no date, no section.", []),
 ])

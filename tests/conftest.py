@@ -25,26 +25,31 @@ VIEWPORT = {"width": 1280, "height": 720}
 
 
 # The test files that take longest, by their seconds of test time in `make test` (2 cores of an AMD EPYC,
-# 2026-11-28), longest first. `make test` hands whole files to its workers (`--dist loadfile`) in collection order
+# 2026-12-02), longest first. `make test` hands whole files to its workers (`--dist loadfile`) in collection order
 # (`--no-loadscope-reorder`), which this puts them in: a long file started last would leave the other worker idle.
 LONGEST_FIRST = (
-    "classroom/test_classroom.py",  # 170
-    "test_notebooks.py",  # 162
-    "test_nbgrader.py",  # 142
-    "course/test_colab_first_run.py",  # 76
-    "kernels/test_fusion_kernels.py",  # 68
-    "benchmarks/test_benchmarks_without_gpu.py",  # 66
-    "test_assignments_run_all.py",  # 58
-    "browser/test_lab_in_browser.py",  # 58
-    "benchmarks/test_gpu_check.py",  # 55
-    "classroom/test_exchange.py",  # 55
-    "gpu/test_differential.py",  # 54
-    "kernels/test_precision_kernels.py",  # 43
-    "grading/test_fusion_checks.py",  # 42
-    "browser/test_slides_in_browser.py",  # 34
-    "benchmarks/test_matmul_benchmark.py",  # 30
-    "kernels/test_conv_kernels.py",  # 28
-    "browser/test_exchange_in_browser.py",  # 27
+    "classroom/test_classroom.py",  # 158
+    "test_notebooks.py",  # 156
+    "test_nbgrader.py",  # 79
+    "course/test_colab_first_run.py",  # 55
+    "test_assignments_run_all.py",  # 47
+    "benchmarks/test_gpu_check.py",  # 47
+    "run/test_tuning.py",  # 45
+    "benchmarks/test_cost_model_benchmark.py",  # 42
+    "browser/test_slides_in_browser.py",  # 40
+    "benchmarks/test_tuning_benchmark.py",  # 39
+    "kernels/test_fusion_kernels.py",  # 37
+    "grading/test_tuning_checks.py",  # 31
+    "grading/test_wrong_answers.py",  # 31
+    "benchmarks/test_matmul_benchmark.py",  # 29
+    "browser/test_lab_in_browser.py",  # 29
+    "simulator/test_simulator_fuzz.py",  # 26
+    "simulator/test_simulator_differential_fuzz.py",  # 20
+    "test_lab.py",  # 18
+    "grading/test_flash_exercise.py",  # 16
+    "benchmarks/test_benchmarks_without_gpu.py",  # 15
+    "gpu/test_differential.py",  # 15
+    "browser/test_exchange_in_browser.py",  # 13
 )
 
 

@@ -79,6 +79,33 @@ def test_a_kernel_right_with_one_block_shape_only_is_told_to_read_blockdim(warps
     assert "With block=" not in message
 
 
+@cuda.jit
+def softmax_wrong_where_row_0_starts_positive(y, x):  # a bug of the data, not of the block's shape
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        top = float32(-math.inf)
+        for c in range(lane, x.shape[1], 32):
+            top = max(top, x[row, c])
+        for offset in (16, 8, 4, 2, 1):
+            top = max(top, cuda.shfl_xor_sync(FULL, top, offset))
+        total = float32(0)
+        for c in range(lane, x.shape[1], 32):
+            total += math.exp(x[row, c] - top)
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_xor_sync(FULL, total, offset)
+        for c in range(lane, x.shape[1], 32):
+            y[row, c] = math.exp(x[row, c] - top) / total if row > 0 or x[0, 0] <= 0 else float32(0)
+
+
+def test_a_wrong_result_that_depends_on_the_data_gets_no_block_hint():
+    """Seed 2 draws x[0, 0] > 0 for the first launch (block (32, 1)) and <= 0 for the second (block (32, 4)): the
+    second is right, but so is not the first's data with the second's block (a student's review, 2026-12-02)."""
+    message = fails("rows are wrong: 0", gf.check_row_kernel, softmax_wrong_where_row_0_starts_positive, softmax_spec,
+                    gf.warp_rows([(9, 40)], warps=[1, 4]), seed=2, special=False)
+    assert "With block=" not in message
+
+
 def test_row_check_passes_the_reference_and_names_the_overflowing_row():
     plans = gf.block_rows([(5, 70), (3, 300)], threads=[64])
     gf.check_row_kernel(fu.softmax_online, softmax_spec, plans, quiet=True,

@@ -152,6 +152,9 @@ def test_kahan_rows_catch_the_stall_at_2048_and_infinities_turned_into_nan():
     for values in ("ones", "positive", "mixed"):
         checks.check_kahan_rows(kahan, [(3, 3000), (33, 50)], values=values, quiet=True)
     checks.check_kahan_rows(kahan, [(33, 500)], special=["denormals", "infinities", "nan", "overflow"], quiet=True)
+    # a row that overflows holds no infinity: its fp16 sum is +inf before it meets a -inf (NaN; float64: -inf)
+    checks.check_kahan_rows(kahan, [(40, 3000)], values="positive", special=["overflow", "infinities", "denormals"],
+                            seed=9, quiet=True)
     with pytest.raises(CheckFailed, match=r"out\[0\] should be 0 11010 0111011100 \(3000\),\n.* got 0 11010 "
                                           r"0000000000 \(2048\)"):
         checks.check_kahan_rows(make_row_sum(False, False), [(3, 3000)], values="ones")
@@ -273,6 +276,56 @@ def test_unscale_must_flag_infinities_and_nan():
         checks.check_unscale(make_unscale(False), [300], special=["nan"])
     with pytest.raises(CheckFailed, match=r"found_inf\[0\] should be 1, got \d+ .*a flag, not a count"):
         checks.check_unscale(make_unscale(True, counts=True), [300], special=["nan"])
+
+
+@cuda.jit
+def unscale_flags_plus_inf_only(out, found_inf, grads, inv_scale):  # misses -inf (a student's review, 2026-12-02)
+    i = cuda.grid(1)
+    if i < grads.shape[0]:
+        g = float32(grads[i]) * inv_scale
+        out[i] = g
+        if g != g or g == float32(math.inf):
+            cuda.atomic.max(found_inf, 0, 1)
+
+
+def test_unscale_plants_each_infinity_alone_so_a_flag_that_misses_one_sign_fails():
+    with pytest.raises(CheckFailed, match=r"1000 gradients, loss scale 1024 \(one -inf among them, the others "
+                                          r"finite\): found_inf\[0\] should be 1, got 0"):
+        checks.check_unscale(unscale_flags_plus_inf_only, [1000], special=["infinities"])
+    checks.check_unscale(unscale_flags_plus_inf_only, [1000], special=["nan"], quiet=True)  # NaN alone: flagged
+
+
+@cuda.jit
+def unscale_resets_the_flag(out, found_inf, grads, inv_scale):  # a reset another block's flag races with
+    i = cuda.grid(1)
+    if i == 0:
+        found_inf[0] = 0
+    cuda.syncthreads()
+    if i < grads.shape[0]:
+        g = float32(grads[i]) * inv_scale
+        out[i] = g
+        if g - g != float32(0):
+            cuda.atomic.max(found_inf, 0, 1)
+
+
+@cuda.jit
+def unscale_sets_the_flag(out, found_inf, grads, inv_scale):
+    i = cuda.grid(1)
+    if i < grads.shape[0]:
+        g = float32(grads[i]) * inv_scale
+        out[i] = g
+        if g - g != float32(0):
+            found_inf[0] = 1
+
+
+@pytest.mark.parametrize("kernel", [unscale_resets_the_flag, unscale_sets_the_flag])
+def test_unscale_says_the_flag_is_never_written_with_an_equals_sign(kernel):
+    """The simulator's advice on a race (barriers; one thread writing) is not this exercise's fix."""
+    with pytest.raises(CheckFailed, match=r"data race on `found_inf\[0\]`: [^\n]*: found_inf\[0\] is 0 before the "
+                                          r"launch .* never writes it with `=`, to set it or to reset it; each such "
+                                          r"thread raises it with cuda.atomic.max\(found_inf, 0, 1\)$") as failed:
+        checks.check_unscale(kernel, [1000], special=["infinities"])
+    assert "syncthreads" not in str(failed.value) and "different blocks" not in str(failed.value)
 
 
 def test_loss_scale_update_follows_the_run():

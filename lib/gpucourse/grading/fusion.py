@@ -28,7 +28,7 @@ fails on local memory in a kernel's compiled code.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -216,27 +216,23 @@ def _wrong(got: np.ndarray, launch: RowLaunch) -> np.ndarray:
 
 
 def _block_hint(kernel, name: str, wrong: RowLaunch, right: list, later: list, labels: list) -> str:
-    """For a launch that gave a wrong result: where the kernel is right on inputs of the same shapes with another
-    block shape (a launch checked before, else one of the ``later`` launches), a hint that it assumes its block's
-    shape; else "". Only the same shapes count: a smaller input (one row, one column) can hide a bug that has
-    nothing to do with the block, and the hint would send the student after the wrong one."""
-    def other_block(launch: RowLaunch) -> bool:
-        return launch.what == wrong.what and launch.block != wrong.block
-
-    def gives_the_right_result(launch: RowLaunch) -> bool:
+    """For a launch that gave a wrong result: where the same inputs give the right result with another block shape
+    (that of a launch of the same shapes, checked before or among the ``later`` ones, with its grid), a hint that
+    the kernel assumes its block's shape; else "". The same inputs: other data can hide a bug that has nothing to do
+    with the block (a row that happens to be all masked), and the hint would send the student after the wrong one."""
+    configurations = dict.fromkeys((launch.grid, launch.block) for launch in [*right, *later]
+                                   if launch.what == wrong.what and launch.block != wrong.block)
+    for grid, block in configurations:
+        again = replace(wrong, grid=grid, block=block)
         try:
-            got, _ = _launched(kernel, name, launch, labels, [])
+            got, _ = _launched(kernel, name, again, labels, [])
         except CheckFailed:
-            return False
-        return not len(_wrong(got, launch))
-
-    found = next((launch.block for launch in right if other_block(launch)), None) or next(
-        (launch.block for launch in later if other_block(launch) and gives_the_right_result(launch)), None)
-    if found is None:
-        return ""
-    return (f"\n  With block={found} the result is right, with block={wrong.block} it is not: does the kernel assume "
-            "its block's shape (a number of warps or threads written in)? Read it from cuda.blockDim.x and "
-            "cuda.blockDim.y: the launch chooses it.")
+            continue
+        if not len(_wrong(got, again)):
+            return (f"\n  With block={block} the result is right, with block={wrong.block} it is not: does the kernel "
+                    "assume its block's shape (a number of warps or threads written in)? Read it from "
+                    "cuda.blockDim.x and cuda.blockDim.y: the launch chooses it.")
+    return ""
 
 
 def proportional_diagnosis(expected: np.ndarray) -> Callable:

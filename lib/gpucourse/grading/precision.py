@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import re
 import textwrap
 from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
@@ -281,17 +282,19 @@ def _dot_rows_hint(A: np.ndarray, x: np.ndarray, got: np.ndarray, exact: np.ndar
 
 
 def _plant_row_specials(rng, x: np.ndarray, special: Sequence[str]) -> None:
-    """Rows of subnormals, rows that overflow, and rows with one infinity, both infinities or a NaN."""
+    """Rows of subnormals, rows that overflow, and rows with one infinity, both infinities or a NaN. No infinity in
+    a row that overflows: its fp16 running sum is +inf before it meets a -inf (NaN), where the float64 sum is -inf."""
     rows, n = x.shape
+    overflows = set(range(1, rows, 4)) if "overflow" in special else set()
     for kind in special:
         if kind == "denormals":
             x[::2] = (rng.uniform(-1, 1, x[::2].shape) * 2.0 ** -14).astype(np.float16)
         elif kind == "overflow":
             x[1::4] = rng.uniform(1000, 2000, x[1::4].shape).astype(np.float16)
         elif kind == "infinities":
-            for r in range(0, rows, 3):
+            for r in sorted(set(range(0, rows, 3)) - overflows):
                 x[r, rng.integers(n)] = rng.choice([-np.inf, np.inf])
-            x[rows // 2, 0], x[rows // 2, -1] = np.inf, -np.inf  # both: NaN
+            x[rows // 2, 0], x[rows // 2, -1] = np.inf, -np.inf  # both: NaN (also where the row overflows)
         elif kind == "nan":
             x[2::5, rng.integers(n)] = np.nan
         else:
@@ -464,6 +467,38 @@ def check_scaled_gradient(kernel, *, seed: int = 0, name: str | None = None, qui
 # ---------------------------------------------------------------- exercise 4: dynamic loss scaling
 
 
+def _unscale_cases(rng, size: int, scales: Sequence[float], special: Sequence[str]):
+    """(scale, fp16 gradients, what was planted) of each launch: random gradients at each scale, with ``special``
+    ones planted; then, for "infinities" and "nan", each value alone in the gradients (a flag that misses -inf
+    must not pass because +inf came along)."""
+    for scale in scales:
+        plain = lambda: (rng.standard_normal(size) * scale * 1e-3).astype(np.float16)  # noqa: E731
+        if not special:
+            yield scale, plain(), ""
+            continue
+        yield scale, _special(rng, size, np.float16, special, spot=0.05), ", ".join(special)
+        alone = [v for kind, values in (("infinities", (-np.inf, np.inf)), ("nan", (np.nan,))) if kind in special
+                 for v in values]
+        for value in alone:
+            grads = plain()
+            grads[rng.integers(size)] = value
+            yield scale, grads, f"one {value:+} among them, the others finite".replace("+nan", "NaN")
+
+
+def _flag_written_hint(message: str) -> str:
+    """``message``, where it reports a race on ``found_inf[0]`` (a plain write beside another write or an update),
+    with the exercise's fix in place of the simulator's general advice (barriers, which cannot order threads of
+    different blocks, or one thread writing)."""
+    race = re.search(r"(data race on `found_inf\[0\]`: .*?(?:wrote it|atomically it|write it in the same "
+                     r"instruction))(?:, and |\. ).*$", message, re.MULTILINE)
+    if race is None:
+        return message
+    return message.replace(race.group(0), race.group(1) + ": found_inf[0] is 0 before the launch (the host zeroes it once "
+                           "per step) and several threads may find an inf or a NaN: the kernel never writes it with "
+                           "`=`, to set it or to reset it; each such thread raises it with "
+                           "cuda.atomic.max(found_inf, 0, 1)")
+
+
 def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: Sequence[float] = (1024.0,),
                   special: Sequence[str] = (), seed: int = 0, name: str | None = None, quiet: bool = False) -> None:
     """``kernel[ceil(n / threads), threads](out, found_inf, grads, inv_scale)``: ``out`` (float32) is
@@ -474,15 +509,16 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
     rng = np.random.default_rng(seed)
     count = 0
     for size in sizes:
-        for scale in scales:
-            grads = (_special(rng, size, np.float16, special, spot=0.05) if special else
-                     (rng.standard_normal(size) * scale * 1e-3).astype(np.float16))
+        for scale, grads, planted in _unscale_cases(rng, size, scales, special):
             inv_scale = np.float32(1 / scale)
             grid = math.ceil(size / threads)
             described = f"grid={grid}, block={threads}, {size} gradients, loss scale {scale:g}" + \
-                        (f" ({', '.join(special)})" if special else "")
-            out, (found, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float32,
-                                             [np.zeros(1, np.int32), grads, inv_scale])
+                        (f" ({planted})" if planted else "")
+            try:
+                out, (found, after, _) = _launch(kernel, name, described, grid, threads, (size,), np.float32,
+                                                 [np.zeros(1, np.int32), grads, inv_scale])
+            except CheckFailed as failed:
+                raise CheckFailed(_flag_written_hint(str(failed))) from None
             _unchanged(name, described, ["grads"], [grads], [after])
             expected = grads.astype(np.float32) * inv_scale
             _compare_exact(name, described, "out", out, expected, np.float32)

@@ -178,7 +178,8 @@ def _check_warp_mask(mask, what: str) -> np.ndarray:
         raise fault(WarpFault, rt.where(rt.site),
                     f"{what} names lane {g.laneid[lane]} in its mask, but {g.thread_name(lane)} {state}; "
                     "every lane in the mask must take part: keep every lane in the call (a lane with nothing to "
-                    "combine takes part with float32(0)), or name only the lanes that take part")
+                    "combine takes part with its operation's identity: float32(0) for a sum, -math.inf for a max), "
+                    "or name only the lanes that take part")
     return named
 
 

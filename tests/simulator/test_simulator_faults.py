@@ -418,6 +418,24 @@ def test_warp_synchronous_code_needs_syncwarp():
 
 
 @cuda.jit
+def tile_read_without_a_barrier(out, a):
+    """Every thread copies its element of a shared tile, then all read its first element, with no barrier."""
+    s = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    s[t] = a[t]
+    out[t] = s[0]
+
+
+def test_a_tile_the_block_shares_is_told_the_block_s_barrier_first():
+    """Threads 1 to 63 read what thread 0 wrote: threads 1 to 31 share its warp, 32 to 63 do not. The report names a
+    thread of the other warp, whose order only cuda.syncthreads() gives (a student's review, 2026-12-02: the first
+    hint was syncwarp, and only the next run said syncthreads)."""
+    with pytest.raises(DataRace, match=r"threadIdx=\(3\d, 0, 0\) .* reads it, .*threadIdx=\(0, 0, 0\) .* wrote it, "
+                                       r"and no barrier orders them: put cuda\.syncthreads\(\) after the write"):
+        tile_read_without_a_barrier[1, 64](np.zeros(64, np.float32), data(64))
+
+
+@cuda.jit
 def last_warp_unrolled(out, a):
     """The classic warp-synchronous tail of a block sum (first block only): no barrier in the last warp."""
     s = cuda.shared.array(64, float32)

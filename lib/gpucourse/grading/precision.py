@@ -133,10 +133,10 @@ def _compare_exact(name, described, label, got, expected, dtype) -> None:
 
 
 def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "",
-                    threads_xy: tuple[int, int] | None = None) -> None:
+                    threads_xy: tuple[int, int] | None = None, nan_for_inf_hint: str = "") -> None:
     """Within ``bound`` of the float64 ``exact``; where ``exact`` rounds to inf or NaN in ``dtype``, that exactly.
     ``threads_xy``: for a 2-D output with x along its columns, the launch's threads along x and y
-    (`_unwritten_region`)."""
+    (`_unwritten_region`). ``nan_for_inf_hint``: the exercise's hint where a NaN was computed for an infinity."""
     with np.errstate(over="ignore", invalid="ignore"):
         stored = exact.astype(dtype)
         special = ~np.isfinite(stored)
@@ -152,11 +152,13 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
             why = (f"the exact result is {exact[first]:.6g}, which is {float(stored[first])} in {np.dtype(dtype).name}: "
                    "the kernel must give that too (inf - inf and 0 * inf give NaN; clamping gives the largest finite "
                    "value)")
+            if nan_for_inf_hint and np.isnan(got[first]) and np.isinf(stored[first]):
+                why += f": {nan_for_inf_hint}"
         else:
             why = (f"the float64 result is {exact[first]:.9g}; rounding allows ±{float(np.asarray(bound)[first]):.3g} "
                    f"there{': ' + hint if hint else ''}")
         raise _mismatch(name, described, label, first, stored[first], got[first], dtype,
-                        f"{len(bad)} of {got.size} elements are wrong. {why}")
+                        f"{len(bad)} of {got.size} elements are wrong. {why[0].upper()}{why[1:]}")
 
 
 def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why: str) -> None:
@@ -332,7 +334,10 @@ def check_kahan_rows(kernel, shapes: Iterable[tuple[int, int]], *, threads: int 
             exact = x64.sum(axis=1)
         bound = (2 * U16 + 2 * n * U16 ** 2) * np.abs(x64).sum(axis=1)
         _compare_within(name, described, "out", out, exact, bound, np.float16,
-                        "does the sum carry Kahan's compensation?")
+                        "does the sum carry Kahan's compensation?",
+                        nan_for_inf_hint="once t is inf, Kahan's c = (t - total) - y is inf - inf = NaN, and the "
+                                         "next y = x - c spreads it: where t is not finite (t - t != float16(0)), "
+                                         "set c = float16(0)")
         _float_budget(kernel, name, [out, x], [64, 32],
                       "the exercise asks for fp16 arithmetic only (total, c, y and t all float16): a wider "
                       "accumulator would pass the bound without Kahan's compensation. math.isinf, abs or "

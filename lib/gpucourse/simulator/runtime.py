@@ -594,10 +594,10 @@ class Runtime(Arithmetic):
         return who[:5]
 
     def race(self, array, site, lanes, record: AccessRecord, elements, conflict, mine: str, theirs: str):
-        first = int(np.flatnonzero(conflict)[0])
+        g = self.geometry
+        first = self._race_to_name(np.flatnonzero(conflict), lanes, record, elements)
         lane, element = int(lanes[first]), int(elements[first])
         other, other_block = int(record.lane[element]), int(record.block[element])
-        g = self.geometry
         them = "several threads" if other < 0 else g.thread_name(other)
         in_one_warp = g.warps_per_block > 1 and other >= 0 and g.warp_of[other] == g.warp_of[lane]
         barrier = ("cuda.syncwarp() (the two threads are in one warp, whose threads do not run in lockstep since "
@@ -629,6 +629,18 @@ class Runtime(Arithmetic):
             f"data race on `{array.name}{_element_name(array, element)}`: {g.thread_name(lane)} {mine} it, "
             f"{them} {theirs} it, and {order}",
         ) from None
+
+    def _race_to_name(self, conflicting: np.ndarray, lanes, record: AccessRecord, elements) -> int:
+        """The conflicting access to report: one with a thread of another warp of the block where there is one (only
+        cuda.syncthreads() orders those, and it orders a warp's own threads too), else the first."""
+        g = self.geometry
+        if g.warps_per_block > 1:
+            mine, others = lanes[conflicting], record.lane[elements[conflicting]]
+            known = np.where(others >= 0, others, mine)  # "several threads": no warp to tell
+            across = (others >= 0) & (g.block_of[known] == g.block_of[mine]) & (g.warp_of[known] != g.warp_of[mine])
+            if across.any():
+                return int(conflicting[np.argmax(across)])
+        return int(conflicting[0])
 
     def check_uninitialised(self, array, lanes, elements, site):
         unwritten = ~array.written[elements]

@@ -68,6 +68,36 @@ def linear_rows_from_x(Y, X, W, bias):  # the row from cuda.grid(2)'s x, the col
         Y[row, col] = float16(acc + bias[col])
 
 
+@cuda.jit
+def linear_without_bias(Y, X, W, bias):
+    col, row = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        acc = float32(0)
+        for k in range(X.shape[1]):
+            acc += float32(X[row, k]) * float32(W[col, k])
+        Y[row, col] = float16(acc)
+
+
+@cuda.jit
+def linear_one_product_short(Y, X, W, bias):
+    col, row = cuda.grid(2)
+    if row < Y.shape[0] and col < Y.shape[1]:
+        acc = float32(0)
+        for k in range(X.shape[1] - 1):
+            acc += float32(X[row, k]) * float32(W[col, k])
+        Y[row, col] = float16(acc + bias[col])
+
+
+@pytest.mark.parametrize("kernel, hint", [
+    (linear_without_bias, r"Y\[0, 0\] is row 0 of X times row 0 of W without the bias: add bias\[0\] to the sum"),
+    (linear_one_product_short, r"leaves out the last product, X\[0, 39\] \* W\[0, 39\]: check the loop's bounds; "
+                               r"k runs from 0 to K - 1 = 39")])
+def test_linear_fp16_names_a_missing_bias_or_product(kernel, hint):
+    """A student's review (2026-12-02): both were told to check that every step is float32."""
+    with pytest.raises(CheckFailed, match=hint):
+        checks.check_linear_fp16(kernel, [(5, 40, 3)])
+
+
 def test_linear_fp16_says_the_row_came_from_x():
     with pytest.raises(CheckFailed, match=r"only rows 0 to 4 and columns 0 to 15 were written, as if the row came from "
                                           r"x \(48 threads along x\) and the column from y \(16 along y\)\. "

@@ -227,14 +227,36 @@ def check_linear_fp16(kernel, shapes: Iterable[tuple[int, int, int]], *, block=(
             scale = np.abs(X64) @ np.abs(W64).T + np.abs(bias)
         bound = 0.5 * ulp(np.where(np.isfinite(exact), exact, 0), "fp16") + (K + 2) * U32 * scale
         _compare_within(name, described, "Y", Y, exact, bound, np.float16,
-                        "is every step float32 (each fp16 value widened before its product, the sum, and the bias "
-                        "added to it) and rounded to fp16 once, at the end?",
-                        (grid[0] * block[0], grid[1] * block[1]))
+                        _linear_hint(X64, W64, bias, Y, exact, bound), (grid[0] * block[0], grid[1] * block[1]))
         _float_budget(kernel, name, [Y, X, W, bias], [64],
                       "the exercise asks for a float32 accumulator; a literal such as `0.` is a float64 and makes "
                       "what it touches float64: write float32(0).")
         count += 1
     report(name, count, quiet)
+
+
+def _linear_hint(X: np.ndarray, W: np.ndarray, bias: np.ndarray, Y: np.ndarray, exact: np.ndarray,
+                 bound: np.ndarray) -> str:
+    """The hint for the first finite element of ``Y`` out of ``bound``: the bias left out, or a loop that leaves out
+    the first or the last product (a wrong bound); else the accumulator's."""
+    got = Y.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        wrong = np.argwhere(np.isfinite(exact) & ~(np.abs(got - exact) <= bound))
+    if len(wrong):
+        r, c = map(int, wrong[0])
+        K = X.shape[1]
+
+        def near(value: float) -> bool:  # as near as the right sum would be, rounded at its own magnitude
+            return abs(got[r, c] - value) <= bound[r, c] + 0.5 * float(ulp(np.float64(value), "fp16"))
+
+        if near(exact[r, c] - float(bias[c])):
+            return f"Y[{r}, {c}] is row {r} of X times row {c} of W without the bias: add bias[{c}] to the sum"
+        for k, which in ((0, "the first product"), (K - 1, "the last product")):
+            if near(exact[r, c] - X[r, k] * W[c, k]):
+                return (f"the sum of Y[{r}, {c}] leaves out {which}, X[{r}, {k}] * W[{c}, {k}]: check the loop's "
+                        f"bounds; k runs from 0 to K - 1 = {K - 1}, as range(X.shape[1]) gives")
+    return ("is every step float32 (each fp16 value widened before its product, the sum, and the bias added to it) "
+            "and rounded to fp16 once, at the end?")
 
 
 # ---------------------------------------------------------------- lecture 6's puzzle: dot products in fp32

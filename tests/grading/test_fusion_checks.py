@@ -106,6 +106,33 @@ def test_a_wrong_result_that_depends_on_the_data_gets_no_block_hint():
     assert "With block=" not in message
 
 
+@cuda.jit
+def softmax_shuffled_down(y, x):  # shfl_down_sync: the max and the sum end in lane 0 alone
+    lane = cuda.threadIdx.x
+    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+    if row < x.shape[0]:
+        top = float32(-math.inf)
+        for c in range(lane, x.shape[1], 32):
+            top = max(top, x[row, c])
+        for offset in (16, 8, 4, 2, 1):
+            top = max(top, cuda.shfl_down_sync(FULL, top, offset))
+        total = float32(0)
+        for c in range(lane, x.shape[1], 32):
+            total += math.exp(x[row, c] - top)
+        for offset in (16, 8, 4, 2, 1):
+            total += cuda.shfl_down_sync(FULL, total, offset)
+        for c in range(lane, x.shape[1], 32):
+            y[row, c] = math.exp(x[row, c] - top) / total
+
+
+def test_a_warp_that_shuffles_down_is_told_only_lane_0_holds_the_result():
+    """A student's review (2026-12-02): only the first wrong element was shown."""
+    message = fails("rows are wrong", gf.check_row_kernel, softmax_shuffled_down, softmax_spec,
+                    gf.warp_rows([(7, 96)], warps=[4]), special=False)
+    assert ("the columns of each lane (c % 32) are the right softmax times a factor of that lane's own: the lanes did "
+            "not all get the warp's max and sum. After shfl_down_sync only lane 0 holds them") in message
+
+
 def test_row_check_passes_the_reference_and_names_the_overflowing_row():
     plans = gf.block_rows([(5, 70), (3, 300)], threads=[64])
     gf.check_row_kernel(fu.softmax_online, softmax_spec, plans, quiet=True,
@@ -223,6 +250,25 @@ def matmul_then_relu_in_place(C, A, B, bias):  # correct, but writes C twice and
             acc += A[row, k] * B[k, col]
         C[row, col] = acc + bias[col]
         C[row, col] = max(C[row, col], float32(0))
+
+
+@cuda.jit
+def matmul_relu_whole_tiles_only(C, A, B, bias):  # the loop over tiles stops at K // 16: the partial tile is lost
+    col, row = cuda.grid(2)
+    if row < C.shape[0] and col < C.shape[1]:
+        acc = float32(0)
+        for t in range(A.shape[1] // 16):
+            for k in range(t * 16, t * 16 + 16):
+                acc += A[row, k] * B[k, col]
+        C[row, col] = max(acc + bias[col], float32(0))
+
+
+def test_a_gemm_that_leaves_out_the_last_partial_tile_of_k_is_told_so():
+    """A student's review (2026-12-02): only the first wrong element was shown."""
+    message = fails("rows are wrong", gf.check_gemm_epilogue, matmul_relu_whole_tiles_only, gelu_spec, [(20, 33, 17)])
+    assert ("its output is the product over the first 32 of the K = 33 columns of A only: the loop over tiles stops "
+            "at K // 16 and leaves out the last, partial tile") in message
+    gf.check_gemm_epilogue(matmul_relu_whole_tiles_only, gelu_spec, [(20, 32, 17)], quiet=True)  # K a multiple of 16
 
 
 def test_gelu_in_its_erf_form_is_named_only_where_the_spec_is_the_tanh_form():

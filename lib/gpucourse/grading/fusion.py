@@ -264,6 +264,30 @@ def proportional_diagnosis(expected: np.ndarray) -> Callable:
     return diagnose
 
 
+def lane_factor_diagnosis(expected: np.ndarray) -> Callable:
+    """A hint for a row (one warp per row) whose columns of each lane (c % 32) are the right softmax times a factor
+    of that lane's own: the lanes did not share one max and one sum (shfl_down_sync leaves them in lane 0 alone)."""
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        wanted = expected[row]
+        lanes = np.arange(len(wanted)) % 32
+        factors = []
+        for lane in range(32):
+            shown = (lanes == lane) & (wanted > 1e-6)
+            if shown.sum() >= 2:
+                ratio = got[shown].astype(np.float64) / wanted[shown]
+                if not (np.all(np.isfinite(ratio)) and np.allclose(ratio, ratio[0], rtol=1e-3)):
+                    return ""
+                factors.append(ratio[0])
+        if len(factors) < 2 or np.allclose(factors, factors[0], rtol=1e-3):
+            return ""  # too few columns to tell, or one factor for the row (`proportional_diagnosis`)
+        return ("the columns of each lane (c % 32) are the right softmax times a factor of that lane's own: the "
+                "lanes did not all get the warp's max and sum. After shfl_down_sync only lane 0 holds them; "
+                "shfl_xor_sync (offsets 16, 8, 4, 2, 1) gives them to every lane")
+
+    return diagnose
+
+
 def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: int = 0, special: bool = True,
                      name=None, quiet=False, budget=None) -> None:
     """``kernel[grid, block](y, x)``: each row of ``y`` is ``spec`` of that row of ``x`` (softmax-like, values <= 1).
@@ -277,8 +301,10 @@ def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: 
         for plan in plans:
             x, notes = logits(rng, *plan.shape, special=special)
             expected = np.asarray(spec(x.astype(np.float64)), np.float64)
-            yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x], expected,
-                            1e-5 * np.abs(expected) + 1e-6, notes, proportional_diagnosis(expected))
+            tolerance = 1e-5 * np.abs(expected) + 1e-6
+            scaled, by_lane = proportional_diagnosis(expected), lane_factor_diagnosis(expected)
+            yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x], expected, tolerance, notes,
+                            lambda row, got, scaled=scaled, by_lane=by_lane: scaled(row, got) or by_lane(row, got))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 
@@ -421,9 +447,11 @@ def check_gemm_epilogue(kernel, spec: Callable, shapes: Iterable[tuple[int, int,
             expected = np.asarray(spec(A64, B64, bias64))
             tolerance = 2e-5 * (np.abs(A64) @ np.abs(B64) + np.abs(bias64)) + 1e-6
             grid = (blocks_needed(N, tile), blocks_needed(M, tile))
+            gelu = gelu_diagnosis(A64 @ B64 + bias64, expected, tolerance)
+            short = short_k_diagnosis(spec, A64, B64, bias64, tile, tolerance)
             yield RowLaunch(grid, (tile, tile), f"A {(M, K)}, B {(K, N)}, bias {(N,)} -> C {(M, N)}",
-                            [A, B, bias], expected, tolerance, diagnose=gelu_diagnosis(A64 @ B64 + bias64, expected,
-                                                                                       tolerance))
+                            [A, B, bias], expected, tolerance,
+                            diagnose=lambda row, got, gelu=gelu, short=short: gelu(row, got) or short(row, got))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 
@@ -442,6 +470,24 @@ def gelu_diagnosis(z: np.ndarray, expected: np.ndarray, tolerance: np.ndarray) -
             return (f"its output is GELU's exact form, 0.5 z (1 + erf(z / sqrt(2))), but the exercise asks for its "
                     f"tanh form, {GELU_TANH} (use SQRT_2_OVER_PI, GELU_CUBIC and math.tanh); the two differ by up "
                     "to 5e-4")
+        return ""
+
+    return diagnose
+
+
+def short_k_diagnosis(spec: Callable, A: np.ndarray, B: np.ndarray, bias: np.ndarray, tile: int,
+                      tolerance: np.ndarray) -> Callable:
+    """A hint for a wrong row of a tiled GEMM's output that is the product over whole tiles of K only: the loop over
+    tiles stops at K // tile and leaves the last, partial tile out."""
+    K = A.shape[1]
+    whole = K // tile * tile
+    short = np.asarray(spec(A[:, :whole], B[:whole], bias)) if whole < K else None
+
+    def diagnose(row: int, got: np.ndarray) -> str:
+        if short is not None and np.all(np.abs(got - short[row]) <= tolerance[row]):
+            return (f"its output is the product over the first {whole} of the K = {K} columns of A only: the loop over "
+                    f"tiles stops at K // {tile} and leaves out the last, partial tile; run it ceil(K / {tile}) times "
+                    "and load 0 past the end of A and B")
         return ""
 
     return diagnose

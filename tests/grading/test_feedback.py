@@ -38,3 +38,15 @@ def test_a_long_message_is_shown_wrapped_between_words_and_the_exception_keeps_i
     assert shown[1].startswith("  word0 ") and all(line.startswith("    word") for line in shown[2:])
     assert " ".join(shown[1:]).split() == words.split()  # no word cut
     assert str(failed) == f"short first line:\n  {words}"
+
+
+def test_nbgrader_validate_on_the_command_line_shows_every_line_whole():
+    """A student's review (2026-12-02): `nbgrader validate` cut each line of a message at 87 columns, with '...'."""
+    from nbgrader.validator import Validator
+
+    from gpucourse.grading import feedback
+    from gpucourse.grading.core import CheckFailed
+
+    message = "row 1 is wrong: " + " ".join(f"word{k}" for k in range(60))
+    shown = Validator()._indent(feedback.shown(CheckFailed, CheckFailed(message))[0])
+    assert "..." not in shown and " ".join(shown.split()) == f"CheckFailed: {message}"

@@ -19,7 +19,9 @@ from .core import CheckFailed
 COURSE_ERRORS = (CheckFailed, BudgetExceeded, KernelCompileError, KernelFault, UnknownArray, EventNotReady)
 
 
-WIDTH = 100  # columns: a message's lines are wrapped between words to fit a notebook and nbgrader's Validate box
+# columns: a message's lines are wrapped between words to fit a notebook, nbgrader's Validate box, and `nbgrader
+# validate` on the command line, which indents each line 4 columns and cuts it at 87 (its Validator.width, 90, less 3)
+WIDTH = 83
 
 
 def shown(etype, value) -> list[str]:

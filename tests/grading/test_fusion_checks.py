@@ -79,55 +79,46 @@ def test_a_kernel_right_with_one_block_shape_only_is_told_to_read_blockdim(warps
     assert "With block=" not in message
 
 
-@cuda.jit
-def softmax_wrong_where_row_0_starts_positive(y, x):  # a bug of the data, not of the block's shape
-    lane = cuda.threadIdx.x
-    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
-    if row < x.shape[0]:
-        top = float32(-math.inf)
-        for c in range(lane, x.shape[1], 32):
-            top = max(top, x[row, c])
-        for offset in (16, 8, 4, 2, 1):
-            top = max(top, cuda.shfl_xor_sync(FULL, top, offset))
-        total = float32(0)
-        for c in range(lane, x.shape[1], 32):
-            total += math.exp(x[row, c] - top)
-        for offset in (16, 8, 4, 2, 1):
-            total += cuda.shfl_xor_sync(FULL, total, offset)
-        for c in range(lane, x.shape[1], 32):
-            y[row, c] = math.exp(x[row, c] - top) / total if row > 0 or x[0, 0] <= 0 else float32(0)
+def make_warp_softmax(shuffle_down: bool = False, wrong_where_row_0_starts_positive: bool = False):
+    """One warp per row, read from cuda.blockDim.y; wrong with ``shuffle_down`` (the max and the sum end in lane 0
+    alone) or ``wrong_where_row_0_starts_positive`` (a bug of the data, not of the block's shape)."""
+
+    @cuda.jit
+    def warp_softmax(y, x):
+        lane = cuda.threadIdx.x
+        row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
+        if row < x.shape[0]:
+            top = float32(-math.inf)
+            for c in range(lane, x.shape[1], 32):
+                top = max(top, x[row, c])
+            for offset in (16, 8, 4, 2, 1):
+                top = max(top, cuda.shfl_down_sync(FULL, top, offset) if shuffle_down else
+                          cuda.shfl_xor_sync(FULL, top, offset))
+            total = float32(0)
+            for c in range(lane, x.shape[1], 32):
+                total += math.exp(x[row, c] - top)
+            for offset in (16, 8, 4, 2, 1):
+                total += (cuda.shfl_down_sync(FULL, total, offset) if shuffle_down else
+                          cuda.shfl_xor_sync(FULL, total, offset))
+            wrong = wrong_where_row_0_starts_positive and row == 0 and x[0, 0] > 0
+            for c in range(lane, x.shape[1], 32):
+                y[row, c] = float32(0) if wrong else math.exp(x[row, c] - top) / total
+
+    return warp_softmax
 
 
 def test_a_wrong_result_that_depends_on_the_data_gets_no_block_hint():
     """Seed 2 draws x[0, 0] > 0 for the first launch (block (32, 1)) and <= 0 for the second (block (32, 4)): the
     second is right, but so is not the first's data with the second's block (a student's review, 2026-12-02)."""
-    message = fails("rows are wrong: 0", gf.check_row_kernel, softmax_wrong_where_row_0_starts_positive, softmax_spec,
+    message = fails("rows are wrong: 0", gf.check_row_kernel, make_warp_softmax(wrong_where_row_0_starts_positive=True),
+                    softmax_spec,
                     gf.warp_rows([(9, 40)], warps=[1, 4]), seed=2, special=False)
     assert "With block=" not in message
 
 
-@cuda.jit
-def softmax_shuffled_down(y, x):  # shfl_down_sync: the max and the sum end in lane 0 alone
-    lane = cuda.threadIdx.x
-    row = cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y
-    if row < x.shape[0]:
-        top = float32(-math.inf)
-        for c in range(lane, x.shape[1], 32):
-            top = max(top, x[row, c])
-        for offset in (16, 8, 4, 2, 1):
-            top = max(top, cuda.shfl_down_sync(FULL, top, offset))
-        total = float32(0)
-        for c in range(lane, x.shape[1], 32):
-            total += math.exp(x[row, c] - top)
-        for offset in (16, 8, 4, 2, 1):
-            total += cuda.shfl_down_sync(FULL, total, offset)
-        for c in range(lane, x.shape[1], 32):
-            y[row, c] = math.exp(x[row, c] - top) / total
-
-
 def test_a_warp_that_shuffles_down_is_told_only_lane_0_holds_the_result():
     """A student's review (2026-12-02): only the first wrong element was shown."""
-    message = fails("rows are wrong", gf.check_row_kernel, softmax_shuffled_down, softmax_spec,
+    message = fails("rows are wrong", gf.check_row_kernel, make_warp_softmax(shuffle_down=True), softmax_spec,
                     gf.warp_rows([(7, 96)], warps=[4]), special=False)
     assert ("the columns of each lane (c % 32) are the right softmax times a factor of that lane's own: the lanes did "
             "not all get the warp's max and sum. After shfl_down_sync only lane 0 holds them") in message

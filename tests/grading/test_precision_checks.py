@@ -37,15 +37,15 @@ def test_the_bfloat16_reference_is_ml_dtypes_rounding():
     assert np.isnan(converted.view(ml_dtypes.bfloat16).astype(np.float32)).all()  # 0x7F800001 is no inf
 
 
-def make_linear(accumulator):
+def make_linear(accumulator, with_bias: bool = True, products_left_out: int = 0):
     @cuda.jit
     def linear(Y, X, W, bias):
         col, row = cuda.grid(2)
         if row < Y.shape[0] and col < Y.shape[1]:
             acc = accumulator(0)
-            for k in range(X.shape[1]):
+            for k in range(X.shape[1] - products_left_out):
                 acc += accumulator(X[row, k]) * accumulator(W[col, k])
-            Y[row, col] = float16(float32(acc) + bias[col])
+            Y[row, col] = float16(float32(acc) + bias[col]) if with_bias else float16(acc)
 
     return linear
 
@@ -68,30 +68,11 @@ def linear_rows_from_x(Y, X, W, bias):  # the row from cuda.grid(2)'s x, the col
         Y[row, col] = float16(acc + bias[col])
 
 
-@cuda.jit
-def linear_without_bias(Y, X, W, bias):
-    col, row = cuda.grid(2)
-    if row < Y.shape[0] and col < Y.shape[1]:
-        acc = float32(0)
-        for k in range(X.shape[1]):
-            acc += float32(X[row, k]) * float32(W[col, k])
-        Y[row, col] = float16(acc)
-
-
-@cuda.jit
-def linear_one_product_short(Y, X, W, bias):
-    col, row = cuda.grid(2)
-    if row < Y.shape[0] and col < Y.shape[1]:
-        acc = float32(0)
-        for k in range(X.shape[1] - 1):
-            acc += float32(X[row, k]) * float32(W[col, k])
-        Y[row, col] = float16(acc + bias[col])
-
-
 @pytest.mark.parametrize("kernel, hint", [
-    (linear_without_bias, r"Y\[0, 0\] is row 0 of X times row 0 of W without the bias: add bias\[0\] to the sum"),
-    (linear_one_product_short, r"leaves out the last product, X\[0, 39\] \* W\[0, 39\]: check the loop's bounds; "
-                               r"k runs from 0 to K - 1 = 39")])
+    (make_linear(float32, with_bias=False),
+     r"Y\[0, 0\] is row 0 of X times row 0 of W without the bias: add bias\[0\] to the sum"),
+    (make_linear(float32, products_left_out=1),
+     r"leaves out the last product, X\[0, 39\] \* W\[0, 39\]: check the loop's bounds; k runs from 0 to K - 1 = 39")])
 def test_linear_fp16_names_a_missing_bias_or_product(kernel, hint):
     """A student's review (2026-12-02): both were told to check that every step is float32."""
     with pytest.raises(CheckFailed, match=hint):

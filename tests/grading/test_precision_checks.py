@@ -265,16 +265,25 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
         checks.check_to_bfloat16(canonical_nan, [10], special=["nan"])
 
 
-def make_unscale(flags, counts=False):
+def make_unscale(flags, counts=False, sets=False, resets=False):
+    """Right with ``flags`` alone; wrong when it ``counts`` (atomic.add), ``sets`` the flag with `=`, or ``resets`` it
+    (thread 0 writes 0: another block's raise races with it)."""
+
     @cuda.jit
     def unscale(out, found_inf, grads, inv_scale):
         i = cuda.grid(1)
+        if resets:
+            if i == 0:
+                found_inf[0] = 0
+            cuda.syncthreads()
         if i < grads.shape[0]:
             g = float32(grads[i]) * inv_scale
             out[i] = g
             if flags and g - g != float32(0):
                 if counts:
                     cuda.atomic.add(found_inf, 0, 1)
+                elif sets:
+                    found_inf[0] = 1
                 else:
                     cuda.atomic.max(found_inf, 0, 1)
 
@@ -307,30 +316,7 @@ def test_unscale_plants_each_infinity_alone_so_a_flag_that_misses_one_sign_fails
     checks.check_unscale(unscale_flags_plus_inf_only, [1000], special=["nan"], quiet=True)  # NaN alone: flagged
 
 
-@cuda.jit
-def unscale_resets_the_flag(out, found_inf, grads, inv_scale):  # a reset another block's flag races with
-    i = cuda.grid(1)
-    if i == 0:
-        found_inf[0] = 0
-    cuda.syncthreads()
-    if i < grads.shape[0]:
-        g = float32(grads[i]) * inv_scale
-        out[i] = g
-        if g - g != float32(0):
-            cuda.atomic.max(found_inf, 0, 1)
-
-
-@cuda.jit
-def unscale_sets_the_flag(out, found_inf, grads, inv_scale):
-    i = cuda.grid(1)
-    if i < grads.shape[0]:
-        g = float32(grads[i]) * inv_scale
-        out[i] = g
-        if g - g != float32(0):
-            found_inf[0] = 1
-
-
-@pytest.mark.parametrize("kernel", [unscale_resets_the_flag, unscale_sets_the_flag])
+@pytest.mark.parametrize("kernel", [make_unscale(True, resets=True), make_unscale(True, sets=True)])
 def test_unscale_says_the_flag_is_never_written_with_an_equals_sign(kernel):
     """The simulator's advice on a race (barriers; one thread writing) is not this exercise's fix."""
     with pytest.raises(CheckFailed, match=r"data race on `found_inf\[0\]`: [^\n]*: found_inf\[0\] is 0 before the "

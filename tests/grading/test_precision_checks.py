@@ -265,9 +265,9 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
         checks.check_to_bfloat16(canonical_nan, [10], special=["nan"])
 
 
-def make_unscale(flags, counts=False, sets=False, resets=False):
-    """Right with ``flags`` alone; wrong when it ``counts`` (atomic.add), ``sets`` the flag with `=`, or ``resets`` it
-    (thread 0 writes 0: another block's raise races with it)."""
+def make_unscale(flags, counts=False, sets=False, resets=False, in_fp16=False):
+    """Right with ``flags`` alone; wrong when it ``counts`` (atomic.add), ``sets`` the flag with `=`, ``resets`` it
+    (thread 0 writes 0: another block's raise races with it), or multiplies ``in_fp16``."""
 
     @cuda.jit
     def unscale(out, found_inf, grads, inv_scale):
@@ -277,7 +277,7 @@ def make_unscale(flags, counts=False, sets=False, resets=False):
                 found_inf[0] = 0
             cuda.syncthreads()
         if i < grads.shape[0]:
-            g = float32(grads[i]) * inv_scale
+            g = float32(grads[i] * float16(inv_scale)) if in_fp16 else float32(grads[i]) * inv_scale
             out[i] = g
             if flags and g - g != float32(0):
                 if counts:
@@ -314,6 +314,12 @@ def test_unscale_plants_each_infinity_alone_so_a_flag_that_misses_one_sign_fails
                                           r"finite\): found_inf\[0\] should be 1, got 0"):
         checks.check_unscale(unscale_flags_plus_inf_only, [1000], special=["infinities"])
     checks.check_unscale(unscale_flags_plus_inf_only, [1000], special=["nan"], quiet=True)  # NaN alone: flagged
+
+
+def test_unscale_names_a_product_computed_in_fp16():
+    """A student's review (2026-12-02): '30 of 1000 elements differ' and nothing more."""
+    with pytest.raises(CheckFailed, match=r"elements differ: out holds the product computed in float16"):
+        checks.check_unscale(make_unscale(True, in_fp16=True), [1000], scales=[65536.0])
 
 
 @pytest.mark.parametrize("kernel", [make_unscale(True, resets=True), make_unscale(True, sets=True)])
@@ -397,19 +403,29 @@ def test_loss_scale_update_must_read_the_interval_not_write_its_value():
     assert notebook["GROWTH_INTERVAL"] == 3  # put back
 
 
-def make_sgd(master_weights, wide=float32):
+def make_sgd(master_weights, wide=float32, weights_before=False):
     @cuda.jit
     def sgd(weights, master, grads, lr):
         i = cuda.grid(1)
         if i < master.shape[0]:
+            if weights_before:  # wrong: the weights rounded from the master before its update
+                weights[i] = float16(master[i])
             if master_weights:  # in float32, or in a wider type (a wrong answer with right values)
                 m = float32(wide(master[i]) - wide(lr) * wide(grads[i]))
             else:  # the update in fp16: it vanishes below half an ulp of the weight
                 m = float32(float16(master[i]) - float16(lr * float32(grads[i])))
             master[i] = m
-            weights[i] = float16(m)
+            if not weights_before:
+                weights[i] = float16(m)
 
     return sgd
+
+
+def test_master_sgd_names_weights_rounded_before_the_update():
+    """A student's review (2026-12-02): '539 of 1000 elements differ' and nothing more."""
+    with pytest.raises(CheckFailed, match=r"elements differ: weights holds the fp16 rounding of the master before the "
+                                          r"update: store float16 of the updated master"):
+        checks.check_master_sgd(make_sgd(True, weights_before=True), [1000])
 
 
 def test_master_sgd_keeps_the_updates_fp16_loses():

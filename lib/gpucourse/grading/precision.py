@@ -119,17 +119,20 @@ def _unchanged(name: str, described: str, labels: Sequence[str], before: Sequenc
             raise CheckFailed(f"{name} changed its input `{label}` with {described}: it must only write its outputs.")
 
 
-def _compare_exact(name, described, label, got, expected, dtype) -> None:
-    """Bit for bit, except that any NaN matches any NaN of the same sign."""
+def _compare_exact(name, described, label, got, expected, dtype, mistakes: Sequence[tuple] = ()) -> None:
+    """Bit for bit, except that any NaN matches any NaN of the same sign. ``mistakes``: (what a known mistake
+    gives, its hint): the first whose values match ``got`` where it is wrong names the mistake."""
     same = got.view(np.uint8).reshape(got.shape + (-1,)) == expected.view(np.uint8).reshape(expected.shape + (-1,))
     same = same.all(axis=-1)
     if np.dtype(dtype).kind == "f":
         same |= np.isnan(got) & np.isnan(expected) & (np.signbit(got) == np.signbit(expected))
     bad = np.argwhere(~same)
     if len(bad):
-        first = tuple(bad[0])
+        first, wrong = tuple(bad[0]), tuple(bad.T)
+        hint = next((f": {hint}" for given, hint in mistakes
+                     if np.array_equal(got[wrong], np.asarray(given, got.dtype)[wrong], equal_nan=True)), "")
         raise _mismatch(name, described, label, first, expected[first], got[first], dtype,
-                        f"{len(bad)} of {got.size} elements differ")
+                        f"{len(bad)} of {got.size} elements differ{hint}")
 
 
 def _compare_within(name, described, label, got, exact, bound, dtype, hint: str = "",
@@ -548,7 +551,12 @@ def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: S
                 raise CheckFailed(_flag_written_hint(str(failed))) from None
             _unchanged(name, described, ["grads"], [grads], [after])
             expected = grads.astype(np.float32) * inv_scale
-            _compare_exact(name, described, "out", out, expected, np.float32)
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                in_fp16 = grads * np.float16(inv_scale)
+            _compare_exact(name, described, "out", out, expected, np.float32, [
+                (in_fp16, "out holds the product computed in float16 (grads[i] * inv_scale on an fp16 value: the "
+                          "small gradients underflow to 0 or lose their bits); widen first: float32(grads[i]) * "
+                          "inv_scale")])
             should = int(not np.isfinite(expected).all())
             if int(found[0]) != should:
                 raise CheckFailed(f"{name} with {described}: found_inf[0] should be {should}, got {int(found[0])}"
@@ -687,12 +695,14 @@ def check_master_sgd(kernel, sizes: Iterable[int], *, threads: int = 128, lr: fl
                         "is the update computed in float32 on the float32 master, from the gradient as it is "
                         "(float32(grads[i]), never rounded to fp16)?")
         with np.errstate(over="ignore"):
-            rounded = new_master.astype(np.float16)
+            rounded, rounded_before = new_master.astype(np.float16), master.astype(np.float16)
         if np.isnan(weights).any() and not np.isnan(rounded).any():
             raise CheckFailed(f"{name} gave a wrong result with {described}: master is right, but weights holds NaN "
                               "where its fp16 rounding has none. `weights` is an output only (the check fills it "
                               "with NaN before the launch): store float16(master[i]) in it, reading nothing from it.")
-        _compare_exact(name, described, "weights", weights, rounded, np.float16)
+        _compare_exact(name, described, "weights", weights, rounded, np.float16, [
+            (rounded_before, "weights holds the fp16 rounding of the master before the update: store float16 of "
+                             "the updated master")])
         _float_budget(kernel, name, [weights, new_master, grads, lr32], [64], _NO_FLOAT64)
         count += 1
     report(name, count, quiet)

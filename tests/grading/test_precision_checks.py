@@ -264,6 +264,20 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
                                           r"asks for its sign and top bits kept"):
         checks.check_to_bfloat16(canonical_nan, [10], special=["nan"])
 
+    @cuda.jit
+    def infinity_as_nan(out, bits):  # the NaN test with >=: an infinity is made a NaN (a student's review, 2026-12-02)
+        i = cuda.grid(1)
+        if i < bits.shape[0]:
+            u = bits[i]
+            if (u & uint32(0x7FFFFFFF)) >= uint32(0x7F800000):
+                out[i] = (u >> uint32(16)) | uint32(0x0040)
+            else:
+                out[i] = (u + uint32(0x7FFF) + ((u >> uint32(16)) & uint32(1))) >> uint32(16)
+
+    with pytest.raises(CheckFailed, match=r"It is an infinity \(exponent all ones, mantissa 0\), not a NaN, which has a "
+                                          r"mantissa other than 0: test \(u & 0x7FFFFFFF\) > 0x7F800000 for a NaN"):
+        checks.check_to_bfloat16(infinity_as_nan, [10], special=["infinities"])
+
 
 def make_unscale(flags, counts=False, sets=False, resets=False, in_fp16=False):
     """Right with ``flags`` alone; wrong when it ``counts`` (atomic.add), ``sets`` the flag with `=`, ``resets`` it

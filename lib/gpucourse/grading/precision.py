@@ -431,6 +431,9 @@ def check_to_bfloat16(kernel, sizes: Iterable[int], *, threads: Iterable[int] = 
                 nan = (" It is a NaN. IEEE 754 lets a conversion return any NaN (some return one canonical 0x7FC0), "
                        "but this exercise asks for its sign and top bits kept: (u >> 16) | 0x0040."
                        if np.isnan(value) else
+                       " It is an infinity (exponent all ones, mantissa 0), not a NaN, which has a mantissa other "
+                       "than 0: test (u & 0x7FFFFFFF) > 0x7F800000 for a NaN, so that an infinity is rounded as the "
+                       "other values (which keeps it inf)." if np.isinf(value) and (int(out[i]) & 0x7F) else
                        " Its 16 dropped bits are exactly 0x8000: a tie, which rounds to the even pattern (the one "
                        "whose last kept bit is 0), down as often as up." if int(bits32[i]) & 0xFFFF == 0x8000 else "")
                 raise _mismatch(name, described, "out", i, expected[i], out[i], np.uint16,

@@ -274,8 +274,9 @@ def test_to_bfloat16_catches_truncation_and_nan_turned_into_infinity():
             else:
                 out[i] = (u + uint32(0x7FFF) + ((u >> uint32(16)) & uint32(1))) >> uint32(16)
 
-    with pytest.raises(CheckFailed, match=r"It is an infinity \(exponent all ones, mantissa 0\), not a NaN, which has a "
-                                          r"mantissa other than 0: test \(u & 0x7FFFFFFF\) > 0x7F800000 for a NaN"):
+    with pytest.raises(CheckFailed, match=r"It is an infinity \(exponent all ones, mantissa 0\), not a NaN, which "
+                                          r"has a mantissa other than 0: test \(u & 0x7FFFFFFF\) > 0x7F800000 for a "
+                                          r"NaN"):
         checks.check_to_bfloat16(infinity_as_nan, [10], special=["infinities"])
 
 

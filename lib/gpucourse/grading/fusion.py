@@ -241,6 +241,11 @@ def _block_hint(kernel, name: str, wrong: RowLaunch, right: list, later: list, l
     return ""
 
 
+def first_hint(*diagnoses: Callable) -> Callable:
+    """A diagnosis that gives the first hint of ``diagnoses`` (each ``(row, got row) -> a hint, or ""``)."""
+    return lambda row, got: next((hint for diagnose in diagnoses if (hint := diagnose(row, got))), "")
+
+
 def proportional_diagnosis(expected: np.ndarray) -> Callable:
     """A hint for a softmax row that is the right one times a constant: the exponentials are right, the sum is not."""
 
@@ -302,9 +307,8 @@ def check_row_kernel(kernel, spec: Callable, plans: Iterable[RowPlan], *, seed: 
             x, notes = logits(rng, *plan.shape, special=special)
             expected = np.asarray(spec(x.astype(np.float64)), np.float64)
             tolerance = 1e-5 * np.abs(expected) + 1e-6
-            scaled, by_lane = proportional_diagnosis(expected), lane_factor_diagnosis(expected)
             yield RowLaunch(plan.grid, plan.block, f"x of shape {plan.shape}", [x], expected, tolerance, notes,
-                            lambda row, got, scaled=scaled, by_lane=by_lane: scaled(row, got) or by_lane(row, got))
+                            first_hint(proportional_diagnosis(expected), lane_factor_diagnosis(expected)))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 
@@ -447,11 +451,10 @@ def check_gemm_epilogue(kernel, spec: Callable, shapes: Iterable[tuple[int, int,
             expected = np.asarray(spec(A64, B64, bias64))
             tolerance = 2e-5 * (np.abs(A64) @ np.abs(B64) + np.abs(bias64)) + 1e-6
             grid = (blocks_needed(N, tile), blocks_needed(M, tile))
-            gelu = gelu_diagnosis(A64 @ B64 + bias64, expected, tolerance)
-            short = short_k_diagnosis(spec, A64, B64, bias64, tile, tolerance)
             yield RowLaunch(grid, (tile, tile), f"A {(M, K)}, B {(K, N)}, bias {(N,)} -> C {(M, N)}",
                             [A, B, bias], expected, tolerance,
-                            diagnose=lambda row, got, gelu=gelu, short=short: gelu(row, got) or short(row, got))
+                            diagnose=first_hint(gelu_diagnosis(A64 @ B64 + bias64, expected, tolerance),
+                                                short_k_diagnosis(spec, A64, B64, bias64, tile, tolerance)))
 
     check_launches(kernel, launches(), name=name, quiet=quiet, budget=budget)
 

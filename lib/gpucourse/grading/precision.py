@@ -526,10 +526,10 @@ def _flag_written_hint(message: str) -> str:
                      r"instruction))(?:, and |\. ).*$", message, re.MULTILINE)
     if race is None:
         return message
-    return message.replace(race.group(0), race.group(1) + ": found_inf[0] is 0 before the launch (the host zeroes it once "
-                           "per step) and several threads may find an inf or a NaN: the kernel never writes it with "
-                           "`=`, to set it or to reset it; each such thread raises it with "
-                           "cuda.atomic.max(found_inf, 0, 1)")
+    fix = ("found_inf[0] is 0 before the launch (the host zeroes it once per step) and several threads may find an "
+           "inf or a NaN: the kernel never writes it with `=`, to set it or to reset it; each such thread raises it "
+           "with cuda.atomic.max(found_inf, 0, 1)")
+    return message.replace(race.group(0), f"{race.group(1)}: {fix}")
 
 
 def check_unscale(kernel, sizes: Iterable[int], *, threads: int = 128, scales: Sequence[float] = (1024.0,),

@@ -12,6 +12,7 @@ from gpucourse import simulated
 from gpucourse.grading import CheckFailed
 from gpucourse.grading import precision as checks
 from gpucourse.kernels.precision import mma_m16n8k8
+from gpucourse.run import ptx
 
 float16 = types.float16
 
@@ -469,7 +470,8 @@ def make_step(mistake=""):
         n = master.shape[0]
         grads = cuda.device_array(n, np.float16 if mistake == "fp16 gradients" else np.float32)
         found = flag if mistake == "one flag for every step" else cuda.to_device(np.zeros(1, np.int32))
-        unscale[math.ceil(n / 64), 64](grads, found, scaled_grads, np.float32(1 / scale))
+        inverse = 1 / scale if mistake == "a Python float for inv_scale" else np.float32(1 / scale)
+        unscale[math.ceil(n / 64), 64](grads, found, scaled_grads, inverse)
         if mistake == "checked on the host":
             overflow = not np.isfinite(scaled_grads.copy_to_host()).all()
         else:
@@ -499,11 +501,25 @@ def make_step(mistake=""):
     ("scaled gradients", r"(?s)master\[0\] should be .*divided by the scale"),
     ("fp16 gradients", r"(?s)master\[\d+\] should be .*not rounded to fp16 on the way"),
     ("checked on the host", r"copied 4 bytes to the device and 2000 to the host .*from the flag alone"),
+    # the right values (1 / scale is a power of two), multiplied in float64: a review found it passed
+    ("a Python float for inv_scale", r"(?s)correct but over its budget: it launches `unscale` with float64 "
+                                     r"arithmetic: it passes `inv_scale` a Python float, which is a float64.*"
+                                     r"mul\.f64.*np\.float32\(1 / scale\).*\(at step 0 of a run of 11"),
 ])
 def test_training_step_catches_each_way_to_get_the_composition_wrong(mistake, message):
     checks.check_training_step(make_step(), [300, 7], interval=4, quiet=True)
     with pytest.raises(CheckFailed, match=message):
         checks.check_training_step(make_step(mistake), [1000], interval=4)
+
+
+def test_unscales_budget_reads_its_own_compilation_not_a_float64_one_of_the_step():
+    """A training step that passed a Python float compiled unscale for a float64 inv_scale: Exercise 4's check run
+    again after it still checks the float32 compilation its own launches use."""
+    unscale = make_unscale(True)
+    grads = cuda.to_device(np.ones(40, np.float16))
+    unscale[1, 64](cuda.device_array(40, np.float32), cuda.to_device(np.zeros(1, np.int32)), grads, 1 / 1024)
+    assert ptx.float_operations(unscale.py_func, 64)  # the float64 compilation is there
+    checks.check_unscale(unscale, [300], quiet=True)
 
 
 def test_training_step_says_not_written_and_names_the_step_of_an_error():

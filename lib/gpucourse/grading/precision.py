@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 from numba import cuda
+from numba.core import types as numba_types
 
 from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
 from ..run import ptx, simulated, trace
@@ -165,10 +166,13 @@ def _compare_within(name, described, label, got, exact, bound, dtype, hint: str 
 
 
 def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why: str) -> None:
-    """A budget on the kernel's PTX: no arithmetic or conversion on floats of ``widths`` bits (64, 32)."""
-    ptx.check_compiles(kernel, arguments)  # the PTX of these argument types (already there after a launch)
+    """A budget on the kernel's PTX for these ``arguments``' types (a float64 compilation from another call, such as
+    Exercise 6's host code passing a Python float, is that call's fault): no arithmetic or conversion on floats of
+    ``widths`` bits (64, 32)."""
+    argtypes = tuple(ptx.argument_type(a) for a in arguments)
+    ptx.check_compiles(kernel, arguments, argtypes)  # the PTX of these argument types (already there after a launch)
     for width in widths:
-        found = ptx.float_operations(kernel.py_func, width)
+        found = ptx.float_operations(kernel.py_func, width, argtypes)
         if found is None:
             raise CheckFailed(f"{name}: cannot check its float{width} budget, the kernel was not compiled to PTX "
                               "(NVVM missing, or GPUCOURSE_PTX_CHECK=off).")
@@ -776,12 +780,13 @@ def check_training_step(function: Callable, sizes: Iterable[int], *, interval: i
             described = (f"step {step} of a run of {len(overflows)} ({overflows}: x = the gradients hold an inf or a "
                          f"NaN), {size} weights, loss scale {current:g}, {good} good steps before it")
             args = (d_weights, d_master, d_grads, lr32, current, good)
+            launches = []  # on the CPU simulator: what the step launched, each with its argument types
             if BACKEND.on_gpu:
                 got = core.call_function(function, name, args, described)
             else:
-                from ..run import counting_copies  # noqa: PLC0415
+                from ..run import counting_copies, recording_launches  # noqa: PLC0415
 
-                with counting_copies() as copies:
+                with counting_copies() as copies, recording_launches() as launches:
                     got = core.call_function(function, name, args, described)
                 if copies.bytes_to_device > FLAG_BYTES or copies.bytes_to_host > FLAG_BYTES:
                     raise CheckFailed(
@@ -811,12 +816,30 @@ def check_training_step(function: Callable, sizes: Iterable[int], *, interval: i
                                 "float32 (not rounded to fp16 on the way)? If Exercise 4 or 5 fails its own "
                                 "check, fix that first: this step runs them")
                 _compare_exact(name, described, "weights", new_weights, new_master.astype(np.float16), np.float16)
+            _launched_in_float32(name, launches, described)
             master, weights = new_master, new_weights
             current, good = expected[0], expected[1]
             count += 1
     report(name, count, quiet, unit="step")
     if BACKEND.on_gpu and not quiet:
         print("  (on a GPU the copies are not counted: the CPU simulator counts them)")
+
+
+def _launched_in_float32(name: str, launches: list, described: str) -> None:
+    """A host function's launches (`run.recording_launches`) compiled without float64 arithmetic: a Python float
+    passed for a float32 parameter (``1 / scale``) makes the kernel compute in float64 for that launch."""
+    for py_func, argtypes in launches:
+        found = ptx.float_operations(py_func, 64, argtypes)
+        if not found:
+            continue
+        parameters = list(inspect.signature(py_func).parameters)
+        doubles = [f"`{parameter}`" for parameter, kind in zip(parameters, argtypes) if kind == numba_types.float64]
+        listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+        why = (f"it passes {' and '.join(doubles)} a Python float, which is a float64, so the kernel computes in "
+               f"float64 for that launch ({listed} in its PTX; slow on a GPU): pass a float32 there, np.float32(1 / scale) for a scale's inverse"
+               if doubles else f"that launch computes in float64 ({listed} in its PTX): {_NO_FLOAT64}")
+        raise CheckFailed(f"{name} is correct but over its budget: it launches `{py_func.__name__}` with float64 "
+                          f"arithmetic: {why}\n  (at {described})")
 
 
 # ---------------------------------------------------------------- exercise 8: softmax of fp16 rows, in fp32

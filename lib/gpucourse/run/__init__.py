@@ -51,12 +51,21 @@ def counting_copies():
     return _cpu_backend().device_memory.counting_copies()
 
 
+def recording_launches():
+    """``with recording_launches() as launches:`` lists the launches made inside it (the kernel's Python function
+    and its argument types, each), on the CPU simulator only: a GPU's launches go through numba's driver."""
+    if BACKEND.on_gpu:
+        raise RuntimeError("recording_launches lists the CPU simulator's launches; it cannot see a GPU's")
+    return _cpu_backend().recording_launches()
+
+
 def trace():
     """``with trace() as t:`` records every launch inside, run on the course simulator (also on a GPU machine)."""
     return _cpu_backend().trace()
 
 
-__all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "counting_copies", "ptx",
+__all__ = ["BACKEND", "Backend", "DEVICE_ENV", "doctor", "show_device", "trace", "simulated", "counting_copies",
+           "recording_launches", "ptx",
            "KernelCompileError", "compile_for_gpu", "float_operations", "integer_operations", "unchecked_kernels",
            "ARCHITECTURES", "Resources", "kernel_resources", "launch_assembler", "resources_problem", "seconds_per_launch",
            "median_seconds", "timing", "tuning", "EventNotReady", "NotOnTheSimulator"]

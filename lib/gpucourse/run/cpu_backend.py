@@ -144,6 +144,8 @@ _original_compile_device = CUDADispatcher.compile_device
 _declared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Argument types of each kernel's launches, for `_inspect_asm`.
 _launched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The lists of `recording_launches` open now: each launch appends (Python function, argument types) to every one.
+_recorders: list[list] = []
 
 
 def _declare(dispatcher: CUDADispatcher, signature):
@@ -293,6 +295,8 @@ class SimulatedLaunch:
         launched = _launched.setdefault(self.dispatcher, [])
         argtypes = declared or tuple(ptx.argument_type(a) for a in args)
         check_registers(self.dispatcher, argtypes, block)
+        for recorded in _recorders:
+            recorded.append((self.dispatcher.py_func, argtypes))
         if argtypes not in launched:
             launched.append(argtypes)
             if _installed:  # with `simulated` on a GPU machine, the overloads are numba's compiled kernels
@@ -399,6 +403,18 @@ def simulated():
         yield
     finally:
         CUDADispatcher.__getitem__ = _original_launch
+
+
+@contextlib.contextmanager
+def recording_launches():
+    """``with recording_launches() as launches:`` lists the launches made inside it on the simulator, each as (the
+    kernel's Python function, its argument types)."""
+    launches: list = []
+    _recorders.append(launches)
+    try:
+        yield launches
+    finally:
+        _recorders.remove(launches)
 
 
 @contextlib.contextmanager

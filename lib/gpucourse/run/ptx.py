@@ -582,15 +582,17 @@ def _counts(text: str, pattern: re.Pattern) -> dict[str, int]:
     return counts
 
 
-def _texts(py_func) -> list[str]:
-    return [ptx for (function, _), ptx in _compiled.items() if function is py_func]
+def _texts(py_func, argtypes: tuple | None = None) -> list[str]:
+    """The PTX of each compilation of ``py_func`` (of the one for ``argtypes`` alone, where they are given)."""
+    return [ptx for (function, types), ptx in _compiled.items()
+            if function is py_func and (argtypes is None or types == tuple(argtypes))]
 
 
-def float_operations(py_func, width: int = 64) -> dict[str, int] | None:
+def float_operations(py_func, width: int = 64, argtypes: tuple | None = None) -> dict[str, int] | None:
     """Instructions that compute on or convert from or to floats of ``width`` bits (``add.f64``, ``cvt.f32.f16``,
     ``cvt.rn.f16.f32``; loads, stores and moves aside) in the PTX compiled for ``py_func``, summed over its
-    compilations (None: never compiled)."""
-    texts = _texts(py_func)
+    compilations, or in the one for ``argtypes`` (None: never compiled)."""
+    texts = _texts(py_func, argtypes)
     if not texts:
         return None
     counts: dict[str, int] = {}

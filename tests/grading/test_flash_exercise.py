@@ -121,12 +121,64 @@ def test_a_max_over_part_of_the_row_group_is_named(offsets, lanes):
         check(make_update(offsets=offsets), SHAPES)
 
 
-def test_the_emulated_update_with_one_group_is_attention():
+@pytest.mark.parametrize("offsets, reach", [((16, 8), "offsets 16 and 8 reach"), ((16, 8, 4), "offsets 16, 8 and 4 reach"),
+                                            ((8, 4), "offsets 8 and 4 reach")], ids=["16 8", "lecture 5's 16 8 4", "8 4"])
+def test_a_max_shuffled_into_other_row_groups_is_named_by_its_offsets(offsets, reach):
+    """Offsets past the row group mix other queries' maxes into a lane's, differently for each lane of the group:
+    the output matches the kernel emulated with those offsets (the generic 'check the running max...' before)."""
+    with pytest.raises(CheckFailed, match=rf"its output is what query \d+ gets when the tile's max is shuffled with "
+                                          rf"offsets {', '.join(map(str, offsets))}: {reach} lanes of other row "
+                                          r"groups.*shuffle with offsets 2 and 1.*, not lecture 5's 16, 8 and 4"):
+        check(make_update(offsets=offsets), SHAPES)
+
+
+def make_misindexed_update(forget):
+    """The right update but for the mask, whose query index leaves out ``first`` or whose key index ``start``."""
+
+    @cuda.jit(device=True)
+    def update(s, m, l, acc, p_tile, row, col, start, first, N):
+        for i in range(ROWS):
+            query = (0 if forget == "first" else first) + row + i * ROW_STEP
+            top = float32(-math.inf)
+            for j in range(KEYS):
+                key = (0 if forget == "start" else start) + col + j * LANES
+                if key >= N or key > query:
+                    s[i, j] = float32(-math.inf)
+                top = max(top, s[i, j])
+            for offset in (2, 1):
+                top = max(top, cuda.shfl_xor_sync(0xFFFFFFFF, top, offset))
+            m_new = max(m[i], top)
+            base = m_new if m_new != float32(-math.inf) else float32(0)
+            factor = math.exp2(m[i] - base)
+            m[i] = m_new
+            l[i] *= factor
+            for j in range(COLS):
+                acc[i, j] *= factor
+            for j in range(KEYS):
+                p = math.exp2(s[i, j] - base)
+                l[i] += p
+                p_tile[row + i * ROW_STEP, col + j * LANES] = p
+
+    return gf.make_flash_exercise(update)
+
+
+@pytest.mark.parametrize("forget, message", [
+    ("first", r"row 32 is wrong.*its output is attention over keys 0 to 0, as query 0 sees them: the mask compares the "
+              r"key with the thread's row in its block, row \+ ROW_STEP \* i \(0\); the query is first \+ row"),
+    ("start", r"row 0 is wrong.*its output is attention over every key whose place in its tile of 16 is at most 0 "
+              r"\(keys 0, 16\): the mask compares the query with col \+ LANES \* j.*start \+ col \+ LANES \* j")])
+def test_a_mask_that_leaves_first_or_start_out_of_its_index_is_named(forget, message):
+    """A student-path review (2026-12-02) got the generic 'check the running max...' for both."""
+    with pytest.raises(CheckFailed, match=f"(?s){message}"):
+        check(make_misindexed_update(forget), SHAPES)
+
+
+def test_the_emulated_update_with_the_right_offsets_is_attention():
     rng = np.random.default_rng(2)
     Q, K, V = (rng.standard_normal((45, 16)) for _ in range(3))
     expected = attention_reference(Q, K, V, True)
     for row in (0, 17, 44):
-        np.testing.assert_allclose(gf.split_group_attention(Q, K, V, row, [(0, 1, 2, 3)]), expected[row], atol=1e-12)
+        np.testing.assert_allclose(gf.shuffled_max_attention(Q, K, V, row, (2, 1)), expected[row], atol=1e-12)
 
 
 def test_a_masked_diagonal_and_an_unstored_row_of_p_are_named():

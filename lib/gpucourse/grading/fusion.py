@@ -496,42 +496,110 @@ def short_k_diagnosis(spec: Callable, A: np.ndarray, B: np.ndarray, bias: np.nda
     return diagnose
 
 
-def split_group_attention(Q, K, V, row: int, groups: Sequence[Sequence[int]]) -> np.ndarray:
-    """Query ``row``'s output from assignment 5's flash kernel (`make_flash_exercise`, causal) when the update takes
-    each row's max within ``groups`` of its row group's lanes (``col``), not over all 4: each group subtracts its
-    own running max, while the kernel adds up the p, l and output of all 4 lanes as if they shared one."""
+def shuffled_max_attention(Q, K, V, row: int, offsets: Sequence[int]) -> np.ndarray:
+    """Query ``row``'s output from assignment 5's flash kernel (`make_flash_exercise`, causal) when the update
+    shuffles each row's tile max with ``offsets`` (not 2 and 1): each lane subtracts the max of the lanes its xor
+    shuffles reach, which may be part of its row group only, or lanes of other row groups holding other queries
+    (their scores: the kernel's zero query past N), while the kernel adds up the p, l and output of the group's 4
+    lanes as if they shared one max."""
     N, d = Q.shape
-    lanes = EXERCISE_LANES
-    scores = K[:row + 1].astype(np.float64) @ Q[row].astype(np.float64) / math.sqrt(d)  # the keys it sees
-    group = np.array([next(g for g, members in enumerate(groups) if lane in members) for lane in range(lanes)])
-    m = np.full(len(groups), -np.inf)
-    acc, l = np.zeros((lanes, d)), np.zeros(lanes)
+    lanes, step, rows_per_warp = EXERCISE_LANES, EXERCISE_ROW_STEP, 32 // EXERCISE_LANES * EXERCISE_ROWS
     first = row - row % EXERCISE_QUERIES
+    warp_first = row - (row - first) % rows_per_warp
+    group, i = (row - warp_first) % step, (row - warp_first) // step
+    reached = []  # for each lane of the row's group (its col): the (query, col) of every lane its shuffles reach
+    for col in range(lanes):
+        found = {group * lanes + col}
+        for offset in offsets:
+            found |= {lane ^ offset for lane in found}
+        reached.append([(warp_first + lane // lanes + i * step, lane % lanes) for lane in sorted(found)])
+    queries = np.zeros((max(N, first + EXERCISE_QUERIES), d))
+    queries[:N] = Q
+    scores = queries @ K.astype(np.float64).T / math.sqrt(d)
+    m, acc, l = np.full(lanes, -np.inf), np.zeros((lanes, d)), np.zeros(lanes)
     for start in range(0, min(N, first + EXERCISE_QUERIES), EXERCISE_KEYS):  # the block's tiles
-        keys = np.arange(start, min(start + EXERCISE_KEYS, row + 1))
-        tops = [scores[keys[np.isin(keys % lanes, members)]].max(initial=-np.inf) for members in groups]
+        tile = np.arange(start, min(N, start + EXERCISE_KEYS))
+        tops = [max(scores[query, tile[(tile % lanes == col) & (tile <= query)]].max(initial=-np.inf)
+                    for query, col in members) for members in reached]
         m_new = np.maximum(m, tops)
         base = np.where(np.isneginf(m_new), 0.0, m_new)
         rescale, m = np.exp(m - base), m_new
-        p = np.exp(scores[keys] - base[group[keys % lanes]])
-        acc = acc * rescale[group, None] + p @ V[keys].astype(np.float64)
-        l = l * rescale[group] + np.bincount(keys % lanes, p, minlength=lanes)
+        keys = tile[tile <= row]
+        p = np.exp(scores[row, keys] - base[keys % lanes])
+        acc = acc * rescale[:, None] + p @ V[keys].astype(np.float64)
+        l = l * rescale + np.bincount(keys % lanes, p, minlength=lanes)
     return acc[np.arange(d) % lanes, np.arange(d)] / l.sum()
 
 
-# a row's max over part of its group in the flash exercise: the sets of its lanes (lane % 4) that share one, in words
+def _attention_over(Q, K, V, row: int, keys, zeros: int = 0) -> np.ndarray:
+    """Query ``row``'s attention over ``keys`` and ``zeros`` more keys of score 0 and value 0 (a tile's padding
+    past N taken for keys)."""
+    scores = K[keys].astype(np.float64) @ Q[row].astype(np.float64) / math.sqrt(Q.shape[1])
+    top = max(scores.max(initial=-np.inf), 0.0 if zeros else -np.inf)
+    weights = np.exp(scores - top)
+    return weights @ V[keys].astype(np.float64) / (weights.sum() + zeros * math.exp(-top))
+
+
+# a row's max over part of its group in the flash exercise: the offsets shuffled with, what lanes share a max
 PART_GROUP_MAXES = [
-    ([(0, 1), (2, 3)], "2 of its 4 lanes (shuffle offset 1 alone: lanes 4g and 4g + 1 share one max, 4g + 2 and "
-                       "4g + 3 another)"),
-    ([(0, 2), (1, 3)], "2 of its 4 lanes (shuffle offset 2 alone: lanes 4g and 4g + 2 share one max, 4g + 1 and "
-                       "4g + 3 another)"),
-    ([(0,), (1,), (2,), (3,)], "1 of its 4 lanes (no shuffle: each lane keeps its own max)"),
+    ((1,), "2 of its 4 lanes (shuffle offset 1 alone: lanes 4g and 4g + 1 share one max, 4g + 2 and 4g + 3 another)"),
+    ((2,), "2 of its 4 lanes (shuffle offset 2 alone: lanes 4g and 4g + 2 share one max, 4g + 1 and 4g + 3 another)"),
+    ((), "1 of its 4 lanes (no shuffle: each lane keeps its own max)"),
 ]
+# offsets that reach other row groups: lecture 5's 16, 8 and 4 (its groups are lane % 4), part of them, a whole
+# warp's reduction (lecture 2), and those with 2 and 1 as well
+OTHER_ROWS_OFFSETS = [(16, 8, 4), (16, 8), (8, 4), (16, 8, 4, 2, 1), (8, 4, 2, 1), (4, 2, 1)]
+
+
+def _flash_index_hint(Q, K, V, row: int, close: Callable) -> str:
+    """Whether query ``row``'s wrong output from the exercise's kernel (`make_flash_exercise`) is ``close`` to what
+    a mask gives that leaves ``first`` out of the query's index or ``start`` out of the key's: what it says."""
+    N, tile = K.shape[0], EXERCISE_KEYS
+    local = row % EXERCISE_QUERIES
+    if row != local and close(_attention_over(Q, K, V, row, np.arange(local + 1))):
+        return (f"its output is attention over keys 0 to {local}, as query {local} sees them: the mask compares "
+                f"the key with the thread's row in its block, row + ROW_STEP * i ({local}); the query is "
+                f"first + row + ROW_STEP * i ({row})")
+    tiles = range(0, min(N, row - local + EXERCISE_QUERIES), tile)
+    places = [(start, k) for start in tiles for k in range(min(tile, N, row + 1))]
+    seen = [start + k for start, k in places if start + k < N]
+    if seen != list(range(row + 1)) and close(_attention_over(Q, K, V, row, seen, len(places) - len(seen))):
+        return (f"its output is attention over every key whose place in its tile of {tile} is at most {row} (keys "
+                f"{', '.join(map(str, seen[:6]))}{' ...' if len(seen) > 6 else ''}): the mask compares the query "
+                "with col + LANES * j, the key's place in its tile; the key is start + col + LANES * j")
+    return ""
+
+
+def _flash_shuffle_hint(Q, K, V, row: int, close: Callable) -> str:
+    """Whether query ``row``'s wrong output from the exercise's kernel is ``close`` to what a tile max shuffled over
+    the wrong lanes gives (`shuffled_max_attention`): what it says, naming the offsets where one set alone fits."""
+    fits = [(offsets, which) for offsets, which in [*PART_GROUP_MAXES, *((o, None) for o in OTHER_ROWS_OFFSETS)]
+            if close(shuffled_max_attention(Q, K, V, row, offsets))]
+    fix = ("A row group is 4 consecutive lanes (the same lane // 4), which differ in their 2 lowest bits: shuffle with "
+           "offsets 2 and 1, so that every lane of the group gets the max of all 4")
+    if len(fits) > 1:  # a row with few keys: several wrong shuffles give it
+        named = "; ".join(", ".join(map(str, offsets)) or "none" for offsets, _ in fits)
+        return (f"its output is what query {row} gets when the tile's max is shuffled over the wrong lanes (offsets "
+                f"{named} all give it): the lanes of its row group then subtract different maxes, but their p and l "
+                f"are added up as if they shared one. {fix}")
+    for offsets, which in fits:
+        if which is not None:
+            return (f"its output is what query {row} gets when its max is taken over {which}: the lanes of its "
+                    f"row group then subtract different maxes, but their p and l are added up as if they shared "
+                    f"one. {fix}")
+        far = [str(o) for o in offsets if o >= EXERCISE_LANES]
+        reach = f"offset {far[0]} reaches" if len(far) == 1 else f"offsets {', '.join(far[:-1])} and {far[-1]} reach"
+        return (f"its output is what query {row} gets when the tile's max is shuffled with offsets "
+                f"{', '.join(map(str, offsets))}: {reach} lanes of other row groups, which hold other queries, so "
+                "each lane subtracts a max of other rows' scores, one its group's 4 lanes do not share. "
+                f"{fix}, not lecture 5's 16, 8 and 4 (its groups are lane % 4)")
+    return ""
 
 
 def attention_diagnosis(Q, K, V, causal: bool, key_block: int, exercise: bool = False) -> Callable:
     """A hint for a wrong query row: the output it matches when some blocks of keys are left out or not rescaled;
-    with ``exercise`` (assignment 5's flash kernel), also when a row's max is taken over part of its row group."""
+    with ``exercise`` (assignment 5's flash kernel), also when the mask's indices leave out ``first`` or ``start``
+    or a row's max is shuffled over the wrong lanes."""
 
     def diagnose(row: int, got: np.ndarray) -> str:
         N = K.shape[0]
@@ -542,17 +610,24 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int, exercise: bool = 
                     "rescale is at most 1; and while every key so far is masked (m_new = -inf), skip it")
         blocks = blocks_needed(last, key_block)
         scale = max(1e-6, float(np.abs(V).max()))
+
+        def close(output: np.ndarray) -> bool:
+            return np.allclose(got, output, atol=1e-4 * scale)
+
+        hint = exercise and causal and _flash_index_hint(Q, K, V, row, close)
+        if hint:
+            return hint
         for b in range(blocks - 1):  # only the first b + 1 blocks of keys (all visible to this query)
             stop = (b + 1) * key_block
             partial = attention_reference(Q[row:row + 1], K[:stop], V[:stop])[0]
-            if np.allclose(got, partial, atol=1e-4 * scale):
+            if close(partial):
                 return (f"its output is attention over keys 0 to {stop - 1} only: the block of keys {stop} to "
                         f"{min(last, stop + key_block) - 1} (block {b + 1}) and the ones after it are missing")
         if causal:  # keys after the query were not masked: attention over keys 0 to some stop > row + 1
             ends = sorted({min(N, stop) for stop in range(key_block, N + key_block, key_block) if stop > last} | {N})
             for stop in ends:
                 unmasked = attention_reference(Q[row:row + 1], K[:stop], V[:stop])[0]
-                if np.allclose(got, unmasked, atol=1e-4 * scale):
+                if close(unmasked):
                     return (f"its output is attention over keys 0 to {stop - 1}, but query {row} sees only keys "
                             f"0 to {row}: the causal mask is missing; give a key j > {row} the score -inf")
         if causal and row == 0 and not np.any(got):  # a zero row: no key counted, for one of several reasons
@@ -566,24 +641,21 @@ def attention_diagnosis(Q, K, V, causal: bool, key_block: int, exercise: bool = 
                     "that reaches further brings in other rows' scores)")
         if causal and row:  # the diagonal masked too: query `row` sees keys 0 to row - 1
             strict = attention_reference(Q[row:row + 1], K[:row], V[:row])[0]
-            if np.allclose(got, strict, atol=1e-4 * scale):
+            if close(strict):
                 return (f"its output is attention over keys 0 to {row - 1}: query {row} sees key {row} too; mask a "
                         "key after the query (key > query), not key >= query")
         for b in range(1, blocks):  # a block of keys alone
             keys = slice(b * key_block, min(last, (b + 1) * key_block))
             alone = attention_reference(Q[row:row + 1], K[keys], V[keys])[0]
-            if np.allclose(got, alone, atol=1e-4 * scale):
+            if close(alone):
                 return (f"its output is attention over the block of keys {keys.start} to {keys.stop - 1} alone: the "
                         "blocks before it were lost (rescale the running sum and output by exp(m_old - m_new), "
                         "do not reset them)")
-        for groups, which in PART_GROUP_MAXES if exercise and causal else ():
-            if np.allclose(got, split_group_attention(Q, K, V, row, groups), atol=1e-4 * scale):
-                return (f"its output is what query {row} gets when its max is taken over {which}: the lanes of its "
-                        "row group then subtract different maxes, but their p and l are added up as if they shared "
-                        "one. A row group is 4 consecutive lanes (the same lane // 4), which differ in their 2 lowest "
-                        "bits: shuffle with offsets 2 and 1, so that every lane of the group gets the max of all 4")
+        hint = exercise and causal and _flash_shuffle_hint(Q, K, V, row, close)
+        if hint:
+            return hint
         tempered = attention_reference(Q[row:row + 1] * LOG2E, K[:last], V[:last])[0]
-        if np.allclose(got, tempered, atol=1e-4 * scale):  # exp of scores scaled for exp2: each weighs e^(1.44 s)
+        if close(tempered):  # exp of scores scaled for exp2: each weighs e^(1.44 s)
             return ("its output is attention with every score multiplied by log2(e) = 1.44: the scores carry the "
                     "scale log2(e) / sqrt(d) for exp2, and exp of them weighs each key too sharply; use math.exp2")
         return (f"the keys of query row {row} are 0 to {last - 1}, in {blocks} block{'s' if blocks > 1 else ''} of "

@@ -206,8 +206,11 @@ def staged_constraint(config: dict) -> str | None:
     if 4 * threads * items * stages > STAGED_SHARED:
         return f"{4 * threads * items * stages} bytes of shared memory: more than {STAGED_SHARED}"
     registers = 32 + 4 * items  # one stage's items in registers; the stages wait in shared memory
-    if registers > STAGED_REGISTERS or registers * threads > REGISTER_FILE:
-        return f"{registers} registers per thread, {registers * threads} per block: more than the registers allow"
+    if registers > STAGED_REGISTERS:
+        return f"{registers} registers per thread: more than {STAGED_REGISTERS}, the most a thread may have"
+    if registers * threads > REGISTER_FILE:
+        return (f"{registers} registers per thread, {registers * threads} per block: more than the {REGISTER_FILE} "
+                "of an SM")
     return None
 
 
@@ -681,19 +684,19 @@ def _row_sums_problem(kernel, threads: int, rows: int, cols: int, on_device: boo
                    {"x": (rows, cols)}, ("float32",), proxy)
 
 
-def row_sums_speedup(kernel, threads: int, model) -> tuple[float, str]:
-    """(reference time / ``kernel``'s time, how) at `ROW_SUMS_SHAPE`, predicted by the cost ``model`` from one traced
-    launch of each at `ROW_SUMS_TRACED`: the same figure on every machine, so the same grade. On a GPU ``how`` also
-    gives the ratio `timing.median_seconds` measures there, shown and not graded (a timing varies with the GPU, its
-    clocks and its caches)."""
+def row_sums_speedup(kernel, threads: int, model) -> tuple[float, str, tuple[str, str]]:
+    """(reference time / ``kernel``'s time, how, what binds each: (the reference's, ``kernel``'s)) at
+    `ROW_SUMS_SHAPE`, predicted by the cost ``model`` from one traced launch of each at `ROW_SUMS_TRACED`: the same
+    figure on every machine, so the same grade. On a GPU ``how`` also gives the ratio `timing.median_seconds`
+    measures there, shown and not graded (a timing varies with the GPU, its clocks and its caches)."""
     from ..run.device import chosen_backend  # noqa: PLC0415
     from ..run.timing import median_seconds  # noqa: PLC0415
-    from ..run.tuning import price  # noqa: PLC0415
+    from ..run.tuning import prediction  # noqa: PLC0415
 
     rows, cols = ROW_SUMS_SHAPE
     pairs = [(row_sums_chunked, REFERENCE_THREADS), (kernel, threads)]
-    reference, yours = (price(_row_sums_problem(k, t, rows, cols, False,
-                                                _row_sums_problem(k, t, *ROW_SUMS_TRACED, False)), {}, model)
+    reference, yours = (prediction(_row_sums_problem(k, t, rows, cols, False,
+                                                     _row_sums_problem(k, t, *ROW_SUMS_TRACED, False)), {}, model)
                         for k, t in pairs)
     how = (f"predicted for the {model.device} by the cost model ({rows} x {cols}, from a traced "
            f"{ROW_SUMS_TRACED[0]} x {ROW_SUMS_TRACED[1]} launch)")
@@ -702,7 +705,17 @@ def row_sums_speedup(kernel, threads: int, model) -> tuple[float, str]:
         device = device.decode() if isinstance(device, bytes) else device
         timed = [median_seconds(_row_sums_problem(k, t, rows, cols, True).build({})) for k, t in pairs]
         how += f"; timed on {device}: {timed[0] / timed[1]:.2f}x (shown, not graded)"
-    return reference / yours, how
+    bounds = tuple(p.bound_by + (f" ({p.busiest_pipe} pipe)" if p.bound_by == "instruction issue" and p.busiest_pipe
+                                 else "") for p in (reference, yours))
+    return reference.seconds / yours.seconds, how, bounds
+
+
+# what a kernel bound by each of the cost model's limits can change (lecture 7, sections 4 and 7)
+BOUND_ADVICE = {"global memory": "read each element once, in full sectors (coalesced, or wider loads)",
+                "instruction issue": "issue fewer instructions per element (index arithmetic, a loop or a sum "
+                                     "that one thread does alone while the others wait)",
+                "a block's own time": "wait less per block: more loads in flight at once (fewer round trips each) "
+                                      "or more warps to share them, and no long serial step in one thread"}
 
 
 def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) -> None:
@@ -715,9 +728,11 @@ def check_row_sums_speed(kernel, threads: int, sizes, at_least: float, model) ->
     for seed, (rows, cols) in enumerate(sizes):
         _row_sums_case(kernel, "row_sums_fast", rows, cols, threads, seed)
     _check_row_reads_coalesce(kernel, threads)
-    ratio, how = row_sums_speedup(kernel, threads, model)
+    ratio, how, (reference_bound, bound) = row_sums_speedup(kernel, threads, model)
     if ratio < at_least:
+        advice = next((f": {advice}" for limit, advice in BOUND_ADVICE.items() if bound.startswith(limit)), "")
         raise CheckFailed(f"row_sums_fast is {ratio:.2f}x as fast as row_sums_chunked ({how}); this test asks for "
-                          f"{at_least}x")
-    print(f"✓ row_sums_fast: correct on {plural(len(sizes), 'shape')}, {ratio:.2f}x as fast as row_sums_chunked "
-          f"({how})")
+                          f"{at_least}x. The model finds yours bound by {bound} (row_sums_chunked by "
+                          f"{reference_bound}){advice}")
+    print(f"✓ row_sums_fast: correct on {plural(len(sizes), 'shape')}, {ratio:.2f}x as fast as row_sums_chunked\n"
+          f"  ({how})")

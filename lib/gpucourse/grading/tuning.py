@@ -469,9 +469,10 @@ def check_transpose(kernel, shapes, blocks: int, threads: int, seed: int = 0) ->
         raise CheckFailed(f"transpose_fast did not compile for the GPU: {type(exc).__name__}: {exc}") from None
     if compiled.inner_loop_divisions64:
         raise CheckFailed(f"transpose_fast is correct but its innermost loop still divides 64-bit integers: "
-                          f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX (the compiler unrolls the loop: each "
-                          "division of your code appears once per copy). numba computes // and % of two int32 in "
-                          "int64 too: divide uint32 values, or move the division out of the loop")
+                          f"{compiled.inner_loop_divisions64} div/rem .s64 or .u64 in the PTX (the compiler unrolls the "
+                          "loop: each division of your code appears once per copy). numba computes // and % of two "
+                          "int32 in int64 too, and of a uint32 and an int64 (x.shape[1] is one): divide two uint32 "
+                          "values, or move the division out of the loop")
     float_divisions = _inner_loop_float_divisions(kernel, arguments)
     if float_divisions:
         raise CheckFailed(f"transpose_fast divides in floating point in its innermost loop "

@@ -520,9 +520,9 @@ def make_softmax_vectorised(VECTORS: int):
     Fast where a row fills most of its threads' values (``cols`` at or a little under a multiple of ``128 VECTORS``,
     1024 with the default 8: 4096 columns are one block of 4 warps) and there are many rows (a few per SM at least).
     Why: at 64 registers 1024 threads fit an SM, each with ``16 VECTORS`` bytes of loads in flight: 128 KiB per SM,
-    where Little's law asks about 25 KiB (4.8 TB/s x ~700 ns over 132 SMs on an H200). Rows under about 200
-    columns leave most values empty (under 25 KiB in flight); rows just past a multiple of ``128 VECTORS`` leave
-    most of their last warp idle.
+    where Little's law asks about 25 KiB (4.8 TB/s, the data sheet, x an assumed ~700 ns for a DRAM access under
+    load, over 132 SMs on an H200). Rows under about 200 columns leave most values empty (under 25 KiB in flight);
+    rows just past a multiple of ``128 VECTORS`` leave most of their last warp idle.
     """
     @cuda.jit(**launch_bounds(32 * MAX_WARPS, 1))  # at most 64 registers, so that a row of 1024 threads launches
     def softmax_vectorised(y, x, cols):

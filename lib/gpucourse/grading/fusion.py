@@ -587,10 +587,14 @@ def _flash_shuffle_hint(Q, K, V, row: int, close: Callable) -> str:
             return (f"its output is what query {row} gets when its max is taken over {which}: the lanes of its "
                     f"row group then subtract different maxes, but their p and l are added up as if they shared "
                     f"one. {fix}")
-        far = [str(o) for o in offsets if o >= EXERCISE_LANES]
-        reach = f"offset {far[0]} reaches" if len(far) == 1 else f"offsets {', '.join(far[:-1])} and {far[-1]} reach"
+        def listed(numbers):  # "16, 8 and 4"
+            return " and ".join([", ".join(map(str, numbers[:-1])), str(numbers[-1])] if len(numbers) > 1 else
+                                [str(numbers[0])])
+
+        far = [o for o in offsets if o >= EXERCISE_LANES]
+        reach = "they reach" if len(far) == len(offsets) else f"{listed(far)} reach{'es' if len(far) == 1 else ''}"
         return (f"its output is what query {row} gets when the tile's max is shuffled with offsets "
-                f"{', '.join(map(str, offsets))}: {reach} lanes of other row groups, which hold other queries, so "
+                f"{listed(offsets)}: {reach} lanes of other row groups, which hold other queries, so "
                 "each lane subtracts a max of other rows' scores, one its group's 4 lanes do not share. "
                 f"{fix}, not lecture 5's 16, 8 and 4 (its groups are lane % 4)")
     return ""

@@ -220,6 +220,11 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "es" if word.endswith("h") else "s")
 
 
+def operations_listed(found: dict) -> str:
+    """"2 add.f64, 1 mul.f64": PTX operations and their counts (`run.ptx.float_operations`) for a message."""
+    return ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+
+
 def kernel_name(kernel) -> str:
     return getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
 

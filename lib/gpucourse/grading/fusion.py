@@ -570,6 +570,12 @@ def _flash_index_hint(Q, K, V, row: int, close: Callable) -> str:
     return ""
 
 
+def _in_words(numbers: Sequence[int]) -> str:
+    """"16, 8 and 4"."""
+    head, last = ", ".join(map(str, numbers[:-1])), str(numbers[-1])
+    return f"{head} and {last}" if head else last
+
+
 def _flash_shuffle_hint(Q, K, V, row: int, close: Callable) -> str:
     """Whether query ``row``'s wrong output from the exercise's kernel is ``close`` to what a tile max shuffled over
     the wrong lanes gives (`shuffled_max_attention`): what it says, naming the offsets where one set alone fits."""
@@ -587,14 +593,10 @@ def _flash_shuffle_hint(Q, K, V, row: int, close: Callable) -> str:
             return (f"its output is what query {row} gets when its max is taken over {which}: the lanes of its "
                     f"row group then subtract different maxes, but their p and l are added up as if they shared "
                     f"one. {fix}")
-        def listed(numbers):  # "16, 8 and 4"
-            return " and ".join([", ".join(map(str, numbers[:-1])), str(numbers[-1])] if len(numbers) > 1 else
-                                [str(numbers[0])])
-
         far = [o for o in offsets if o >= EXERCISE_LANES]
-        reach = "they reach" if len(far) == len(offsets) else f"{listed(far)} reach{'es' if len(far) == 1 else ''}"
+        reach = "they reach" if len(far) == len(offsets) else f"{_in_words(far)} reach{'es' if len(far) == 1 else ''}"
         return (f"its output is what query {row} gets when the tile's max is shuffled with offsets "
-                f"{listed(offsets)}: {reach} lanes of other row groups, which hold other queries, so "
+                f"{_in_words(offsets)}: {reach} lanes of other row groups, which hold other queries, so "
                 "each lane subtracts a max of other rows' scores, one its group's 4 lanes do not share. "
                 f"{fix}, not lecture 5's 16, 8 and 4 (its groups are lane % 4)")
     return ""

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..run import ptx
 from ..simulator import BudgetExceeded
-from .core import Case, CheckFailed, blocks_needed, case, in_place_of_guard_hint, kernel_name, launch_on_copies
+from .core import (Case, CheckFailed, blocks_needed, case, in_place_of_guard_hint, kernel_name, launch_on_copies,
+                   operations_listed)
 from .reduction import check_reduction, shared_arrays
 from .runner import Launch, check_launches, expected_of, random_values
 
@@ -650,7 +651,7 @@ def float32_only():
         if found is None:
             raise RuntimeError(f"`{t.kernel}` was not compiled to PTX (GPUCOURSE_PTX_CHECK=off?): cannot check")
         if found:
-            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+            listed = operations_listed(found)
             counted = [{op for op in found if pattern.match(op)} for pattern in TILE_COUNT]
             why = FLOAT64_CAUSES
             if all(counted):

@@ -31,7 +31,7 @@ from numba.core import types as numba_types
 from ..kernels.precision import emulate_mma_m16n8k8, mma_error_bound, mma_m16n8k8, ulp
 from ..run import ptx, simulated, trace
 from . import core
-from .core import CheckFailed, explain_failure, is_kernel, kernel_name, report
+from .core import CheckFailed, explain_failure, is_kernel, kernel_name, operations_listed, report
 from .matmul import reads_per_thread
 
 U16 = 2.0 ** -11  # unit roundoff of fp16
@@ -177,8 +177,7 @@ def _float_budget(kernel, name: str, arguments: list, widths: Sequence[int], why
             raise CheckFailed(f"{name}: cannot check its float{width} budget, the kernel was not compiled to PTX "
                               "(NVVM missing, or GPUCOURSE_PTX_CHECK=off).")
         if found:
-            listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
-            raise CheckFailed(f"{name} computes in float{width} ({listed} in its PTX): {why}")
+            raise CheckFailed(f"{name} computes in float{width} ({operations_listed(found)} in its PTX): {why}")
 
 
 _NO_FLOAT64 = ("the exercise asks for float32 arithmetic: a Python float such as `0.0` or `2.0` is a float64 and makes "
@@ -834,9 +833,10 @@ def _launched_in_float32(name: str, launches: list, described: str) -> None:
             continue
         parameters = list(inspect.signature(py_func).parameters)
         doubles = [f"`{parameter}`" for parameter, kind in zip(parameters, argtypes) if kind == numba_types.float64]
-        listed = ", ".join(f"{n} {op}" for op, n in sorted(found.items()))
+        listed = operations_listed(found)
         why = (f"it passes {' and '.join(doubles)} a Python float, which is a float64, so the kernel computes in "
-               f"float64 for that launch ({listed} in its PTX; slow on a GPU): pass a float32 there, np.float32(1 / scale) for a scale's inverse"
+               f"float64 for that launch ({listed} in its PTX; slow on a GPU): pass a float32 there, "
+               "np.float32(1 / scale) for a scale's inverse"
                if doubles else f"that launch computes in float64 ({listed} in its PTX): {_NO_FLOAT64}")
         raise CheckFailed(f"{name} is correct but over its budget: it launches `{py_func.__name__}` with float64 "
                           f"arithmetic: {why}\n  (at {described})")

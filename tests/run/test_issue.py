@@ -166,17 +166,75 @@ def test_the_tuner_hands_the_cost_model_counted_instructions():
 def test_a_line_table_refused_leaves_the_sass_without_one(monkeypatch):
     """An nvJitLink or nvdisasm that refuses the line table: the SASS is read without it (the tile copy's round
     trips still), and the model counts the issue from the main loop alone."""
-    real = rt.disassemble
+    from gpucourse.grading import tuning as gt
+
+    real = rt.start_disassembly
 
     def refusing(ptx, architecture, registers=None, line_table=False):
         if line_table:
             raise RuntimeError("nvJitLink refused the options for sm_90")
         return real(ptx, architecture, registers)
 
-    monkeypatch.setattr(rt, "disassemble", refusing)
-    argtypes = ROW_SUMS_TYPES
-    sass = rt._sass_with_lines(_row_sums, argtypes, "sm_90")
-    assert sass is not None and rs.instructions(sass) and issue.issue_code(sass) is None
+    monkeypatch.setattr(rt, "start_disassembly", refusing)
+    problem = gt.sgemm_problem(64, 64, 64, {"BM": (64,), "BN": (64,), "TM": (4,), "TN": (4,), "BK": (8,)})
+    _, resources, _ = rt._trace(problem, problem.space.valid()[0], "sm_90")
+    assert resources.global_loads is not None and resources.issue_code is None
+
+
+def _fresh_row_sums():
+    """A kernel no other test compiled: a new function, which calls a device function of this file."""
+    return _row_sums_of(_doubled)
+
+
+def _declarations_sorted(ptx: str) -> str:
+    """``ptx`` with every name numba numbers as it compiles made one, and its module-level declarations in order:
+    two compilations of the same code may number and declare their globals differently."""
+    import re
+
+    lines = re.sub(r"_Z\w+|_cudapy_smem_\d+", "NAME", ptx).splitlines()
+    declared = sorted(line for line in lines if line.startswith((".common", ".visible .shared", ".global")))
+    return "\n".join(declared + [line for line in lines if line not in declared])
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs NVVM and nvJitLink")
+@pytest.mark.parametrize("make", [_fresh_row_sums, lambda: __import__("gpucourse.kernels.conv").kernels.conv
+                                  .make_implicit_gemm_warp_tiled(BM=32, BN=32, BK=8, WM=32, WN=32, LANES_M=8)],
+                         ids=["device function of its file", "conv, inlined device function"])
+def test_the_line_table_compilation_without_its_table_is_the_plain_one(monkeypatch, make):
+    """What `lined_ptx` keeps as the PTX check's compilation is that compilation's code, declaration for
+    declaration (numba-cuda 0.30: every kernel of the differential test, checked once by hand, 2026-12-02)."""
+    from numba import cuda as numba_cuda
+
+    from gpucourse.run import ptx
+
+    monkeypatch.setattr(compile_cache, "load", lambda key: None)  # compile both here, whatever a cache holds
+    kernel = make()
+    four_d = argument_type(np.zeros((1, 1, 1, 1), np.float32))
+    argtypes = ROW_SUMS_TYPES if kernel.py_func.__name__ == "row_sums" else (four_d,) * 3 + (argument_type(1),) * 2
+    lined = lined_ptx(kernel, argtypes, "sm_90")
+    with ptx.target_device((9, 0)):
+        plain, _ = numba_cuda.compile_ptx(kernel.py_func, argtypes, cc=(9, 0))
+    assert ".loc" in lined and ".loc" not in assembler.without_line_table(lined)
+    assert _declarations_sorted(assembler.without_line_table(lined)) == _declarations_sorted(plain)
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="needs NVVM and nvJitLink")
+def test_a_kernel_read_with_its_line_table_is_compiled_once(monkeypatch):
+    """The tuner's candidates: the compilation with lines is the PTX check's too, variable types included."""
+    from numba import cuda as numba_cuda
+
+    from gpucourse.run import ptx
+
+    monkeypatch.setattr(compile_cache, "_memory", {})
+    monkeypatch.setenv(compile_cache.ENV, "off")  # nothing kept from another test or process
+    kernel, compiled, real = _fresh_row_sums(), [], numba_cuda.compile_ptx
+    monkeypatch.setattr(numba_cuda, "compile_ptx", lambda *a, **k: compiled.append(a[0]) or real(*a, **k))
+    lined = lined_ptx(kernel, ROW_SUMS_TYPES, "sm_90")
+    assert compiled == [kernel.py_func]
+    assert ptx.compile_for_gpu(kernel, ROW_SUMS_TYPES, (9, 0)) == assembler.without_line_table(lined)
+    assert compiled == [kernel.py_func] and ptx.variable_types(kernel.py_func, ROW_SUMS_TYPES)  # not compiled again
+    ptx.compile_for_gpu(kernel, ROW_SUMS_TYPES, (7, 5))  # another GPU: its own compilation
+    assert compiled == [kernel.py_func] * 2
 
 
 @needs_sass

@@ -159,11 +159,10 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
     lines would be another file's) or where NVVM refuses the line table. Compiled as `_line_table` says: each
     line a line of the source, of the kernel's file, a device function's of that file at its own lines
     (`simulator.trace.LaunchTrace.kernel_lines` counts the accesses at the same lines). Kept in the
-    `compile_cache` under a key of its own, as `ptx_for`'s compilations are."""
+    `compile_cache` under a key of its own; the code without its table is kept as `ptx_for`'s compilation, where
+    that is not yet compiled (`without_line_table`): a kernel is compiled once for both."""
     from numba import cuda  # noqa: PLC0415
 
-    if needs_linking(ptx_for(dispatcher, argtypes, architecture)):
-        return None
     cc, bounds = compute_capability(architecture), dispatcher.targetoptions.get("launch_bounds")
     # not ptx_for's key; the file's path too: the line table names it (another copy of the course, the same
     # source elsewhere, must not read this one's lines)
@@ -177,9 +176,22 @@ def lined_ptx(dispatcher, argtypes, architecture: str) -> str | None:
             ptx, _ = cuda.compile_ptx(dispatcher.py_func, tuple(argtypes), cc=cc, lineinfo=True, launch_bounds=bounds)
     except Exception:  # noqa: BLE001 - NVVM's error; the same code compiles without its lines (ptx_for)
         return None
+    _ptx_check.keep_compilation(dispatcher, argtypes, cc, without_line_table(ptx))
+    if needs_linking(ptx):
+        return None
     if key:
         compile_cache.store(key, {"ptx": ptx})
     return ptx
+
+
+_LINE_TABLE = re.compile(r"^[ \t]*\.(?:loc|file)\b[^\n]*(?:\n|\Z)|^[ \t]*\.section[ \t]+\.debug_\w+\s*\{.*?^[ \t]*\}[ \t]*(?:\n|\Z)",
+                         re.M | re.S)
+
+
+def without_line_table(ptx: str) -> str:
+    """``ptx`` compiled with ``lineinfo`` as it is compiled without: its ``.loc`` and ``.file`` directives and its
+    ``.debug_*`` sections taken out (the code is the same; only the names numba numbers as it compiles differ)."""
+    return _LINE_TABLE.sub("", ptx).rstrip()
 
 
 _VARIABLE_LOCATION = re.compile(r'^\s*call void @"?llvm\.dbg\.(?:value|declare)"?\(.*$\n?', re.MULTILINE)

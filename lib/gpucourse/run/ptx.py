@@ -414,8 +414,7 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
     """PTX of ``dispatcher`` for ``argtypes``, compiled for compute capability ``cc`` (by default the oldest the
     course runs on; code may depend on it, as `kernels.precision.mma_m16n8k16` does); raises numba's error when
     it does not compile."""
-    bounds = getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
-    py_func, argtypes = dispatcher.py_func, tuple(argtypes)
+    py_func, argtypes, bounds = dispatcher.py_func, tuple(argtypes), _launch_bounds(dispatcher)
     key = compile_cache.key(py_func, argtypes, cc, bounds)
     kept = key and compile_cache.load(key)
     if kept and _restore(kept, key, argtypes):
@@ -423,10 +422,30 @@ def compile_for_gpu(dispatcher, argtypes, cc: tuple = COMPUTE_CAPABILITY) -> str
     with target_device(cc):
         ptx, _ = cuda.compile_ptx(py_func, argtypes, cc=cc, launch_bounds=bounds)
     _compiled_functions.add(py_func)
+    _keep(key, py_func, argtypes, ptx)
+    return ptx
+
+
+def _launch_bounds(dispatcher):
+    return getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
+
+
+def _keep(key, py_func, argtypes: tuple, ptx: str) -> None:
     signatures = key and _reached(py_func, argtypes, key)
     if signatures:
         compile_cache.store(key, {"ptx": ptx, "signatures": signatures})
-    return ptx
+
+
+def keep_compilation(dispatcher, argtypes, cc: tuple, ptx: str) -> None:
+    """Keep ``ptx`` as `compile_for_gpu`'s compilation of ``dispatcher`` for ``argtypes`` on ``cc``, unless one is
+    kept: the same code compiled with its line table (`assembler.lined_ptx`), the table taken out, so that a kernel
+    the cost model reads with its lines is not compiled a second time without them. The variable types are those
+    that compilation kept, as `compile_for_gpu`'s own."""
+    py_func, argtypes = dispatcher.py_func, tuple(argtypes)
+    key = compile_cache.key(py_func, argtypes, cc, _launch_bounds(dispatcher))
+    if key and not compile_cache.load(key):
+        _compiled_functions.add(py_func)
+        _keep(key, py_func, argtypes, ptx)
 
 
 def _reached(py_func, argtypes, key) -> list | None:

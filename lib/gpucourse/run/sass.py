@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .assembler import assemble
 
@@ -66,18 +67,39 @@ def disassemble(ptx: str, architecture: str, max_registers: int | None = None, l
     """The SASS that nvJitLink assembles from ``ptx`` for ``architecture``, as ``nvdisasm`` prints it; None without
     an ``nvdisasm``. ``line_table``: each instruction's source line annotated (`source_lines`), from PTX compiled
     with them (`assembler.lined_ptx`)."""
+    waiting = start_disassembly(ptx, architecture, max_registers, line_table)
+    return waiting and waiting()
+
+
+def start_disassembly(ptx: str, architecture: str, max_registers: int | None = None,
+                      line_table: bool = False) -> Callable[[], str] | None:
+    """`disassemble`, begun: nvJitLink assembles now, and ``nvdisasm`` prints the cubin in another process (about
+    half a second, most of it its own start), while this one goes on; the function returned waits for the SASS.
+    None without an ``nvdisasm``."""
     tool = nvdisasm()
     if tool is None:
         return None
     _, cubin = assemble(ptx, architecture, max_registers, line_table)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "kernel.cubin"
-        path.write_bytes(cubin)
-        done = subprocess.run([tool, "-c", *(["-g"] if line_table else []), str(path)], capture_output=True,
-                              text=True, timeout=120)
-    if done.returncode:
-        raise RuntimeError(f"nvdisasm failed on the {architecture} cubin: {done.stderr.strip()[:300]}")
-    return done.stdout
+    folder = Path(tempfile.mkdtemp(prefix="gpucourse-sass-"))
+    path = folder / "kernel.cubin"
+    path.write_bytes(cubin)
+    process = subprocess.Popen([tool, "-c", *(["-g"] if line_table else []), str(path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+
+    def sass() -> str:
+        try:
+            out, err = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise RuntimeError(f"nvdisasm ran past 120 s on the {architecture} cubin") from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if process.returncode:
+            raise RuntimeError(f"nvdisasm failed on the {architecture} cubin: {err.strip()[:300]}")
+        return out
+
+    return sass
 
 
 def instructions(sass: str) -> list[tuple[str, str, str, list[str]]]:

@@ -30,11 +30,13 @@ from typing import Callable
 
 from .device import chosen_backend
 from .ptx import argument_type, checked_for, is_kernel
-from .assembler import Resources, compute_capability, lined_ptx, max_registers, ptx_for, shared_bytes
+from .assembler import (Resources, compute_capability, lined_ptx, max_registers, ptx_for, resources_problem,
+                        shared_bytes)
 from .issue import issue_code
 from .resources import kernel_resources
 # sass_problem: for lecture 07; nvdisasm: for benchmarks/compiled_code.py (its version)
-from .sass import disassemble, global_loads, innermost, nvdisasm, sass_counts, sass_findings, sass_problem  # noqa: F401
+from .sass import (disassemble, global_loads, innermost, nvdisasm, sass_counts, sass_findings,  # noqa: F401
+                   sass_problem, start_disassembly)
 from .timing import median_seconds
 
 # -- compiled-code inspection ------------------------------------------------------------------------------------
@@ -284,37 +286,56 @@ class WrongResult(Exception):
 
 def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
     """(launch trace, resources, launch) of ``config`` launched once on the simulator at ``traced``'s size, checked:
-    a wrong result raises `WrongResult`. Its PTX check compiles it for ``architecture``, the compilation that gives
-    its resources (`ptx.checked_for`), not also for the oldest GPU."""
+    a wrong result raises `WrongResult`. It is compiled once, for ``architecture``, with the line table the cost
+    model reads (`assembler.lined_ptx`); that compilation, its table taken out, is its PTX check's (`ptx.checked_for`:
+    not also for the oldest GPU) and gives its resources. nvdisasm reads its SASS while the simulator runs it."""
     from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
 
     launch = traced.build(config)
-    with trace() as t, checked_for(compute_capability(architecture)):
-        launch()
+    argtypes = tuple(argument_type(a) for a in launch.args)
+    readable = resources_problem() is None  # nvJitLink: resources, and SASS where there is an nvdisasm
+    waiting = readable and _start_sass_with_lines(launch.kernel, argtypes, architecture)
+    try:
+        with trace() as t, checked_for(compute_capability(architecture)):
+            launch()
+    finally:
+        sass = waiting and _finished(waiting)
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
-    argtypes = tuple(argument_type(a) for a in launch.args)
     resources = kernel_resources(launch.kernel, argtypes, architecture)
     if resources is not None:  # the cost model's issue roof and a block's own time
         ptx = ptx_for(launch.kernel, argtypes, architecture)
-        sass = _sass_with_lines(launch.kernel, argtypes, architecture)
+        sass = sass or _sass_without_lines(ptx, architecture, max_registers(launch.kernel))
         resources = dataclasses.replace(resources, fma_share=main_loop_fma_share(ptx),
                                         global_loads=sass and global_loads(sass), issue_code=sass and issue_code(sass))
     return t.last, resources, launch
 
 
-def _sass_with_lines(kernel, argtypes, architecture: str) -> str | None:
-    """The kernel's SASS with its line table (`assembler.lined_ptx`), else without (a kernel linked with CUDA C++,
-    an nvJitLink or nvdisasm that refuses the line table); None where no nvdisasm reads it (the model then leaves
-    out the copy's round trips and counts the issue from the main loop alone)."""
+def _start_sass_with_lines(kernel, argtypes, architecture: str) -> Callable[[], str] | None:
+    """`sass.start_disassembly` of the kernel compiled with its line table (`assembler.lined_ptx`); None where there
+    is none (a kernel linked with CUDA C++, or one that does not compile), no nvdisasm, or an nvJitLink that refuses
+    the line table."""
     lined = lined_ptx(kernel, argtypes, architecture)
-    tries = ([(lined, True)] if lined is not None else []) + [(ptx_for(kernel, argtypes, architecture), False)]
-    for ptx, line_table in tries:
-        try:
-            return disassemble(ptx, architecture, max_registers(kernel), line_table=line_table)
-        except RuntimeError:  # an nvdisasm older than the assembler, or options this nvJitLink refuses
-            continue
-    return None
+    try:
+        return lined and start_disassembly(lined, architecture, max_registers(kernel), line_table=True)
+    except RuntimeError:
+        return None
+
+
+def _finished(waiting: Callable[[], str]) -> str | None:
+    try:
+        return waiting()
+    except RuntimeError:  # an nvdisasm older than the assembler
+        return None
+
+
+def _sass_without_lines(ptx: str, architecture: str, registers: int | None) -> str | None:
+    """The SASS without its line table, where the one with it could not be read; None where no nvdisasm reads it
+    (the model then leaves out the copy's round trips and counts the issue from the main loop alone)."""
+    try:
+        return disassemble(ptx, architecture, registers)
+    except RuntimeError:
+        return None
 
 
 def _traced(problem: Problem, config: dict, architecture: str) -> tuple:

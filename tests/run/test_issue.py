@@ -300,10 +300,29 @@ def _sums_undivided(kernel, seed: int):
     """(out, x, the launch's trace) of ``kernel`` (`_row_sums_of`) on 3 rows of 300, no cell divided."""
     x = np.random.default_rng(seed).standard_normal((3, 300)).astype(np.float32) + 4
     out = np.zeros(3, np.float32)
-    with trace() as t:
+    with trace(lines=True) as t:
         kernel[3, 64](out, x, False)
     np.testing.assert_allclose(out, 2 * x.sum(axis=1), rtol=1e-4)  # float32 sums of 100 values near 4
     return out, x, t
+
+
+def test_a_trace_watches_which_lines_run_only_when_asked(monkeypatch):
+    """Watching the lines (`sys.settrace`) costs a traced launch about a third more time: only the cost model's
+    traces ask for it, and a trace without it says so rather than call every line run."""
+    import sys
+
+    watched = []
+    monkeypatch.setattr(sys, "settrace", lambda function: watched.append(function))
+    x = np.ones((3, 300), np.float32)
+    with trace() as t:
+        _row_sums[3, 64](np.zeros(3, np.float32), x, False)
+    assert watched == []
+    with pytest.raises(ValueError, match=r"did not watch which lines ran: record it inside `with trace\(lines=True\):`"):
+        t.last.lines_not_run
+    monkeypatch.undo()
+    with trace(lines=True) as t:
+        _row_sums[3, 64](np.zeros(3, np.float32), x, False)
+    assert t.last.lines_not_run == set() and t.last.lines_ran
 
 
 @needs_sass

@@ -418,7 +418,8 @@ def recording_launches():
 
 
 @contextlib.contextmanager
-def trace():
-    """``with trace() as t:`` records every launch inside on the course simulator (also on a GPU machine)."""
-    with simulated(), simulator.recording() as recorded:
+def trace(lines: bool = False):
+    """``with trace() as t:`` records every launch inside on the course simulator (also on a GPU machine);
+    ``lines``: also which lines of each kernel ran, for the cost model (`LaunchTrace.lines_not_run`)."""
+    with simulated(), simulator.recording(lines) as recorded:
         yield recorded

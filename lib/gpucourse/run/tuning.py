@@ -296,7 +296,7 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
     readable = resources_problem() is None  # nvJitLink: resources, and SASS where there is an nvdisasm
     waiting = readable and _start_sass_with_lines(launch.kernel, argtypes, architecture)
     try:
-        with trace() as t, checked_for(compute_capability(architecture)):
+        with trace(lines=True) as t, checked_for(compute_capability(architecture)):
             launch()
     finally:
         sass = waiting and _finished(waiting)

@@ -125,6 +125,7 @@ class LaunchTrace:
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()
         self.lines_ran: set = set()
+        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``): a third more time
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -228,7 +229,11 @@ class LaunchTrace:
 
     @property
     def lines_not_run(self) -> set:
-        """(file, line) of the kernel's code that no thread ran (`run.issue` counts none of its instructions)."""
+        """(file, line) of the kernel's code that no thread ran (`run.issue` counts none of its instructions); only
+        a launch traced with ``trace(lines=True)`` knows them."""
+        if not self.watches_lines:
+            raise ValueError(f"the trace of `{self.kernel}` did not watch which lines ran: record it inside "
+                             "`with trace(lines=True):` (it takes about a third more time)")
         return self.lines_known - self.lines_ran
 
     def finish(self, runtime) -> None:
@@ -396,10 +401,12 @@ class LaunchTrace:
 
 
 class Trace:
-    """The launches run inside one ``with trace():`` block; questions go to the last one."""
+    """The launches run inside one ``with trace():`` block; questions go to the last one. ``lines``: each launch
+    watches which lines of the kernel run (`LaunchTrace.lines_not_run`)."""
 
-    def __init__(self):
+    def __init__(self, lines: bool = False):
         self.launches: list[LaunchTrace] = []
+        self.lines = lines
 
     def __len__(self) -> int:
         return len(self.launches)
@@ -423,9 +430,10 @@ _active: list[Trace] = []
 
 
 @contextlib.contextmanager
-def recording():
-    """Record every launch this simulator runs inside the block, in the `Trace` it yields."""
-    recorded = Trace()
+def recording(lines: bool = False):
+    """Record every launch this simulator runs inside the block, in the `Trace` it yields; ``lines``: which lines
+    of its kernel each launch ran too (`lines_run`)."""
+    recorded = Trace(lines)
     _active.append(recorded)
     try:
         yield recorded
@@ -443,7 +451,7 @@ def lines_run(recorder: LaunchTrace | None, own_lines=()):
     The rewritten kernel runs each statement once for all its threads, and a branch only where some thread takes
     it, so a line that never ran is code that no thread ran. Watched with `sys.settrace`, on the rewritten
     functions' frames only; not where another tracer (a debugger, coverage) is set: then every line counts as run."""
-    if recorder is None or sys.gettrace() is not None or recorder.kernel_file is None:
+    if recorder is None or not recorder.watches_lines or sys.gettrace() is not None or recorder.kernel_file is None:
         yield
         return
     file, ran, known = recorder.kernel_file, recorder.lines_ran, recorder.lines_known
@@ -479,5 +487,6 @@ def recorder_for(function, geometry, arguments) -> LaunchTrace | None:
     if not _active:
         return None
     launch = LaunchTrace(function.__name__, geometry, [a for a in arguments if isinstance(a, SimArray)], function)
+    launch.watches_lines = _active[-1].lines
     _active[-1].launches.append(launch)
     return launch

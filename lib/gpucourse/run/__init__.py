@@ -61,7 +61,7 @@ def recording_launches():
 
 def trace(lines: bool = False):
     """``with trace() as t:`` records every launch inside, run on the course simulator (also on a GPU machine);
-    ``trace(lines=True)``: also which lines of each kernel ran (what the cost model reads; a third more time)."""
+    ``trace(lines=True)``: also which lines of each kernel ran (what the cost model reads; about twice the time)."""
     return _cpu_backend().trace(lines)
 
 

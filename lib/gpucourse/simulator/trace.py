@@ -125,7 +125,7 @@ class LaunchTrace:
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()
         self.lines_ran: set = set()
-        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``): a third more time
+        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``): about twice the time
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -233,7 +233,7 @@ class LaunchTrace:
         a launch traced with ``trace(lines=True)`` knows them."""
         if not self.watches_lines:
             raise ValueError(f"the trace of `{self.kernel}` did not watch which lines ran: record it inside "
-                             "`with trace(lines=True):` (it takes about a third more time)")
+                             "`with trace(lines=True):` (a traced launch then takes about twice as long)")
         return self.lines_known - self.lines_ran
 
     def finish(self, runtime) -> None:

@@ -174,3 +174,35 @@ def test_a_damaged_record_is_compiled_again_and_rewritten(cache, monkeypatch):
     seen = compiles(monkeypatch)
     ptx.compile_for_gpu(fresh()["kernel"], argtypes())
     assert seen == ["kernel"] and record.read_text().startswith('{"ptx"')
+
+
+INLINE = """
+from numba import cuda
+
+@cuda.jit(device=True, inline="always")
+def accumulate(x, n):
+    total = x
+    for k in range(n):
+        total = total + k
+    return total
+"""
+
+
+def test_an_inline_device_function_s_types_are_found_in_another_process(cache, monkeypatch):
+    """numba types an ``inline="always"`` function only inside its callers, so the simulator compiles it alone for
+    its variable types (`ptx.inline_variable_types`): kept too, a second process compiles nothing."""
+    from numba.cuda import types
+
+    def inline():
+        namespace = {}
+        exec(compile(INLINE, "<inline>", "exec"), namespace)
+        return namespace["accumulate"].py_func
+
+    argtypes = (types.float32, types.int64)
+    cold = ptx.inline_variable_types(inline(), argtypes)
+    assert cold["total"] == np.float64  # float32 + int64: numba widens to float64
+    monkeypatch.setattr(compile_cache, "_memory", {})
+    seen = compiles(monkeypatch)
+    assert ptx.inline_variable_types(inline(), argtypes) == cold and seen == []
+    other = ptx.inline_variable_types(inline(), (types.float64, types.int32))  # another signature: compiled
+    assert (other["x"], other["total"], seen) == (np.float64, np.float64, ["accumulate"])

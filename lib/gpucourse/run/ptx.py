@@ -399,14 +399,23 @@ def variable_types(py_func, argtypes) -> dict:
 def inline_variable_types(py_func, argtypes: tuple) -> dict:
     """{variable: dtype} of an ``inline="always"`` device function called with ``argtypes``: numba copies such a
     function into its callers and types it only there, so it is compiled alone here, once per signature, for the
-    compute capability the checks compile for ({} where it does not compile alone)."""
+    compute capability the checks compile for ({} where it does not compile alone); its types are kept in the
+    `compile_cache` like a kernel's."""
     signature = (py_func, tuple(argtypes))
-    if signature not in _signatures:
-        try:
-            with target_device(_check_cc):
-                cuda.compile_ptx(py_func, argtypes, device=True, cc=_check_cc)
-        except Exception:  # noqa: BLE001 (what compiles only inlined, as a tuple of arrays returned: no types)
-            _signatures[signature] = ({}, [])
+    if signature in _signatures:
+        return _signatures[signature][0]
+    key = compile_cache.key(py_func, signature[1], _check_cc, "inline device function")
+    kept = key and compile_cache.load(key)
+    if kept and _restore(kept, key, signature[1]):
+        _signatures.setdefault(signature, (_kernel_variables[signature], []))
+        return _signatures[signature][0]
+    try:
+        with target_device(_check_cc):
+            ptx, _ = cuda.compile_ptx(py_func, signature[1], device=True, cc=_check_cc)
+    except Exception:  # noqa: BLE001 (what compiles only inlined, as a tuple of arrays returned: no types)
+        _signatures[signature] = ({}, [])
+        return {}
+    _keep(key, py_func, signature[1], ptx)
     return _signatures.get(signature, ({}, []))[0]
 
 

@@ -74,11 +74,42 @@ class ArrayTrace:
         self.space = array.space
         self.shape = array.shape
         self.itemsize = array.dtype.itemsize
-        self.per_thread = {k: np.zeros(lanes, np.int64) for k in KINDS}
-        self.per_element = {k: np.zeros(array.size * array.copies, np.int64) for k in KINDS}
+        self._per_thread = {k: np.zeros(lanes, np.int64) for k in KINDS}
+        self._per_element = {k: np.zeros(array.size * array.copies, np.int64) for k in KINDS}
+        # accesses made since the counts above were last brought up to date: (lanes, or None for every lane,
+        # elements), counted all at once when a count is asked for (`per_thread`, `per_element`)
+        self._uncounted: dict[str, list] = {k: [] for k in KINDS}
         self.instructions = {k: Instructions() for k in KINDS}
         self.events: list[tuple] = []  # (kind, lanes, elements, block phase of each lane)
         self.size = array.size
+
+    def note(self, kind: str, lanes, elements) -> None:
+        """One access of ``kind`` by ``lanes`` (None: every lane) to ``elements`` (one per lane, or one for all)."""
+        self._uncounted[kind].append((lanes, elements))
+
+    @property
+    def per_thread(self) -> dict[str, np.ndarray]:
+        """{kind: how many times each thread made such an access (in lane order)}."""
+        self._count_accesses()
+        return self._per_thread
+
+    @property
+    def per_element(self) -> dict[str, np.ndarray]:
+        """{kind: how many times each element (of each copy: shared memory one per block) was accessed so}."""
+        self._count_accesses()
+        return self._per_element
+
+    def _count_accesses(self) -> None:
+        for kind, uncounted in self._uncounted.items():
+            if not uncounted:
+                continue
+            threads, elements = self._per_thread[kind], self._per_element[kind]
+            some = [lanes for lanes, _ in uncounted if lanes is not None]
+            threads += len(uncounted) - len(some)  # the accesses of every lane
+            if some:
+                threads += np.bincount(np.concatenate(some), minlength=len(threads))
+            elements += np.bincount(np.concatenate([np.ravel(e) for _, e in uncounted]), minlength=len(elements))
+            uncounted.clear()
 
     def accesses(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """(lane, element) of every access of ``kind``, in the order made (an element the same in all the lanes of
@@ -148,15 +179,14 @@ class LaunchTrace:
     # -- recording (called by the runtime) ----------------------------------------------------------
     def record(self, runtime, array, kind: str, lanes, elements, components, site: int) -> None:
         entry = self._register(array)
-        if len(lanes) == self.geometry.lanes:  # every lane: no gather
-            entry.per_thread[kind] += 1
-        else:
-            entry.per_thread[kind][lanes] += 1
-        np.add.at(entry.per_element[kind], elements, 1)
+        entry.note(kind, None if len(lanes) == self.geometry.lanes else lanes, elements)
         if array.space == "global":
-            address = array.byte_offset + sum(
-                np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
-            )
+            if array.flat is not None:  # C-contiguous: elements are in address order
+                address = array.byte_offset + np.asarray(elements, np.int64) * array.dtype.itemsize
+            else:
+                address = array.byte_offset + sum(
+                    np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
+                )
             places = np.broadcast_to(address, lanes.shape) // SECTOR_BYTES
         else:
             places = (elements % array.size) * array.dtype.itemsize // BANK_BYTES  # shared: words

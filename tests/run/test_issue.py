@@ -1,5 +1,7 @@
 """Counting the instructions a launch issues (`run.issue`): SASS with its line table, weighed by the trace."""
 
+import sys
+
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -307,10 +309,8 @@ def _sums_undivided(kernel, seed: int):
 
 
 def test_a_trace_watches_which_lines_run_only_when_asked(monkeypatch):
-    """Watching the lines (`sys.settrace`) about doubles the time of a traced launch: only the cost model's
-    traces ask for it, and a trace without it says so rather than call every line run."""
-    import sys
-
+    """Watching the lines (`sys.settrace` on Python 3.11) about doubles the time of a traced launch: only the cost
+    model's traces ask for it, and a trace without it says so rather than call every line run."""
     watched = []
     monkeypatch.setattr(sys, "settrace", lambda function: watched.append(function))
     x = np.ones((3, 300), np.float32)
@@ -323,6 +323,25 @@ def test_a_trace_watches_which_lines_run_only_when_asked(monkeypatch):
     with trace(lines=True) as t:
         _row_sums[3, 64](np.zeros(3, np.float32), x, False)
     assert t.last.lines_not_run == set() and t.last.lines_ran
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python 3.11: lines are watched with sys.settrace only")
+@pytest.mark.parametrize("kernel", ["inlined", "device functions"])
+def test_sys_monitoring_watches_the_same_lines_as_settrace(monkeypatch, kernel):
+    """Python 3.12 on watches with `sys.monitoring` (each line until it first runs), 3.11 with `sys.settrace`."""
+    launched = {"inlined": _inlined_row_sums, "device functions": _cell_row_sums}[kernel]
+
+    def watched() -> tuple[set, set]:
+        _, _, t = _sums_undivided(launched, 7)
+        return t.last.lines_known, t.last.lines_ran
+
+    known, ran = watched()
+    monkeypatch.delattr(sys, "monitoring")
+    assert watched() == (known, ran)
+    if kernel == "inlined":
+        assert known - ran == {(__file__, DIVIDED_LINE)}
+    else:
+        assert {(__file__, SCALED_LINE), (__file__, CALLS_SCALED_LINE)} <= known - ran
 
 
 @needs_sass

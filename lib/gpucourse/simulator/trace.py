@@ -156,7 +156,7 @@ class LaunchTrace:
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()
         self.lines_ran: set = set()
-        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``): about twice the time
+        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``; slower on Python 3.11)
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -263,7 +263,8 @@ class LaunchTrace:
         a launch traced with ``trace(lines=True)`` knows them."""
         if not self.watches_lines:
             raise ValueError(f"the trace of `{self.kernel}` did not watch which lines ran: record it inside "
-                             "`with trace(lines=True):` (a traced launch then takes about twice as long)")
+                             "`with trace(lines=True):` (on Python 3.11 a traced launch then takes about twice as "
+                             "long)")
         return self.lines_known - self.lines_ran
 
     def finish(self, runtime) -> None:
@@ -479,12 +480,89 @@ def lines_run(recorder: LaunchTrace | None, own_lines=()):
     kernel's code whether they are called or not.
 
     The rewritten kernel runs each statement once for all its threads, and a branch only where some thread takes
-    it, so a line that never ran is code that no thread ran. Watched with `sys.settrace`, on the rewritten
-    functions' frames only; not where another tracer (a debugger, coverage) is set: then every line counts as run."""
-    if recorder is None or not recorder.watches_lines or sys.gettrace() is not None or recorder.kernel_file is None:
+    it, so a line that never ran is code that no thread ran. Watched on the rewritten functions' code only: with
+    `sys.monitoring` (Python 3.12 on), each line until it first runs; else with `sys.settrace`, which calls back on
+    every Python call of the launch (about twice the time of the launch), and not where another tracer (a
+    debugger, coverage) is set: then every line counts as run."""
+    monitoring = getattr(sys, "monitoring", None)
+    tool = None if monitoring is None else next((i for i in range(5, -1, -1) if monitoring.get_tool(i) is None), None)
+    if (recorder is None or not recorder.watches_lines or recorder.kernel_file is None
+            or (tool is None and (monitoring is not None or sys.gettrace() is not None))):
         yield
         return
     file, ran, known = recorder.kernel_file, recorder.lines_ran, recorder.lines_known
+    codes: set = set()
+
+    def kernel_code(code, frame) -> bool:
+        """Whether ``code``, started in ``frame``, is the kernel's or a device function's rewritten code, started
+        outside a device function's call (whose lines are the call's); its lines then become known."""
+        if recorder.call_site is not None:
+            return False
+        if code not in codes:
+            if not rewritten(code, frame):
+                return False
+            add(code)
+        return True
+
+    def add(code) -> None:
+        codes.add(code)
+        known.update((file, number) for _, number in dis.findlinestarts(code) if number)
+
+    for function in own_lines:
+        add(function.__code__)
+    with (_watching_lines(monitoring, tool, file, ran, recorder, kernel_code) if tool is not None
+          else _tracing_lines(file, ran, kernel_code)):
+        yield
+
+
+def rewritten(code, frame) -> bool:
+    """Whether ``code``, running in ``frame``, is a kernel's or a device function's code as the simulator rewrote it
+    (not the module that defines it)."""
+    return frame.f_globals.get(RT) is not None and code.co_name != "<module>"
+
+
+@contextlib.contextmanager
+def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: LaunchTrace, kernel_code):
+    """`lines_run` with `sys.monitoring`: line events on the kernel's code objects only, each line's turned off
+    once it ran (code of a device function's call, whose lines are the call's, is watched until it runs outside
+    one)."""
+    events, disable = monitoring.events, monitoring.DISABLE
+    watched: list = []
+
+    def started(code, _offset):
+        frame = sys._getframe(1)
+        if not rewritten(code, frame):
+            return disable
+        if not kernel_code(code, frame):
+            return None  # started inside a device function's call: watched until it starts outside one
+        if code not in watched:
+            monitoring.set_local_events(tool, code, events.LINE)
+            watched.append(code)
+        return disable
+
+    def line(_code, number):
+        if recorder.call_site is not None:  # inside a device function's call: its lines are the call's
+            return None
+        ran.add((file, number))
+        return disable
+
+    monitoring.use_tool_id(tool, "gpucourse lines_run")
+    monitoring.register_callback(tool, events.PY_START, started)
+    monitoring.register_callback(tool, events.LINE, line)
+    monitoring.set_events(tool, events.PY_START)
+    try:
+        yield
+    finally:
+        monitoring.set_events(tool, 0)
+        for code in watched:
+            monitoring.set_local_events(tool, code, 0)
+        monitoring.free_tool_id(tool)
+        monitoring.restart_events()
+
+
+@contextlib.contextmanager
+def _tracing_lines(file: str, ran: set, kernel_code):
+    """`lines_run` with `sys.settrace` (Python 3.11)."""
 
     def line(frame, event, _):
         if event == "line":
@@ -492,19 +570,8 @@ def lines_run(recorder: LaunchTrace | None, own_lines=()):
         return line
 
     def call(frame, event, _):
-        if frame.f_globals.get(RT) is None or recorder.call_site is not None or frame.f_code.co_name == "<module>":
-            return None  # not the kernel's code, or a device function's (its lines are the call's)
-        if frame.f_code not in codes:
-            add(frame.f_code)
-        return line
+        return line if kernel_code(frame.f_code, frame) else None
 
-    def add(code) -> None:
-        codes.add(code)
-        known.update((file, number) for _, number in dis.findlinestarts(code) if number)
-
-    codes: set = set()
-    for function in own_lines:
-        add(function.__code__)
     sys.settrace(call)
     try:
         yield

@@ -200,8 +200,8 @@ class _CountingModel:
         return 1e-6 * launch.block[0] / 32 + 1e-6 * (trace.array("x").instructions["read"].sectors > 0)
 
 
-def _copy_problem(kernel=_shifted_copy):
-    x = np.random.default_rng(1).standard_normal(100).astype(np.float32)
+def _copy_problem(kernel=_shifted_copy, seed=1):
+    x = np.random.default_rng(seed).standard_normal(100).astype(np.float32)
     d_x, out = cuda.to_device(x), {}
 
     def build(config):
@@ -226,6 +226,30 @@ def test_tune_drops_wrong_candidates_ranks_by_the_model_and_caches(tmp_path):
     assert model.calls == 2  # only the correct candidates are priced
     again = rt.tune(problem, model=model, cache=tmp_path / "cache.json", measure=False)
     assert again.from_cache and again.best == result.best and model.calls == 2  # a hit costs no timing
+
+
+def test_a_launch_priced_again_in_the_process_is_traced_once(monkeypatch):
+    """The same candidate on the same inputs is run on the simulator once per process (a grader, a sweep and a
+    lecture cell price it again); other inputs, another config or a kernel compiled with other options run again, and
+    a wrong result is never kept."""
+    runs, run = [], rt._run_traced
+    monkeypatch.setattr(rt, "_run_traced", lambda *a: runs.append(a[1]) or run(*a))
+    monkeypatch.setattr(rt, "_TRACED", type(rt._TRACED)())
+    model, problem, right = _CountingModel(), _copy_problem(), {"shift": 0, "threads": 32}
+    assert rt.price(problem, right, model) == rt.price(problem, right, model) and len(runs) == 1
+    rt.price(problem, {"shift": 0, "threads": 64}, model)
+    rt.price(_copy_problem(seed=2), right, model)
+    rt.price(_copy_problem(cuda.jit(lineinfo=True)(_shifted_copy.py_func)), right, model)
+    assert len(runs) == 4
+    for _ in range(2):
+        with pytest.raises(rt.WrongResult):
+            rt._trace(problem, {"shift": 1, "threads": 32}, "sm_90")
+    assert len(runs) == 6 and len(rt._TRACED) == 4
+    monkeypatch.setattr(rt, "TRACES_KEPT", 2)
+    rt.price(problem, {"shift": 0, "threads": 128}, model)
+    assert len(rt._TRACED) == 2
+    rt.price(problem, right, model)  # among the oldest: forgotten
+    assert len(runs) == 8
 
 
 def test_the_model_s_candidates_are_compiled_for_its_gpu_only(monkeypatch):

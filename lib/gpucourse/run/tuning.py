@@ -23,13 +23,17 @@ import numbers
 import random
 import re
 import textwrap
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
+from . import compile_cache
 from .device import chosen_backend
-from .ptx import argument_type, checked_for, is_kernel
+from .ptx import argument_type, checked_for, is_kernel, mode as check_mode
 from .assembler import (Resources, compute_capability, lined_ptx, max_registers, ptx_for, resources_problem,
                         shared_bytes)
 from .issue import issue_code
@@ -284,15 +288,58 @@ class WrongResult(Exception):
     """A candidate's output differs from the reference."""
 
 
+_TRACED: OrderedDict = OrderedDict()  # {`_launch_key`: (launch trace, resources)} of this process, newest last
+TRACES_KEPT = 64  # a tuning sweep's candidates, and the graders' problems a process prices again
+
+
+def _launch_key(launch: Launch, argtypes: tuple, architecture: str) -> tuple | None:
+    """What decides a traced launch and its resources: the kernel as the compile cache keys it (its code, what it
+    reads, the course's and the compilers' versions) with its compile options, the launch's shape, each argument's
+    bytes (and a device array's written mask), the PTX check's mode and the tools that read resources and SASS here;
+    None where the compile cache gives the kernel no key."""
+    py_func = getattr(launch.kernel, "py_func", None)
+    compiled = py_func and compile_cache.key(py_func, argtypes, compute_capability(architecture), None)
+    if not compiled:
+        return None
+    arguments = []
+    for value in launch.args:
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            digest = hashlib.sha256(np.ascontiguousarray(np.asarray(value)).tobytes())
+            written = getattr(value, "written", None)
+            digest.update(b"" if written is None else np.packbits(np.asarray(written)).tobytes())
+            arguments.append((str(value.dtype), tuple(value.shape), digest.hexdigest()))
+        else:
+            arguments.append((type(value).__name__, repr(value)))
+    options = repr(sorted(getattr(launch.kernel, "targetoptions", {}).items()))
+    return (compiled.name, options, launch.grid, launch.block, tuple(arguments), architecture, check_mode(),
+            resources_problem(), nvdisasm())
+
+
 def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
     """(launch trace, resources, launch) of ``config`` launched once on the simulator at ``traced``'s size, checked:
     a wrong result raises `WrongResult`. It is compiled once, for ``architecture``, with the line table the cost
     model reads (`assembler.lined_ptx`); that compilation, its table taken out, is its PTX check's (`ptx.checked_for`:
-    not also for the oldest GPU) and gives its resources. nvdisasm reads its SASS while the simulator runs it."""
-    from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
-
+    not also for the oldest GPU) and gives its resources. nvdisasm reads its SASS while the simulator runs it. The
+    same launch again (same `_launch_key`) in this process is not run again: the trace and resources it gave are
+    kept (the last `TRACES_KEPT`), and the launch had given a right result."""
     launch = traced.build(config)
     argtypes = tuple(argument_type(a) for a in launch.args)
+    key = _launch_key(launch, argtypes, architecture)
+    if key in _TRACED:
+        _TRACED.move_to_end(key)
+        return (*_TRACED[key], launch)
+    launch_trace, resources = _run_traced(traced, launch, argtypes, architecture)
+    if key is not None:
+        _TRACED[key] = (launch_trace, resources)
+        while len(_TRACED) > TRACES_KEPT:
+            _TRACED.popitem(last=False)
+    return launch_trace, resources, launch
+
+
+def _run_traced(traced: Problem, launch: Launch, argtypes: tuple, architecture: str) -> tuple:
+    """`_trace`'s (launch trace, resources), from running ``launch``."""
+    from .cpu_backend import trace  # noqa: PLC0415 - the simulator, also on a GPU machine
+
     readable = resources_problem() is None  # nvJitLink: resources, and SASS where there is an nvdisasm
     waiting = readable and _start_sass_with_lines(launch.kernel, argtypes, architecture)
     try:
@@ -308,7 +355,7 @@ def _trace(traced: Problem, config: dict, architecture: str) -> tuple:
         sass = sass or _sass_without_lines(ptx, architecture, max_registers(launch.kernel))
         resources = dataclasses.replace(resources, fma_share=main_loop_fma_share(ptx),
                                         global_loads=sass and global_loads(sass), issue_code=sass and issue_code(sass))
-    return t.last, resources, launch
+    return t.last, resources
 
 
 def _start_sass_with_lines(kernel, argtypes, architecture: str) -> Callable[[], str] | None:

@@ -134,15 +134,13 @@ class _Walk:
         if isinstance(value, (tuple, list)):
             return type(value).__name__, [self.value(v) for v in value]
         if isinstance(value, CUDADispatcher):
-            options = sorted((k, repr(v)) for k, v in value.targetoptions.items())
-            return "dispatcher", self.function(value.py_func), options
+            return "dispatcher", self.function(value.py_func), options_of(value)
         if isinstance(value, pytypes.FunctionType):
             return "function", self.function(value)
         if isinstance(value, _Intrinsic):  # numba's @intrinsic: its Python definition says what it emits
             return "intrinsic", self.function(value._defn), sorted((k, repr(v)) for k, v in value._ctor_kwargs.items())
         if isinstance(value, np.ndarray):
-            data = np.ascontiguousarray(value)
-            return "ndarray", data.dtype.str, data.shape, hashlib.sha256(data.tobytes()).hexdigest()
+            return "ndarray", *array_digest(value)
         if isinstance(value, (np.generic, np.dtype, types.Type)):
             return type(value).__name__, repr(value)
         if isinstance(value, llvm_ir.Type):  # the LLVM types an @intrinsic emits: their IR text says all
@@ -154,6 +152,17 @@ class _Walk:
         if isinstance(value, (type, pytypes.BuiltinFunctionType, np.ufunc)) and _trusted(value.__module__ or "numpy"):
             return "named", value.__module__, value.__qualname__ if isinstance(value, type) else value.__name__
         raise Untrusted(f"{type(value).__module__}.{type(value).__qualname__}")
+
+
+def options_of(dispatcher) -> list:
+    """A ``cuda.jit`` dispatcher's compile options (max_registers, launch_bounds, fastmath, ...), as keys hold them."""
+    return sorted((k, repr(v)) for k, v in getattr(dispatcher, "targetoptions", {}).items())
+
+
+def array_digest(value: np.ndarray) -> tuple:
+    """(dtype, shape, sha256 of the bytes) of an array, as keys hold it."""
+    data = np.ascontiguousarray(value)
+    return data.dtype.str, data.shape, hashlib.sha256(data.tobytes()).hexdigest()
 
 
 @dataclass(frozen=True)

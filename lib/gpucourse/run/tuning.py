@@ -304,15 +304,13 @@ def _launch_key(launch: Launch, argtypes: tuple, architecture: str) -> tuple | N
     arguments = []
     for value in launch.args:
         if hasattr(value, "shape") and hasattr(value, "dtype"):
-            digest = hashlib.sha256(np.ascontiguousarray(np.asarray(value)).tobytes())
             written = getattr(value, "written", None)
-            digest.update(b"" if written is None else np.packbits(np.asarray(written)).tobytes())
-            arguments.append((str(value.dtype), tuple(value.shape), digest.hexdigest()))
+            arguments.append((compile_cache.array_digest(np.asarray(value)),
+                              written is not None and compile_cache.array_digest(np.asarray(written))))
         else:
             arguments.append((type(value).__name__, repr(value)))
-    options = repr(sorted(getattr(launch.kernel, "targetoptions", {}).items()))
-    return (compiled.name, options, launch.grid, launch.block, tuple(arguments), architecture, check_mode(),
-            resources_problem(), nvdisasm())
+    return (compiled.name, tuple(compile_cache.options_of(launch.kernel)), launch.grid, launch.block,
+            tuple(arguments), architecture, check_mode(), resources_problem(), nvdisasm())
 
 
 def _trace(traced: Problem, config: dict, architecture: str) -> tuple:

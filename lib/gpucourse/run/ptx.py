@@ -411,11 +411,11 @@ def inline_variable_types(py_func, argtypes: tuple) -> dict:
         return _signatures[signature][0]
     try:
         with target_device(_check_cc):
-            ptx, _ = cuda.compile_ptx(py_func, signature[1], device=True, cc=_check_cc)
+            cuda.compile_ptx(py_func, signature[1], device=True, cc=_check_cc)
     except Exception:  # noqa: BLE001 (what compiles only inlined, as a tuple of arrays returned: no types)
         _signatures[signature] = ({}, [])
         return {}
-    _keep(key, py_func, signature[1], ptx)
+    _keep(key, py_func, signature[1], None)
     return _signatures.get(signature, ({}, []))[0]
 
 
@@ -439,10 +439,11 @@ def _launch_bounds(dispatcher):
     return getattr(dispatcher, "targetoptions", {}).get("launch_bounds")  # cuda.jit(launch_bounds=): fewer registers
 
 
-def _keep(key, py_func, argtypes: tuple, ptx: str) -> None:
+def _keep(key, py_func, argtypes: tuple, ptx: str | None) -> None:
+    """Keep the variable types of ``py_func`` compiled for ``argtypes`` (and its ``ptx``, unless None) under ``key``."""
     signatures = key and _reached(py_func, argtypes, key)
     if signatures:
-        compile_cache.store(key, {"ptx": ptx, "signatures": signatures})
+        compile_cache.store(key, ({} if ptx is None else {"ptx": ptx}) | {"signatures": signatures})
 
 
 def keep_compilation(dispatcher, argtypes, cc: tuple, ptx: str) -> None:

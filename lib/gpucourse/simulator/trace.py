@@ -510,7 +510,7 @@ def lines_run(recorder: LaunchTrace | None, own_lines=()):
 
     for function in own_lines:
         add(function.__code__)
-    with (_watching_lines(monitoring, tool, file, ran, recorder, kernel_code) if tool is not None
+    with (_watching_lines(monitoring, tool, file, ran, recorder, kernel_code, codes) if tool is not None
           else _tracing_lines(file, ran, kernel_code)):
         yield
 
@@ -522,12 +522,11 @@ def rewritten(code, frame) -> bool:
 
 
 @contextlib.contextmanager
-def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: LaunchTrace, kernel_code):
-    """`lines_run` with `sys.monitoring`: line events on the kernel's code objects only, each line's turned off
-    once it ran (code of a device function's call, whose lines are the call's, is watched until it runs outside
-    one)."""
+def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: LaunchTrace, kernel_code, codes: set):
+    """`lines_run` with `sys.monitoring`: line events on the kernel's code objects only (``codes`` gathers them),
+    each line's turned off once it ran (code of a device function's call, whose lines are the call's, is watched
+    until it runs outside one)."""
     events, disable = monitoring.events, monitoring.DISABLE
-    watched: list = []
 
     def started(code, _offset):
         frame = sys._getframe(1)
@@ -535,10 +534,8 @@ def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: Launch
             return disable
         if not kernel_code(code, frame):
             return None  # started inside a device function's call: watched until it starts outside one
-        if code not in watched:
-            monitoring.set_local_events(tool, code, events.LINE)
-            watched.append(code)
-        return disable
+        monitoring.set_local_events(tool, code, events.LINE)
+        return disable  # PY_START off for this code: its lines are watched from now on
 
     def line(_code, number):
         if recorder.call_site is not None:  # inside a device function's call: its lines are the call's
@@ -554,7 +551,7 @@ def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: Launch
         yield
     finally:
         monitoring.set_events(tool, 0)
-        for code in watched:
+        for code in codes:
             monitoring.set_local_events(tool, code, 0)
         monitoring.free_tool_id(tool)
         monitoring.restart_events()
@@ -569,8 +566,17 @@ def _tracing_lines(file: str, ran: set, kernel_code):
             ran.add((file, frame.f_lineno))
         return line
 
+    others: set = set()  # code that is no kernel's or device function's: answered at once when called again
+
     def call(frame, event, _):
-        return line if kernel_code(frame.f_code, frame) else None
+        code = frame.f_code
+        if code in others:
+            return None
+        if kernel_code(code, frame):
+            return line
+        if not rewritten(code, frame):
+            others.add(code)
+        return None
 
     sys.settrace(call)
     try:

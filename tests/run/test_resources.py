@@ -64,6 +64,28 @@ def test_the_same_kernel_twice_still_has_its_report():
 
 
 @pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
+def test_the_same_ptx_is_assembled_once_also_in_another_process(tmp_path, monkeypatch):
+    from gpucourse.run import assembler, compile_cache
+
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path))
+    monkeypatch.setattr(compile_cache, "_memory", {})
+    assembled = []
+    real = assembler._assembled_now
+    monkeypatch.setattr(assembler, "_assembled_now", lambda *args: assembled.append(args[1:]) or real(*args))
+    types = [numba.typeof(np.zeros((1, 2, 2), np.float32))] * 3
+    ptx = assembler.ptx_for(mm.matmul_register_tiled, types, "sm_90")
+    first = assembler.assemble(ptx, "sm_90")
+    assert assembler.assemble(ptx, "sm_90") == first and len(assembled) == 1
+    monkeypatch.setattr(compile_cache, "_memory", {})  # a new process: read from the disk
+    assert assembler.assemble(ptx, "sm_90") == first and len(assembled) == 1
+    assert "Used" in first[0] and first[1].startswith(b"\x7fELF")
+    capped = assembler.assemble(ptx, "sm_90", max_registers=32)  # other options, or another architecture: assembled
+    assembler.assemble(ptx, "sm_100")
+    assert assembled[1:] == [("sm_90", 32, False), ("sm_100", None, False)]
+    assert parse_report(capped[0], ptx, "sm_90").registers <= 32 < parse_report(first[0], ptx, "sm_90").registers
+
+
+@pytest.mark.skipif(resources_problem() is not None, reason="nvJitLink is not installed")
 def test_launch_bounds_count_for_their_own_jit_of_a_function_only():
     from numba import cuda
 

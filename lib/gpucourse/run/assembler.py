@@ -5,7 +5,8 @@ nvJitLink, asking its assembler for a report (``ptxas -v``): registers per threa
 memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.shared`` arrays (numba declares
 them at module level, where the report does not count them). nvJitLink keeps a cache of its own on a machine
 with a driver, and a cache hit reports nothing of the assembler: the course asks it not to cache
-(``-no-cache``). A kernel that calls CUDA C++ numba-cuda links in (its float16 operators) is first linked with
+(``-no-cache``); the course keeps the report and the cubin instead, in the `compile_cache`, by the PTX, the
+options and nvJitLink's version (`assemble`). A kernel that calls CUDA C++ numba-cuda links in (its float16 operators) is first linked with
 it, as a GPU's load links it (`linked_code`). `parse_report` reads the reports of CUDA 12 and 13.
 `registers_per_block` is what a launch asks of the register file (the CPU backend refuses a block past it, as a
 GPU does).
@@ -15,7 +16,9 @@ Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra), `resources_problem` 
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -42,8 +45,23 @@ def assemble(ptx: str, architecture: str, max_registers: int | None = None,
              line_table: bool = False) -> tuple[str, bytes]:
     """nvJitLink's assembler report (``ptxas -v``, never from its cache) and the cubin of ``ptx`` on ``architecture``,
     with at most ``max_registers`` registers per thread when given (what ``@cuda.jit(max_registers=...)`` asks);
-    ``line_table``: the cubin keeps the source lines of PTX compiled with them (`lined_ptx`)."""
+    ``line_table``: the cubin keeps the source lines of PTX compiled with them (`lined_ptx`). Kept in the
+    `compile_cache`: the same PTX is assembled once (a kernel's resources and its SASS are read again by a lecture,
+    a grader and the tuner, in one process or in several: 0.1 s for an SGEMM, over 1 s for the warp-tiled conv)."""
     from cuda.bindings import nvjitlink
+
+    key = compile_cache.Key(hashlib.sha256(repr(("nvJitLink assembly", tuple(nvjitlink.version()), architecture,
+                                                 max_registers, line_table, ptx)).encode()).hexdigest(), {})
+    kept = compile_cache.load(key)
+    if kept is not None:
+        return kept["report"], base64.b64decode(kept["cubin"])
+    report, cubin = _assembled_now(ptx, architecture, max_registers, line_table)
+    compile_cache.store(key, {"report": report, "cubin": base64.b64encode(cubin).decode()})
+    return report, cubin
+
+
+def _assembled_now(ptx: str, architecture: str, max_registers: int | None, line_table: bool) -> tuple[str, bytes]:
+    from cuda.bindings import nvjitlink  # noqa: PLC0415
 
     cap = ([f"-maxrregcount={max_registers}"] if max_registers else []) + (["-lineinfo"] if line_table else [])
     for options in ([f"-arch={architecture}", "-Xptxas=-v", "-no-cache", *cap],

@@ -130,6 +130,17 @@ class ArrayTrace:
         return counts.reshape(self.shape)
 
 
+def _places(array, elements, components, lanes) -> np.ndarray:
+    """The 32-byte sector (global memory) or 4-byte bank word (shared and local) of each lane's access."""
+    if array.space != "global":
+        return (elements % array.size) * array.dtype.itemsize // BANK_BYTES
+    if array.flat is not None:  # C-contiguous: elements are in address order
+        address = array.byte_offset + np.asarray(elements, np.int64) * array.dtype.itemsize
+    else:
+        address = array.byte_offset + sum(np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides))
+    return np.broadcast_to(address, lanes.shape) // SECTOR_BYTES
+
+
 class LaunchTrace:
     """The trace of one launch."""
 
@@ -180,20 +191,12 @@ class LaunchTrace:
     def record(self, runtime, array, kind: str, lanes, elements, components, site: int) -> None:
         entry = self._register(array)
         entry.note(kind, None if len(lanes) == self.geometry.lanes else lanes, elements)
-        if array.space == "global":
-            if array.flat is not None:  # C-contiguous: elements are in address order
-                address = array.byte_offset + np.asarray(elements, np.int64) * array.dtype.itemsize
-            else:
-                address = array.byte_offset + sum(
-                    np.asarray(c, np.int64) * s for c, s in zip(components, array.byte_strides)
-                )
-            places = np.broadcast_to(address, lanes.shape) // SECTOR_BYTES
-        else:
-            places = (elements % array.size) * array.dtype.itemsize // BANK_BYTES  # shared: words
         _, block, warps, phase, _ = runtime.who(lanes)  # kept from the access before while the lanes are the same
         if self._vector is not None:  # part of one vector access: counted when it ends
+            places = _places(array, elements, components, lanes)
             self._vector.setdefault((entry.name, kind), []).append((array, lanes, places))
-        else:
+        else:  # local memory has no sectors or bank words to count
+            places = _places(array, elements, components, lanes) if array.space in ("global", "shared") else None
             self._count(entry, array, kind, lanes, places, site, 1, len(lanes), warps)
         entry.events.append((kind, lanes, elements if array.copies == 1 else elements % array.size, block, phase, site))
 

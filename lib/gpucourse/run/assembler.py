@@ -6,10 +6,10 @@ memory) and the bytes spilled to it. Shared memory is the sum of the PTX's ``.sh
 them at module level, where the report does not count them). nvJitLink keeps a cache of its own on a machine
 with a driver, and a cache hit reports nothing of the assembler: the course asks it not to cache
 (``-no-cache``); the course keeps the report and the cubin instead, in the `compile_cache`, by the PTX, the
-options and nvJitLink's version (`assemble`). A kernel that calls CUDA C++ numba-cuda links in (its float16 operators) is first linked with
-it, as a GPU's load links it (`linked_code`). `parse_report` reads the reports of CUDA 12 and 13.
-`registers_per_block` is what a launch asks of the register file (the CPU backend refuses a block past it, as a
-GPU does).
+options and nvJitLink's version (`assemble`). A kernel that calls CUDA C++ numba-cuda links in (its float16
+operators) is first linked with it, as a GPU's load links it (`linked_code`). `parse_report` reads the reports of
+CUDA 12 and 13. `registers_per_block` is what a launch asks of the register file (the CPU backend refuses a block
+past it, as a GPU does).
 
 Without nvJitLink (a CUDA wheel of the cu12 or cu13 extra), `resources_problem` says why.
 """

@@ -195,7 +195,7 @@ class LaunchTrace:
         if self._vector is not None:  # part of one vector access: counted when it ends
             places = _places(array, elements, components, lanes)
             self._vector.setdefault((entry.name, kind), []).append((array, lanes, places))
-        else:  # local memory has no sectors or bank words to count
+        else:  # `_count` reads the places of global and shared memory only (local memory has none to count)
             places = _places(array, elements, components, lanes) if array.space in ("global", "shared") else None
             self._count(entry, array, kind, lanes, places, site, 1, len(lanes), warps)
         entry.events.append((kind, lanes, elements if array.copies == 1 else elements % array.size, block, phase, site))

@@ -33,6 +33,9 @@ from .runtime import RUNTIME, UNDEFINED
 from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
 
 _compiled: dict = {}
+# (code, its file) -> the rewrite of that code, compiled: one for every closure of a `def` (a factory's kernels),
+# each run in its own namespace (`kernel_globals`)
+_rewritten: dict = {}
 SIMULATION = "__simulation__"  # what the simulator runs in place of a function that carries it
 
 
@@ -289,9 +292,13 @@ def device_function(py_func):
     """The rewritten, runnable version of a kernel or device function (cached)."""
     compiled = _compiled.get(py_func)
     if compiled is None:
-        module, filename = rewrite(py_func)
+        key = (py_func.__code__, py_func.__code__.co_filename)
+        code = _rewritten.get(key)
+        if code is None:
+            module, filename = rewrite(py_func)
+            code = _rewritten[key] = compile(module, filename, "exec")
         namespace = kernel_globals(py_func)
-        exec(compile(module, filename, "exec"), namespace)  # noqa: S102 (our own rewrite of the kernel)
+        exec(code, namespace)  # noqa: S102 (our own rewrite of the kernel)
         compiled = _compiled[py_func] = namespace[py_func.__name__]
     return compiled
 

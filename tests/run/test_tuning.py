@@ -252,6 +252,27 @@ def test_a_launch_priced_again_in_the_process_is_traced_once(monkeypatch):
     assert len(runs) == 8
 
 
+def test_a_trace_kept_for_the_model_holds_its_counts_and_not_each_access(monkeypatch):
+    """The model's traces are kept (`TRACES_KEPT` of them): with the indices of every access they held 590 MB for
+    lecture 7's 8 SGEMM candidates (a laptop keeps 64); now the counts only, the same as a full trace's."""
+    from gpucourse.run.cpu_backend import trace
+
+    monkeypatch.setattr(rt, "_TRACED", type(rt._TRACED)())
+    kept, _, launch = rt._trace(_copy_problem(), {"shift": 0, "threads": 64}, "sm_90")
+    with trace() as full:
+        launch()
+    assert set(kept.arrays) == set(full.last.arrays) and rt._TRACED
+    for name, array in full.last.arrays.items():
+        counts = kept.arrays[name]
+        assert counts.events is None and array.events
+        assert counts.instructions == array.instructions
+        for kind in ("read", "write"):
+            assert np.array_equal(counts.per_thread[kind], array.per_thread[kind])
+            assert np.array_equal(counts.per_element[kind], array.per_element[kind])
+    with pytest.raises(TypeError):  # the records are gone: no silent empty answer
+        kept.touched(next(iter(kept.arrays)))
+
+
 def test_the_model_s_candidates_are_compiled_for_its_gpu_only(monkeypatch):
     """A candidate's PTX check is its compilation for the GPU the model predicts, not a second one for the oldest
     GPU (lecture 7's search over 8 SGEMM tiles: 14.6 s with both, 8.4 s with one)."""

@@ -347,6 +347,7 @@ def _run_traced(traced: Problem, launch: Launch, argtypes: tuple, architecture: 
         sass = waiting and _finished(waiting)
     if (wrong := traced.wrong()) is not None:
         raise WrongResult(wrong)
+    t.last.keep_counts_only()  # kept in _TRACED: the model reads counts only
     resources = kernel_resources(launch.kernel, argtypes, architecture)
     if resources is not None:  # the cost model's issue roof and a block's own time
         ptx = ptx_for(launch.kernel, argtypes, architecture)

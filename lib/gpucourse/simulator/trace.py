@@ -80,7 +80,8 @@ class ArrayTrace:
         # elements), counted all at once when a count is asked for (`per_thread`, `per_element`)
         self._uncounted: dict[str, list] = {k: [] for k in KINDS}
         self.instructions = {k: Instructions() for k in KINDS}
-        self.events: list[tuple] = []  # (kind, lanes, elements, block phase of each lane)
+        # (kind, lanes, elements, block, phase of each lane, site); None once only the counts are kept
+        self.events: list[tuple] | None = []
         self.size = array.size
 
     def note(self, kind: str, lanes, elements) -> None:
@@ -269,6 +270,14 @@ class LaunchTrace:
                              "`with trace(lines=True):` (on Python 3.11 a traced launch then takes about twice as "
                              "long)")
         return self.lines_known - self.lines_ran
+
+    def keep_counts_only(self) -> None:
+        """Drop the record of each access (what `touched`, `accesses` and the viewer read; they then raise), keeping
+        every count: what the cost model keeps of a launch (`run.tuning`), kilobytes where the records held an index
+        per thread per access (8 SGEMM candidates traced at 128 x 128 x 64: 590 MB)."""
+        for entry in self.arrays.values():
+            entry._count_accesses()
+            entry.events = None
 
     def finish(self, runtime) -> None:
         """Called when the launch ends: keep what only the runtime knows."""

@@ -374,6 +374,24 @@ def test_price_each_prices_every_size_from_one_traced_launch(monkeypatch):
             rt.price_each(odd, config, model)
 
 
+def test_a_size_priced_from_its_proxy_makes_none_of_its_arrays():
+    """The model reads a full-size launch's grid and block only (`Problem.geometry`): lecture 7's BERT layer made
+    A, B and a NaN-filled C at every size for every candidate (about 3.5 s of its sweep). A, B and C of 2^20 x 2^20
+    would take 4 TiB each: priced without them, and the same price as an array-free build gives."""
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    tiles, model = {"BM": (64,), "BN": (64,), "TM": (4,), "TN": (4,), "BK": (8,)}, ft.cost_model("H100")
+    huge = gt.sgemm_problem(2**20, 2**20, 2**20, tiles, traced=(32, 32, 8), on_device=False)
+    config = huge.space.valid()[0]
+    kernel, grid, block = huge.geometry(config)
+    assert grid == (2**14, 2**14, 1) and block == (16, 16) and kernel is huge.geometry(config)[0]
+    seconds = rt.price(huge, config, model)
+    assert rt.price_each([huge], config, model) == [seconds] and math.isfinite(seconds)
+    shapeless = dataclasses.replace(huge, geometry=None, build=lambda c: rt.Launch(*huge.geometry(c), ()))
+    assert rt.price(shapeless, config, model) == seconds
+
+
 def test_sweep_gives_every_config_at_every_size_priced_or_timed_and_checked(monkeypatch):
     from gpucourse.figures import tuning as ft
     from gpucourse.grading import tuning as gt

@@ -90,24 +90,33 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
     `sgemm.make_warp_tiled` (``BM, BN, BK, WM, WN, LANES_M``); ``traced``: the (M, N, K) the cost model traces
     instead (on host arrays)."""
     put, poisoned, host = _arrays(on_device)
-    rng = np.random.default_rng(seed)
-    a, b = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
-    want = functools.cache(lambda: (a[0].astype(np.float64) @ b[0]).astype(np.float32))  # when a launch is checked
-    d_a, d_b = put(a), put(b)
+
+    @functools.cache
+    def inputs() -> tuple:  # A, B and their copies to launch on: made at the first launch (pricing makes none)
+        rng = np.random.default_rng(seed)
+        a, b = rng.standard_normal((1, M, K), np.float32), rng.standard_normal((1, K, N), np.float32)
+        return a, b, put(a), put(b)
+
+    want = functools.cache(lambda: (inputs()[0][0].astype(np.float64) @ inputs()[1][0]).astype(np.float32))
     out = {}
     make = _factories(factory)
     warp_tiled = factory is sgemm.make_warp_tiled
 
-    def build(config: dict) -> Launch:
-        out["C"] = poisoned((1, M, N))
+    def geometry(config: dict) -> tuple:
         if warp_tiled:
             kernel = make(**config)
-            return Launch(kernel, *sgemm.configuration(kernel, (1, M, N)), (out["C"], d_a, d_b))
+            return (kernel, *sgemm.configuration(kernel, (1, M, N)))
         kernel = make(config["BM"], config["BN"], config["TM"], config["TN"], config["BK"])
-        grid = (-(-N // config["BN"]), -(-M // config["BM"]), 1)
-        return Launch(kernel, grid, (config["BN"] // config["TN"], config["BM"] // config["TM"]), (out["C"], d_a, d_b))
+        return kernel, (-(-N // config["BN"]), -(-M // config["BM"]), 1), (config["BN"] // config["TN"],
+                                                                            config["BM"] // config["TM"])
+
+    def build(config: dict) -> Launch:
+        out["C"] = poisoned((1, M, N))
+        return Launch(*geometry(config), (out["C"], *inputs()[2:]))
 
     def wrong() -> str | None:  # fp32 sums of K products: errors grow like sqrt(K) ulps of the largest term
+        if "C" not in out:  # priced from its proxy only (`geometry`)
+            return "nothing launched to check: launch build(config) first"
         return _mismatch(host(out["C"])[0], want(), 1e-5 * np.sqrt(K) * 8)
 
     space = (Space(factory.__name__, dict(parameters or WARP_TILED_SPACE), warp_tiled_constraint) if warp_tiled
@@ -118,7 +127,7 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
                          f"{', '.join(space.parameters)}")
     proxy = traced and sgemm_problem(*traced, parameters, factory, seed, on_device=False)
     return Problem(f"sgemm:{factory.__module__}.{factory.__name__}", space, build, wrong, 2.0 * M * N * K,
-                   {"M": M, "N": N, "K": K}, ("float32",), proxy)
+                   {"M": M, "N": N, "K": K}, ("float32",), proxy, geometry)
 
 
 def warp_tiled_constraint(config: dict) -> str | None:

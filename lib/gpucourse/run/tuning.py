@@ -282,6 +282,8 @@ class Problem:
     shapes: dict
     dtypes: tuple
     proxy: "Problem | None" = None  # the same space at a size the simulator traces quickly, for the cost model
+    # ``config -> (kernel, grid, block)``, none of the arrays made: what the model prices a size by (else `build`)
+    geometry: Callable[[dict], tuple] | None = None
 
 
 class WrongResult(Exception):
@@ -391,7 +393,13 @@ def _traced(problem: Problem, config: dict, architecture: str) -> tuple:
     if problem.proxy is None:
         return (*_trace(problem, config, architecture), problem.flops, 1.0)
     launch_trace, resources, _ = _trace(problem.proxy, config, architecture)
-    return launch_trace, resources, problem.build(config), problem.flops, problem.flops / problem.proxy.flops
+    return launch_trace, resources, _shape_of(problem, config), problem.flops, problem.flops / problem.proxy.flops
+
+
+def _shape_of(problem: Problem, config: dict) -> Launch:
+    """``problem``'s launch of ``config`` for the model, which reads its grid and block: without arguments where the
+    problem has a ``geometry`` (a full-size problem priced from its proxy need not make its arrays)."""
+    return Launch(*problem.geometry(config), ()) if problem.geometry else problem.build(config)
 
 
 def _checked_cost_model(model):
@@ -425,7 +433,7 @@ def price_each(problems: list, config: dict, model) -> list[float]:
         raise ValueError("price_each traces one launch for all the problems: give problems of one kernel and "
                          "dtypes, each with a proxy of the same size (traced=...); else call price on each")
     launch_trace, resources, _ = _trace(first.proxy, config, model.architecture)
-    return [model(launch_trace, resources, p.build(config), p.flops, p.flops / p.proxy.flops) for p in problems]
+    return [model(launch_trace, resources, _shape_of(p, config), p.flops, p.flops / p.proxy.flops) for p in problems]
 
 
 def sweep(problems: list, model=None) -> list[tuple[dict, list[float]]]:

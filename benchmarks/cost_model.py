@@ -123,8 +123,8 @@ def one_launch_problem(name: str, geometry, arguments, size: tuple, traced: tupl
     space, args = rt.Space("one launch", {"launch": (0,)}), arguments(traced)
     proxy = rt.Problem(name, space, lambda _: rt.Launch(*geometry(traced), args), lambda: None, flops(traced),
                        {"shape": traced}, ("float32",))
-    return rt.Problem(name, space, lambda _: rt.Launch(*geometry(size), ()), lambda: None, flops(size),
-                      {"shape": size}, ("float32",), proxy)
+    return rt.Problem(name, space, None, lambda: None, flops(size), {"shape": size}, ("float32",), proxy,
+                      geometry=lambda _: geometry(size))
 
 
 def ladder_problem(kernel, n: int, traced: tuple = LADDER_TRACED):

@@ -392,6 +392,23 @@ def test_a_size_priced_from_its_proxy_makes_none_of_its_arrays():
     assert rt.price(shapeless, config, model) == seconds
 
 
+@pytest.mark.parametrize("family", ["conv", "softmax"])
+def test_a_conv_or_softmax_size_priced_from_its_proxy_makes_none_of_its_arrays(family):
+    """As the SGEMM's: the tuning benchmark's conv layer (batch 32, 64 x 56 x 56) made its input, its weights in two
+    layouts and its reference (about 6 s) before a candidate was priced; x of 2^16 x 2^16 x 2^16 would be 1 TiB."""
+    from gpucourse.figures import tuning as ft
+    from gpucourse.grading import tuning as gt
+
+    if family == "conv":
+        huge = gt.conv_problem(2**16, 64, 2**16, 2**16, 64, traced=(1, 4, 5, 5, 4), on_device=False)
+        config = {"algorithm": "implicit_gemm"}
+    else:
+        huge = gt.softmax_problem(2**30, 2**16, threads=(128,), traced=(2, 40), on_device=False)
+        config = {"kernel": "online", "threads": 128}
+    seconds = rt.price(huge, config, ft.cost_model("H100"))
+    assert math.isfinite(seconds) and huge.wrong() == "nothing launched to check: launch build(config) first"
+
+
 def test_sweep_gives_every_config_at_every_size_priced_or_timed_and_checked(monkeypatch):
     from gpucourse.figures import tuning as ft
     from gpucourse.grading import tuning as gt

@@ -1,10 +1,11 @@
 """Tuning (module 7): the tuning problems of the course's kernels, each with its correctness filter.
 
-A problem (`gpucourse.run.tuning.Problem`) puts random inputs on the device once; every candidate's launch writes
-into an output poisoned with NaN first, and `wrong` compares it with the NumPy reference, so an unwritten element
-or a wrong tile shows. Spaces: the register-tiled SGEMM's tile shape (`sgemm_problem`; any factory with the same
-parameters plugs in), the convolution's algorithm and layout (`conv_problem`, like cuDNN's choice), the fused
-softmax's kernel and block size (`softmax_problem`).
+A problem (`gpucourse.run.tuning.Problem`) puts random inputs on the device at its first launch (a size priced
+from its proxy makes no arrays: `Problem.geometry`); every candidate's launch writes into an output poisoned with
+NaN first, and `wrong` compares it with the NumPy reference, so an unwritten element or a wrong tile shows.
+Spaces: the register-tiled SGEMM's tile shape (`sgemm_problem`; any factory with the same parameters plugs in), the
+convolution's algorithm and layout (`conv_problem`, like cuDNN's choice), the fused softmax's kernel and block size
+(`softmax_problem`).
 
 The checks of assignment 7: a space's constraint (`check_constraint`, against `staged_constraint`), the cache's key
 and lookup (`check_cache_key`, `check_cached_tune`), a kernel without local memory graded on its compiled code
@@ -140,32 +141,43 @@ def conv_problem(B: int, C: int, H: int, W: int, M: int, R: int = 3, S: int = 3,
     """A convolution layer over the algorithms of `kernels.conv.KERNELS` (direct, implicit GEMM in NCHW and NHWC);
     ``traced``: the (B, C, H, W, M) the cost model traces instead."""
     put, poisoned, host = _arrays(on_device)
-    rng = np.random.default_rng(seed)
-    x, w = rng.standard_normal((B, C, H, W), np.float32), rng.standard_normal((M, C, R, S), np.float32)
-    want = cv.conv2d_reference(x, w, stride, padding)
-    inputs = {"NCHW": (put(x), put(w)), "NHWC": (put(x.transpose(0, 2, 3, 1)), put(w.transpose(0, 2, 3, 1)))}
+    layouts = {"NCHW": ((B, C, H, W), (M, C, R, S)), "NHWC": ((B, H, W, C), (M, R, S, C))}
+
+    @functools.cache
+    def inputs() -> tuple:  # x, w and their copies in both layouts: made at the first launch (pricing makes none)
+        rng = np.random.default_rng(seed)
+        x, w = rng.standard_normal((B, C, H, W), np.float32), rng.standard_normal((M, C, R, S), np.float32)
+        return x, w, {"NCHW": (put(x), put(w)), "NHWC": (put(x.transpose(0, 2, 3, 1)), put(w.transpose(0, 2, 3, 1)))}
+
+    want = functools.cache(lambda: cv.conv2d_reference(*inputs()[:2], stride, padding))
     out = {}
 
-    def build(config: dict) -> Launch:
+    def shape_of(kernel) -> tuple:
+        return cv.output_shape(*layouts[cv.layout_of(kernel)], stride, padding, cv.layout_of(kernel))
+
+    def geometry(config: dict) -> tuple:
         kernel = cv.KERNELS[config["algorithm"]]
-        layout = cv.layout_of(kernel)
-        d_x, d_w = inputs[layout]
-        shape = cv.output_shape(d_x.shape, d_w.shape, stride, padding, layout)
-        out["y"], out["layout"] = poisoned(shape), layout
-        grid, block = cv.configuration(kernel, shape)
-        return Launch(kernel, grid, block, (out["y"], d_x, d_w, stride, padding))
+        return (kernel, *cv.configuration(kernel, shape_of(kernel)))
+
+    def build(config: dict) -> Launch:
+        kernel, grid, block = geometry(config)
+        out["y"], out["layout"] = poisoned(shape_of(kernel)), cv.layout_of(kernel)
+        return Launch(kernel, grid, block, (out["y"], *inputs()[2][out["layout"]], stride, padding))
 
     def wrong() -> str | None:
+        if "y" not in out:  # priced from its proxy only (`geometry`)
+            return "nothing launched to check: launch build(config) first"
         got = host(out["y"])
         if out["layout"] == "NHWC":
             got = got.transpose(0, 3, 1, 2)
-        return _mismatch(np.ascontiguousarray(got), want, 1e-5 * np.sqrt(C * R * S) * 8)
+        return _mismatch(np.ascontiguousarray(got), want(), 1e-5 * np.sqrt(C * R * S) * 8)
 
     space = Space("conv", {"algorithm": tuple(cv.KERNELS)})
-    Ho, Wo = want.shape[2:]
+    Ho, Wo = cv.output_shape(*layouts["NCHW"], stride, padding)[2:]
     proxy = traced and conv_problem(*traced, R, S, stride, padding, seed, on_device=False)
     return Problem("conv:gpucourse.kernels.conv", space, build, wrong, 2.0 * B * M * Ho * Wo * C * R * S,
-                   {"x": (B, C, H, W), "w": (M, C, R, S), "stride": stride, "padding": padding}, ("float32",), proxy)
+                   {"x": (B, C, H, W), "w": (M, C, R, S), "stride": stride, "padding": padding}, ("float32",), proxy,
+                   geometry)
 
 
 def softmax_constraint(config: dict, columns: int) -> str | None:
@@ -182,23 +194,32 @@ def softmax_problem(rows: int, columns: int, seed: int = 0, threads=(32, 64, 128
     """Row softmax over the fused kernels of `kernels.fusion` and the threads per block (one block per row);
     ``traced``: the (rows, columns) the cost model traces instead."""
     put, poisoned, host = _arrays(on_device)
-    rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((rows, columns)) * 4).astype(np.float32)
-    want = fu.softmax_reference(x).astype(np.float32)
-    d_x, out = put(x), {}
+
+    @functools.cache
+    def inputs() -> tuple:  # x and its copy to launch on: made at the first launch (pricing makes none)
+        x = (np.random.default_rng(seed).standard_normal((rows, columns)) * 4).astype(np.float32)
+        return x, put(x)
+
+    want = functools.cache(lambda: fu.softmax_reference(inputs()[0]).astype(np.float32))
+    out = {}
+
+    def geometry(config: dict) -> tuple:
+        return SOFTMAX_KERNELS[config["kernel"]], (rows,), (config["threads"],)
 
     def build(config: dict) -> Launch:
         out["y"] = poisoned((rows, columns))
-        return Launch(SOFTMAX_KERNELS[config["kernel"]], (rows,), (config["threads"],), (out["y"], d_x))
+        return Launch(*geometry(config), (out["y"], inputs()[1]))
 
     def wrong() -> str | None:  # outputs in [0, 1]: a few float32 ulps of 1, times the row's reductions
-        return _mismatch(host(out["y"]), want, 1e-6 * np.log2(columns + 1) * 4)
+        if "y" not in out:  # priced from its proxy only (`geometry`)
+            return "nothing launched to check: launch build(config) first"
+        return _mismatch(host(out["y"]), want(), 1e-6 * np.log2(columns + 1) * 4)
 
     space = Space("softmax", {"kernel": tuple(SOFTMAX_KERNELS), "threads": tuple(threads)},
                   functools.partial(softmax_constraint, columns=columns))
     proxy = traced and softmax_problem(*traced, seed, threads, on_device=False)
     return Problem("softmax:gpucourse.kernels.fusion", space, build, wrong, 5.0 * rows * columns,
-                   {"x": (rows, columns)}, ("float32",), proxy)
+                   {"x": (rows, columns)}, ("float32",), proxy, geometry)
 
 
 # -- the checks of assignment 7 ------------------------------------------------------------------------------------

@@ -1,7 +1,5 @@
 """Counting the instructions a launch issues (`run.issue`): SASS with its line table, weighed by the trace."""
 
-import sys
-
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -308,40 +306,24 @@ def _sums_undivided(kernel, seed: int):
     return out, x, t
 
 
-def test_a_trace_watches_which_lines_run_only_when_asked(monkeypatch):
-    """Watching the lines (`sys.settrace` on Python 3.11) about doubles the time of a traced launch: only the cost
-    model's traces ask for it, and a trace without it says so rather than call every line run."""
-    watched = []
-    monkeypatch.setattr(sys, "settrace", lambda function: watched.append(function))
+def test_a_trace_knows_which_lines_ran_only_when_asked():
+    """Only the cost model's traces ask for the lines that ran; a trace without them says so rather than call every
+    line run."""
     x = np.ones((3, 300), np.float32)
     with trace() as t:
         _row_sums[3, 64](np.zeros(3, np.float32), x, False)
-    assert watched == []
     with pytest.raises(ValueError, match=r"did not watch which lines ran: record it inside `with trace\(lines=True"):
         t.last.lines_not_run
-    monkeypatch.undo()
     with trace(lines=True) as t:
         _row_sums[3, 64](np.zeros(3, np.float32), x, False)
     assert t.last.lines_not_run == set() and t.last.lines_ran
 
 
-@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python 3.11: lines are watched with sys.settrace only")
-@pytest.mark.parametrize("kernel", ["inlined", "device functions"])
-def test_sys_monitoring_watches_the_same_lines_as_settrace(monkeypatch, kernel):
-    """Python 3.12 on watches with `sys.monitoring` (each line until it first runs), 3.11 with `sys.settrace`."""
-    launched = {"inlined": _inlined_row_sums, "device functions": _cell_row_sums}[kernel]
-
-    def watched() -> tuple[set, set]:
-        _, _, t = _sums_undivided(launched, 7)
-        return t.last.lines_known, t.last.lines_ran
-
-    known, ran = watched()
-    monkeypatch.delattr(sys, "monitoring")
-    assert watched() == (known, ran)
-    if kernel == "inlined":
-        assert known - ran == {(__file__, DIVIDED_LINE)}
-    else:
-        assert {(__file__, SCALED_LINE), (__file__, CALLS_SCALED_LINE)} <= known - ran
+def test_a_branch_not_taken_is_a_line_not_run_in_the_kernel_or_a_device_function_of_its_file():
+    _, _, inlined = _sums_undivided(_inlined_row_sums, 7)
+    assert inlined.last.lines_not_run == {(__file__, DIVIDED_LINE)}
+    _, _, called = _sums_undivided(_cell_row_sums, 7)
+    assert {(__file__, SCALED_LINE), (__file__, CALLS_SCALED_LINE)} <= called.last.lines_not_run
 
 
 @needs_sass

@@ -61,8 +61,7 @@ def recording_launches():
 
 def trace(lines: bool = False):
     """``with trace() as t:`` records every launch inside, run on the course simulator (also on a GPU machine);
-    ``trace(lines=True)``: also which lines of each kernel ran (what the cost model reads; on Python 3.11 about twice
-    the time, on 3.12 and later about a fifth more)."""
+    ``trace(lines=True)``: also which lines of each kernel ran (what the cost model reads)."""
     return _cpu_backend().trace(lines)
 
 

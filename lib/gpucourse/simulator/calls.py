@@ -29,8 +29,9 @@ from .functions import FUNCTIONS, cast_to
 from .intrinsics import REPLACEMENTS
 from .memory import SimArray, SimView
 from .printing import kernel_print
+from . import trace as tracing
 from .runtime import RUNTIME, UNDEFINED
-from .transform import CALL, FUNCTION, RT, UNDEFINED as UNDEFINED_NAME, rewrite
+from .transform import CALL, FUNCTION, MARK, MARKED, RT, UNDEFINED as UNDEFINED_NAME, register_stretches, rewrite
 
 _compiled: dict = {}
 # (code, its file) -> the rewrite of that code, compiled: one for every closure of a `def` (a factory's kernels),
@@ -236,6 +237,7 @@ def kernel_globals(py_func) -> dict:
             namespace[name] = REPLACEMENTS.get(id(value), value)
     namespace[RT] = RUNTIME
     namespace[CALL] = call
+    namespace[MARK], namespace[MARKED] = tracing.mark, tracing.marked
     namespace[UNDEFINED_NAME] = UNDEFINED
     namespace[FUNCTION] = py_func
     namespace.setdefault("__builtins__", __builtins__)
@@ -297,6 +299,7 @@ def device_function(py_func):
         if code is None:
             module, filename = rewrite(py_func)
             code = _rewritten[key] = compile(module, filename, "exec")
+            register_stretches(code)
         namespace = kernel_globals(py_func)
         exec(code, namespace)  # noqa: S102 (our own rewrite of the kernel)
         compiled = _compiled[py_func] = namespace[py_func.__name__]

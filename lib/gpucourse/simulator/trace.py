@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import dis
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import BudgetExceeded, UnknownArray
 from .memory import SimArray
-from .transform import RT, SITES
+from .transform import SITES, STRETCHES
 
 KINDS = ("read", "write", "atomic")
 SECTOR_BYTES = 32
@@ -168,7 +167,7 @@ class LaunchTrace:
         # them, those that ran, and those that did not (a branch no thread took), where `lines_run` could watch
         self.lines_known: set = set()
         self.lines_ran: set = set()
-        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``; slower on Python 3.11)
+        self.watches_lines = False  # whether `lines_run` watched them (``trace(lines=True)``)
         self.block_barriers = np.zeros(geometry.blocks, np.int64)  # set when the launch ends
         self.source: dict[tuple, str] = {}
         self._vector: dict | None = None  # inside `vector_access`: (array name, kind) -> its element accesses
@@ -267,8 +266,7 @@ class LaunchTrace:
         a launch traced with ``trace(lines=True)`` knows them."""
         if not self.watches_lines:
             raise ValueError(f"the trace of `{self.kernel}` did not watch which lines ran: record it inside "
-                             "`with trace(lines=True):` (on Python 3.11 a traced launch then takes about twice as "
-                             "long)")
+                             "`with trace(lines=True):`")
         return self.lines_known - self.lines_ran
 
     def keep_counts_only(self) -> None:
@@ -484,6 +482,24 @@ def recording(lines: bool = False):
         _active.remove(recorded)
 
 
+_watching: list[tuple] = []  # (launch trace, stretches that ran) of the launch whose lines `lines_run` watches
+
+
+def mark(stretch: int) -> None:
+    """A rewritten function's marker (`transform.MARK`): ``stretch`` ran, where `lines_run` watches, outside a device
+    function's call (whose lines are the call's)."""
+    if _watching:
+        recorder, ran = _watching[-1]
+        if recorder.call_site is None:
+            ran.add(stretch)
+
+
+def marked(stretch: int, value):
+    """A lambda's marker (`transform.MARKED`): ``stretch`` ran; its value."""
+    mark(stretch)
+    return value
+
+
 @contextlib.contextmanager
 def lines_run(recorder: LaunchTrace | None, own_lines=()):
     """While a traced launch runs: which lines of the kernel's code run (`LaunchTrace.lines_not_run`), in the line
@@ -492,109 +508,26 @@ def lines_run(recorder: LaunchTrace | None, own_lines=()):
     kernel's code whether they are called or not.
 
     The rewritten kernel runs each statement once for all its threads, and a branch only where some thread takes
-    it, so a line that never ran is code that no thread ran. Watched on the rewritten functions' code only: with
-    `sys.monitoring` (Python 3.12 on), each line until it first runs; else with `sys.settrace`, which calls back on
-    every Python call of the launch (about twice the time of the launch), and not where another tracer (a
-    debugger, coverage) is set: then every line counts as run."""
-    monitoring = getattr(sys, "monitoring", None)
-    tool = None if monitoring is None else next((i for i in range(5, -1, -1) if monitoring.get_tool(i) is None), None)
-    if (recorder is None or not recorder.watches_lines or recorder.kernel_file is None
-            or (tool is None and (monitoring is not None or sys.gettrace() is not None))):
+    it, so a line that never ran is code that no thread ran. The rewrite marks each stretch of code that runs whole
+    once begun (`transform.MARK`); a line ran where its stretch did (`transform.STRETCHES`; in a launch that stops
+    at a fault, the rest of that stretch too). A code object's lines are known once a stretch of it ran (a lambda's,
+    where some thread needed its value). Unlike a tracer, the markers cost next to nothing, and a debugger or
+    coverage may trace alongside."""
+    if recorder is None or not recorder.watches_lines or recorder.kernel_file is None:
         yield
         return
-    file, ran, known = recorder.kernel_file, recorder.lines_ran, recorder.lines_known
-    codes: set = set()
-
-    def kernel_code(code, frame) -> bool:
-        """Whether ``code``, started in ``frame``, is the kernel's or a device function's rewritten code, started
-        outside a device function's call (whose lines are the call's); its lines then become known."""
-        if recorder.call_site is not None:
-            return False
-        if code not in codes:
-            if not rewritten(code, frame):
-                return False
-            add(code)
-        return True
-
-    def add(code) -> None:
-        codes.add(code)
-        known.update((file, number) for _, number in dis.findlinestarts(code) if number)
-
-    for function in own_lines:
-        add(function.__code__)
-    with (_watching_lines(monitoring, tool, file, ran, recorder, kernel_code, codes) if tool is not None
-          else _tracing_lines(file, ran, kernel_code)):
-        yield
-
-
-def rewritten(code, frame) -> bool:
-    """Whether ``code``, running in ``frame``, is a kernel's or a device function's code as the simulator rewrote it
-    (not the module that defines it)."""
-    return frame.f_globals.get(RT) is not None and code.co_name != "<module>"
-
-
-@contextlib.contextmanager
-def _watching_lines(monitoring, tool: int, file: str, ran: set, recorder: LaunchTrace, kernel_code, codes: set):
-    """`lines_run` with `sys.monitoring`: line events on the kernel's code objects only (``codes`` gathers them),
-    each line's turned off once it ran (code of a device function's call, whose lines are the call's, is watched
-    until it runs outside one)."""
-    events, disable = monitoring.events, monitoring.DISABLE
-
-    def started(code, _offset):
-        frame = sys._getframe(1)
-        if not rewritten(code, frame):
-            return disable
-        if not kernel_code(code, frame):
-            return None  # started inside a device function's call: watched until it starts outside one
-        monitoring.set_local_events(tool, code, events.LINE)
-        return disable  # PY_START off for this code: its lines are watched from now on
-
-    def line(_code, number):
-        if recorder.call_site is not None:  # inside a device function's call: its lines are the call's
-            return None
-        ran.add((file, number))
-        return disable
-
-    monitoring.use_tool_id(tool, "gpucourse lines_run")
-    monitoring.register_callback(tool, events.PY_START, started)
-    monitoring.register_callback(tool, events.LINE, line)
-    monitoring.set_events(tool, events.PY_START)
+    file, ran = recorder.kernel_file, set()
+    _watching.append((recorder, ran))
     try:
         yield
     finally:
-        monitoring.set_events(tool, 0)
-        for code in codes:
-            monitoring.set_local_events(tool, code, 0)
-        monitoring.free_tool_id(tool)
-        monitoring.restart_events()
-
-
-@contextlib.contextmanager
-def _tracing_lines(file: str, ran: set, kernel_code):
-    """`lines_run` with `sys.settrace` (Python 3.11)."""
-
-    def line(frame, event, _):
-        if event == "line":
-            ran.add((file, frame.f_lineno))
-        return line
-
-    others: set = set()  # code that is no kernel's or device function's: answered at once when called again
-
-    def call(frame, event, _):
-        code = frame.f_code
-        if code in others:
-            return None
-        if kernel_code(code, frame):
-            return line
-        if not rewritten(code, frame):
-            others.add(code)
-        return None
-
-    sys.settrace(call)
-    try:
-        yield
-    finally:
-        sys.settrace(None)
+        _watching.pop()
+        for function in own_lines:
+            recorder.lines_known.update((file, number) for _, number in dis.findlinestarts(function.__code__) if number)
+        for stretch in ran:
+            lines, every = STRETCHES[stretch]
+            recorder.lines_ran.update((file, number) for number in lines)
+            recorder.lines_known.update((file, number) for number in every)
 
 
 def recorder_for(function, geometry, arguments) -> LaunchTrace | None:

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import ast
 import collections
+import dis
 import functools
 import inspect
+import itertools
 import linecache
 import sys
 import textwrap
@@ -46,6 +48,10 @@ UNDEFINED = "_g_U"
 FUNCTION = "_g_function"  # the Python function a rewrite comes from, the key of its variable types
 TYPES = "_g_types"
 PLAIN = "_g_plain"  # true where no read of the function is keyed (`read_keys`): every read takes the value as it is
+# `trace.lines_run`'s markers: ``_g_mark(k)`` starts (or resumes) stretch ``k`` of code that runs whole once begun (a
+# block, up to its next nested block), ``_g_marked(k, value)`` is a lambda's (`and`, `or`, `if`-`else` operands)
+MARK, MARKED = "_g_mark", "_g_marked"
+_stretches = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,20 @@ def _compare(left: ast.expr, operator: ast.cmpop, right: ast.expr) -> ast.expr:
 
 
 def _lambda(body: ast.expr) -> ast.Lambda:
+    """``lambda: body``, marked as a stretch of its own (it runs only where a thread needs its value)."""
     empty = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    return ast.Lambda(empty, body)
+    marked = ast.Call(ast.Name(MARKED, ast.Load()), [ast.Constant(next(_stretches)), body], [])
+    return ast.Lambda(empty, marked)
+
+
+def _mark(stretch: int, where: ast.stmt) -> ast.stmt:
+    """``_g_mark(stretch)`` on the first line of ``where``."""
+    call = ast.Call(ast.Name(MARK, ast.Load()), [ast.Constant(stretch)], [])
+    marker = ast.Expr(call)
+    for node in (marker, call, call.func, *call.args):
+        node.lineno = node.end_lineno = where.lineno
+        node.col_offset = node.end_col_offset = where.col_offset
+    return marker
 
 
 def _constant_test(test: ast.expr) -> bool:
@@ -373,10 +391,14 @@ class KernelRewriter:
 
     # -- statements --------------------------------------------------------------
     def block(self, statements: list[ast.stmt], nested: bool) -> list[ast.stmt]:
-        out: list[ast.stmt] = []
+        """The rewritten ``statements``, marked (`MARK`) at the start and again after each nested block."""
+        stretch = next(_stretches)
+        out: list[ast.stmt] = [_mark(stretch, statements[0])] if statements else []
         for position, statement in enumerate(statements):
             out.extend(self.statement(statement, nested))
             rest = statements[position + 1 :]
+            if rest and isinstance(statement, (ast.If, ast.For, ast.While)):
+                out.append(_mark(stretch, rest[0]))
             if rest and may_remove_lanes(statement):
                 guard = ast.If(ast.Attribute(ast.Name(RT, ast.Load()), "any", ast.Load()), self.block(rest, nested), [])
                 out.append(ast.copy_location(guard, rest[0]))
@@ -564,6 +586,33 @@ class KernelRewriter:
         return tree
 
 
+# stretch -> (the lines its code starts, every line its code object starts): `trace.lines_run` reads them
+STRETCHES: dict[int, tuple[frozenset, frozenset]] = {}
+
+
+def register_stretches(code) -> None:
+    """`STRETCHES` of the compiled rewrite ``code`` and the code objects in it: each line start of a code object
+    belongs to the stretch whose marker comes last before it in the code (a marker starts or resumes its stretch,
+    and the code between two markers runs whole, so a line runs where its stretch does)."""
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            register_stretches(const)
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    markers = [(a.offset, b.argval) for a, b in zip(instructions, instructions[1:])
+               if a.opname == "LOAD_GLOBAL" and a.argval in (MARK, MARKED) and b.opname == "LOAD_CONST"]
+    if not markers:
+        return
+    starts = [(offset, line) for offset, line in dis.findlinestarts(code) if line]
+    every, lines, k = frozenset(line for _, line in starts), collections.defaultdict(set), 0
+    current = markers[0][1]  # the prologue (the def's line) runs with the first stretch
+    for offset, line in starts:
+        while k < len(markers) and markers[k][0] <= offset:
+            current, k = markers[k][1], k + 1
+        lines[current].add(line)
+    for _, stretch in markers:
+        STRETCHES[stretch] = (frozenset(lines[stretch]), every)
+
+
 def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
     """The ``def`` a lambda of these lines with ``py_func``'s arguments stands for (``cuda.reduce(lambda a, b: a + b)``)."""
     code = py_func.__code__
@@ -571,7 +620,8 @@ def _lambda_as_def(module: ast.Module, py_func) -> ast.FunctionDef | None:
     for node in ast.walk(module):
         if isinstance(node, ast.Lambda) and [a.arg for a in node.args.args] == names:
             return ast.copy_location(
-                ast.FunctionDef(py_func.__name__, node.args, [ast.Return(node.body)], [], None, type_params=[]), node)
+                ast.FunctionDef(py_func.__name__, node.args, [ast.copy_location(ast.Return(node.body), node.body)], [],
+                                None, type_params=[]), node)
     return None
 
 

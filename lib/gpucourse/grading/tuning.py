@@ -33,6 +33,7 @@ from ..run.tuning import Launch, Problem, Space
 from .core import WRITE_GUARD_HINT, CheckFailed, call_function, in_place_of_guard_hint, launch_on_copies, plural
 from .matmul import float32_only, reads_per_thread
 
+NOT_LAUNCHED = "nothing launched to check: launch build(config) first"  # `wrong` of a problem only priced so far
 SHARED_LIMIT = 48 * 1024  # static shared memory a block may have without opting in
 SGEMM_SPACE = {"BM": (32, 64, 128), "BN": (32, 64, 128), "TM": (2, 4, 8), "TN": (2, 4, 8), "BK": (8, 16)}
 # module 3's top rung, `sgemm.make_warp_tiled`: block tile, k step, warp tile and the warp's lanes along rows
@@ -117,7 +118,7 @@ def sgemm_problem(M: int, N: int, K: int, parameters: dict | None = None, factor
 
     def wrong() -> str | None:  # fp32 sums of K products: errors grow like sqrt(K) ulps of the largest term
         if "C" not in out:  # priced from its proxy only (`geometry`)
-            return "nothing launched to check: launch build(config) first"
+            return NOT_LAUNCHED
         return _mismatch(host(out["C"])[0], want(), 1e-5 * np.sqrt(K) * 8)
 
     space = (Space(factory.__name__, dict(parameters or WARP_TILED_SPACE), warp_tiled_constraint) if warp_tiled
@@ -166,7 +167,7 @@ def conv_problem(B: int, C: int, H: int, W: int, M: int, R: int = 3, S: int = 3,
 
     def wrong() -> str | None:
         if "y" not in out:  # priced from its proxy only (`geometry`)
-            return "nothing launched to check: launch build(config) first"
+            return NOT_LAUNCHED
         got = host(out["y"])
         if out["layout"] == "NHWC":
             got = got.transpose(0, 3, 1, 2)
@@ -212,7 +213,7 @@ def softmax_problem(rows: int, columns: int, seed: int = 0, threads=(32, 64, 128
 
     def wrong() -> str | None:  # outputs in [0, 1]: a few float32 ulps of 1, times the row's reductions
         if "y" not in out:  # priced from its proxy only (`geometry`)
-            return "nothing launched to check: launch build(config) first"
+            return NOT_LAUNCHED
         return _mismatch(host(out["y"]), want(), 1e-6 * np.log2(columns + 1) * 4)
 
     space = Space("softmax", {"kernel": tuple(SOFTMAX_KERNELS), "threads": tuple(threads)},
